@@ -1,0 +1,75 @@
+"""The `asyncclient` command: argument parsing and dispatch to the command modules.
+
+Only argparse and the light command modules load at start-up; aiohttp and rich load when a
+command needs them, so `asyncclient --help` stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from asyncclient._version import __version__
+from asyncclient.cli._common import add_global_options
+
+# Each module defines register(subparsers, parents); the handler it sets is imported lazily.
+_COMMAND_MODULES = (
+    "asyncclient.cli._upload",
+    "asyncclient.cli._run",
+    "asyncclient.cli._builds",
+    "asyncclient.cli._runs",
+    "asyncclient.cli._download",
+    "asyncclient.cli._endpoints",
+    "asyncclient.cli._serve",
+    "asyncclient.cli._demo",
+)
+
+_EPILOG = """\
+examples:
+  asyncclient demo                                  # a tour against the embedded emulator
+  export ASYNCCLIENT_BASE_URL=https://service.example.com ASYNCCLIENT_API_KEY=...
+  BUILD=$(asyncclient upload p_123 app.apk --label "$GIT_SHA")
+  asyncclient run project p_123 --build "$BUILD" --wait --junit report.xml
+  asyncclient runs list --project p_123 --status failed --json
+
+exit codes: 0 ok, 1 a run did not pass or the watch timed out, 2 bad input (nothing sent),
+3 the service refused, 4 the service could not be reached, 130 interrupted
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asyncclient",
+        description="Upload app builds, start test runs and follow them on the Test-Run Service.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"asyncclient {__version__}")
+    add_global_options(parser, suppress=False)
+    # Sub-commands accept the global options too (`asyncclient builds list P --json`); their
+    # defaults are suppressed there so they never overwrite what was given before the command.
+    common = argparse.ArgumentParser(add_help=False)
+    add_global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub, [common])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the process exit code."""
+    from asyncclient.cli._common import EXIT_BAD_INPUT, run_handler
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help/--version
+        return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
+    return run_handler(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""What every command shares: global options, exit codes, output, error reporting, Ctrl-C.
+
+Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+
+EXIT_OK = 0
+EXIT_NOT_PASSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_REFUSED = 3
+EXIT_UNREACHABLE = 4
+EXIT_INTERRUPTED = 130
+
+Handler = Callable[[argparse.Namespace, "Output"], Awaitable[int]]
+
+
+class CommandError(Exception):
+    """A command's own refusal, reported as one line with the given exit code."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The options every command accepts, before or after the command name."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--base-url",
+        default=default(None),
+        help="service address (default: $ASYNCCLIENT_BASE_URL)",
+    )
+    group.add_argument(
+        "--api-key",
+        default=default(None),
+        help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
+    )
+    group.add_argument(
+        "--json", action="store_true", default=default(False), help="machine-readable output"
+    )
+    group.add_argument(
+        "-q", "--quiet", action="store_true", default=default(False), help="no progress output"
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default(False),
+        help="log every request to stderr (secrets redacted)",
+    )
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    parents: Sequence[argparse.ArgumentParser],
+    *,
+    handler: str,
+    help: str,
+    description: str | None = None,
+    examples: str = "",
+) -> argparse.ArgumentParser:
+    """A sub-command whose handler ("module:function") is imported only when it runs."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        parents=list(parents),
+        help=help,
+        description=description or help,
+        epilog=("examples:\n" + examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_group(sub: Any, name: str, *, help: str) -> Any:
+    """A command with sub-commands of its own (`builds list`, `runs get`, ...)."""
+    parser = sub.add_parser(name, help=help, description=help)
+    group = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
+    group.required = True
+    return group
+
+
+class Output:
+    """Where a command writes: data to stdout (tables or JSON), everything else to stderr."""
+
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        quiet: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+
+    @property
+    def stdout_is_terminal(self) -> bool:
+        return _isatty(self.stdout)
+
+    @property
+    def stderr_is_terminal(self) -> bool:
+        return _isatty(self.stderr)
+
+    def data(self, text: str) -> None:
+        """A line of the command's result, on stdout."""
+        print(text, file=self.stdout, flush=True)
+
+    def json(self, value: Any) -> None:
+        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.stdout, flush=True)
+
+    def info(self, text: str) -> None:
+        """Progress and notes for people, on stderr; silent with --quiet."""
+        if not self.quiet:
+            print(text, file=self.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        print(f"error: {text}", file=self.stderr, flush=True)
+
+    def table(
+        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+    ) -> None:
+        """A rich table on a terminal; aligned plain text when piped."""
+        cells = [["" if v is None else str(v) for v in row] for row in rows]
+        if self.stdout_is_terminal:
+            from rich.console import Console
+            from rich.table import Table
+
+            table = Table(*columns, title=title, header_style="bold")
+            for row in cells:
+                table.add_row(*row)
+            Console(file=self.stdout).print(table)
+            return
+        widths = [len(c) for c in columns]
+        for row in cells:
+            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+        for row in [list(columns), *cells]:
+            self.data("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
+    """An AsyncSession from --base-url/--api-key or the environment."""
+    from asyncclient import AsyncSession
+
+    return AsyncSession(
+        api_key=getattr(args, "api_key", None), base_url=getattr(args, "base_url", None), **options
+    )
+
+
+def to_json(value: Any) -> Any:
+    """Models as the service's own JSON shape (camelCase), for --json output."""
+    from asyncclient._converter import to_wire
+
+    return to_wire(value)
+
+
+def describe_error(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command let escape."""
+    from asyncclient import errors
+
+    if isinstance(exc, CommandError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, errors.ValidationError):
+        return str(exc), EXIT_BAD_INPUT
+    if isinstance(exc, errors.UnauthenticatedError):
+        return (
+            f"{exc}; check the key in --api-key or ASYNCCLIENT_API_KEY",
+            EXIT_REFUSED,
+        )
+    if isinstance(exc, errors.PermissionDeniedError):
+        return (
+            f"{exc}; this operation needs a key that can also create and edit tests"
+            " (set it with --api-key or ASYNCCLIENT_API_KEY)",
+            EXIT_REFUSED,
+        )
+    if isinstance(exc, errors.BuildRejectedError):
+        lines = [str(exc)] + [f"  cannot run: {p.get('message', p)}" for p in exc.problems]
+        return "\n".join(lines), EXIT_REFUSED
+    if isinstance(exc, errors.NotStartedError):
+        lines = [str(exc)] + [f"  skipped {s.test_id}: {s.reason}" for s in exc.skipped]
+        return "\n".join(lines), EXIT_REFUSED
+    if isinstance(exc, errors.ApiError):
+        return str(exc), EXIT_REFUSED
+    if isinstance(exc, errors.TransportError):
+        return (
+            f"{exc}; check --base-url or ASYNCCLIENT_BASE_URL and that the service is up",
+            EXIT_UNREACHABLE,
+        )
+    if isinstance(exc, errors.AsyncClientError):
+        return str(exc), EXIT_REFUSED
+    raise exc
+
+
+def setup_logging(verbose: bool, stream: TextIO | None = None) -> None:
+    if not verbose:
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    logger = logging.getLogger("asyncclient")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+
+def resolve_handler(spec: str) -> Handler:
+    module, _, name = spec.partition(":")
+    handler: Handler = getattr(importlib.import_module(module), name)
+    return handler
+
+
+def run_handler(args: argparse.Namespace) -> int:
+    """Run the command's coroutine; map what escapes to a one-line error and an exit code.
+
+    The first Ctrl-C cancels the command, which cleans up (stops runs, keeps the upload
+    journal) and ends with 130; a second one exits at once.
+    """
+    out = Output(json_mode=args.json, quiet=args.quiet)
+    setup_logging(args.verbose)
+    handler = resolve_handler(args.handler)
+    interrupted = False
+
+    async def main() -> int:
+        nonlocal interrupted
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            nonlocal interrupted
+            if interrupted:
+                os._exit(EXIT_INTERRUPTED)
+            interrupted = True
+            print("\ninterrupted: cleaning up (Ctrl-C again to exit at once)", file=sys.stderr)
+            loop.call_soon_threadsafe(task.cancel)
+
+        # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
+        if threading.current_thread() is not threading.main_thread():
+            return await handler(args, out)
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            return await handler(args, out)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    try:
+        return asyncio.run(main())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        message, code = describe_error(exc)
+        if interrupted:
+            return EXIT_INTERRUPTED
+        out.error(message)
+        return code

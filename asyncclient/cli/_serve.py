@@ -1,0 +1,117 @@
+"""`asyncclient serve`: run the embedded Test-Run Service emulator until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
+
+_EXAMPLES = """\
+  asyncclient serve                              # demo seed on http://127.0.0.1:8080
+  asyncclient serve --port 0 --speed 60          # a free port; a service minute per second
+  asyncclient serve --seed my-project.toml
+  asyncclient serve --latency-ms 50 --part-bandwidth 100000000 --error-rate 0.1 --fault-ops upload_part
+"""
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "serve",
+        parents,
+        handler="asyncclient.cli._serve:serve",
+        help="run the embedded emulator of the service",
+        description="Run the embedded Test-Run Service emulator on loopback until Ctrl-C. "
+        "It prints the base URL, the projects and the keys.",
+        examples=_EXAMPLES,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--seed", metavar="FILE", help="a JSON or TOML seed file (default: demo seed)")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=10.0,
+        help="service seconds per wall second (default 10: a 60 s run takes 6 s)",
+    )
+    p.add_argument("--part-bytes", type=int, help="upload part size in bytes (default 8 MiB)")
+    p.add_argument("--max-bytes", type=int, help="largest build in bytes (default 4 GiB)")
+    net = p.add_argument_group("network conditions (all off by default)")
+    net.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
+    net.add_argument(
+        "--part-bandwidth", type=float, help="bytes per second cap on each part upload"
+    )
+    net.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 500/503")
+    net.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered 429")
+    net.add_argument(
+        "--drop-rate", type=float, default=0.0, help="fraction whose connection drops mid-body"
+    )
+    net.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429s (s)")
+    net.add_argument(
+        "--fault-ops", help="comma-separated operations the random faults apply to (default all)"
+    )
+    net.add_argument("--rate-limit-per-key", type=float, help="requests per second per key")
+    net.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
+
+
+async def serve(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings, SeedError
+
+    for name in ("error_rate", "rate_limit_rate", "drop_rate"):
+        value = getattr(args, name)
+        if not 0.0 <= value <= 1.0:
+            flag = "--" + name.replace("_", "-")
+            raise CommandError(f"{flag} {value} is not a fraction: give a number from 0 to 1")
+    if args.speed <= 0:
+        raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
+    settings_kwargs: dict[str, Any] = {}
+    if args.part_bytes:
+        settings_kwargs["part_bytes"] = args.part_bytes
+    if args.max_bytes:
+        settings_kwargs["max_bytes"] = args.max_bytes
+    conditions = NetworkConditions(
+        latency_ms=args.latency_ms,
+        part_bandwidth=args.part_bandwidth,
+        error_rate=args.error_rate,
+        rate_limit_rate=args.rate_limit_rate,
+        drop_rate=args.drop_rate,
+        retry_after=args.retry_after,
+        ops=frozenset(o.strip() for o in args.fault_ops.split(",")) if args.fault_ops else None,
+        rate_limit_per_key=args.rate_limit_per_key,
+        seed=args.fault_seed,
+    )
+    try:
+        service = FakeService(
+            seed=args.seed,
+            host=args.host,
+            port=args.port,
+            speed=args.speed,
+            settings=ServiceSettings(**settings_kwargs),
+            conditions=conditions,
+        )
+        await service.start()
+    except SeedError as exc:
+        raise CommandError(str(exc)) from exc
+    except OSError as exc:
+        raise CommandError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another --port"
+        ) from exc
+    try:
+        info = service.seed_info()
+        if args.json:
+            out.json({"baseUrl": service.url, **info})
+        else:
+            out.data(f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g})")
+            out.data(f"  export ASYNCCLIENT_BASE_URL={service.url}")
+            for project in info["projects"]:
+                out.data(f"  project {project['id']}  {project['name']}  ({project['plan']} plan)")
+            for key in info["keys"]:
+                projects = ", ".join(key["projects"])
+                out.data(f"  key {key['key']}  can {key['capability']}  ({projects})")
+            out.data("Ctrl-C stops it.")
+        await asyncio.Event().wait()  # until Ctrl-C cancels us
+    finally:
+        await service.stop()
+    return EXIT_OK
