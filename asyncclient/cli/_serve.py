@@ -12,7 +12,8 @@ _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080
   asyncclient serve --port 0 --speed 60          # a free port; a service minute per second
   asyncclient serve --seed my-project.toml
-  asyncclient serve --latency-ms 50 --part-bandwidth 100000000 --error-rate 0.1 --fault-ops upload_part
+  asyncclient serve --latency-ms 50 --part-bandwidth 100000000 \
+      --error-rate 0.1 --fault-ops upload_part
 """
 
 
@@ -57,7 +58,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def serve(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings, SeedError
+    from asyncclient.testing import FakeService, NetworkConditions, SeedError, ServiceSettings
 
     for name in ("error_rate", "rate_limit_rate", "drop_rate"):
         value = getattr(args, name)
@@ -71,17 +72,20 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         settings_kwargs["part_bytes"] = args.part_bytes
     if args.max_bytes:
         settings_kwargs["max_bytes"] = args.max_bytes
-    conditions = NetworkConditions(
-        latency_ms=args.latency_ms,
-        part_bandwidth=args.part_bandwidth,
-        error_rate=args.error_rate,
-        rate_limit_rate=args.rate_limit_rate,
-        drop_rate=args.drop_rate,
-        retry_after=args.retry_after,
-        ops=frozenset(o.strip() for o in args.fault_ops.split(",")) if args.fault_ops else None,
-        rate_limit_per_key=args.rate_limit_per_key,
-        seed=args.fault_seed,
-    )
+    try:
+        conditions = NetworkConditions(
+            latency_ms=args.latency_ms,
+            part_bandwidth=args.part_bandwidth,
+            error_rate=args.error_rate,
+            rate_limit_rate=args.rate_limit_rate,
+            drop_rate=args.drop_rate,
+            retry_after=args.retry_after,
+            ops=frozenset(o.strip() for o in args.fault_ops.split(",")) if args.fault_ops else None,
+            rate_limit_per_key=args.rate_limit_per_key,
+            seed=args.fault_seed,
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     try:
         service = FakeService(
             seed=args.seed,

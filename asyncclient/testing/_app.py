@@ -1,0 +1,1002 @@
+"""The emulator's HTTP face (moto's "responses"): one handler per operation, which parses,
+validates, calls the backend and serialises; a middleware applies faults and logs each request.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import html
+import json
+import secrets
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Mapping
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import attrs
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from asyncclient.testing._backend import (
+    FINAL_STATUSES,
+    MODES,
+    RUN_STATUSES,
+    ApiKey,
+    Backend,
+    Build,
+    BuildRejected,
+    Endpoint,
+    Run,
+    ServiceError,
+    invalid,
+)
+from asyncclient.testing._clock import to_iso
+from asyncclient.testing._conditions import (
+    OPERATIONS,
+    Decision,
+    Fault,
+    FaultPlan,
+    NetworkConditions,
+)
+from asyncclient.testing._files import RangeNotSatisfiable, parse_range
+from asyncclient.testing._seed import endpoint_problem
+
+__all__ = ["STATE", "AppState", "RequestRecord", "make_app"]
+
+_CHUNK = 1 << 18
+_MAX_IDS = 50
+_JSON = "application/json"
+
+
+@attrs.frozen
+class RequestRecord:
+    """One request the emulator answered. status is 0 when the connection was dropped."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    status: int
+    op: str | None
+
+
+class RunViews:
+    """JSON text of run views, cached per (run, status, base URL): a view only changes with them."""
+
+    def __init__(self) -> None:
+        self._full: dict[str, tuple[str, str, str]] = {}
+        self._list: dict[str, tuple[str, str, str]] = {}
+
+    def full(self, run: Run, now: float, base: str) -> str:
+        status = run.status_at(now)
+        cached = self._full.get(run.id)
+        if cached is not None and cached[0] == status and cached[1] == base:
+            return cached[2]
+        text = _dumps(run_full_view(run, status, now, base))
+        self._full[run.id] = (status, base, text)
+        return text
+
+    def listed(self, run: Run, now: float, base: str) -> str:
+        status = run.status_at(now)
+        cached = self._list.get(run.id)
+        if cached is not None and cached[0] == status and cached[1] == base:
+            return cached[2]
+        text = _dumps(run_list_view(run, status, now, base))
+        self._list[run.id] = (status, base, text)
+        return text
+
+
+class AppState:
+    """Everything the handlers share: the backend, the fault plan, the request log and stats."""
+
+    def __init__(self, backend: Backend, plan: FaultPlan, *, log_size: int = 100_000) -> None:
+        self.backend = backend
+        self.plan = plan
+        self.log: deque[RequestRecord] = deque(maxlen=log_size)
+        self.counts: Counter[str] = Counter()
+        self.max_ids = 0
+        self.views = RunViews()
+        self.incoming = backend.data_dir / "incoming"
+        self.incoming.mkdir(parents=True, exist_ok=True)
+
+    def record(self, request: web.BaseRequest, op: str | None, status: int) -> None:
+        if op is not None:
+            self.counts[op] += 1
+        self.log.append(
+            RequestRecord(request.method, request.path, dict(request.query), status, op)
+        )
+
+
+STATE = web.AppKey("asyncclient_emulator", AppState)
+
+
+# --- serialisation ------------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return _json_text(_dumps(value), status, headers)
+
+
+def _json_text(
+    text: str, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(text=text, status=status, content_type=_JSON, headers=headers)
+
+
+def _ts(value: float | None) -> str | None:
+    return None if value is None else to_iso(value)
+
+
+def build_view(build: Build, *, single: bool) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": build.id}
+    if single:
+        view["projectId"] = build.project_id
+    view.update(
+        status=build.status,
+        fileName=build.file_name,
+        size=build.size,
+        platform=build.platform,
+        appId=build.app_id,
+        appName=build.app_name,
+        version=build.version,
+        versionCode=build.version_code,
+        minOs=build.min_os,
+        abis=list(build.abis),
+        warnings=list(build.warnings),
+    )
+    if single:
+        view["sha256"] = build.sha256
+    view.update(label=build.label, createdAt=_ts(build.created_at), readyAt=_ts(build.ready_at))
+    return view
+
+
+def _headline(run: Run, status: str, failed: int, total: int) -> str:
+    seeded = run.test.seed
+    if status == "cancelled":
+        return "The run was stopped before it finished."
+    if seeded.headline:
+        return seeded.headline
+    return {
+        "passed": f"All {total} checks passed.",
+        "failed": f"{failed} of {total} checks failed.",
+        "blocked": "The tester was blocked before it could check everything.",
+        "inconclusive": "The tester could not tell whether the test passed.",
+        "error": "The run ended in an error.",
+    }[status]
+
+
+def _timing(run: Run, now: float) -> dict[str, Any]:
+    started = run.started_at(now)
+    finished = run.finished_at(now)
+    duration = None if started is None or finished is None else round((finished - started) * 1000)
+    return {
+        "createdAt": to_iso(run.created_at),
+        "startedAt": _ts(started),
+        "finishedAt": _ts(finished),
+        "durationMs": duration,
+    }
+
+
+def run_list_view(run: Run, status: str, now: float, base: str) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "testId": run.test.seed.id,
+        "testTitle": run.test.seed.title,
+        "projectId": run.project_id,
+        "status": status,
+        "final": status in FINAL_STATUSES,
+        "mode": run.mode,
+        "source": run.source,
+        "platform": run.platform,
+        "buildId": None if run.build is None else run.build.id,
+        **_timing(run, now),
+        "link": f"{base}/runs/{run.id}",
+    }
+
+
+def run_full_view(run: Run, status: str, now: float, base: str) -> dict[str, Any]:
+    seeded = run.test.seed
+    final = status in FINAL_STATUSES
+    requirements = run.requirements(status)
+    files = run.file_names(status)
+    file_base = f"{base}/api/v1/runs/{run.id}/files/"
+    failed = sum(r.result == "failed" for r in requirements)
+    error = None
+    if status == "error":
+        error = {"code": "run_error", "message": _headline(run, status, failed, len(requirements))}
+    return {
+        "id": run.id,
+        "testId": seeded.id,
+        "testTitle": seeded.title,
+        "projectId": run.project_id,
+        "url": f"{base}/api/v1/runs/{run.id}",
+        "link": f"{base}/runs/{run.id}",
+        "mode": run.mode,
+        "source": run.source,
+        "platform": run.platform,
+        "status": status,
+        "final": final,
+        **_timing(run, now),
+        "error": error,
+        "verdict": status if final else None,
+        "headline": _headline(run, status, failed, len(requirements)) if final else None,
+        "requirements": [
+            {"id": f"r{i}", "title": r.title, "result": r.result, "reason": r.reason}
+            for i, r in enumerate(requirements, 1)
+        ],
+        "captures": (dict(seeded.captures) if status != "cancelled" else {}) if final else None,
+        "video": file_base + files[0] if files else None,
+        "screenshots": [file_base + name for name in files[1:]],
+        "buildId": None if run.build is None else run.build.id,
+        "build": None
+        if run.build is None
+        else {
+            "id": run.build.id,
+            "appId": run.build.app_id,
+            "version": run.build.version,
+            "versionCode": run.build.version_code,
+            "platform": run.build.platform,
+        },
+    }
+
+
+def endpoint_view(endpoint: Endpoint, now: float) -> dict[str, Any]:
+    # snake_case, as the spec shows this view; headers and bodyTemplate are never returned.
+    return {
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "description": endpoint.description,
+        "method": endpoint.method,
+        "url": endpoint.url,
+        "created_at": to_iso(endpoint.created_at),
+        "last_used_at": _ts(endpoint.last_used_at(now)),
+    }
+
+
+def error_body(exc: ServiceError) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": exc.code, "message": exc.message, **exc.extra}
+    if isinstance(exc, BuildRejected):
+        error["build"] = build_view(exc.build, single=True)
+    return {"error": error}
+
+
+def error_response(exc: ServiceError) -> web.Response:
+    headers = dict(exc.headers)
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return _json(error_body(exc), exc.status, headers)
+
+
+def _fault_error(kind: str, retry_after: int) -> ServiceError:
+    if kind == "429":
+        return ServiceError(
+            429,
+            "rate_limited",
+            f"too many requests; retry after {retry_after} s",
+            extra={"retryAfter": retry_after},
+            headers={"Retry-After": str(retry_after)},
+        )
+    if kind == "503":
+        return ServiceError(
+            503,
+            "unavailable",
+            "the service is briefly unavailable; retry shortly",
+            headers={"Retry-After": str(retry_after)},
+        )
+    return ServiceError(500, "internal", "the service failed to answer this request")
+
+
+# --- request parsing ----------------------------------------------------------------------------
+
+
+def _base(request: web.BaseRequest) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+def _auth(request: web.Request) -> tuple[Backend, ApiKey]:
+    backend = request.app[STATE].backend
+    return backend, backend.authenticate(request.headers.get("Authorization"))
+
+
+async def _read_body(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise invalid("body", "the JSON body is too large") from None
+
+
+def _parse_body(raw: bytes, allowed: tuple[str, ...], *, required: bool) -> dict[str, Any]:
+    """The JSON object of a request body; unknown fields are refused so typos do not pass."""
+    if not raw.strip():
+        if required:
+            raise invalid("body", "this operation needs a JSON object body")
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("body", "the body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise invalid("body", "the body must be a JSON object")
+    for name in data:
+        if name not in allowed:
+            raise invalid(
+                name, f"unknown field {name!r}; this operation takes {', '.join(allowed)}"
+            )
+    return data
+
+
+async def _body(
+    request: web.Request, allowed: tuple[str, ...], *, required: bool
+) -> dict[str, Any]:
+    return _parse_body(await _read_body(request), allowed, required=required)
+
+
+def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise invalid(name, f"{name} must be a string")
+    return value
+
+
+def _req_str(data: Mapping[str, Any], name: str) -> str:
+    value = _opt_str(data, name)
+    if not value:
+        raise invalid(name, f"{name} is required and must be a non-empty string")
+    return value
+
+
+def _mode(data: Mapping[str, Any]) -> str:
+    mode = data.get("mode")
+    if mode is None:
+        return "auto"
+    if mode not in MODES:
+        raise invalid("mode", f"mode must be one of {', '.join(MODES)}")
+    assert isinstance(mode, str)
+    return mode
+
+
+def _build_id(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith("ab_"):
+        raise invalid(name, f"{name} must hold build ids (ab_...)")
+    return value
+
+
+# --- idempotency --------------------------------------------------------------------------------
+
+
+def _fingerprint(op: str, path: str, raw: bytes) -> str:
+    try:
+        canonical = json.dumps(json.loads(raw or b"{}"), sort_keys=True, separators=(",", ":"))
+    except (ValueError, UnicodeDecodeError):
+        canonical = raw.hex()
+    return hashlib.sha256(f"{op} {path}\n{canonical}".encode()).hexdigest()
+
+
+async def _idempotent(
+    request: web.Request,
+    backend: Backend,
+    key: ApiKey,
+    op: str,
+    raw: bytes,
+    work: Callable[[], Awaitable[tuple[int, Any]]],
+) -> web.Response:
+    """Run `work` once per (API key, Idempotency-Key); a retry gets the first answer back."""
+
+    async def answer() -> tuple[int, bytes]:
+        try:
+            status, value = await work()
+        except ServiceError as exc:
+            return exc.status, _dumps(error_body(exc)).encode()
+        return status, _dumps(value).encode()
+
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if idempotency_key is None:
+        status, body = await answer()
+        return web.Response(body=body, status=status, content_type=_JSON, charset="utf-8")
+    if not 1 <= len(idempotency_key) <= 255:
+        raise invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to 255 characters")
+    fingerprint = _fingerprint(op, request.path, raw)
+    async with backend.idempotency_slot(key, idempotency_key):
+        stored = backend.recall(key, idempotency_key, fingerprint)
+        if stored is not None:
+            return web.Response(
+                body=stored.body,
+                status=stored.status,
+                content_type=_JSON,
+                charset="utf-8",
+                headers={"Idempotent-Replayed": "true"},
+            )
+        status, body = await answer()
+        if status != 429 and status < 500:
+            backend.remember(key, idempotency_key, fingerprint, status, body)
+    return web.Response(body=body, status=status, content_type=_JSON, charset="utf-8")
+
+
+# --- streaming bodies ---------------------------------------------------------------------------
+
+
+class _ClientGone(Exception):
+    """The client's connection broke while its body was being read."""
+
+
+class _Dropped(Exception):
+    """The emulator dropped the connection on purpose (a fault)."""
+
+
+async def _receive(
+    request: web.Request, dest: Path, limit: int, bandwidth: int | None
+) -> tuple[str, int]:
+    """Stream the body to `dest` in chunks, hashing as it goes: (sha256 hex, length).
+
+    Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s.
+    """
+    digest = hashlib.sha256()
+    total = 0
+    content = request.content
+    step = None if bandwidth is None else max(1024, min(_CHUNK, bandwidth // 10))
+    began = time.monotonic()
+    try:
+        # Plain blocking writes: chunks go to the page cache in microseconds, cheaper than a
+        # thread hop per chunk.
+        with dest.open("wb") as out:
+            while True:
+                try:
+                    chunk = await (content.readany() if step is None else content.read(step))
+                except (OSError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
+                    raise _ClientGone from exc
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > limit:
+                    raise ServiceError(
+                        400, "invalid_part", f"the body is longer than the {limit} bytes expected"
+                    )
+                digest.update(chunk)
+                out.write(chunk)
+                if bandwidth is not None:
+                    ahead = total / bandwidth - (time.monotonic() - began)
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
+    except BaseException:
+        # Unlinking a temp file is a metadata operation of microseconds, like the writes above.
+        dest.unlink(missing_ok=True)  # noqa: ASYNC240
+        raise
+    return digest.hexdigest(), total
+
+
+def _abort(request: web.BaseRequest) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+async def _drop(request: web.BaseRequest) -> None:
+    """Read part of the body (when there is one), then cut the connection."""
+    if request.body_exists:
+        want = min(max(1, (request.content_length or 1 << 17) // 2), 1 << 20)
+        got = 0
+        with contextlib.suppress(OSError, HttpProcessingError, asyncio.IncompleteReadError):
+            while got < want:
+                chunk = await request.content.readany()
+                if not chunk:
+                    break
+                got += len(chunk)
+    _abort(request)
+
+
+# --- middleware ---------------------------------------------------------------------------------
+
+_PASS = Decision()
+
+
+def _bearer(request: web.BaseRequest) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+@web.middleware
+async def _middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    state = request.app[STATE]
+    op = request.match_info.route.name
+    if op not in OPERATIONS:
+        op = None
+    status = 0
+    try:
+        response = await _serve(request, handler, state, op)
+        status = response.status
+        return response
+    except _Dropped:
+        # The transport is gone: aiohttp fails to send this quietly and closes the connection.
+        return web.Response()
+    finally:
+        state.record(request, op, status)
+
+
+async def _serve(
+    request: web.Request,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    state: AppState,
+    op: str | None,
+) -> web.StreamResponse:
+    decision = _PASS
+    if op is not None and state.plan.active:
+        decision = state.plan.decide(op, _bearer(request))
+        if decision.latency:
+            await asyncio.sleep(decision.latency)
+        if decision.before == "drop":
+            await _drop(request)
+            raise _Dropped
+        if decision.before is not None:
+            return error_response(_fault_error(decision.before, decision.retry_after))
+    try:
+        response = await handler(request)
+    except ServiceError as exc:
+        response = error_response(exc)
+    except _ClientGone:
+        raise _Dropped from None
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        response = error_response(
+            ServiceError(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on {request.path}; use {allowed}",
+                headers={"Allow": allowed},
+            )
+        )
+    except web.HTTPNotFound:
+        response = error_response(ServiceError(404, "not_found", f"no such path {request.path}"))
+    if decision.after == "drop_after":
+        _abort(request)
+        raise _Dropped
+    if decision.after == "500_after":
+        return error_response(_fault_error("500", decision.retry_after))
+    return response
+
+
+# --- handlers: builds ---------------------------------------------------------------------------
+
+
+async def list_builds(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    builds = backend.list_builds(key, request.match_info["project_id"])
+    settings = backend.settings
+    return _json(
+        {
+            "builds": [build_view(b, single=False) for b in builds],
+            "maxBytes": settings.max_bytes,
+            "partBytes": settings.part_bytes,
+        }
+    )
+
+
+async def get_build(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    build = backend.get_build(key, request.match_info["build_id"])
+    return _json({"build": build_view(build, single=True)})
+
+
+async def start_upload(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    data = await _body(request, ("fileName", "size", "label"), required=True)
+    file_name = _req_str(data, "fileName")
+    size = data.get("size")
+    if isinstance(size, float) and size.is_integer():
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise invalid("size", "size is required and must be a whole number of bytes, at least 1")
+    label = _opt_str(data, "label")
+    build = backend.start_upload(key, request.match_info["project_id"], file_name, size, label)
+    return _json({"id": build.id, "partBytes": build.part_bytes, "parts": build.parts}, 201)
+
+
+async def upload_part(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    build, number, expected = backend.part_target(
+        key, request.match_info["build_id"], request.match_info["part_number"]
+    )
+    declared = request.content_length
+    if declared is not None and declared != expected:
+        raise ServiceError(
+            400,
+            "invalid_part",
+            f"part {number} must be exactly {expected} bytes, got {declared}",
+            extra={"expectedBytes": expected},
+        )
+    received = build.directory / f".part-{number}-{secrets.token_hex(6)}"
+    try:
+        etag, length = await _receive(
+            request, received, expected, request.app[STATE].plan.conditions.part_bandwidth
+        )
+    except FileNotFoundError:
+        raise ServiceError(404, "not_found", f"build {build.id} was deleted") from None
+    if length != expected:
+        received.unlink(missing_ok=True)
+        raise ServiceError(
+            400,
+            "invalid_part",
+            f"part {number} must be exactly {expected} bytes, got {length}",
+            extra={"expectedBytes": expected},
+        )
+    backend.commit_part(build, number, received, etag)
+    return _json({"partNumber": number, "etag": etag})
+
+
+async def complete_upload(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    data = await _body(request, ("parts",), required=True)
+    listed = data.get("parts")
+    if not isinstance(listed, list) or not listed:
+        raise invalid("parts", "parts must be a non-empty list of {partNumber, etag}")
+    parts: list[tuple[int, str]] = []
+    for item in listed:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"partNumber", "etag"}
+            or isinstance(item["partNumber"], bool)
+            or not isinstance(item["partNumber"], int)
+            or not isinstance(item["etag"], str)
+        ):
+            raise invalid("parts", "each part must be an object {partNumber: int, etag: string}")
+        parts.append((item["partNumber"], item["etag"]))
+    build = await backend.complete_upload(key, request.match_info["build_id"], parts)
+    return _json({"build": build_view(build, single=True)})
+
+
+async def delete_build(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    await backend.delete_build(key, request.match_info["build_id"])
+    return _json({"ok": True})
+
+
+# --- handlers: runs -----------------------------------------------------------------------------
+
+
+async def run_test(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    raw = await _read_body(request)
+    base = _base(request)
+
+    async def work() -> tuple[int, Any]:
+        data = _parse_body(raw, ("mode", "buildId"), required=False)
+        mode = _mode(data)
+        build_id = data.get("buildId")
+        if build_id is not None:
+            build_id = _build_id("buildId", build_id)
+        run = backend.run_test(key, request.match_info["test_id"], mode, build_id)
+        link = f"{base}/runs/{run.id}"
+        return 201, {"runId": run.id, "mode": run.mode, "overage": run.overage, "link": link}
+
+    return await _idempotent(request, backend, key, "run_test", raw, work)
+
+
+async def run_project(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    raw = await _read_body(request)
+    base = _base(request)
+
+    async def work() -> tuple[int, Any]:
+        data = _parse_body(raw, ("mode", "buildIds", "buildId"), required=False)
+        mode = _mode(data)
+        build_ids: list[str] = []
+        listed = data.get("buildIds")
+        if listed is not None:
+            if not isinstance(listed, list) or len(listed) > 50:
+                raise invalid("buildIds", "buildIds must be a list of up to 50 build ids")
+            build_ids.extend(_build_id("buildIds", b) for b in listed)
+        if data.get("buildId") is not None:
+            build_ids.append(_build_id("buildId", data["buildId"]))
+        started, skipped = backend.run_project(
+            key, request.match_info["project_id"], mode, build_ids
+        )
+        return 201, {
+            "started": [
+                {
+                    "testId": run.test.id,
+                    "runId": run.id,
+                    "mode": run.mode,
+                    "buildId": None if run.build is None else run.build.id,
+                    "link": f"{base}/runs/{run.id}",
+                }
+                for run in started
+            ],
+            "skipped": [s.to_json() for s in skipped],
+        }
+
+    return await _idempotent(request, backend, key, "run_project", raw, work)
+
+
+_LIST_PARAMS = frozenset({"ids", "testId", "projectId", "status", "limit"})
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    backend, key = _auth(request)
+    query = request.query
+    for name in query:
+        if name not in _LIST_PARAMS:
+            raise invalid(name, f"unknown query parameter {name!r}")
+    ids: list[str] | None = None
+    raw_ids = query.get("ids")
+    if raw_ids is not None:
+        ids = raw_ids.split(",")
+        if len(ids) > _MAX_IDS:
+            raise invalid("ids", f"at most {_MAX_IDS} run ids per request, got {len(ids)}")
+        for run_id in ids:
+            if len(run_id) < 3 or not run_id.startswith("j_") or len(run_id) > 100:
+                raise invalid("ids", "ids must be comma-separated run ids (j_...)")
+        if len(ids) > state.max_ids:
+            state.max_ids = len(ids)
+    status = query.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise invalid("status", f"status must be one of {', '.join(RUN_STATUSES)}")
+    limit = 50
+    raw_limit = query.get("limit")
+    if raw_limit is not None:
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 200:
+            raise invalid("limit", "limit must be a whole number from 1 to 200")
+        limit = int(raw_limit)
+    runs = backend.list_runs(
+        key,
+        ids=ids,
+        test_id=query.get("testId"),
+        project_id=query.get("projectId"),
+        status=status,
+        limit=limit,
+    )
+    now = backend.now()
+    base = _base(request)
+    view = state.views.full if ids is not None else state.views.listed
+    return _json_text('{"runs":[' + ",".join([view(run, now, base) for run in runs]) + "]}")
+
+
+async def get_run(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    backend, key = _auth(request)
+    run = backend.get_run(key, request.match_info["run_id"])
+    return _json_text('{"run":' + state.views.full(run, backend.now(), _base(request)) + "}")
+
+
+async def stop_run(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    run = backend.stop_run(key, request.match_info["run_id"])
+    return _json({"status": run.status_at(backend.now())})
+
+
+def _if_range_holds(value: str, etag: str, last_modified: str) -> bool:
+    value = value.strip()
+    if value.startswith("W/"):
+        return False  # a weak validator never matches for If-Range
+    if value.startswith('"'):
+        return value == etag
+    return value == last_modified
+
+
+async def download_run_file(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    run, file = backend.run_file(key, request.match_info["run_id"], request.match_info["file"])
+    finished = run.finished_at(backend.now())
+    last_modified = formatdate(finished, usegmt=True)
+    headers = {"Accept-Ranges": "bytes", "ETag": file.etag, "Last-Modified": last_modified}
+    size = len(file.data)
+    header = request.headers.get("Range")
+    if_range = request.headers.get("If-Range")
+    if header is not None and (
+        if_range is None or _if_range_holds(if_range, file.etag, last_modified)
+    ):
+        try:
+            span = parse_range(header, size)
+        except RangeNotSatisfiable:
+            error = ServiceError(
+                416,
+                "range_not_satisfiable",
+                f"the range {header[:60]!r} is outside the file's {size} bytes",
+                headers={**headers, "Content-Range": f"bytes */{size}"},
+            )
+            return error_response(error)
+        if span is not None:
+            first, last = span
+            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+            return web.Response(
+                body=file.data[first : last + 1],
+                status=206,
+                content_type=file.content_type,
+                headers=headers,
+            )
+    return web.Response(body=file.data, content_type=file.content_type, headers=headers)
+
+
+# --- handlers: endpoints ------------------------------------------------------------------------
+
+
+async def list_endpoints(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    endpoints = backend.list_endpoints(key, request.match_info["project_id"])
+    now = backend.now()
+    return _json({"endpoints": [endpoint_view(e, now) for e in endpoints]})
+
+
+async def add_endpoint(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    project_id = request.match_info["project_id"]
+    # Capability first: a key that may not edit learns nothing about the body's problems.
+    backend.require_edit(key, "Add an endpoint")
+    data = await _body(
+        request,
+        ("name", "description", "method", "url", "headers", "bodyTemplate"),
+        required=True,
+    )
+    method = data.get("method")
+    method = "POST" if method is None else method
+    problem = endpoint_problem(
+        data.get("name"),
+        data.get("description"),
+        method,
+        data.get("url"),
+        data.get("headers"),
+        data.get("bodyTemplate"),
+    )
+    if problem is not None:
+        raise invalid(*problem)
+    endpoint = backend.add_endpoint(
+        key,
+        project_id,
+        name=data["name"],
+        description=data["description"],
+        method=method,
+        url=data["url"],
+        headers=data.get("headers") or {},
+        body_template=data.get("bodyTemplate"),
+    )
+    return _json({"id": endpoint.id}, 201)
+
+
+async def delete_endpoint(request: web.Request) -> web.Response:
+    backend, key = _auth(request)
+    backend.delete_endpoint(key, request.match_info["endpoint_id"])
+    return _json({"ok": True})
+
+
+# --- the result page and the emulator's own routes ----------------------------------------------
+
+
+async def result_page(request: web.Request) -> web.Response:
+    backend = request.app[STATE].backend
+    run = backend.find_run(request.match_info["run_id"])
+    if run is None:
+        raise ServiceError(404, "not_found", "no such run")
+    now = backend.now()
+    view = run_full_view(run, run.status_at(now), now, _base(request))
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(r['result'])}</td><td>{esc(r['title'])}</td><td>{esc(r['reason'])}</td></tr>"
+        for r in view["requirements"]
+    )
+    captures = "".join(
+        f"<li>{esc(str(k))}: {esc(str(v))}</li>" for k, v in (view["captures"] or {}).items()
+    )
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(view["testTitle"])} - {esc(run.id)}</title>
+<meta http-equiv="refresh" content="{"3600" if view["final"] else "2"}"></head>
+<body><h1>{esc(view["testTitle"])}</h1>
+<p>Run <code>{esc(run.id)}</code> of <code>{esc(view["testId"])}</code>:
+<strong>{esc(view["status"])}</strong> (mode {esc(view["mode"])}, {esc(view["platform"])})</p>
+<p>{esc(view["headline"] or "The run is not final yet; this page refreshes itself.")}</p>
+<table><tr><th>Result</th><th>Check</th><th>Reason</th></tr>{rows}</table>
+<ul>{captures}</ul>
+</body></html>
+"""
+    return web.Response(text=page, content_type="text/html")
+
+
+async def emulator_stats(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return _json(
+        {
+            "requests": dict(state.counts),
+            "maxIds": state.max_ids,
+            "runs": len(state.backend.runs),
+            "builds": len(state.backend.builds),
+            "cpuSeconds": time.process_time(),
+            "now": to_iso(state.backend.now()),
+        }
+    )
+
+
+async def emulator_advance(request: web.Request) -> web.Response:
+    backend = request.app[STATE].backend
+    data = await _body(request, ("seconds",), required=True)
+    seconds = data.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise invalid("seconds", "seconds must be a number of at least 0")
+    backend.clock.advance(float(seconds))
+    return _json({"now": to_iso(backend.now())})
+
+
+async def emulator_runs(request: web.Request) -> web.Response:
+    backend = request.app[STATE].backend
+    data = await _body(request, ("testId", "count", "mode"), required=True)
+    count = data.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 100_000:
+        raise invalid("count", "count must be a whole number from 1 to 100000")
+    runs = backend.create_runs(_req_str(data, "testId"), count, _mode(data))
+    return _json({"runIds": [run.id for run in runs]}, 201)
+
+
+async def emulator_sink(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    dest = state.incoming / f"sink-{secrets.token_hex(6)}"
+    digest, length = await _receive(
+        request, dest, state.backend.settings.max_bytes, state.plan.conditions.part_bandwidth
+    )
+    dest.unlink(missing_ok=True)
+    return _json({"bytes": length, "sha256": digest})
+
+
+async def emulator_get_conditions(request: web.Request) -> web.Response:
+    return _json(request.app[STATE].plan.conditions.to_json())
+
+
+async def emulator_put_conditions(request: web.Request) -> web.Response:
+    plan = request.app[STATE].plan
+    try:
+        data = json.loads(await _read_body(request) or b"{}")
+        plan.conditions = NetworkConditions.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise invalid("conditions", str(exc)) from None
+    return _json(plan.conditions.to_json())
+
+
+async def emulator_faults(request: web.Request) -> web.Response:
+    plan = request.app[STATE].plan
+    data = await _body(request, ("op", "kind", "times", "retryAfter"), required=True)
+    try:
+        fault = Fault(str(data.get("kind")), int(data.get("times", 1)), data.get("retryAfter"))
+        plan.inject(str(data.get("op")), fault)
+    except (ValueError, TypeError) as exc:
+        raise invalid("fault", str(exc)) from None
+    return _json({"op": data["op"], "pending": plan.pending(str(data["op"]))}, 201)
+
+
+def make_app(state: AppState) -> web.Application:
+    # Complete may list thousands of parts: allow JSON bodies well beyond the default 1 MiB.
+    app = web.Application(middlewares=[_middleware], client_max_size=16 << 20)
+    app[STATE] = state
+    routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]], str]] = [
+        ("GET", "/api/v1/projects/{project_id}/builds", list_builds, "list_builds"),
+        ("POST", "/api/v1/projects/{project_id}/builds", start_upload, "start_upload"),
+        ("GET", "/api/v1/builds/{build_id}", get_build, "get_build"),
+        ("DELETE", "/api/v1/builds/{build_id}", delete_build, "delete_build"),
+        ("PUT", "/api/v1/builds/{build_id}/parts/{part_number}", upload_part, "upload_part"),
+        ("POST", "/api/v1/builds/{build_id}/complete", complete_upload, "complete_upload"),
+        ("POST", "/api/v1/tests/{test_id}/run", run_test, "run_test"),
+        ("POST", "/api/v1/projects/{project_id}/run", run_project, "run_project"),
+        ("GET", "/api/v1/runs", list_runs, "list_runs"),
+        ("GET", "/api/v1/runs/{run_id}", get_run, "get_run"),
+        ("POST", "/api/v1/runs/{run_id}/stop", stop_run, "stop_run"),
+        ("GET", "/api/v1/runs/{run_id}/files/{file:.+}", download_run_file, "download_run_file"),
+        ("GET", "/api/v1/projects/{project_id}/endpoints", list_endpoints, "list_endpoints"),
+        ("POST", "/api/v1/projects/{project_id}/endpoints", add_endpoint, "add_endpoint"),
+        ("DELETE", "/api/v1/endpoints/{endpoint_id}", delete_endpoint, "delete_endpoint"),
+        ("GET", "/runs/{run_id}", result_page, "result_page"),
+        ("GET", "/_emulator/stats", emulator_stats, "emulator_stats"),
+        ("POST", "/_emulator/advance", emulator_advance, "emulator_advance"),
+        ("POST", "/_emulator/runs", emulator_runs, "emulator_runs"),
+        ("PUT", "/_emulator/sink", emulator_sink, "emulator_sink"),
+        ("GET", "/_emulator/conditions", emulator_get_conditions, "emulator_get_conditions"),
+        ("PUT", "/_emulator/conditions", emulator_put_conditions, "emulator_put_conditions"),
+        ("POST", "/_emulator/faults", emulator_faults, "emulator_faults"),
+    ]
+    for method, path, handler, name in routes:
+        if method == "GET":
+            app.router.add_get(path, handler, name=name)  # HEAD too
+        else:
+            app.router.add_route(method, path, handler, name=name)
+    return app

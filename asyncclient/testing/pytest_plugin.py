@@ -1,0 +1,57 @@
+"""pytest fixtures for tests against the embedded service: `fake_service`, `fake_service_factory`.
+
+Registered through the `pytest11` entry point; the async fixtures need pytest-asyncio.
+"""
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+import pytest
+
+from asyncclient.testing.server import FakeService, SeedSource
+
+__all__ = ["FakeServiceFactory", "fake_service", "fake_service_factory"]
+
+
+class FakeServiceFactory(Protocol):
+    """`await factory(seed=None, **FakeService keyword arguments)`: a started FakeService."""
+
+    async def __call__(self, seed: SeedSource = None, **kwargs: Any) -> FakeService: ...
+
+
+def _async_fixture(func: Callable[[], AsyncIterator[Any]]) -> Any:
+    """pytest_asyncio.fixture; without pytest-asyncio, a fixture that says what is missing."""
+    try:
+        import pytest_asyncio
+    except ImportError:  # pragma: no cover - only without pytest-asyncio installed
+
+        def missing() -> None:
+            pytest.fail(f"the {func.__name__} fixture needs pytest-asyncio (pip install it)")
+
+        return pytest.fixture(name=func.__name__)(missing)
+    return pytest_asyncio.fixture(func)
+
+
+@_async_fixture
+async def fake_service() -> AsyncIterator[FakeService]:
+    """The emulator with the demo seed at speed 60 (a minute of service time per second)."""
+    async with FakeService() as service:
+        yield service
+
+
+@_async_fixture
+async def fake_service_factory() -> AsyncIterator[FakeServiceFactory]:
+    """Starts emulators with any seed and settings; all are stopped after the test."""
+    started: list[FakeService] = []
+
+    async def make(seed: SeedSource = None, **kwargs: Any) -> FakeService:
+        service = FakeService(seed, **kwargs)
+        await service.start()
+        started.append(service)
+        return service
+
+    try:
+        yield make
+    finally:
+        for service in reversed(started):
+            await service.stop()

@@ -1,0 +1,237 @@
+"""FakeService: the emulator started and stopped from Python, on 127.0.0.1 and a free port.
+
+`async with FakeService() as svc:` or `await svc.start()` / `await svc.stop()` (the CLI's way).
+"""
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+from aiohttp.log import access_logger
+
+from asyncclient.testing._app import AppState, RequestRecord, make_app
+from asyncclient.testing._backend import Backend, ServiceSettings
+from asyncclient.testing._clock import Clock, make_clock
+from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
+from asyncclient.testing._seed import Seed, demo_seed, load_seed
+
+__all__ = ["FakeService"]
+
+SeedSource = Seed | str | os.PathLike[str] | Mapping[str, Any] | None
+
+
+class FakeService:
+    """The embedded Test-Run Service over real HTTP.
+
+    seed: None for the demo seed, a .json/.toml path, a dict of the same shape, or a Seed.
+    speed: service seconds per wall second (clock="scaled"); clock="manual" moves time only
+    through `advance`. data_dir: where builds are kept; None is a temp dir removed on stop.
+    """
+
+    def __init__(
+        self,
+        seed: SeedSource = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        speed: float = 60.0,
+        clock: str = "scaled",
+        settings: ServiceSettings | None = None,
+        conditions: NetworkConditions | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        access_log: bool = False,
+    ) -> None:
+        # Load now: a bad seed or setting fails at construction, before any port is taken.
+        self.seed = demo_seed() if seed is None else load_seed(seed)
+        self.clock: Clock = make_clock(clock, speed)
+        self.settings = settings or ServiceSettings()
+        self._plan = FaultPlan(conditions)
+        self.host = host
+        self._port = port
+        self._data_dir = Path(data_dir) if data_dir is not None else None
+        self._own_dir: Path | None = None
+        self._access_log = access_log
+        self._runner: web.AppRunner | None = None
+        self._state: AppState | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> Self:
+        if self._runner is not None:
+            raise RuntimeError("the service is already running")
+        if self._data_dir is None:
+            self._own_dir = Path(tempfile.mkdtemp(prefix="asyncclient-emulator-"))
+        data_dir = self._data_dir or self._own_dir
+        assert data_dir is not None
+        runner: web.AppRunner | None = None
+        try:
+            # Seeding writes real app files and inspects them: blocking work, so in a thread.
+            backend = await asyncio.to_thread(
+                Backend, self.seed, clock=self.clock, settings=self.settings, data_dir=data_dir
+            )
+            state = AppState(backend, self._plan)
+            runner = web.AppRunner(
+                make_app(state),
+                access_log=access_logger if self._access_log else None,
+                handle_signals=False,
+                shutdown_timeout=1.0,
+            )
+            await runner.setup()
+            await web.TCPSite(runner, self.host, self._port).start()
+        except BaseException:
+            if runner is not None:
+                await runner.cleanup()
+            await self.stop()
+            raise
+        self._state, self._runner = state, runner
+        return self
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        own, self._own_dir = self._own_dir, None
+        if own is not None:
+            await asyncio.to_thread(shutil.rmtree, own, True)
+
+    async def serve_forever(self) -> None:
+        """Start (if needed) and serve until cancelled, then stop."""
+        if self._runner is None:
+            await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def __repr__(self) -> str:
+        where = self.url if self._runner is not None else "stopped"
+        return f"<FakeService {where} seed={self.seed.source!r}>"
+
+    # --- where and who ------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    def _running(self) -> AppState:
+        if self._state is None or self._runner is None:
+            raise RuntimeError("the service is not running; use 'async with' or await start()")
+        return self._state
+
+    @property
+    def port(self) -> int:
+        self._running()
+        assert self._runner is not None
+        return int(self._runner.addresses[0][1])
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. http://127.0.0.1:PORT (operation paths start with /api/v1)."""
+        # A wildcard bind is reached through loopback.
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def backend(self) -> Backend:
+        return self._running().backend
+
+    @property
+    def run_key(self) -> str:
+        """The seed's first key that can run tests (demo: "demo-run")."""
+        return self._first_key("run")
+
+    @property
+    def edit_key(self) -> str:
+        """The seed's first key that can also create and edit tests (demo: "demo-edit")."""
+        return self._first_key("edit")
+
+    def _first_key(self, capability: str) -> str:
+        key = self.seed.first_key(capability)
+        if key is None:
+            raise LookupError(f"the seed has no key with capability {capability!r}")
+        return key
+
+    def seed_info(self) -> dict[str, Any]:
+        """The projects and keys of the seed as JSON-ready dicts (what `asyncclient serve` prints).
+
+        `{"projects": [{"id", "name", "plan", "includedRuns"}], "keys": [{"key", "capability",
+        "projects"}]}`. The keys are the secrets to use: show them only to their owner.
+        """
+        return {
+            "projects": [
+                {"id": p.id, "name": p.name, "plan": p.plan, "includedRuns": p.included_runs}
+                for p in self.seed.projects
+            ],
+            "keys": [
+                {"key": k.key, "capability": k.capability, "projects": list(k.projects)}
+                for k in self.seed.keys
+            ],
+        }
+
+    @property
+    def project_id(self) -> str:
+        """The seed's first project (demo: "p_demo")."""
+        return self.seed.projects[0].id
+
+    # --- time ---------------------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Move service time forward (with either clock)."""
+        self.clock.advance(seconds)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # --- requests, conditions and faults ------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Every request answered so far (the latest 100,000), oldest first."""
+        return list(self._running().log)
+
+    def requests_for(self, op: str) -> list[RequestRecord]:
+        return [r for r in self._running().log if r.op == op]
+
+    def reset_requests(self) -> None:
+        state = self._running()
+        state.log.clear()
+        state.counts.clear()
+        state.max_ids = 0
+
+    def request_counts(self) -> dict[str, int]:
+        """Requests per operation since the start (or the last reset_requests)."""
+        return dict(self._running().counts)
+
+    @property
+    def conditions(self) -> NetworkConditions:
+        return self._plan.conditions
+
+    @conditions.setter
+    def conditions(self, value: NetworkConditions) -> None:
+        self._plan.conditions = value
+
+    def inject(self, op: str, fault: Fault) -> None:
+        """Answer the next `fault.times` requests of `op` with `fault` (after earlier faults)."""
+        self._plan.inject(op, fault)
+
+    def clear_faults(self) -> None:
+        self._plan.clear_faults()
