@@ -1,5 +1,107 @@
-"""asyncclient: asyncio client, CLI and embedded emulator for the Test-Run Service API."""
+"""asyncclient: asyncio client, CLI and embedded emulator for the Test-Run Service API.
+Importing the package is cheap: the session and models load (with aiohttp) on first use."""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from asyncclient._version import __version__
+from asyncclient.errors import (
+    ApiError,
+    AsyncClientError,
+    BadRequestError,
+    BuildRejectedError,
+    ChecksumMismatchError,
+    ConflictError,
+    NotFoundError,
+    NotStartedError,
+    PaymentRequiredError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnauthenticatedError,
+    ValidationError,
+    WatchTimeoutError,
+)
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession, PartBody
+    from asyncclient.models import (
+        FINAL_STATUSES,
+        Build,
+        BuildList,
+        Endpoint,
+        ProjectRunStart,
+        Run,
+        RunStart,
+        RunStatus,
+        SkippedTest,
+        StartedRun,
+        UploadedPart,
+        UploadStart,
+    )
+
+# Public name -> the module that defines it, imported on first access (PEP 562).
+_LAZY = {
+    "AsyncSession": "asyncclient._session",
+    "PartBody": "asyncclient._session",
+    "FINAL_STATUSES": "asyncclient.models",
+    "Build": "asyncclient.models",
+    "BuildList": "asyncclient.models",
+    "Endpoint": "asyncclient.models",
+    "ProjectRunStart": "asyncclient.models",
+    "Run": "asyncclient.models",
+    "RunStart": "asyncclient.models",
+    "RunStatus": "asyncclient.models",
+    "SkippedTest": "asyncclient.models",
+    "StartedRun": "asyncclient.models",
+    "UploadStart": "asyncclient.models",
+    "UploadedPart": "asyncclient.models",
+}
+
+__all__ = [
+    "FINAL_STATUSES",
+    "ApiError",
+    "AsyncClientError",
+    "AsyncSession",
+    "BadRequestError",
+    "Build",
+    "BuildList",
+    "BuildRejectedError",
+    "ChecksumMismatchError",
+    "ConflictError",
+    "Endpoint",
+    "NotFoundError",
+    "NotStartedError",
+    "PartBody",
+    "PaymentRequiredError",
+    "PermissionDeniedError",
+    "ProjectRunStart",
+    "RateLimitedError",
+    "Run",
+    "RunStart",
+    "RunStatus",
+    "ServerError",
+    "SkippedTest",
+    "StartedRun",
+    "TransportError",
+    "UnauthenticatedError",
+    "UploadStart",
+    "UploadedPart",
+    "ValidationError",
+    "WatchTimeoutError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asyncclient' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

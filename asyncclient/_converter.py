@@ -1,0 +1,233 @@
+"""The one cattrs Converter that turns the service's JSON into asyncclient.models and back.
+Wire names (camelCase; snake_case in the endpoint list view) and lenient formats live here."""
+
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from asyncclient.models import (
+    Build,
+    BuildList,
+    Endpoint,
+    ProjectRunStart,
+    Run,
+    RunStart,
+    RunStatus,
+    SkippedTest,
+    StartedRun,
+    UploadedPart,
+    UploadStart,
+)
+
+if TYPE_CHECKING:
+    from asyncclient.errors import BuildRejectedError, NotStartedError
+
+__all__ = [
+    "converter",
+    "parse_timestamp",
+    "structure_error_details",
+    "structure_status",
+]
+
+T = TypeVar("T")
+
+# Epoch numbers above this are taken as milliseconds (1e11 s is the year 5138).
+_EPOCH_MS_THRESHOLD: Final = 1e11
+_KNOWN_STATUSES: Final = {status.value: status for status in RunStatus}
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def parse_timestamp(value: Any, _type: Any = None) -> datetime | None:
+    """An aware UTC datetime from ISO 8601 text (with "Z" or an offset; none means UTC) or from
+    epoch seconds or milliseconds; anything else, including null, is None."""
+    if type(value) is str or isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+        if not math.isfinite(seconds):
+            return None
+        if abs(seconds) >= _EPOCH_MS_THRESHOLD:
+            seconds /= 1000.0
+        try:
+            return datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def structure_status(value: Any, _type: Any = None) -> RunStatus | str:
+    """A RunStatus for a documented status, else the status kept as a plain string."""
+    if isinstance(value, str):
+        return _KNOWN_STATUSES.get(value, value)
+    return "" if value is None else str(value)
+
+
+def _lenient_str(value: Any, _type: Any = None) -> str | None:
+    # versionCode arrives as a number from some services; minOs too.
+    if value is None or type(value) is str or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else str(value)
+    return None
+
+
+def _required_str(value: Any, _type: Any = None) -> str:
+    text = _lenient_str(value)
+    if text is None:
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return text
+
+
+def _lenient_int(value: Any, _type: Any = None) -> int | None:
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _required_int(value: Any, _type: Any = None) -> int:
+    number = _lenient_int(value)
+    if number is None:
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    return number
+
+
+def _lenient_bool(value: Any, _type: Any = None) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _str_tuple(value: Any, _type: Any = None) -> tuple[str, ...]:
+    if isinstance(value, list | tuple):
+        items = tuple(value)
+        for item in items:
+            if type(item) is not str:
+                return tuple(text for text in map(_lenient_str, items) if text is not None)
+        return items
+    return ()
+
+
+def _register_exact(conv: cattrs.Converter, type_: Any, hook: Callable[[Any, Any], Any]) -> None:
+    # Generic aliases such as tuple[str, ...] cannot go through singledispatch.
+    conv.register_structure_hook_func(lambda candidate: candidate == type_, hook)
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(detailed_validation=False, forbid_extra_keys=False)
+    conv.register_structure_hook(datetime | None, parse_timestamp)
+    conv.register_structure_hook(RunStatus | str, structure_status)
+    conv.register_structure_hook(str | None, _lenient_str)
+    conv.register_structure_hook(str, _required_str)
+    conv.register_structure_hook(int | None, _lenient_int)
+    conv.register_structure_hook(int, _required_int)
+    conv.register_structure_hook(bool | None, _lenient_bool)
+    _register_exact(conv, tuple[str, ...], _str_tuple)
+
+    def tolerant_tuple(item: type[Any]) -> Callable[[Any, Any], tuple[Any, ...]]:
+        item_hook = conv.get_structure_hook(item)
+
+        def hook(value: Any, _type: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                return ()
+            return tuple(item_hook(element, item) for element in value)
+
+        return hook
+
+    camel_case = (Build, BuildList, UploadStart, UploadedPart, RunStart, StartedRun, SkippedTest)
+    for cls in (*camel_case, Run, ProjectRunStart):
+        renames: dict[str, Any] = {
+            field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)
+        }
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **renames))
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
+        _register_exact(conv, tuple[cls, ...], tolerant_tuple(cls))  # type: ignore[valid-type]
+    # The endpoint list view is snake_case on the wire (the API spec says so).
+    conv.register_structure_hook(Endpoint, make_dict_structure_fn(Endpoint, conv))
+    conv.register_unstructure_hook(Endpoint, make_dict_unstructure_fn(Endpoint, conv))
+    return conv
+
+
+converter: Final = _make_converter()
+
+
+def structure_hook(cls: type[T]) -> Callable[[Any], T]:
+    """A one-argument structuring function for cls, compiled once (for the hot path)."""
+    hook = converter.get_structure_hook(cls)
+
+    def structure(value: Any) -> T:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected an object for {cls.__name__}, got {type(value).__name__}")
+        result: T = hook(value, cls)
+        return result
+
+    return structure
+
+
+def structure_list(cls: type[T], value: Any) -> list[T]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of {cls.__name__}, got {type(value).__name__}")
+    hook = structure_hook(cls)
+    return [hook(element) for element in value]
+
+
+def structure_error_details(
+    err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
+) -> None:
+    """Attach the typed extras of build_rejected / not_started / empty errors, leniently: a
+    part of another shape is left at its default rather than hiding the error itself."""
+    from asyncclient.errors import BuildRejectedError
+
+    if isinstance(err, BuildRejectedError):
+        from asyncclient.apps import Problem
+
+        problems = []
+        for item in details.get("problems") or ():
+            if isinstance(item, Mapping):
+                problems.append(
+                    Problem(
+                        kind=_lenient_str(item.get("kind")) or "",
+                        found=_str_tuple(item.get("found")),
+                        supported=_str_tuple(item.get("supported")),
+                        message=_lenient_str(item.get("message")) or "",
+                    )
+                )
+        err.problems = tuple(problems)
+        build = details.get("build")
+        if isinstance(build, Mapping):
+            try:
+                err.build = converter.structure(build, Build)
+            except (KeyError, TypeError, ValueError):
+                err.build = None
+    else:
+        for name, cls in (("started", StartedRun), ("skipped", SkippedTest)):
+            try:
+                value = converter.structure(details.get(name), tuple[cls, ...])  # type: ignore[valid-type]
+            except (KeyError, TypeError, ValueError):
+                value = ()
+            setattr(err, name, value)

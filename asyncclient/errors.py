@@ -1,0 +1,334 @@
+"""The exceptions asyncclient raises, and the mapping of an error answer to one of them.
+One root, one class per condition; nothing here does I/O or holds request headers.
+
+    AsyncClientError
+     +-- ValidationError          (also ValueError) input refused locally, before any request
+     +-- TransportError           connection failed, dropped or timed out (after retries)
+     +-- ApiError                 the service answered with an error (after retries)
+     |    +-- BadRequestError         400
+     |    +-- UnauthenticatedError    401
+     |    +-- PaymentRequiredError    402
+     |    +-- PermissionDeniedError   403
+     |    +-- NotFoundError           404
+     |    +-- ConflictError           409
+     |    +-- BuildRejectedError      422 build_rejected   .problems, .build
+     |    +-- NotStartedError         402 not_started, 400 empty   .started, .skipped
+     |    +-- RateLimitedError        429   .retry_after
+     |    +-- ServerError             5xx
+     +-- ChecksumMismatchError    an uploaded build's sha256 differs from the local file's
+     +-- WatchTimeoutError        runs not final when the watch gave up   .runs
+     +-- UnknownRunsError         watched run ids the service never returned   .run_ids, .runs
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from asyncclient.apps import Problem
+    from asyncclient.models import Build, Run, SkippedTest, StartedRun
+
+__all__ = [
+    "ApiError",
+    "AsyncClientError",
+    "BadRequestError",
+    "BuildRejectedError",
+    "ChecksumMismatchError",
+    "ConflictError",
+    "NotFoundError",
+    "NotStartedError",
+    "PaymentRequiredError",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "ServerError",
+    "TransportError",
+    "UnauthenticatedError",
+    "UnknownRunsError",
+    "ValidationError",
+    "WatchTimeoutError",
+    "error_from_response",
+]
+
+
+class AsyncClientError(Exception):
+    """The root of every error asyncclient raises."""
+
+
+class ValidationError(AsyncClientError, ValueError):
+    """Input refused before any request was sent; the message names the problem and the fix."""
+
+
+class TransportError(AsyncClientError):
+    """The service could not be reached, the connection broke, or the request timed out.
+
+    Raised after the retries allowed for the request were used up; the aiohttp exception is
+    the `__cause__`.
+    """
+
+    def __init__(self, message: str, *, method: str = "", url: str = "", attempts: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.method = method
+        self.url = url
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), (self.message,), self._state()))
+
+    def _state(self) -> dict[str, Any]:
+        return {"method": self.method, "url": self.url, "attempts": self.attempts}
+
+
+class ApiError(AsyncClientError):
+    """The service answered with an error status.
+
+    status: the HTTP status; code: the error code from the body (None when the body had none);
+    message: the service's message, or a description of the answer when it was not JSON;
+    body: the parsed JSON body, or its text; method/url: the request (never its headers);
+    retry_after: seconds the service asked to wait, if it said; attempts: requests made.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str | None,
+        message: str,
+        body: Any = None,
+        method: str = "",
+        url: str = "",
+        *,
+        retry_after: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body
+        self.method = method
+        self.url = url
+        self.retry_after = retry_after
+        self.attempts = attempts
+        super().__init__(self._line())
+
+    def _line(self) -> str:
+        from asyncclient._protocol import reason_phrase
+
+        label = self.code or reason_phrase(self.status)
+        request = ""
+        if self.method or self.url:
+            parts = urlsplit(self.url)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            request = " (" + " ".join(p for p in (self.method, target) if p) + ")"
+        return f"{self.status} {label}: {self.message}{request}"
+
+    @property
+    def error(self) -> Mapping[str, Any]:
+        """The `error` object of the body (empty when the body had another shape)."""
+        if isinstance(self.body, dict):
+            inner = self.body.get("error")
+            if isinstance(inner, dict):
+                return inner
+        return {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args = (self.status, self.code, self.message, self.body, self.method, self.url)
+        state = {"retry_after": self.retry_after, "attempts": self.attempts}
+        state.update(self._extra_state())
+        return (_rebuild, (type(self), args, state))
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+
+class BadRequestError(ApiError):
+    """400: the request was malformed or out of the service's limits (`error.field` says which)."""
+
+
+class UnauthenticatedError(ApiError):
+    """401: no API key, or one the service does not know."""
+
+
+class PaymentRequiredError(ApiError):
+    """402: the plan does not allow this (for example tester endpoints on a free plan)."""
+
+
+class PermissionDeniedError(ApiError):
+    """403: the key may not do this (deleting builds and managing endpoints need an edit key)."""
+
+
+class NotFoundError(ApiError):
+    """404: no such id among the key's projects, or no such path."""
+
+
+class ConflictError(ApiError):
+    """409: the resource is not in a state that allows this (pinned, final, already exists...)."""
+
+
+class BuildRejectedError(ApiError):
+    """422 build_rejected: the service's devices cannot run the build.
+
+    problems: what they cannot run (asyncclient.apps.Problem); build: the rejected build.
+    """
+
+    problems: "tuple[Problem, ...]" = ()
+    build: "Build | None" = None
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"problems": self.problems, "build": self.build}
+
+
+class NotStartedError(ApiError):
+    """402 not_started or 400 empty from run_project: no test started; .started/.skipped say why."""
+
+    started: "tuple[StartedRun, ...]" = ()
+    skipped: "tuple[SkippedTest, ...]" = ()
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"started": self.started, "skipped": self.skipped}
+
+
+class RateLimitedError(ApiError):
+    """429: too many requests; `retry_after` holds the seconds the service asked to wait."""
+
+
+class ServerError(ApiError):
+    """5xx: a fault of the service."""
+
+
+class ChecksumMismatchError(AsyncClientError):
+    """The sha256 the service computed for an uploaded build differs from the local file's."""
+
+    def __init__(self, message: str, *, expected: str = "", actual: str = "") -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"expected": self.expected, "actual": self.actual}
+        return (_rebuild, (type(self), (self.args[0],), state))
+
+
+class WatchTimeoutError(AsyncClientError):
+    """Watching runs gave up before all were final; `runs` holds their last known state."""
+
+    def __init__(self, message: str, runs: "Sequence[Run]" = ()) -> None:
+        super().__init__(message)
+        self.runs: tuple[Run, ...] = tuple(runs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), (self.args[0], self.runs), {}))
+
+
+class UnknownRunsError(AsyncClientError):
+    """Watched run ids the service left out of its answers several times in a row: unknown ids,
+    deleted runs, or runs of a project the key does not belong to.
+
+    run_ids: those ids; runs: the final views of the other runs watched.
+    """
+
+    def __init__(self, run_ids: "Sequence[str]", runs: "Sequence[Run]" = ()) -> None:
+        self.run_ids: tuple[str, ...] = tuple(run_ids)
+        self.runs: tuple[Run, ...] = tuple(runs)
+        shown = ", ".join(self.run_ids[:5]) + (", ..." if len(self.run_ids) > 5 else "")
+        super().__init__(
+            f"the service does not know {len(self.run_ids)} run id(s): {shown}; check the ids "
+            "(a deleted run, or one of a project this key does not belong to, is unknown too)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), (self.run_ids, self.runs), {}))
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+    err = cls(*args)
+    err.__dict__.update(state)
+    return err
+
+
+_BY_CODE: dict[str, type[ApiError]] = {
+    "build_rejected": BuildRejectedError,
+    "not_started": NotStartedError,
+    "empty": NotStartedError,
+}
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequestError,
+    401: UnauthenticatedError,
+    402: PaymentRequiredError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    429: RateLimitedError,
+}
+
+
+def error_class(status: int, code: str | None) -> type[ApiError]:
+    """The class for an error answer: by code first, then by status."""
+    if code is not None:
+        by_code = _BY_CODE.get(code)
+        if by_code is not None:
+            return by_code
+    by_status = _BY_STATUS.get(status)
+    if by_status is not None:
+        return by_status
+    if 500 <= status <= 599:
+        return ServerError
+    return ApiError
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    method: str,
+    url: str,
+) -> ApiError:
+    """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise)."""
+    from asyncclient._protocol import excerpt, parse_retry_after, reason_phrase
+
+    parsed: Any
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        parsed = body.decode("utf-8", "replace")
+    code: str | None = None
+    message: str | None = None
+    details: Mapping[str, Any] = {}
+    if isinstance(parsed, dict):
+        inner = parsed.get("error")
+        if isinstance(inner, dict):
+            details = inner
+            code = inner.get("code") if isinstance(inner.get("code"), str) else None
+            message = inner.get("message") if isinstance(inner.get("message"), str) else None
+        else:
+            # Other common shapes: {"error": "text"}, {"code", "message"}, {"detail": "..."}.
+            if isinstance(parsed.get("code"), str):
+                code = parsed["code"]
+            for key in ("message", "detail", "error"):
+                if isinstance(parsed.get(key), str):
+                    message = parsed[key]
+                    break
+    if not message:
+        message = reason_phrase(status)
+        if body:
+            message = f"{message}; the answer was {excerpt(body)!r}"
+    cls = error_class(status, code)
+    retry_after = parse_retry_after(headers.get("Retry-After"))
+    if retry_after is None:
+        hinted = details.get("retryAfter")
+        if isinstance(hinted, int | float) and not isinstance(hinted, bool) and hinted >= 0:
+            retry_after = float(hinted)
+    err = cls(status, code, message, parsed, method, url, retry_after=retry_after)
+    if isinstance(err, BuildRejectedError | NotStartedError):
+        _attach_details(err, details)
+    return err
+
+
+def _attach_details(
+    err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
+) -> None:
+    # Structuring needs the converter (cattrs); loaded only when such an error happens.
+    from asyncclient._converter import structure_error_details
+
+    structure_error_details(err, details)

@@ -1,0 +1,195 @@
+"""The values the service returns, as frozen attrs classes with snake_case fields.
+Wire names and formats are not here: asyncclient._converter maps JSON to these classes."""
+
+import enum
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+__all__ = [
+    "FINAL_STATUSES",
+    "Build",
+    "BuildList",
+    "Endpoint",
+    "ProjectRunStart",
+    "Run",
+    "RunStart",
+    "RunStatus",
+    "SkippedTest",
+    "StartedRun",
+    "UploadStart",
+    "UploadedPart",
+]
+
+
+class RunStatus(enum.StrEnum):
+    """The run statuses the service documents; a status it adds later is kept as a plain str."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATUSES: Final = frozenset(
+    {
+        RunStatus.PASSED,
+        RunStatus.FAILED,
+        RunStatus.BLOCKED,
+        RunStatus.INCONCLUSIVE,
+        RunStatus.ERROR,
+        RunStatus.CANCELLED,
+    }
+)
+
+
+@attrs.frozen
+class Build:
+    """An uploaded app build. project_id and sha256 are only in the single view (get_build)."""
+
+    id: str
+    status: str = ""
+    file_name: str | None = None
+    size: int | None = None
+    platform: str | None = None
+    app_id: str | None = None
+    app_name: str | None = None
+    version: str | None = None
+    version_code: str | None = None
+    min_os: str | None = None
+    abis: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    label: str | None = None
+    created_at: datetime | None = None
+    ready_at: datetime | None = None
+    project_id: str | None = None
+    sha256: str | None = None
+
+
+@attrs.frozen
+class BuildList:
+    """list_builds: the builds (newest first), the largest size allowed, and the part size."""
+
+    builds: tuple[Build, ...]
+    max_bytes: int
+    part_bytes: int
+
+
+@attrs.frozen
+class UploadStart:
+    """start_upload: the new build's id, the part size and how many parts to send."""
+
+    id: str
+    part_bytes: int
+    parts: int
+
+
+@attrs.frozen
+class UploadedPart:
+    """One uploaded part and the etag the service gave it (listed again on completion)."""
+
+    part_number: int
+    etag: str
+
+
+@attrs.frozen
+class RunStart:
+    """run_test: the new run, the mode actually used, whether it is beyond the plan, its page."""
+
+    run_id: str
+    mode: str | None = None
+    overage: bool | None = None
+    link: str | None = None
+
+
+@attrs.frozen
+class StartedRun:
+    """One run started by run_project."""
+
+    test_id: str
+    run_id: str
+    mode: str | None = None
+    build_id: str | None = None
+    link: str | None = None
+
+
+@attrs.frozen
+class SkippedTest:
+    """A test run_project could not start: why (reason) and the error code behind it, if sent."""
+
+    test_id: str
+    reason: Any = None
+    code: str | None = None
+
+
+@attrs.frozen
+class ProjectRunStart:
+    """run_project: the runs started and the tests skipped."""
+
+    started: tuple[StartedRun, ...] = ()
+    skipped: tuple[SkippedTest, ...] = ()
+
+
+@attrs.frozen
+class Run:
+    """A test run, from get_run (full view) or list_runs (list view, fewer fields set).
+
+    status is a RunStatus, or a plain str for a status this client does not know. Fields whose
+    inner structure the API does not document (verdict, requirements, captures, build, ...)
+    are kept as the JSON values the service sent.
+    """
+
+    id: str
+    status: RunStatus | str = ""
+    test_id: str | None = None
+    test_title: str | None = None
+    mode: str | None = None
+    final: bool | None = None
+    source: Any = None
+    platform: str | None = None
+    project_id: str | None = None
+    build_id: str | None = None
+    url: str | None = None
+    link: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+    error: Any = None
+    verdict: Any = None
+    headline: Any = None
+    requirements: Any = None
+    captures: Any = None
+    video: Any = None
+    screenshots: Any = None
+    build: Any = None
+
+    @property
+    def is_final(self) -> bool:
+        """True once the run is final: the service's `final` flag when sent, else the status
+        (an unknown status counts as not final)."""
+        if self.final is not None:
+            return self.final
+        return self.status in FINAL_STATUSES
+
+    @property
+    def passed(self) -> bool:
+        return self.status == RunStatus.PASSED
+
+
+@attrs.frozen
+class Endpoint:
+    """A tester endpoint. Its headers are write-only: the service never returns them."""
+
+    id: str
+    name: str = ""
+    description: str = ""
+    method: str = "POST"
+    url: str = ""
+    created_at: datetime | None = None
+    last_used_at: datetime | None = None

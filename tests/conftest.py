@@ -1,0 +1,76 @@
+"""Shared fixtures: the emulator with the demo seed on a manual clock, sessions against it,
+waits recorded instead of slept, and real app files built with asyncclient.testing.builders."""
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import backoff._async
+import pytest
+
+from asyncclient import AsyncSession
+from asyncclient.testing import FakeService
+from asyncclient.testing.builders import build_apk
+
+MakeApk = Callable[..., Path]
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[FakeService]:
+    """The emulator with the demo seed; time moves only through service.advance(seconds)."""
+    async with FakeService(clock="manual") as svc:
+        yield svc
+
+
+@pytest.fixture
+async def session(service: FakeService) -> AsyncIterator[AsyncSession]:
+    """A session with the run key (may do everything but delete builds and manage endpoints)."""
+    async with AsyncSession(service.run_key, service.url) as s:
+        yield s
+
+
+@pytest.fixture
+async def edit_session(service: FakeService) -> AsyncIterator[AsyncSession]:
+    """A session with the edit key."""
+    async with AsyncSession(service.edit_key, service.url) as s:
+        yield s
+
+
+class _BackoffAsyncio:
+    """Stands in for the asyncio module inside backoff: sleep() records instead of waiting."""
+
+    def __init__(self, waits: list[float]) -> None:
+        self._waits = waits
+
+    async def sleep(self, seconds: float) -> None:
+        self._waits.append(seconds)
+        await asyncio.sleep(0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits backoff chose between attempts, in order; nothing actually sleeps.
+
+    backoff.on_exception sleeps with `asyncio.sleep` looked up in backoff._async, so only
+    backoff's sleeps are replaced (the emulator and aiohttp keep the real one).
+    """
+    recorded: list[float] = []
+    monkeypatch.setattr(backoff._async, "asyncio", _BackoffAsyncio(recorded))
+    return recorded
+
+
+@pytest.fixture
+def make_apk(tmp_path: Path) -> MakeApk:
+    """make_apk(name="shop.apk", **build_apk options) -> the path of a real .apk in tmp_path."""
+    counter = 0
+
+    def make(name: str | None = None, **options: Any) -> Path:
+        nonlocal counter
+        counter += 1
+        return build_apk(tmp_path / (name or f"app{counter}.apk"), **options)
+
+    return make

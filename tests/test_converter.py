@@ -1,0 +1,280 @@
+"""Tests of the converter: wire names, lenient formats, unknown fields and statuses tolerated.
+Pure: JSON values in, models out."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from asyncclient._converter import converter, parse_timestamp, structure_status
+from asyncclient.models import (
+    FINAL_STATUSES,
+    Build,
+    BuildList,
+    Endpoint,
+    ProjectRunStart,
+    Run,
+    RunStart,
+    RunStatus,
+    SkippedTest,
+    StartedRun,
+    UploadedPart,
+    UploadStart,
+)
+
+T0 = datetime(2026, 11, 21, 5, 0, tzinfo=UTC)
+
+BUILD_SINGLE: dict[str, Any] = {
+    "id": "ab_1",
+    "projectId": "p_demo",
+    "status": "ready",
+    "fileName": "shop.apk",
+    "size": 1234,
+    "platform": "android",
+    "appId": "com.example.shop",
+    "appName": "Shop",
+    "version": "1.0.0",
+    "versionCode": "7",
+    "minOs": "24",
+    "abis": ["arm64-v8a", "x86_64"],
+    "warnings": ["targetSdk is old"],
+    "sha256": "ab" * 32,
+    "label": "commit 1",
+    "createdAt": "2026-11-21T05:00:00.000Z",
+    "readyAt": "2026-11-21T05:00:01.500Z",
+}
+
+RUN_FULL: dict[str, Any] = {
+    "id": "j_1",
+    "testId": "t_1",
+    "testTitle": "Checkout works",
+    "url": "http://h/api/v1/runs/j_1",
+    "mode": "cold",
+    "status": "passed",
+    "final": True,
+    "createdAt": "2026-11-21T05:00:00.000Z",
+    "startedAt": "2026-11-21T05:00:05.000Z",
+    "finishedAt": "2026-11-21T05:03:05.000Z",
+    "durationMs": 180000,
+    "error": None,
+    "verdict": "passed",
+    "headline": "Checkout completed.",
+    "requirements": [{"id": "r1", "title": "Pay", "result": "passed", "reason": "ok"}],
+    "captures": {"total": "12.00"},
+    "video": "http://h/api/v1/runs/j_1/files/video.mp4",
+    "screenshots": ["http://h/api/v1/runs/j_1/files/screenshots/01.png"],
+    "build": {"id": "ab_1", "appId": "com.example.shop", "version": "1.0.0"},
+    "link": "http://h/runs/j_1",
+    "projectId": "p_demo",
+    "buildId": "ab_1",
+    "source": "test",
+    "platform": "android",
+}
+
+
+def test_build_single_view() -> None:
+    build = converter.structure(BUILD_SINGLE, Build)
+    assert build == Build(
+        id="ab_1",
+        project_id="p_demo",
+        status="ready",
+        file_name="shop.apk",
+        size=1234,
+        platform="android",
+        app_id="com.example.shop",
+        app_name="Shop",
+        version="1.0.0",
+        version_code="7",
+        min_os="24",
+        abis=("arm64-v8a", "x86_64"),
+        warnings=("targetSdk is old",),
+        sha256="ab" * 32,
+        label="commit 1",
+        created_at=T0,
+        ready_at=datetime(2026, 11, 21, 5, 0, 1, 500000, tzinfo=UTC),
+    )
+
+
+def test_build_list_view_lacks_single_view_fields() -> None:
+    listed = {k: v for k, v in BUILD_SINGLE.items() if k not in ("projectId", "sha256")}
+    result = converter.structure(
+        {"builds": [listed, listed], "maxBytes": 4 << 30, "partBytes": 8 << 20}, BuildList
+    )
+    assert result.max_bytes == 4 << 30
+    assert result.part_bytes == 8 << 20
+    assert len(result.builds) == 2
+    assert result.builds[0].project_id is None
+    assert result.builds[0].sha256 is None
+
+
+def test_unknown_fields_are_ignored() -> None:
+    build = converter.structure({**BUILD_SINGLE, "newField": {"x": 1}, "snake_extra": 2}, Build)
+    assert build.id == "ab_1"
+    run = converter.structure({**RUN_FULL, "cost": 3}, Run)
+    assert run.id == "j_1"
+
+
+def test_missing_optional_fields_take_defaults() -> None:
+    assert converter.structure({"id": "ab_9"}, Build) == Build(id="ab_9")
+    run = converter.structure({"id": "j_9", "status": "queued"}, Run)
+    assert run.final is None
+    assert run.requirements is None
+    assert not run.is_final
+
+
+def test_version_code_and_min_os_from_numbers() -> None:
+    build = converter.structure({**BUILD_SINGLE, "versionCode": 42, "minOs": 24.0}, Build)
+    assert build.version_code == "42"
+    assert build.min_os == "24"
+    odd = converter.structure({**BUILD_SINGLE, "versionCode": {"major": 1}}, Build)
+    assert odd.version_code is None
+
+
+def test_null_and_odd_lists() -> None:
+    build = converter.structure({**BUILD_SINGLE, "abis": None, "warnings": "one"}, Build)
+    assert build.abis == ()
+    assert build.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-11-21T05:00:00.000Z", T0),
+        ("2026-11-21T05:00:00Z", T0),
+        ("2026-11-21T06:00:00+01:00", T0),
+        ("2026-11-21T05:00:00", T0),
+        (T0.timestamp(), T0),
+        (int(T0.timestamp()), T0),
+        (int(T0.timestamp() * 1000), T0),
+        (None, None),
+        ("yesterday", None),
+        (True, None),
+        ({"at": 1}, None),
+        (float("nan"), None),
+        (1e30, None),
+    ],
+)
+def test_tolerant_timestamps(value: Any, expected: datetime | None) -> None:
+    parsed = parse_timestamp(value)
+    assert parsed == expected
+    if parsed is not None:
+        assert parsed.tzinfo is not None
+
+
+def test_timestamps_inside_models() -> None:
+    run = converter.structure({**RUN_FULL, "createdAt": 1795150800000, "startedAt": "garbage"}, Run)
+    assert run.created_at == datetime.fromtimestamp(1795150800, UTC)
+    assert run.started_at is None
+
+
+def test_run_full_view_keeps_json_values_plain() -> None:
+    run = converter.structure(RUN_FULL, Run)
+    assert run.status is RunStatus.PASSED
+    assert run.final is True
+    assert run.is_final
+    assert run.passed
+    assert run.duration_ms == 180000
+    assert run.requirements == RUN_FULL["requirements"]
+    assert run.captures == {"total": "12.00"}
+    assert run.screenshots == RUN_FULL["screenshots"]
+    assert run.build == RUN_FULL["build"]
+    assert run.verdict == "passed"
+    assert run.source == "test"
+    assert run.project_id == "p_demo"
+    assert run.build_id == "ab_1"
+    assert run.test_title == "Checkout works"
+
+
+def test_unknown_status_is_kept_as_a_string_and_not_final() -> None:
+    run = converter.structure({"id": "j_1", "status": "paused_for_review"}, Run)
+    assert run.status == "paused_for_review"
+    assert not isinstance(run.status, RunStatus)
+    assert not run.is_final
+    assert not run.passed
+    said_final = converter.structure({"id": "j_1", "status": "archived", "final": True}, Run)
+    assert said_final.is_final
+
+
+def test_final_flag_wins_over_status() -> None:
+    run = converter.structure({"id": "j_1", "status": "passed", "final": False}, Run)
+    assert not run.is_final
+    listed = converter.structure({"id": "j_1", "status": "cancelled"}, Run)
+    assert listed.is_final
+
+
+def test_odd_final_flag_falls_back_to_the_status() -> None:
+    run = converter.structure({"id": "j_1", "status": "running", "final": "yes"}, Run)
+    assert run.final is None
+    assert not run.is_final
+
+
+def test_structure_status() -> None:
+    assert structure_status("failed") is RunStatus.FAILED
+    assert structure_status("new_one") == "new_one"
+    assert structure_status(None) == ""
+    assert structure_status(3) == "3"
+    assert {RunStatus.PASSED, RunStatus.CANCELLED} <= FINAL_STATUSES
+    assert RunStatus.RUNNING not in FINAL_STATUSES
+    assert "passed" in FINAL_STATUSES
+
+
+def test_upload_models() -> None:
+    assert converter.structure({"id": "ab_1", "partBytes": 8, "parts": 3}, UploadStart) == (
+        UploadStart("ab_1", 8, 3)
+    )
+    part = converter.structure({"partNumber": 2, "etag": "e"}, UploadedPart)
+    assert part == UploadedPart(2, "e")
+    assert converter.unstructure(part) == {"partNumber": 2, "etag": "e"}
+
+
+def test_run_starts() -> None:
+    start = converter.structure(
+        {"runId": "j_1", "mode": "cold", "overage": False, "link": "http://h/r"}, RunStart
+    )
+    assert start == RunStart("j_1", "cold", False, "http://h/r")
+    project = converter.structure(
+        {
+            "started": [
+                {"testId": "t_1", "runId": "j_1", "mode": "warm", "buildId": None, "link": "l"}
+            ],
+            "skipped": [{"testId": "t_2", "reason": "no_build"}],
+            "future": 1,
+        },
+        ProjectRunStart,
+    )
+    assert project == ProjectRunStart(
+        started=(StartedRun("t_1", "j_1", "warm", None, "l"),),
+        skipped=(SkippedTest("t_2", "no_build"),),
+    )
+
+
+def test_endpoint_list_view_is_snake_case() -> None:
+    endpoint = converter.structure(
+        {
+            "id": "ep_1",
+            "name": "create_voucher",
+            "description": "d",
+            "method": "POST",
+            "url": "https://x.example",
+            "created_at": "2026-11-21T05:00:00.000Z",
+            "last_used_at": None,
+            "lastUsedAt": "2026-11-21T05:00:00.000Z",
+        },
+        Endpoint,
+    )
+    assert endpoint == Endpoint(
+        "ep_1", "create_voucher", "d", "POST", "https://x.example", T0, None
+    )
+
+
+def test_models_are_frozen() -> None:
+    build = Build(id="ab_1")
+    with pytest.raises(AttributeError):
+        build.id = "ab_2"  # type: ignore[misc]
+
+
+def test_a_missing_required_field_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        converter.structure({"status": "ready"}, Build)
+    with pytest.raises(ValueError, match="expected a number"):
+        converter.structure({"id": "ab_1", "partBytes": "many", "parts": 1}, UploadStart)
