@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from asyncclient._version import __version__
 from asyncclient.cli._common import add_global_options
@@ -39,8 +40,24 @@ exit codes: 0 ok, 1 a run did not pass or the watch timed out, 2 bad input (noth
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that never echoes stray values: a mistyped flag may be followed by a secret."""
+
+    def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            words = message[len(prefix) :].split()
+            flags = [w.partition("=")[0] for w in words if w.startswith("-")]
+            hidden = len(words) - len(flags)
+            shown = " ".join(flags)
+            if hidden:
+                shown = f"{shown} ({hidden} more value(s), not shown)".lstrip()
+            message = prefix + shown
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="asyncclient",
         description="Upload app builds, start test runs and follow them on the Test-Run Service.",
         epilog=_EPILOG,
@@ -50,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_global_options(parser, suppress=False)
     # Sub-commands accept the global options too (`asyncclient builds list P --json`); their
     # defaults are suppressed there so they never overwrite what was given before the command.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     add_global_options(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession
@@ -94,9 +95,15 @@ def add_command(
     return parser
 
 
-def add_group(sub: Any, name: str, *, help: str) -> Any:
+def add_group(sub: Any, name: str, *, help: str, examples: str = "") -> Any:
     """A command with sub-commands of its own (`builds list`, `runs get`, ...)."""
-    parser = sub.add_parser(name, help=help, description=help)
+    parser = sub.add_parser(
+        name,
+        help=help,
+        description=help,
+        epilog=("examples:\n" + examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     group = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
     group.required = True
     return group
@@ -149,10 +156,12 @@ class Output:
         if self.stdout_is_terminal:
             from rich.console import Console
             from rich.table import Table
+            from rich.text import Text
 
             table = Table(*columns, title=title, header_style="bold")
             for row in cells:
-                table.add_row(*row)
+                # Text, not str: service data such as "[x]" must not be read as rich markup.
+                table.add_row(*(Text(v) for v in row))
             Console(file=self.stdout).print(table)
             return
         widths = [len(c) for c in columns]
@@ -160,6 +169,36 @@ class Output:
             widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
         for row in [list(columns), *cells]:
             self.data("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+    def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
+        """A key/value view (`builds get`, `runs get`); a value may span several lines.
+
+        Pairs whose value is None are left out; a rich grid on a terminal, aligned text when piped.
+        """
+        items = [(key, str(value)) for key, value in pairs if value is not None]
+        if self.stdout_is_terminal:
+            from rich.console import Console
+            from rich.table import Table
+            from rich.text import Text
+
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column()
+            for key, value in items:
+                grid.add_row(Text(key), Text(value))
+            console = Console(file=self.stdout)
+            if title:
+                console.print(Text(title, style="bold"))
+            console.print(grid)
+            return
+        if title:
+            self.data(title)
+        width = max((len(key) for key, _ in items), default=0)
+        for key, value in items:
+            lines = value.splitlines() or [""]
+            self.data(f"{key.ljust(width)}  {lines[0]}".rstrip())
+            for line in lines[1:]:
+                self.data(f"{' ' * width}  {line}".rstrip())
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -170,19 +209,120 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
-    """An AsyncSession from --base-url/--api-key or the environment."""
+    """An AsyncSession from --base-url/--api-key or the environment.
+
+    A missing address or key is refused here, naming both the flag and the variable to set.
+    """
     from asyncclient import AsyncSession
 
-    return AsyncSession(
-        api_key=getattr(args, "api_key", None), base_url=getattr(args, "base_url", None), **options
-    )
+    base_url = getattr(args, "base_url", None) or os.environ.get("ASYNCCLIENT_BASE_URL")
+    api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY")
+    if not base_url or not base_url.strip():
+        raise CommandError(
+            "no service address: pass --base-url or set ASYNCCLIENT_BASE_URL"
+            " (asyncclient serve runs a local emulator)"
+        )
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        source = "--base-url" if getattr(args, "base_url", None) else "ASYNCCLIENT_BASE_URL"
+        raise CommandError(
+            f"{source} {base_url} is not an http(s) address: give it as https://host[:port]"
+        )
+    if not api_key or not api_key.strip():
+        raise CommandError("no API key: set ASYNCCLIENT_API_KEY or pass --api-key")
+    return AsyncSession(api_key=api_key, base_url=base_url, **options)
+
+
+def check_id(value: str, kind: str) -> str:
+    """`value` if it is an id of `kind` ("project", "build", "test", "run", "endpoint").
+
+    Refused before any request: `j_1 is not a build id: build ids start with ab_`.
+    """
+    import re
+
+    from asyncclient._protocol import ID_PREFIXES
+
+    prefix = ID_PREFIXES[kind]
+    a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
+    if not value.startswith(prefix) or len(value) == len(prefix):
+        shown = value or '""'
+        raise CommandError(f"{shown} is not {a_kind} id: {kind} ids start with {prefix}")
+    # The same rule as the session's own check, so nothing odd ever reaches a URL path.
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", value[len(prefix) :]):
+        raise CommandError(
+            f"{value!r} is not {a_kind} id: after {prefix} only letters, digits, _, - and . follow"
+        )
+    return value
+
+
+def format_size(size: int | None) -> str:
+    """Bytes for people: `512 B`, `1.5 KiB`, `12.0 MiB`."""
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def format_duration(milliseconds: float | None) -> str:
+    """A run's length for people: `45s`, `3m 07s`, `1h 02m`."""
+    if milliseconds is None:
+        return ""
+    seconds = round(milliseconds / 1000)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def format_time(value: object) -> str:
+    """A timestamp (datetime or ISO 8601 text) as `2026-11-21 05:00:00` UTC; other text as is."""
+    from datetime import UTC, datetime
+
+    if value is None:
+        return ""
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(moment, datetime):
+        return str(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def to_json(value: Any) -> Any:
-    """Models as the service's own JSON shape (camelCase), for --json output."""
-    from asyncclient._converter import to_wire
+    """Models (or lists of them) as the service's own JSON shape, for --json output.
 
-    return to_wire(value)
+    Field names come from the converter (camelCase; snake_case for endpoints); timestamps are
+    written as the service writes them, ISO 8601 UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
+    """
+    from asyncclient._converter import converter
+
+    return _json_ready(converter.unstructure(value))
+
+
+def _json_ready(value: Any) -> Any:
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
+        return text.removesuffix("+00:00") + "Z"
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(item) for item in value]
+    return value
 
 
 def describe_error(exc: BaseException) -> tuple[str, int]:
@@ -205,7 +345,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
             EXIT_REFUSED,
         )
     if isinstance(exc, errors.BuildRejectedError):
-        lines = [str(exc)] + [f"  cannot run: {p.get('message', p)}" for p in exc.problems]
+        lines = [str(exc)] + [f"  cannot run: {p.message}" for p in exc.problems]
         return "\n".join(lines), EXIT_REFUSED
     if isinstance(exc, errors.NotStartedError):
         lines = [str(exc)] + [f"  skipped {s.test_id}: {s.reason}" for s in exc.skipped]
@@ -219,17 +359,32 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         )
     if isinstance(exc, errors.AsyncClientError):
         return str(exc), EXIT_REFUSED
+    if isinstance(exc, OSError) and exc.strerror:
+        # A local file problem (a folder that cannot be created, a full disk, ...).
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}", EXIT_BAD_INPUT
     raise exc
 
 
-def setup_logging(verbose: bool, stream: TextIO | None = None) -> None:
+def setup_logging(verbose: bool, stream: TextIO | None = None) -> logging.Handler | None:
+    """With --verbose, the session's request log on stderr; returns the handler it added."""
     if not verbose:
-        return
+        return None
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
     logger = logging.getLogger("asyncclient")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    return handler
+
+
+def _remove_logging(handler: logging.Handler | None) -> None:
+    # main() may run several times in one process (tests, embedding): no handler piles up.
+    if handler is not None:
+        logger = logging.getLogger("asyncclient")
+        logger.removeHandler(handler)
+        if not logger.handlers:
+            logger.setLevel(logging.NOTSET)
 
 
 def resolve_handler(spec: str) -> Handler:
@@ -245,7 +400,14 @@ def run_handler(args: argparse.Namespace) -> int:
     journal) and ends with 130; a second one exits at once.
     """
     out = Output(json_mode=args.json, quiet=args.quiet)
-    setup_logging(args.verbose)
+    log_handler = setup_logging(args.verbose)
+    try:
+        return _run_handler(args, out)
+    finally:
+        _remove_logging(log_handler)
+
+
+def _run_handler(args: argparse.Namespace, out: Output) -> int:
     handler = resolve_handler(args.handler)
     interrupted = False
 

@@ -1,0 +1,148 @@
+"""`asyncclient demo`: the whole job, end to end, against the embedded emulator.
+
+Starts the emulator on a free loopback port, builds a sample .apk, uploads it, runs project
+p_demo, follows the runs live, prints the verdicts, downloads a screenshot, and says what next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
+
+_EXAMPLES = """\
+  asyncclient demo
+  asyncclient demo --speed 120 --output ./demo-files
+"""
+
+_NEXT_STEPS = """\
+What to run next, against a real service:
+  export ASYNCCLIENT_BASE_URL=https://your-service.example.com
+  export ASYNCCLIENT_API_KEY=...                       # a key of your project
+  BUILD=$(asyncclient upload p_YOURPROJECT app.apk --label "$(git rev-parse --short HEAD)")
+  asyncclient run project p_YOURPROJECT --build "$BUILD" --wait --junit report.xml
+  asyncclient runs list --project p_YOURPROJECT --status failed
+Or keep playing locally: `asyncclient serve`, then point the commands above at it."""
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "demo",
+        parents,
+        handler="asyncclient.cli._demo:demo",
+        help="a tour of the main job against the embedded emulator",
+        description="Upload a sample build, run project p_demo, follow the runs live, print the "
+        "verdicts and download a screenshot, all against an emulator started in-process on "
+        "127.0.0.1. Needs no account and no network.",
+        examples=_EXAMPLES,
+    )
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=30.0,
+        help="emulator seconds per wall second (default 30: the tour takes about 5 s)",
+    )
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        help="where the sample build and the screenshot go (default: a new temporary folder)",
+    )
+
+
+async def demo(args: argparse.Namespace, out: Output) -> int:
+    if args.speed <= 0:
+        raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
+    from asyncclient import AsyncSession
+    from asyncclient.testing import FakeService, ServiceSettings
+
+    folder = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="asyncclient-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    # Small parts so that the tour shows several of them in flight at once.
+    settings = ServiceSettings(part_bytes=4 << 20)
+    async with FakeService(speed=args.speed, settings=settings) as service:
+        out.info(f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g}).")
+        async with AsyncSession(api_key=service.run_key, base_url=service.url) as session:
+            build_id = await _upload(session, service.project_id, folder, out)
+            run_ids = await _run_project(session, service.project_id, build_id, out)
+            runs = await _follow(session, run_ids, out)
+            await _download_screenshot(session, runs, folder, out)
+    out.info("")
+    out.info(_NEXT_STEPS)
+    return EXIT_OK
+
+
+async def _upload(session: Any, project_id: str, folder: Path, out: Output) -> str:
+    from asyncclient.cli._upload import _display
+    from asyncclient.testing.builders import build_apk
+    from asyncclient.upload import upload_builds
+
+    apk = build_apk(
+        folder / "shop.apk",
+        package="com.example.shop",
+        version_name="2.4.0",
+        version_code=240,
+        label="Shop",
+        filler_bytes=24 << 20,
+    )
+    out.info(f"\n1. Upload a build: {apk} ({apk.stat().st_size >> 20} MiB, 4 parts in flight)")
+    with _display(out, [apk]) as display:
+        result = (await upload_builds(session, project_id, [apk], progress=_per_file(display)))[0]
+        display.finished(result)
+    if result.error is not None:
+        raise result.error
+    build = result.build
+    assert build is not None  # a result without an error carries its build
+    out.info(
+        f"   {build.id}: {build.app_id} {build.version} ({build.platform}), {build.status}, "
+        f"sha256 {'verified' if result.verified else 'not reported'}"
+    )
+    return str(build.id)
+
+
+def _per_file(display: Any) -> Any:
+    progress = display.progress_for(0)
+
+    def report(path: Path, done: int, total: int) -> None:
+        progress(done, total)
+
+    return report
+
+
+async def _run_project(session: Any, project_id: str, build_id: str, out: Output) -> list[str]:
+    out.info(f"\n2. Run every test of {project_id} on that build")
+    started = await session.run_project(project_id, build_id=build_id)
+    for run in started.started:
+        out.info(f"   started {run.run_id} for {run.test_id} ({run.mode})")
+    for skipped in started.skipped:
+        out.info(f"   skipped {skipped.test_id}: {skipped.reason}")
+    return [run.run_id for run in started.started]
+
+
+async def _follow(session: Any, run_ids: list[str], out: Output) -> list[Any]:
+    from asyncclient import _reports
+    from asyncclient.cli._run import _Progress
+    from asyncclient.watch import RunWatcher
+
+    out.info(f"\n3. Follow {len(run_ids)} runs (one request per sweep for all of them)")
+    async with RunWatcher(session, run_ids, interval=0.25, max_interval=1.0) as watcher:
+        with _Progress(out, run_ids) as progress:
+            async for run in watcher:
+                progress.update(run)
+        runs = [watcher.runs[run_id] for run_id in run_ids]
+    out.info("\n4. Verdicts (t_checkout fails on purpose: see its failed requirement)")
+    for line in _reports.summary_lines(runs):
+        out.info(f"   {line}")
+    return runs
+
+
+async def _download_screenshot(session: Any, runs: list[Any], folder: Path, out: Output) -> None:
+    with_files = [run for run in runs if run.screenshots]
+    if not with_files:
+        raise CommandError("no run produced a screenshot; the emulator seed looks wrong", 1)
+    run = next((r for r in with_files if not r.passed), with_files[0])
+    path = await session.download_run_file(run.id, run.screenshots[0], folder)
+    out.info(f"\n5. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")

@@ -1,0 +1,243 @@
+"""`asyncclient runs list | get | stop`: test runs, their verdicts and their files.
+
+Tables for people, the service's own JSON with --json; filters are checked before any request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from asyncclient.cli._common import (
+    EXIT_OK,
+    CommandError,
+    Output,
+    add_command,
+    add_group,
+    check_id,
+    format_duration,
+    format_time,
+    open_session,
+    to_json,
+)
+
+if TYPE_CHECKING:
+    from asyncclient.models import Run
+
+MAX_LIMIT = 200  # the service's maximum for List runs (spec, Limits)
+
+_GROUP_EXAMPLES = """\
+  asyncclient runs list --project p_123 --status failed
+  asyncclient runs get j_789
+  asyncclient runs stop j_789
+"""
+
+_LIST_EXAMPLES = """\
+  asyncclient runs list                              # the newest 50 runs the key can see
+  asyncclient runs list --project p_123 --status failed --limit 10
+  asyncclient runs list --test t_42 --json | jq -r '.runs[] | "\\(.id) \\(.status)"'
+"""
+
+_GET_EXAMPLES = """\
+  asyncclient runs get j_789                         # verdict, failed checks with reasons, files
+  asyncclient runs get j_789 --json | jq -r .run.verdict
+"""
+
+_STOP_EXAMPLES = """\
+  asyncclient runs stop j_789                        # prints the new status: cancelled
+"""
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    group = add_group(sub, "runs", help="list, show and stop test runs", examples=_GROUP_EXAMPLES)
+    p = add_command(
+        group,
+        "list",
+        parents,
+        handler="asyncclient.cli._runs:list_runs",
+        help="list runs, newest first",
+        examples=_LIST_EXAMPLES,
+    )
+    p.add_argument("--project", metavar="ID", help="only runs of this project (p_...)")
+    p.add_argument("--test", metavar="ID", help="only runs of this test (t_...)")
+    p.add_argument(
+        "--status",
+        metavar="S",
+        help="only runs with this status: queued, running, passed, failed, blocked, "
+        "inconclusive, error or cancelled",
+    )
+    p.add_argument(
+        "--limit", metavar="N", type=int, help=f"at most N runs (1 to {MAX_LIMIT}; default 50)"
+    )
+    p = add_command(
+        group,
+        "get",
+        parents,
+        handler="asyncclient.cli._runs:get_run",
+        help="show one run: verdict, headline, failed checks with reasons, captures, files",
+        examples=_GET_EXAMPLES,
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the run (j_...)")
+    p = add_command(
+        group,
+        "stop",
+        parents,
+        handler="asyncclient.cli._runs:stop_run",
+        help="stop a queued or running run (a stopped run is not counted)",
+        examples=_STOP_EXAMPLES,
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the run (j_...)")
+
+
+async def list_runs(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient.models import RunStatus
+
+    project_id = None if args.project is None else check_id(args.project, "project")
+    test_id = None if args.test is None else check_id(args.test, "test")
+    status = None
+    if args.status is not None:
+        status = args.status.strip().lower()
+        known = [s.value for s in RunStatus]
+        if status not in known:
+            raise CommandError(
+                f"--status {args.status} is not a run status: use one of {', '.join(known)}"
+            )
+    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
+        raise CommandError(f"--limit {args.limit} is out of range: give 1 to {MAX_LIMIT}")
+    async with open_session(args) as session:
+        runs = await session.list_runs(
+            test_id=test_id, project_id=project_id, status=status, limit=args.limit
+        )
+    if out.json_mode:
+        out.json({"runs": [to_json(run) for run in runs]})
+        return EXIT_OK
+    out.table(
+        ["ID", "TEST", "TITLE", "STATUS", "MODE", "DURATION", "CREATED"],
+        [
+            [
+                run.id,
+                run.test_id,
+                run.test_title,
+                str(run.status),
+                run.mode,
+                format_duration(run.duration_ms),
+                format_time(run.created_at),
+            ]
+            for run in runs
+        ],
+    )
+    if not runs:
+        out.info("no runs match")
+    return EXIT_OK
+
+
+async def get_run(args: argparse.Namespace, out: Output) -> int:
+    run_id = check_id(args.run_id, "run")
+    async with open_session(args) as session:
+        run = await session.get_run(run_id)
+    if out.json_mode:
+        out.json({"run": to_json(run)})
+        return EXIT_OK
+    out.fields(run_fields(run))
+    return EXIT_OK
+
+
+async def stop_run(args: argparse.Namespace, out: Output) -> int:
+    run_id = check_id(args.run_id, "run")
+    async with open_session(args) as session:
+        status = await session.stop_run(run_id)
+    if out.json_mode:
+        out.json({"id": run_id, "status": status})
+    else:
+        out.data(status)
+    out.info(f"stopped run {run_id}: now {status}")
+    return EXIT_OK
+
+
+def run_fields(run: Run) -> list[tuple[str, Any]]:
+    """The key/value view of a run; the verdict and results once it is final."""
+    from asyncclient.cli._download import run_files
+
+    test = run.test_id
+    if run.test_title:
+        test = f"{run.test_title} ({run.test_id})" if run.test_id else run.test_title
+    final = "yes" if run.is_final else "no (verdict, results and files come once it ends)"
+    pairs: list[tuple[str, Any]] = [
+        ("id", run.id),
+        ("test", test),
+        ("project", run.project_id),
+        ("status", str(run.status)),
+        ("final", final),
+        ("mode", run.mode),
+        ("source", _text(run.source)),
+        ("platform", run.platform),
+        ("build", _build_text(run.build) or run.build_id),
+        ("created", format_time(run.created_at) or None),
+        ("started", format_time(run.started_at) or None),
+        ("finished", format_time(run.finished_at) or None),
+        ("duration", format_duration(run.duration_ms) or None),
+        ("verdict", _text(run.verdict)),
+        ("headline", _text(run.headline)),
+        ("error", _error_text(run.error)),
+        ("requirements", _requirements_text(run.requirements)),
+        ("captures", _captures_text(run.captures)),
+        ("files", "\n".join(f.path or f.link for f in run_files(run)) or None),
+        ("link", run.link),
+    ]
+    return pairs
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value the API leaves open, as one line of text (None stays None)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _build_text(build: Any) -> str | None:
+    if not isinstance(build, dict):
+        return _text(build)
+    parts = [build.get("id"), build.get("appId"), build.get("version")]
+    text = " ".join(str(p) for p in parts if p)
+    if build.get("versionCode"):
+        text += f" ({build['versionCode']})"
+    return text or None
+
+
+def _error_text(error: Any) -> str | None:
+    if isinstance(error, dict) and ("code" in error or "message" in error):
+        return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
+    return _text(error)
+
+
+def _requirements_text(requirements: Any) -> str | None:
+    """A count per result, then each check that did not pass with its reason."""
+    if not requirements:
+        return None
+    if not isinstance(requirements, list):
+        return _text(requirements)
+    counts: dict[str, int] = {}
+    lines = []
+    for item in requirements:
+        if not isinstance(item, dict):
+            lines.append(_text(item) or "")
+            continue
+        result = str(item.get("result") or "unknown")
+        counts[result] = counts.get(result, 0) + 1
+        if result != "passed":
+            title = item.get("title") or item.get("id") or "(untitled)"
+            reason = f": {item['reason']}" if item.get("reason") else ""
+            lines.append(f"{result} - {title}{reason}")
+    summary = ", ".join(f"{n} {result}" for result, n in sorted(counts.items()))
+    return "\n".join([summary, *lines]) if summary else "\n".join(lines)
+
+
+def _captures_text(captures: Any) -> str | None:
+    if not captures:
+        return None
+    if not isinstance(captures, dict):
+        return _text(captures)
+    return "\n".join(f"{name} = {_text(value) or ''}" for name, value in captures.items())

@@ -1,0 +1,77 @@
+"""Shared pieces of the command tests: a seed with a runnable Android build, finished runs.
+
+The emulator runs on a manual clock, so a run becomes final only when a test advances time.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import aiohttp
+
+from asyncclient import AsyncSession
+from asyncclient.testing import FakeService, demo_seed_data
+
+ANDROID_BUILD = "ab_shop_120"
+PINNED_BUILD = "ab_demo_ios_100"  # pinned by t_onboarding in this seed
+HEADER_SECRET = "Bearer hdr-s3cret-value-77"
+
+
+def seed() -> dict[str, Any]:
+    """The demo seed plus an Android build of com.example.shop (t_checkout and t_login need
+    one) and a pin on the iOS build (so deleting it is refused)."""
+    data = demo_seed_data()
+    data["builds"].append(
+        {
+            "id": ANDROID_BUILD,
+            "project": "p_demo",
+            "platform": "android",
+            "appId": "com.example.shop",
+            "appName": "Shop",
+            "version": "1.2.0",
+            "versionCode": "120",
+            "label": "git-3f2a9c1",
+        }
+    )
+    for test in data["tests"]:
+        if test["id"] == "t_onboarding":
+            test["pinnedBuild"] = PINNED_BUILD
+    return data
+
+
+async def start_run(svc: FakeService, test_id: str) -> str:
+    async with AsyncSession(api_key=svc.run_key, base_url=svc.url) as session:
+        return (await session.run_test(test_id)).run_id
+
+
+async def finished_run(svc: FakeService, test_id: str = "t_checkout") -> str:
+    """A run of test_id that is final (time moved on far enough), with no request recorded."""
+    run_id = await start_run(svc, test_id)
+    svc.advance(3600)
+    svc.reset_requests()
+    return run_id
+
+
+async def plain_get(svc: FakeService, path: str) -> bytes:
+    """The bytes the emulator serves at /api/v1/<path>, fetched without asyncclient."""
+    headers = {"Authorization": f"Bearer {svc.run_key}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{svc.url}/api/v1/{path}", headers=headers) as resp,
+    ):
+        assert resp.status == 200, resp.status
+        return await resp.read()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound, read, then closed again."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def env_for(svc: FakeService, key: str | None = None) -> dict[str, str]:
+    """The environment that points the command at the emulator with one of its keys."""
+    return {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": key or svc.run_key}

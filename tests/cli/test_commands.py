@@ -1,0 +1,691 @@
+"""`asyncclient builds`, `runs` and `endpoints`, and the global options, through the real entry
+point against the emulator: output, --json shapes, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from commands_support import (
+    ANDROID_BUILD,
+    HEADER_SECRET,
+    PINNED_BUILD,
+    closed_port,
+    env_for,
+    finished_run,
+    seed,
+    start_run,
+)
+
+from asyncclient.testing import FakeService
+
+RunCli = Callable[..., Awaitable[Any]]
+
+ISO_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+RUN_STATUSES = "queued, running, passed, failed, blocked, inconclusive, error, cancelled"
+
+
+@pytest.fixture
+async def svc() -> AsyncIterator[FakeService]:
+    async with FakeService(seed(), clock="manual") as service:
+        yield service
+
+
+def one_error_line(stderr: str) -> str:
+    """The single `error: ...` line a refused command prints (and nothing else)."""
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    return lines[0][len("error: ") :]
+
+
+# --- builds -------------------------------------------------------------------------------------
+
+
+async def test_builds_list_prints_a_table_newest_first(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("builds", "list", "p_demo", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "ID", "STATUS", "APP", "ID", "VERSION", "PLATFORM", "SIZE", "LABEL", "CREATED"
+    ]  # fmt: skip
+    assert len(lines) == 3
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(rows) == {ANDROID_BUILD, PINNED_BUILD}
+    android = rows[ANDROID_BUILD]
+    for cell in ("ready", "com.example.shop", "1.2.0 (120)", "android", "git-3f2a9c1"):
+        assert cell in android
+    # Plain text when piped: the columns line up.
+    assert lines[0].index("STATUS") == android.index("ready")
+    assert [r.path for r in svc.requests] == ["/api/v1/projects/p_demo/builds"]
+
+
+async def test_builds_list_json_is_the_wire_shape(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("builds", "list", "p_demo", "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert set(body) == {"builds", "maxBytes", "partBytes"}
+    assert body["maxBytes"] == 4 * 1024**3
+    assert body["partBytes"] == 8 * 1024**2
+    build = next(b for b in body["builds"] if b["id"] == ANDROID_BUILD)
+    assert {
+        "id", "status", "fileName", "size", "platform", "appId", "appName", "version",
+        "versionCode", "minOs", "abis", "warnings", "label", "createdAt", "readyAt",
+    } <= set(build)  # fmt: skip
+    assert build["status"] == "ready"
+    assert build["versionCode"] == "120"
+    assert build["abis"] == ["arm64-v8a", "x86_64"]
+    assert ISO_MS.fullmatch(build["createdAt"])
+
+
+async def test_builds_get_shows_fields_and_json(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("builds", "get", ANDROID_BUILD, env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    fields = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
+    assert fields["id"] == ANDROID_BUILD
+    assert fields["project"] == "p_demo"
+    assert fields["status"] == "ready"
+    assert fields["platform"] == "android"
+    assert re.fullmatch(r"[0-9a-f]{64}", fields["sha256"])
+
+    result = await run_cli("builds", "get", ANDROID_BUILD, "--json", env=env_for(svc))
+    assert result.code == 0, result.stderr
+    build = result.json()["build"]
+    assert build["id"] == ANDROID_BUILD
+    assert build["projectId"] == "p_demo"
+    assert build["sha256"] == fields["sha256"]
+
+
+async def test_builds_delete_with_an_edit_key(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("builds", "delete", ANDROID_BUILD, env=env_for(svc, svc.edit_key))
+
+    assert result.code == 0, result.stderr
+    assert result.stdout == f"{ANDROID_BUILD}\n"
+    assert result.stderr == f"deleted build {ANDROID_BUILD}\n"
+    gone = await run_cli("builds", "get", ANDROID_BUILD, env=env_for(svc))
+    assert gone.code == 3
+    assert one_error_line(gone.stderr).startswith("404 not_found")
+
+
+async def test_builds_delete_json(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli(
+        "builds", "delete", ANDROID_BUILD, "--json", "-q", env=env_for(svc, svc.edit_key)
+    )
+
+    assert result.code == 0, result.stderr
+    assert result.json() == {"id": ANDROID_BUILD, "ok": True}
+    assert result.stderr == ""
+
+
+async def test_builds_delete_needs_the_edit_capability(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("builds", "delete", ANDROID_BUILD, env=env_for(svc, svc.run_key))
+
+    assert result.code == 3
+    message = one_error_line(result.stderr)
+    assert message.startswith("403 permission_denied")
+    assert "needs a key that can also create and edit tests" in message
+    assert "ASYNCCLIENT_API_KEY" in message
+    assert result.stdout == ""
+    still = await run_cli("builds", "get", ANDROID_BUILD, env=env_for(svc))
+    assert still.code == 0
+
+
+async def test_builds_delete_of_a_pinned_build_is_refused(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli("builds", "delete", PINNED_BUILD, env=env_for(svc, svc.edit_key))
+
+    assert result.code == 3
+    assert one_error_line(result.stderr).startswith("409 build_pinned")
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+async def test_runs_list_passes_the_filters(svc: FakeService, run_cli: RunCli) -> None:
+    failed = await start_run(svc, "t_checkout")
+    passed = await start_run(svc, "t_search")
+    svc.advance(3600)
+    svc.reset_requests()
+
+    result = await run_cli(
+        "runs", "list", "--project", "p_demo", "--status", "FAILED", "--limit", "5",
+        env=env_for(svc),
+    )  # fmt: skip
+
+    assert result.code == 0, result.stderr
+    assert [(r.path, dict(r.query)) for r in svc.requests] == [
+        ("/api/v1/runs", {"projectId": "p_demo", "status": "failed", "limit": "5"})
+    ]
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "TEST", "TITLE", "STATUS", "MODE", "DURATION", "CREATED"]
+    assert len(lines) == 2
+    assert lines[1].split()[:2] == [failed, "t_checkout"]
+    assert " failed " in lines[1]
+    assert re.search(r" \d+s ", lines[1])  # the duration, for people
+    assert passed not in result.stdout
+
+    by_test = await run_cli("runs", "list", "--test", "t_search", "--json", env=env_for(svc))
+    assert by_test.code == 0, by_test.stderr
+    assert dict(svc.requests[-1].query) == {"testId": "t_search"}
+    assert [r["id"] for r in by_test.json()["runs"]] == [passed]
+
+
+async def test_runs_list_json_shape(svc: FakeService, run_cli: RunCli) -> None:
+    run_id = await finished_run(svc, "t_search")
+
+    result = await run_cli("runs", "list", "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert list(body) == ["runs"]
+    (run,) = body["runs"]
+    assert run["id"] == run_id
+    assert run["testId"] == "t_search"
+    assert run["testTitle"] == "Search the catalogue"
+    assert run["status"] == "passed"
+    assert run["mode"] == "cold"
+    assert isinstance(run["durationMs"], int)
+    assert ISO_MS.fullmatch(run["createdAt"])
+
+
+async def test_runs_get_shows_verdict_reasons_captures_and_files(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    run_id = await finished_run(svc, "t_checkout")
+
+    result = await run_cli("runs", "get", run_id, env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"^status +failed$", out, re.M)
+    assert re.search(r"^final +yes$", out, re.M)
+    assert re.search(r"^verdict +failed$", out, re.M)
+    assert re.search(
+        r"^headline +The voucher was accepted but the total did not change\.$", out, re.M
+    )
+    assert re.search(r"^requirements +1 failed, 2 passed$", out, re.M)
+    assert (
+        "failed - A voucher code reduces the total: The voucher SAVE10 from create_voucher was "
+        "accepted, but the total stayed $42.00 instead of $37.80."
+    ) in out
+    assert "The cart shows the added items" not in out  # passed checks are only counted
+    assert re.search(r"^captures +voucher = SAVE10$", out, re.M)
+    assert re.search(r"^ +total = \$42\.00$", out, re.M)
+    assert re.search(r"^files +video\.mp4$", out, re.M)
+    for n in range(1, 5):
+        assert re.search(rf"^ +screenshots/0{n}\.png$", out, re.M)
+    assert re.search(rf"^link +{re.escape(svc.url)}/runs/{run_id}$", out, re.M)
+    assert re.search(rf"^build +{ANDROID_BUILD} com\.example\.shop 1\.2\.0 \(120\)$", out, re.M)
+
+
+async def test_runs_get_json_is_the_full_view(svc: FakeService, run_cli: RunCli) -> None:
+    run_id = await finished_run(svc, "t_checkout")
+
+    result = await run_cli("runs", "get", run_id, "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert list(body) == ["run"]
+    run = body["run"]
+    assert run["id"] == run_id
+    assert run["final"] is True
+    assert run["status"] == run["verdict"] == "failed"
+    assert [r["result"] for r in run["requirements"]] == ["passed", "failed", "passed"]
+    assert run["captures"] == {"voucher": "SAVE10", "total": "$42.00", "order": "10023"}
+    assert run["video"] == f"{svc.url}/api/v1/runs/{run_id}/files/video.mp4"
+    assert len(run["screenshots"]) == 4
+    assert run["build"]["id"] == ANDROID_BUILD
+    assert ISO_MS.fullmatch(run["finishedAt"])
+
+
+async def test_runs_get_of_a_run_in_progress(svc: FakeService, run_cli: RunCli) -> None:
+    run_id = await start_run(svc, "t_search")
+
+    result = await run_cli("runs", "get", run_id, env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    assert re.search(r"^status +queued$", result.stdout, re.M)
+    assert re.search(
+        r"^final +no \(verdict, results and files come once it ends\)$", result.stdout, re.M
+    )
+    assert not re.search(r"^(verdict|files) ", result.stdout, re.M)
+
+
+async def test_runs_stop(svc: FakeService, run_cli: RunCli) -> None:
+    run_id = await start_run(svc, "t_search")
+
+    result = await run_cli("runs", "stop", run_id, env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    assert result.stdout == "cancelled\n"
+    assert result.stderr == f"stopped run {run_id}: now cancelled\n"
+    again = await run_cli("runs", "stop", run_id, "--json", env=env_for(svc))
+    assert again.code == 3
+    assert one_error_line(again.stderr).startswith("409 invalid_state")
+
+
+async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
+    run_id = await start_run(svc, "t_search")
+
+    result = await run_cli("runs", "stop", run_id, "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    assert result.json() == {"id": run_id, "status": "cancelled"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--limit", "0"], "--limit 0 is out of range: give 1 to 200"),
+        (["--limit", "201"], "--limit 201 is out of range: give 1 to 200"),
+        (["--status", "done"], f"--status done is not a run status: use one of {RUN_STATUSES}"),
+        (["--project", "t_1"], "t_1 is not a project id: project ids start with p_"),
+        (["--test", "p_demo"], "p_demo is not a test id: test ids start with t_"),
+    ],
+)
+async def test_runs_list_refuses_bad_filters_before_sending(
+    svc: FakeService, run_cli: RunCli, argv: list[str], message: str
+) -> None:
+    result = await run_cli("runs", "list", *argv, env=env_for(svc))
+
+    assert result.code == 2
+    assert one_error_line(result.stderr) == message
+    assert result.stdout == ""
+    assert svc.requests == []
+
+
+# --- ids ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["builds", "list", "ab_1"], "ab_1 is not a project id: project ids start with p_"),
+        (["builds", "get", "j_1"], "j_1 is not a build id: build ids start with ab_"),
+        (["builds", "delete", "p_demo"], "p_demo is not a build id: build ids start with ab_"),
+        (["runs", "get", "ab_1"], "ab_1 is not a run id: run ids start with j_"),
+        (["runs", "stop", "t_1"], "t_1 is not a run id: run ids start with j_"),
+        (["runs", "get", "j_"], "j_ is not a run id: run ids start with j_"),
+        (
+            ["runs", "get", "j_1/../x"],
+            "'j_1/../x' is not a run id: after j_ only letters, digits, _, - and . follow",
+        ),
+        (["download", "ab_1"], "ab_1 is not a run id: run ids start with j_"),
+        (["endpoints", "list", "ep_1"], "ep_1 is not a project id: project ids start with p_"),
+        (["endpoints", "delete", "p_demo"], "p_demo is not an endpoint id"),
+    ],
+)
+async def test_bad_ids_are_refused_before_sending(
+    svc: FakeService, run_cli: RunCli, argv: list[str], message: str
+) -> None:
+    result = await run_cli(*argv, env=env_for(svc))
+
+    assert result.code == 2
+    assert one_error_line(result.stderr).startswith(message)
+    assert svc.requests == []
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+async def test_endpoints_list(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("endpoints", "list", "p_demo", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "METHOD", "URL", "LAST", "USED"]
+    assert lines[1].split() == [
+        "ep_demo_voucher", "create_voucher", "POST",
+        "https://shop.example.com/test-hooks/vouchers", "never",
+    ]  # fmt: skip
+    assert "demo-hook-secret" not in result.stdout + result.stderr
+
+
+async def test_endpoints_list_json_shape(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli("endpoints", "list", "p_demo", "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert list(body) == ["endpoints"]
+    (endpoint,) = body["endpoints"]
+    assert set(endpoint) == {
+        "id", "name", "description", "method", "url", "created_at", "last_used_at"
+    }  # fmt: skip
+    assert endpoint["id"] == "ep_demo_voucher"
+    assert ISO_MS.fullmatch(endpoint["created_at"])
+    assert endpoint["last_used_at"] is None
+    assert "demo-hook-secret" not in result.stdout
+
+
+async def test_endpoints_add_list_delete_never_shows_header_values(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    edit = env_for(svc, svc.edit_key)
+    result = await run_cli(
+        "endpoints", "add", "p_demo", "--name", "reset_user",
+        "--description", "Resets the test user; call it before a sign-up test.",
+        "--url", "https://shop.example.com/test-hooks/reset", "--method", "delete",
+        "--header", f"Authorization: {HEADER_SECRET}", "--header", "X-Env:staging",
+        "--body-template", '{"user": "{{user}}"}', "--verbose",
+        env=edit,
+    )  # fmt: skip
+
+    assert result.code == 0, result.stderr
+    endpoint_id = result.stdout.strip()
+    assert endpoint_id.startswith("ep_")
+    assert f"added endpoint {endpoint_id} (reset_user, DELETE) with 2 header(s)" in result.stderr
+    assert "POST /api/v1/projects/p_demo/endpoints" in result.stderr  # the --verbose request log
+    assert "hdr-s3cret" not in result.stdout + result.stderr
+    assert "staging" not in result.stdout + result.stderr
+    stored = svc.backend.endpoints[endpoint_id]
+    assert stored.method == "DELETE"
+    assert stored.headers == {"Authorization": HEADER_SECRET, "X-Env": "staging"}
+    assert stored.body_template == '{"user": "{{user}}"}'
+
+    listed = await run_cli("endpoints", "list", "p_demo", "--json", "--verbose", env=edit)
+    assert listed.code == 0, listed.stderr
+    assert endpoint_id in [e["id"] for e in listed.json()["endpoints"]]
+    assert "hdr-s3cret" not in listed.stdout + listed.stderr
+
+    deleted = await run_cli("endpoints", "delete", endpoint_id, env=edit)
+    assert deleted.code == 0, deleted.stderr
+    assert deleted.stdout == f"{endpoint_id}\n"
+    assert deleted.stderr == f"deleted endpoint {endpoint_id}\n"
+    assert endpoint_id not in svc.backend.endpoints
+
+
+async def test_endpoints_add_json(svc: FakeService, run_cli: RunCli) -> None:
+    result = await run_cli(
+        "endpoints", "add", "p_demo", "--name", "ping", "--description", "Pings the shop.",
+        "--url", "https://shop.example.com/ping", "--json", "--quiet",
+        env=env_for(svc, svc.edit_key),
+    )  # fmt: skip
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert list(body) == ["id"]
+    assert svc.backend.endpoints[body["id"]].method == "POST"
+    assert result.stderr == ""
+
+
+async def test_endpoints_add_and_delete_need_the_edit_capability(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    added = await run_cli(
+        "endpoints", "add", "p_demo", "--name", "ping", "--description", "Pings the shop.",
+        "--url", "https://shop.example.com/ping", "--header", f"X-Token: {HEADER_SECRET}",
+        env=env_for(svc, svc.run_key),
+    )  # fmt: skip
+    deleted = await run_cli("endpoints", "delete", "ep_demo_voucher", env=env_for(svc))
+
+    for result in (added, deleted):
+        assert result.code == 3
+        message = one_error_line(result.stderr)
+        assert message.startswith("403 permission_denied")
+        assert "this operation needs a key that can also create and edit tests" in message
+        assert "hdr-s3cret" not in result.stdout + result.stderr
+    assert "ep_demo_voucher" in svc.backend.endpoints
+
+
+def _add_args(**overrides: Any) -> list[str]:
+    options: dict[str, Any] = {
+        "--name": "create_voucher2",
+        "--description": "Creates a voucher.",
+        "--url": "https://shop.example.com/v",
+    }
+    options.update(overrides)
+    argv = ["endpoints", "add", "p_demo"]
+    for flag, value in options.items():
+        for one in value if isinstance(value, list) else [value]:
+            argv += [flag, one]
+    return argv
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"--header": [HEADER_SECRET]},
+            "--header number 1 has no colon: write it as 'Name: value'",
+        ),
+        (
+            {"--header": ["X-Ok: 1", f"Bad Name: {HEADER_SECRET}"]},
+            "--header number 2 has no valid name before its colon",
+        ),
+        (
+            {"--header": [f": {HEADER_SECRET}"]},
+            "--header number 1 has no valid name before its colon",
+        ),
+        (
+            {"--header": ["X-Token: a", f"x-token: {HEADER_SECRET}"]},
+            "--header x-token is given twice: give each header once",
+        ),
+        (
+            {"--header": [f"X-H{i}: {HEADER_SECRET}" for i in range(21)]},
+            "21 --header options: an endpoint may carry at most 20",
+        ),
+        ({"--name": "n" * 41}, "--name has 41 characters: give 1 to 40, such as create_voucher"),
+        ({"--name": ""}, "--name has 0 characters: give 1 to 40"),
+        ({"--description": "d" * 601}, "--description has 601 characters: give 1 to 600"),
+        ({"--description": ""}, "--description has 0 characters: give 1 to 600"),
+        (
+            {"--url": "http://shop.example.com/v?token=abc"},
+            "--url must be an https:// address with a host (plain http is refused)",
+        ),
+        ({"--url": "https://"}, "--url must be an https:// address with a host"),
+        (
+            {"--method": "TRACE"},
+            "--method TRACE is not allowed: use one of POST, GET, PUT, PATCH, DELETE",
+        ),
+    ],
+)
+async def test_endpoints_add_refuses_bad_input_before_sending(
+    svc: FakeService, run_cli: RunCli, overrides: dict[str, Any], message: str
+) -> None:
+    result = await run_cli(*_add_args(**overrides), "--verbose", env=env_for(svc, svc.edit_key))
+
+    assert result.code == 2
+    assert one_error_line(result.stderr).startswith(message)
+    assert "hdr-s3cret" not in result.stderr
+    assert "token=abc" not in result.stderr
+    assert svc.requests == []
+
+
+async def test_endpoints_add_accepts_twenty_headers(svc: FakeService, run_cli: RunCli) -> None:
+    headers = [f"X-H{i}: v{i}" for i in range(20)]
+
+    result = await run_cli(*_add_args(**{"--header": headers}), env=env_for(svc, svc.edit_key))
+
+    assert result.code == 0, result.stderr
+    assert len(svc.backend.endpoints[result.stdout.strip()].headers) == 20
+
+
+async def test_a_mistyped_flag_does_not_echo_what_follows(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli(
+        *_add_args(), "--hedaer", f"Authorization: {HEADER_SECRET}", env=env_for(svc, svc.edit_key)
+    )
+
+    assert result.code == 2
+    assert "unrecognized arguments: --hedaer (3 more value(s), not shown)" in result.stderr
+    assert "hdr-s3cret" not in result.stderr
+    assert svc.requests == []
+
+
+# --- global options, keys, reachability --------------------------------------------------------
+
+
+async def test_base_url_and_key_can_be_flags_after_the_command(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli(
+        "builds", "list", "p_demo", "--base-url", svc.url, "--api-key", svc.run_key, "--json"
+    )
+
+    assert result.code == 0, result.stderr
+    assert {b["id"] for b in result.json()["builds"]} == {ANDROID_BUILD, PINNED_BUILD}
+
+
+async def test_missing_base_url_names_the_flag_and_the_variable(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli("runs", "list", env={"ASYNCCLIENT_API_KEY": svc.run_key})
+
+    assert result.code == 2
+    assert one_error_line(result.stderr).startswith(
+        "no service address: pass --base-url or set ASYNCCLIENT_BASE_URL"
+    )
+    assert svc.requests == []
+
+
+@pytest.mark.parametrize("where", ["flag", "variable"])
+async def test_a_base_url_that_is_not_http_names_where_it_came_from(
+    svc: FakeService, run_cli: RunCli, where: str
+) -> None:
+    env = {"ASYNCCLIENT_API_KEY": svc.run_key}
+    argv = ["runs", "list"]
+    if where == "flag":
+        argv += ["--base-url", "ftp://files.example"]
+    else:
+        env["ASYNCCLIENT_BASE_URL"] = "ftp://files.example"
+
+    result = await run_cli(*argv, env=env)
+
+    assert result.code == 2
+    source = "--base-url" if where == "flag" else "ASYNCCLIENT_BASE_URL"
+    assert one_error_line(result.stderr) == (
+        f"{source} ftp://files.example is not an http(s) address: give it as https://host[:port]"
+    )
+
+
+async def test_missing_key_names_the_flag_and_the_variable(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli("builds", "list", "p_demo", env={"ASYNCCLIENT_BASE_URL": svc.url})
+
+    assert result.code == 2
+    assert one_error_line(result.stderr) == "no API key: set ASYNCCLIENT_API_KEY or pass --api-key"
+    assert svc.requests == []
+
+
+async def test_a_wrong_key_says_what_to_fix_without_showing_it(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli(
+        "runs",
+        "list",
+        "--verbose",
+        "--api-key",
+        "wrong-k3y-value",
+        env={"ASYNCCLIENT_BASE_URL": svc.url},
+    )
+
+    assert result.code == 3
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error_lines) == 1
+    assert error_lines[0].startswith("error: 401 unauthenticated")
+    assert "check the key in --api-key or ASYNCCLIENT_API_KEY" in error_lines[0]
+    assert "wrong-k3y-value" not in result.stdout + result.stderr
+    assert [r.status for r in svc.requests] == [401]  # not retried
+
+
+async def test_the_api_key_never_appears_in_verbose_output(
+    svc: FakeService, run_cli: RunCli, tmp_path: Path
+) -> None:
+    run_id = await finished_run(svc)
+    env = {"ASYNCCLIENT_BASE_URL": svc.url}
+    key = ["--api-key", svc.run_key]
+    results = [
+        await run_cli("--verbose", *key, "runs", "get", run_id, env=env),
+        await run_cli("runs", "list", "--json", "--verbose", *key, env=env),
+        await run_cli("builds", "list", "p_demo", "--verbose", *key, env=env),
+        await run_cli("endpoints", "list", "p_demo", "--verbose", *key, env=env),
+        await run_cli("download", run_id, "video.mp4", "-o", str(tmp_path), "-v", *key, env=env),
+    ]
+
+    for result in results:
+        assert result.code == 0, result.stderr
+        assert "GET /api/v1/" in result.stderr  # the request log is on
+        assert svc.run_key not in result.stdout + result.stderr
+
+
+async def test_an_unreachable_service_exits_4(run_cli: RunCli, waits: list[float]) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+
+    result = await run_cli(
+        "builds", "list", "p_demo", env={"ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "k"}
+    )
+
+    assert result.code == 4
+    message = one_error_line(result.stderr)
+    assert "check --base-url or ASYNCCLIENT_BASE_URL and that the service is up" in message
+    assert result.stdout == ""
+    assert len(waits) == 4  # a refused connection is retried (without sleeping here)
+
+
+HELP_COMMANDS = [
+    ["builds"], ["builds", "list"], ["builds", "get"], ["builds", "delete"],
+    ["runs"], ["runs", "list"], ["runs", "get"], ["runs", "stop"],
+    ["download"],
+    ["endpoints"], ["endpoints", "list"], ["endpoints", "add"], ["endpoints", "delete"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
+async def test_every_help_has_examples(run_cli: RunCli, command: list[str]) -> None:
+    result = await run_cli(*command, "--help")
+
+    assert result.code == 0
+    examples = result.stdout.split("examples:\n", 1)[1]
+    assert f"asyncclient {' '.join(command)}" in examples
+
+
+def _console_script() -> list[str]:
+    script = Path(sys.executable).with_name("asyncclient")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
+
+
+async def test_the_installed_command_runs_in_a_subprocess(svc: FakeService) -> None:
+    env = {**os.environ, **env_for(svc)}
+    process = await asyncio.create_subprocess_exec(
+        *_console_script(), "builds", "list", "p_demo", "--json",
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await process.communicate()
+
+    assert process.returncode == 0, stderr.decode()
+    assert {b["id"] for b in json.loads(stdout)["builds"]} == {ANDROID_BUILD, PINNED_BUILD}
+
+    process = await asyncio.create_subprocess_exec(
+        *_console_script(), "--help", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    stdout, _ = await process.communicate()
+    assert process.returncode == 0
+    for command in ("builds", "runs", "download", "endpoints"):
+        assert re.search(rf"^    {command} ", stdout.decode(), re.M)
+
+
+def test_help_does_not_import_aiohttp_or_rich() -> None:
+    code = (
+        "import sys\n"
+        "from asyncclient.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "print(sorted(m for m in ('aiohttp', 'rich', 'asyncclient._session') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
