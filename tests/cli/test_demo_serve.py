@@ -1,0 +1,125 @@
+"""`asyncclient demo` and `asyncclient serve` through the real entry points."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+async def test_demo_tours_the_whole_job_and_exits_0(run_cli: Any, tmp_path: Path) -> None:
+    result = await run_cli("demo", "--speed", "600", "--output", str(tmp_path))
+
+    assert result.code == 0, result.stderr
+    err = result.stderr
+    assert "1. Upload a build" in err
+    assert "sha256 verified" in err
+    for test_id in ("t_login", "t_checkout", "t_search", "t_onboarding"):
+        assert f"for {test_id}" in err
+    # The seeded failure is shown with its reason, and the others passed.
+    assert "4 runs: 3 passed, 1 failed" in err
+    assert "failed r2 A voucher code reduces the total" in err
+    assert "What to run next" in err
+    assert (tmp_path / "shop.apk").stat().st_size > 24 << 20
+    screenshots = list(tmp_path.glob("*.png"))
+    assert len(screenshots) == 1
+    assert screenshots[0].read_bytes().startswith(PNG_MAGIC)
+
+
+async def test_demo_refuses_a_speed_of_zero(run_cli: Any) -> None:
+    result = await run_cli("demo", "--speed", "0")
+    assert result.code == 2
+    assert result.stderr.strip() == "error: --speed 0.0 must be above 0 (1 is real time)"
+
+
+async def test_serve_refuses_an_unknown_fault_op_in_one_line(run_cli: Any) -> None:
+    result = await run_cli("serve", "--port", "0", "--fault-ops", "upload_prt")
+    assert result.code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "upload_prt" in lines[0]
+
+
+async def test_serve_refuses_a_rate_outside_0_to_1(run_cli: Any) -> None:
+    result = await run_cli("serve", "--port", "0", "--error-rate", "1.5")
+    assert result.code == 2
+    assert "--error-rate 1.5 is not a fraction" in result.stderr
+
+
+async def test_serve_names_the_bad_seed_file(run_cli: Any, tmp_path: Path) -> None:
+    seed = tmp_path / "broken.toml"
+    seed.write_text('[[projects]]\nid = "nope"\n')
+    result = await run_cli("serve", "--port", "0", "--seed", str(seed))
+    assert result.code == 2
+    assert "broken.toml" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_serve_runs_the_demo_seed_until_ctrl_c(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "asyncclient",
+        "serve",
+        "--port",
+        "0",
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        text = ""
+        # --json prints one object; read until it parses.
+        while True:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+            assert line, "serve ended before printing its address"
+            text += line.decode()
+            try:
+                info = json.loads(text)
+                break
+            except json.JSONDecodeError:
+                continue
+        assert info["baseUrl"].startswith("http://127.0.0.1:")
+        assert info["projects"][0]["id"] == "p_demo"
+        keys = {k["key"]: k["capability"] for k in info["keys"]}
+        assert keys["demo-run"] == "run"
+        assert keys["demo-edit"] == "edit"
+
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(
+                f"{info['baseUrl']}/api/v1/projects/p_demo/builds",
+                headers={"Authorization": "Bearer demo-run"},
+            ) as resp,
+        ):
+            assert resp.status == 200
+            body = await resp.json()
+        assert body["partBytes"] == 8 << 20
+        assert body["maxBytes"] == 4 << 30
+
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(proc.wait(), timeout=30)
+        assert code == 130
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["serve", "--help"]])
+async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
+    result = await run_cli(*argv)
+    assert result.code == 0
+    assert "examples:" in result.stdout
