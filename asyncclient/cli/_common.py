@@ -396,8 +396,8 @@ def resolve_handler(spec: str) -> Handler:
 def run_handler(args: argparse.Namespace) -> int:
     """Run the command's coroutine; map what escapes to a one-line error and an exit code.
 
-    The first Ctrl-C cancels the command, which cleans up (stops runs, keeps the upload
-    journal) and ends with 130; a second one exits at once.
+    The first Ctrl-C (or SIGTERM) cancels the command, which cleans up (stops runs, keeps the
+    upload journal) and ends with 130 (143); a second one exits at once.
     """
     out = Output(json_mode=args.json, quiet=args.quiet)
     log_handler = setup_logging(args.verbose)
@@ -410,37 +410,41 @@ def run_handler(args: argparse.Namespace) -> int:
 def _run_handler(args: argparse.Namespace, out: Output) -> int:
     handler = resolve_handler(args.handler)
     interrupted = False
+    exit_code = EXIT_INTERRUPTED
 
     async def main() -> int:
-        nonlocal interrupted
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
 
-        def on_sigint(signum: int, frame: FrameType | None) -> None:
-            nonlocal interrupted
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            nonlocal interrupted, exit_code
             if interrupted:
-                os._exit(EXIT_INTERRUPTED)
+                os._exit(exit_code)
             interrupted = True
-            print("\ninterrupted: cleaning up (Ctrl-C again to exit at once)", file=sys.stderr)
+            # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C does.
+            exit_code = 128 + signum
+            name = "interrupted" if signum == signal.SIGINT else "terminated"
+            print(f"\n{name}: cleaning up (Ctrl-C again to exit at once)", file=sys.stderr)
             loop.call_soon_threadsafe(task.cancel)
 
         # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
         if threading.current_thread() is not threading.main_thread():
             return await handler(args, out)
-        previous = signal.signal(signal.SIGINT, on_sigint)
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             return await handler(args, out)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, old_handler in previous.items():
+                signal.signal(sig, old_handler)
 
     try:
         return asyncio.run(main())
     except (asyncio.CancelledError, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
+        return exit_code
     except Exception as exc:
         message, code = describe_error(exc)
         if interrupted:
-            return EXIT_INTERRUPTED
+            return exit_code
         out.error(message)
         return code

@@ -64,8 +64,12 @@ async def test_serve_names_the_bad_seed_file(run_cli: Any, tmp_path: Path) -> No
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-async def test_serve_runs_the_demo_seed_until_ctrl_c(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+async def test_serve_runs_the_demo_seed_until_stopped(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    # The emulator's data folder goes under TMPDIR; a clean stop must leave nothing there.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -109,9 +113,10 @@ async def test_serve_runs_the_demo_seed_until_ctrl_c(tmp_path: Path) -> None:
         assert body["partBytes"] == 8 << 20
         assert body["maxBytes"] == 4 << 30
 
-        proc.send_signal(signal.SIGINT)
-        code = await asyncio.wait_for(proc.wait(), timeout=30)
-        assert code == 130
+        assert any(tmp_path.iterdir())
+        proc.send_signal(sig)
+        assert await asyncio.wait_for(proc.wait(), timeout=30) == code
+        assert not any(tmp_path.iterdir())
     finally:
         if proc.returncode is None:
             proc.kill()
