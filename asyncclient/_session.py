@@ -26,6 +26,7 @@ import aiofiles
 import aiofiles.os
 import aiohttp
 import backoff
+import orjson
 from aiofiles.threadpool.binary import AsyncBufferedReader
 
 from asyncclient import _protocol as proto
@@ -64,7 +65,8 @@ CHUNK_SIZE: Final = 1 << 20
 LIST_RUNS_CONCURRENCY: Final = 8
 
 _DEBUG: Final = logging.DEBUG
-_loads: Final = _json.loads
+# orjson decodes run views about twice as fast as the stdlib: most of a watcher's CPU.
+_loads: Final = orjson.loads
 _dumps: Final = _json.dumps
 
 # aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.
@@ -259,6 +261,14 @@ _read_project_run_start: Final = structure_hook(ProjectRunStart)
 _read_run: Final = _field("run", Run)
 _read_runs: Final = _list_field("runs", Run)
 _read_endpoints: Final = _list_field("endpoints", Endpoint)
+
+
+def _read_raw_runs(payload: Any) -> list[Mapping[str, Any]]:
+    runs = payload["runs"]
+    if not isinstance(runs, list):
+        raise TypeError(f"expected a list of runs, got {type(runs).__name__}")
+    # Elements that are not objects with an id cannot be matched to a watched run; skip them.
+    return [run for run in runs if isinstance(run, dict) and isinstance(run.get("id"), str)]
 
 
 def _read_status(payload: Any) -> str:
@@ -831,6 +841,20 @@ class AsyncSession:
         by_id = {run.id: run for run in found}
         ordered = [by_id[run_id] for run_id in wanted if run_id in by_id]
         return ordered if limit is None else ordered[:limit]
+
+    async def _list_runs_json(
+        self, batch: Sequence[str], retries: int | None = None
+    ) -> list[Mapping[str, Any]]:
+        """One `GET /runs?ids=` of at most 50 ids already checked by the caller, answered as the
+        service's JSON objects: the run watcher builds a Run only for the runs that changed."""
+        return await self._request(
+            "GET",
+            "/runs",
+            params={"ids": ",".join(batch)},
+            op="list_runs",
+            decode=_read_raw_runs,
+            retries=retries,
+        )
 
     async def _list_run_batch(
         self, batch: Sequence[str], filters: Mapping[str, str], retries: int | None

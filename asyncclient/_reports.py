@@ -1,0 +1,378 @@
+"""Reports on finished runs for people and CI: a text summary, JUnit XML and GitHub Markdown.
+Pure functions of the runs (no I/O) plus two small writers; used by `asyncclient run`/`watch`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from asyncclient.models import Run
+
+__all__ = [
+    "Outcome",
+    "append_step_summary",
+    "counts_line",
+    "duration_seconds",
+    "failed_requirements",
+    "junit_xml",
+    "outcome",
+    "plain_text",
+    "step_summary_markdown",
+    "summary_lines",
+    "write_junit",
+]
+
+Outcome = Literal["passed", "failure", "error", "skipped", "not_final"]
+
+# The order statuses are counted in; others (a status added later) follow, sorted.
+_STATUS_ORDER: Final = (
+    "passed",
+    "failed",
+    "blocked",
+    "inconclusive",
+    "error",
+    "cancelled",
+    "running",
+    "queued",
+)
+_FAILURE_STATUSES: Final = frozenset({"failed", "blocked", "inconclusive"})
+_FAILED_RESULTS: Final = frozenset({"failed", "fail", "failure", "error"})
+_ICONS: Final = {
+    "passed": "\u2705",  # white heavy check mark
+    "failed": "\u274c",  # cross mark
+    "blocked": "\u26d4",  # no entry
+    "inconclusive": "\u2754",  # white question mark
+    "error": "\U0001f4a5",  # collision
+    "cancelled": "\u23f9\ufe0f",  # stop button
+}
+_NOT_FINAL_ICON: Final = "\u23f3"  # hourglass
+# Characters XML 1.0 cannot carry at all, even escaped; a service's text may contain them.
+_XML_INVALID: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def status_of(run: Run) -> str:
+    return str(run.status) or "unknown"
+
+
+def outcome(run: Run) -> Outcome:
+    """How a run counts in a report: passed, a failure (failed/blocked/inconclusive or another
+    final status), an error, skipped (cancelled), or not final (the watch ended first)."""
+    if not run.is_final:
+        return "not_final"
+    status = status_of(run)
+    if status == "passed":
+        return "passed"
+    if status == "error":
+        return "error"
+    if status == "cancelled":
+        return "skipped"
+    return "failure"
+
+
+def duration_seconds(run: Run) -> float | None:
+    """The run's duration: durationMs when sent, else finishedAt - startedAt."""
+    if run.duration_ms is not None:
+        return run.duration_ms / 1000.0
+    if run.started_at is not None and run.finished_at is not None:
+        return max(0.0, (run.finished_at - run.started_at).total_seconds())
+    return None
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def plain_text(value: Any) -> str:
+    """One line of text from a JSON value the service sent (None is empty)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool | int | float):
+        text = json.dumps(value)
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return " ".join(text.split())
+
+
+def headline(run: Run) -> str:
+    return plain_text(run.headline)
+
+
+def title(run: Run) -> str:
+    return plain_text(run.test_title) or run.test_id or run.id
+
+
+def error_details(run: Run) -> tuple[str, str]:
+    """(code, message) of a run that ended in error; empty strings when it carried none."""
+    if isinstance(run.error, Mapping):
+        return plain_text(run.error.get("code")), plain_text(run.error.get("message"))
+    return "", plain_text(run.error)
+
+
+def failed_requirements(run: Run) -> list[tuple[str, str, str]]:
+    """(id, title, reason) of each requirement whose result is failed, in the run's order."""
+    if not isinstance(run.requirements, list | tuple):
+        return []
+    failed: list[tuple[str, str, str]] = []
+    for item in run.requirements:
+        if not isinstance(item, Mapping):
+            continue
+        if str(item.get("result", "")).lower() in _FAILED_RESULTS:
+            failed.append(
+                (
+                    plain_text(item.get("id")),
+                    plain_text(item.get("title")),
+                    plain_text(item.get("reason")),
+                )
+            )
+    return failed
+
+
+def _requirement_line(req_id: str, req_title: str, reason: str) -> str:
+    name = " ".join(part for part in (req_id, req_title) if part) or "requirement"
+    return f"{name}: {reason}" if reason else name
+
+
+def captures(run: Run) -> dict[str, str]:
+    if not isinstance(run.captures, Mapping):
+        return {}
+    return {str(name): plain_text(value) for name, value in run.captures.items()}
+
+
+def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:
+    counts = Counter(status_of(run) for run in runs)
+    known = [(status, counts.pop(status)) for status in _STATUS_ORDER if status in counts]
+    return known + sorted(counts.items())
+
+
+def counts_line(runs: Sequence[Run]) -> str:
+    """ "3 runs: 2 passed, 1 failed" """
+    parts = ", ".join(f"{count} {status}" for status, count in _ordered_counts(runs))
+    noun = "run" if len(runs) == 1 else "runs"
+    return f"{len(runs)} {noun}: {parts}" if runs else "0 runs"
+
+
+# --- text summary --------------------------------------------------------------------------------
+
+
+def summary_lines(runs: Sequence[Run]) -> list[str]:
+    """The end-of-watch summary: per run its status, ids, title and duration, then indented the
+    headline, each failed requirement with its reason, and the link; a counts line last."""
+    lines: list[str] = []
+    width = max((len(status_of(run)) for run in runs), default=0)
+    for run in runs:
+        head = [status_of(run).ljust(width), run.id, run.test_id or "", title(run)]
+        took = format_duration(duration_seconds(run))
+        if took:
+            head.append(f"({took})")
+        lines.append("  ".join(part for part in head if part))
+        indent = " " * (width + 2)
+        if not run.is_final:
+            lines.append(f"{indent}not final when the watch ended")
+        if headline(run):
+            lines.append(indent + headline(run))
+        code, message = error_details(run)
+        if outcome(run) == "error" and (code or message):
+            detail = f"{code}: {message}" if code and message else code or message
+            lines.append(f"{indent}error {detail}")
+        for req_id, req_title, reason in failed_requirements(run):
+            lines.append(f"{indent}failed {_requirement_line(req_id, req_title, reason)}")
+        if run.link:
+            lines.append(indent + run.link)
+    lines.append(counts_line(runs))
+    return lines
+
+
+# --- JUnit XML -----------------------------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+def _seconds(value: float | None) -> str:
+    return f"{(value or 0.0):.3f}"
+
+
+def junit_xml(
+    runs: Sequence[Run], *, name: str = "asyncclient", skipped: Sequence[tuple[str, str]] = ()
+) -> bytes:
+    """JUnit XML for CI: one <testsuite> with one <testcase> per run.
+
+    testcase: name = test title, classname = test id, time = duration in seconds. A run that
+    did not pass carries <failure message=headline type=status> listing its failed requirements
+    with reasons; status error maps to <error>, cancelled to <skipped>, a run still going to
+    <error type="not_final">. <properties> keep the run id, status, mode, link and captures
+    (capture.NAME); <system-out> repeats headline, requirements and link for readers that show
+    only that. `skipped`: (test id, reason) of tests the service did not start, each a
+    <testcase> with <skipped message=reason>.
+    """
+    tally = Counter(outcome(run) for run in runs)
+    total_time = sum(duration_seconds(run) or 0.0 for run in runs)
+    counts = {
+        "tests": str(len(runs) + len(skipped)),
+        "failures": str(tally["failure"]),
+        "errors": str(tally["error"] + tally["not_final"]),
+        "skipped": str(tally["skipped"] + len(skipped)),
+        "time": _seconds(total_time),
+    }
+    root = ET.Element("testsuites", {"name": _clean(name), **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": _clean(name), **counts})
+    created = [run.created_at for run in runs if run.created_at is not None]
+    if created:
+        first = min(created).astimezone(UTC).replace(tzinfo=None)
+        suite.set("timestamp", first.isoformat(timespec="seconds"))
+    for run in runs:
+        _testcase(suite, run)
+    for test_id, reason in skipped:
+        case = ET.SubElement(
+            suite, "testcase", {"name": _clean(test_id), "classname": _clean(test_id), "time": "0"}
+        )
+        ET.SubElement(case, "skipped", {"message": _clean(reason or "not started")})
+    ET.indent(root)
+    body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return body + b"\n"
+
+
+def _testcase(suite: ET.Element, run: Run) -> None:
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "name": _clean(title(run)),
+            "classname": _clean(run.test_id or run.id),
+            "time": _seconds(duration_seconds(run)),
+        },
+    )
+    props = ET.SubElement(case, "properties")
+    pairs = [("run_id", run.id), ("status", status_of(run))]
+    pairs += [("mode", run.mode or ""), ("link", run.link or "")]
+    pairs += [(f"capture.{key}", value) for key, value in captures(run).items()]
+    for key, value in pairs:
+        if value:
+            ET.SubElement(props, "property", {"name": _clean(key), "value": _clean(value)})
+
+    requirement_lines = [_requirement_line(*req) for req in failed_requirements(run)]
+    status = status_of(run)
+    kind = outcome(run)
+    if kind == "failure":
+        element = ET.SubElement(
+            case, "failure", {"message": _clean(headline(run) or status), "type": _clean(status)}
+        )
+        element.text = _clean("\n".join(requirement_lines or [headline(run) or status]))
+    elif kind == "error":
+        code, message = error_details(run)
+        element = ET.SubElement(
+            case,
+            "error",
+            {
+                "message": _clean(message or headline(run) or "error"),
+                "type": _clean(code or "error"),
+            },
+        )
+        element.text = _clean("\n".join([headline(run), *requirement_lines]).strip())
+    elif kind == "skipped":
+        ET.SubElement(case, "skipped", {"message": _clean(headline(run) or "cancelled")})
+    elif kind == "not_final":
+        ET.SubElement(
+            case,
+            "error",
+            {"message": f"still {_clean(status)} when the watch ended", "type": "not_final"},
+        )
+    out_lines = [f"{status}: {headline(run)}" if headline(run) else status]
+    out_lines += [f"failed {line}" for line in requirement_lines]
+    if run.link:
+        out_lines.append(run.link)
+    ET.SubElement(case, "system-out").text = _clean("\n".join(out_lines))
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    runs: Sequence[Run],
+    *,
+    name: str = "asyncclient",
+    skipped: Sequence[tuple[str, str]] = (),
+) -> Path:
+    """Write junit_xml(runs) to `path` atomically: a temp file beside it, then a rename, so a
+    reader never sees half a report."""
+    target = Path(path)
+    data = junit_xml(runs, name=name, skipped=skipped)
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+# --- GitHub step summary (Markdown) -------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+def _link(text: str, url: str | None) -> str:
+    if not url:
+        return f"`{text}`"
+    safe = url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+    return f"[`{text}`]({safe})"
+
+
+def step_summary_markdown(
+    runs: Sequence[Run], *, heading: str = "Test runs", skipped: Sequence[tuple[str, str]] = ()
+) -> str:
+    """A Markdown table of the runs (status, test, run with link, duration, headline); for
+    each run that did not pass its failed requirements with reasons; the tests not started."""
+    lines = [f"### {_cell(heading)}: {_cell(counts_line(runs))}", ""]
+    if runs:
+        lines += [
+            "| Status | Test | Run | Duration | Headline |",
+            "|---|---|---|---:|---|",
+        ]
+        for run in runs:
+            status = status_of(run)
+            icon = _ICONS.get(status, "") if run.is_final else _NOT_FINAL_ICON
+            test = _cell(title(run)) + (f" (`{_cell(run.test_id)}`)" if run.test_id else "")
+            lines.append(
+                f"| {icon} {_cell(status)} | {test} | {_link(run.id, run.link)} "
+                f"| {format_duration(duration_seconds(run))} | {_cell(headline(run))} |"
+            )
+        details = [run for run in runs if outcome(run) not in ("passed", "skipped")]
+        if details:
+            lines += ["", "<details><summary>Runs that did not pass</summary>", ""]
+            for run in details:
+                summary = headline(run) or status_of(run)
+                lines.append(
+                    f"- **{_cell(title(run))}** ({_link(run.id, run.link)}): {_cell(summary)}"
+                )
+                for req in failed_requirements(run):
+                    lines.append(f"  - {_cell(_requirement_line(*req))}")
+            lines += ["", "</details>"]
+    if skipped:
+        lines += ["", f"Not started ({len(skipped)}):"]
+        lines += [f"- `{_cell(test_id)}`: {_cell(reason)}" for test_id, reason in skipped]
+    return "\n".join(lines) + "\n\n"
+
+
+def append_step_summary(path: str | os.PathLike[str], markdown: str) -> None:
+    """Append to the file GITHUB_STEP_SUMMARY names (other steps of the job write there too)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(markdown)

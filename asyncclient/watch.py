@@ -1,0 +1,645 @@
+"""Follow many test runs at once: batched `list_runs(ids=...)` sweeps with an adaptive pace.
+
+`watch_runs` yields each status change; `wait_for_runs` returns the final runs in the order asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack
+
+from asyncclient._converter import structure_hook
+from asyncclient._protocol import check_id
+from asyncclient.errors import (
+    AsyncClientError,
+    ConflictError,
+    NotFoundError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnknownRunsError,
+    ValidationError,
+    WatchTimeoutError,
+)
+from asyncclient.models import Run
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_INTERVAL",
+    "DEFAULT_MAX_INTERVAL",
+    "IDS_PER_REQUEST",
+    "RunWatcher",
+    "WatchOptions",
+    "wait_for_runs",
+    "watch_runs",
+]
+
+log = logging.getLogger("asyncclient.watch")
+
+IDS_PER_REQUEST: Final = 50
+"""The most run ids one List runs request may carry (the service's limit)."""
+DEFAULT_INTERVAL: Final = 3.0
+"""Seconds between sweeps while runs keep changing (before jitter)."""
+DEFAULT_MAX_INTERVAL: Final = 30.0
+"""The longest pause between sweeps, reached while nothing changes."""
+DEFAULT_CONCURRENCY: Final = 8
+"""List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+
+class WatchOptions(TypedDict, total=False):
+    """The less common RunWatcher settings, accepted by watch_runs and wait_for_runs too."""
+
+    growth: float
+    jitter: float
+    stop_on_cancel: bool
+    follow: bool
+    unknown_after: int
+    max_failed_sweeps: int
+    concurrency: int
+    stop_concurrency: int
+    stop_timeout: float
+    sleep: Sleep
+    clock: Clock
+    rng: random.Random
+
+
+_structure_run: Final = structure_hook(Run)
+
+
+class _Tracker:
+    """Which runs are still polled, their latest views and what changed. No I/O, no clock."""
+
+    def __init__(self, unknown_after: int) -> None:
+        self.unknown_after = unknown_after
+        self.order: dict[str, None] = {}  # every id ever watched, first-seen order
+        self.views: dict[str, Run] = {}
+        self.pending: dict[str, None] = {}  # ids the next sweep asks for (a dict keeps order)
+        self.missing: dict[str, int] = {}  # consecutive answers that left the id out
+        self.unknown: dict[str, None] = {}
+        self.states: dict[str, tuple[object, object]] = {}  # (status, final) last seen per run
+
+    def add(self, run_ids: Iterable[str]) -> list[str]:
+        """Watch these ids too; returns the ones that were new."""
+        new = [run_id for run_id in dict.fromkeys(run_ids) if run_id not in self.order]
+        for run_id in new:
+            self.order[run_id] = None
+            self.pending[run_id] = None
+        return new
+
+    def batches(self, size: int) -> list[tuple[str, ...]]:
+        ids = tuple(self.pending)
+        return [ids[start : start + size] for start in range(0, len(ids), size)]
+
+    def record(self, batch: Sequence[str], runs: Iterable[Mapping[str, Any]]) -> list[Run]:
+        """Take in one answer (the service's JSON runs) for `batch`; returns the runs whose status
+        changed, in batch order.
+
+        A run seen for the first time counts as changed. A Run is built only for a changed run:
+        most runs of a sweep are unchanged, and structuring them is most of a sweep's CPU. A
+        final run leaves `pending`; so does an id the answer left out `unknown_after` times in a
+        row, into `unknown`.
+        """
+        by_id = {raw["id"]: raw for raw in runs}
+        pending, views, missing, states = self.pending, self.views, self.missing, self.states
+        changed: list[Run] = []
+        for run_id in batch:
+            if run_id not in pending:
+                continue
+            raw = by_id.get(run_id)
+            if raw is None:
+                misses = missing.get(run_id, 0) + 1
+                missing[run_id] = misses
+                if misses >= self.unknown_after:
+                    del pending[run_id]
+                    self.unknown[run_id] = None
+                continue
+            if missing:
+                missing.pop(run_id, None)
+            # status and the final flag decide is_final, so comparing them is enough.
+            state = (raw.get("status"), raw.get("final"))
+            if states.get(run_id) == state:
+                continue
+            states[run_id] = state
+            run = _structure_run(raw)
+            views[run_id] = run
+            changed.append(run)
+            if run.is_final:
+                del pending[run_id]
+        return changed
+
+    def latest(self) -> tuple[Run, ...]:
+        """The latest view of every run seen, in the order the ids were added."""
+        return tuple(self.views[run_id] for run_id in self.order if run_id in self.views)
+
+
+class _Pacer:
+    """How long to wait before the next sweep. No I/O; randomness comes from `rng`.
+
+    While runs change the pause is `interval`; each sweep without a change multiplies it by
+    `growth` up to `max_interval`; a change snaps it back. Every pause is jittered by
+    +-`jitter` (a fraction) so that a fleet of watchers started together drifts apart.
+    """
+
+    def __init__(
+        self,
+        interval: float,
+        max_interval: float,
+        growth: float,
+        jitter: float,
+        rng: random.Random,
+    ) -> None:
+        self.interval = interval
+        self.max_interval = max_interval
+        self.growth = growth
+        self.jitter = jitter
+        self.rng = rng
+        self.current = interval
+
+    def _jittered(self, seconds: float) -> float:
+        if self.jitter:
+            seconds *= self.rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
+        return min(seconds, self.max_interval)
+
+    def after_sweep(self, changed: bool) -> float:
+        if changed:
+            self.current = self.interval
+        else:
+            self.current = min(self.current * self.growth, self.max_interval)
+        return self._jittered(self.current)
+
+    def after_failure(self, failures: int) -> float:
+        """The pause after `failures` failed sweeps in a row: doubling from `interval`."""
+        return self._jittered(min(self.interval * 2.0 ** (failures - 1), self.max_interval))
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValidationError(f"{name} must be a number of seconds; got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "0 or more" if allow_zero else "above 0"
+        raise ValidationError(f"{name} must be {bound}; got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: int, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(f"{name} must be a whole number of at least {minimum}; got {value!r}")
+    return value
+
+
+def _check_ids(run_ids: Iterable[str]) -> list[str]:
+    if isinstance(run_ids, str | bytes):
+        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
+    return list(dict.fromkeys(check_id("run", run_id, "run_ids") for run_id in run_ids))
+
+
+class RunWatcher:
+    """An async iterator over the status changes of many runs, polled in batched sweeps.
+
+    Each sweep asks only for the runs not final yet, at most 50 ids per `list_runs` request,
+    the requests of one sweep in flight `concurrency` at a time. It yields a `Run` the first
+    time a run is seen and each time its status changes; a run's last yield is its final view.
+    Iteration ends when every run is final or unknown (with `follow=True`, only at `aclose()`).
+
+    Pace: `interval` seconds (default 3) between sweeps, jittered by +-`jitter` (default 0.2);
+    x`growth` (default 1.5) per sweep without a change, up to `max_interval` (default 30);
+    back to `interval` on a change. A 429 pauses the whole watcher for exactly its Retry-After.
+
+    Errors: transport errors and 5xx are retried on the next sweep with a doubling pause;
+    after `max_failed_sweeps` (default 10) failed sweeps in a row the last error is raised.
+    Any other ApiError (401, 403, ...) ends the watch at once.
+
+    A run id the service leaves out of `unknown_after` (default 3) answers in a row is
+    dropped from the sweeps and listed in `unknown`; nothing is yielded for it.
+
+    `timeout` (seconds, default none): when it passes with runs still going, one last sweep
+    is made (unless a 429 pause is on) and WatchTimeoutError is raised, carrying the latest
+    views; with `stop_on_timeout=True` the runs still going are stopped first (`stop_run`,
+    `stop_concurrency` at a time, default 8; a run that ended meanwhile is fine) and their
+    views fetched again. `stop_on_cancel=True` does the same stopping when the task iterating
+    is cancelled (Ctrl-C), then lets the CancelledError through. Stopping gives up after
+    `stop_timeout` seconds (default 30); what could not be stopped is in `stop_errors`.
+
+    `sleep` and `clock` (default asyncio.sleep and time.monotonic) and `rng` may be replaced,
+    for example by tests that drive a manual clock.
+    """
+
+    def __init__(
+        self,
+        session: AsyncSession,
+        run_ids: Iterable[str] = (),
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        max_interval: float = DEFAULT_MAX_INTERVAL,
+        growth: float = 1.5,
+        jitter: float = 0.2,
+        timeout: float | None = None,
+        stop_on_timeout: bool = False,
+        stop_on_cancel: bool = False,
+        follow: bool = False,
+        unknown_after: int = 3,
+        max_failed_sweeps: int = 10,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        stop_concurrency: int = 8,
+        stop_timeout: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        interval = _positive("interval", interval)
+        max_interval = _positive("max_interval", max_interval)
+        if max_interval < interval:
+            raise ValidationError(
+                f"max_interval ({max_interval:g}) must be at least interval ({interval:g})"
+            )
+        if isinstance(growth, bool) or not isinstance(growth, int | float) or not growth >= 1:
+            raise ValidationError(f"growth must be a number of at least 1; got {growth!r}")
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
+            raise ValidationError(f"jitter must be a fraction from 0 to below 1; got {jitter!r}")
+        self._timeout = None if timeout is None else _positive("timeout", timeout)
+        self._session = session
+        self._tracker = _Tracker(_count("unknown_after", unknown_after))
+        self._pacer = _Pacer(
+            interval, max_interval, float(growth), float(jitter), rng or random.Random()
+        )
+        self._stop_on_timeout = stop_on_timeout
+        self._stop_on_cancel = stop_on_cancel
+        self._follow = follow
+        self._max_failed_sweeps = _count("max_failed_sweeps", max_failed_sweeps)
+        self._concurrency = _count("concurrency", concurrency)
+        self._stop_concurrency = _count("stop_concurrency", stop_concurrency)
+        self._stop_timeout = _positive("stop_timeout", stop_timeout)
+        self._sleep = sleep
+        self._clock = clock
+        self._tracker.add(_check_ids(run_ids))
+
+        self._events: deque[Run] = deque()
+        self._started = False
+        self._finished = False
+        self._closed = False
+        self._deadline: float | None = None
+        self._next_sweep_at = 0.0
+        self._paused_until = 0.0  # a 429's pause: no sweep before this, not even the last one
+        self._last_sweep_done = False  # the one sweep made once the deadline passed
+        self._failures = 0
+        self._stopping_done = False
+        self._wake = asyncio.Event()  # set by add() and aclose(): re-plan the wait at once
+        self._close_event = asyncio.Event()
+
+        self.sweeps = 0
+        """Sweeps made so far."""
+        self.requests = 0
+        """List runs requests sent so far (not counting stop_run)."""
+        self.stopped: tuple[str, ...] = ()
+        """Runs this watcher stopped (on timeout or cancel)."""
+        self.stop_errors: dict[str, AsyncClientError] = {}
+        """Runs that could not be stopped, and why."""
+
+    # --- public state ---------------------------------------------------------------------------
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        """The latest view of each run seen, by id, in the order the ids were added."""
+        return {run.id: run for run in self._tracker.latest()}
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The ids still polled: not final and not given up as unknown."""
+        return tuple(self._tracker.pending)
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        """Ids the service did not return in `unknown_after` answers in a row."""
+        return tuple(self._tracker.unknown)
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Every id watched, in the order added (without duplicates)."""
+        return tuple(self._tracker.order)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- control --------------------------------------------------------------------------------
+
+    def add(self, run_ids: Iterable[str]) -> None:
+        """Watch more runs; they are asked for from the next sweep on, which comes sooner.
+
+        Raises RuntimeError once the watcher is closed or has ended (every run final, without
+        `follow=True`).
+        """
+        ids = _check_ids(run_ids)
+        if self._closed:
+            raise RuntimeError("the watcher is closed: start a new one for these runs")
+        if self._finished:
+            raise RuntimeError(
+                "the watcher has ended (every run was final): use follow=True to keep it open "
+                "for runs added later"
+            )
+        if self._tracker.add(ids):
+            # New runs deserve a prompt first look: the pace snaps back to the base interval.
+            delay = self._pacer.after_sweep(True)
+            if self._started:
+                self._next_sweep_at = min(self._next_sweep_at, self._clock() + delay)
+            self._wake.set()
+
+    async def aclose(self) -> None:
+        """Stop watching (the runs themselves go on). A waiting iteration ends at once."""
+        self._closed = True
+        self._close_event.set()
+        self._wake.set()
+
+    async def __aenter__(self) -> RunWatcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if (
+            isinstance(exc, asyncio.CancelledError)
+            and self._stop_on_cancel
+            and not self._stopping_done
+        ):
+            # Cancelled while the consumer was busy with a yielded run, not inside __anext__.
+            await self._stop_pending(refresh=False)
+        await self.aclose()
+
+    def __aiter__(self) -> RunWatcher:
+        return self
+
+    async def __anext__(self) -> Run:
+        if self._events:
+            return self._events.popleft()
+        if self._finished or self._closed:
+            raise StopAsyncIteration
+        try:
+            return await self._next_event()
+        except asyncio.CancelledError:
+            self._finished = True
+            if self._stop_on_cancel and not self._stopping_done:
+                await self._stop_pending(refresh=False)
+            raise
+        except BaseException:  # StopAsyncIteration, WatchTimeoutError, a fatal ApiError
+            self._finished = True
+            raise
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    async def _next_event(self) -> Run:
+        if not self._started:
+            self._started = True
+            now = self._clock()
+            self._next_sweep_at = now
+            if self._timeout is not None:
+                self._deadline = now + self._timeout
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if not self._tracker.pending:
+                if not self._follow:
+                    raise StopAsyncIteration
+                self._wake.clear()
+                await self._interruptible(self._wake.wait(), self._close_event)
+                continue
+            now = self._clock()
+            if self._deadline is not None and now >= self._deadline:
+                if self._last_sweep_done or now < self._paused_until:
+                    await self._time_out()
+                self._last_sweep_done = True
+            else:
+                due = self._next_sweep_at
+                if self._deadline is not None:
+                    due = min(due, self._deadline)
+                if due > now:
+                    self._wake.clear()
+                    await self._interruptible(self._sleep(due - now), self._wake)
+                    continue
+            await self._sweep()
+            if self._events:
+                return self._events.popleft()
+
+    async def _interruptible(self, awaitable: Awaitable[T], event: asyncio.Event) -> T | None:
+        """Await `awaitable` unless `event` is set first (then None). Cancels the loser."""
+        if event.is_set():
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            return None
+        main = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({main, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (main, waiter):
+                if not task.done():
+                    task.cancel()
+        if main.done() and not main.cancelled():
+            return main.result()
+        # Let the cancelled task finish unwinding before going on.
+        await asyncio.gather(main, return_exceptions=True)
+        return None
+
+    async def _fetch(
+        self, batches: Sequence[Sequence[str]]
+    ) -> list[list[Mapping[str, Any]] | AsyncClientError]:
+        """One List runs request per batch, `concurrency` at a time; errors come back as values."""
+        semaphore = asyncio.Semaphore(self._concurrency)
+
+        async def one(batch: Sequence[str]) -> list[Mapping[str, Any]] | AsyncClientError:
+            async with semaphore:
+                self.requests += 1
+                try:
+                    # retries=0: a 429 must reach the watcher, which pauses every batch for it.
+                    return await self._session._list_runs_json(batch, retries=0)
+                except AsyncClientError as exc:
+                    return exc
+
+        return await asyncio.gather(*(one(batch) for batch in batches))
+
+    async def _sweep(self) -> None:
+        batches = self._tracker.batches(IDS_PER_REQUEST)
+        results = await self._interruptible(self._fetch(batches), self._close_event)
+        if results is None:  # closed while the requests were in flight
+            return
+        self.sweeps += 1
+        changed = False
+        retry_after: float | None = None
+        transient: AsyncClientError | None = None
+        fatal: AsyncClientError | None = None
+        for batch, result in zip(batches, results, strict=True):
+            if isinstance(result, list):
+                events = self._tracker.record(batch, result)
+                changed = changed or bool(events)
+                self._events.extend(events)
+            elif isinstance(result, RateLimitedError) and result.retry_after is not None:
+                retry_after = max(retry_after or 0.0, result.retry_after)
+            elif isinstance(result, TransportError | ServerError | RateLimitedError):
+                transient = result
+            elif fatal is None:
+                fatal = result
+        if fatal is not None:
+            self._events.clear()
+            raise fatal
+        now = self._clock()
+        if retry_after is not None:
+            log.debug("rate limited: every batch waits %.3f s", retry_after)
+            self._paused_until = now + retry_after
+            self._next_sweep_at = self._paused_until
+        elif transient is not None:
+            self._failures += 1
+            if self._failures >= self._max_failed_sweeps:
+                self._events.clear()
+                raise transient
+            delay = self._pacer.after_failure(self._failures)
+            log.debug(
+                "sweep failed (%s), %d in a row; next in %.3f s", transient, self._failures, delay
+            )
+            self._next_sweep_at = now + delay
+        else:
+            self._failures = 0
+            self._next_sweep_at = now + self._pacer.after_sweep(changed)
+        log.debug(
+            "sweep %d: %d requests, %d changed, %d pending",
+            self.sweeps,
+            len(batches),
+            len(self._events),
+            len(self._tracker.pending),
+        )
+
+    async def _time_out(self) -> None:
+        pending = list(self._tracker.pending)
+        if self._stop_on_timeout:
+            await self._stop_pending(refresh=True)
+        count = len(pending)
+        first = ", ".join(pending[:5]) + (", ..." if count > 5 else "")
+        assert self._timeout is not None
+        stopped = f"; stopped {len(self.stopped)}" if self.stopped else ""
+        raise WatchTimeoutError(
+            f"{count} run(s) not final after {self._timeout:g} s ({first}){stopped}",
+            self._tracker.latest(),
+        )
+
+    async def _stop_pending(self, *, refresh: bool) -> None:
+        """Stop every run still going, `stop_concurrency` at a time; optionally fetch them again."""
+        self._stopping_done = True
+        ids = list(self._tracker.pending)
+        if not ids:
+            return
+        semaphore = asyncio.Semaphore(self._stop_concurrency)
+        stopped: list[str] = []
+
+        async def stop(run_id: str) -> None:
+            async with semaphore:
+                try:
+                    await self._session.stop_run(run_id)
+                except (ConflictError, NotFoundError):
+                    return  # it ended (or went away) meanwhile: nothing left to stop
+                except AsyncClientError as exc:
+                    self.stop_errors[run_id] = exc
+                    log.warning("could not stop run %s: %s", run_id, exc)
+                    return
+                stopped.append(run_id)
+
+        try:
+            async with asyncio.timeout(self._stop_timeout):
+                await asyncio.gather(*(stop(run_id) for run_id in ids))
+                if refresh:
+                    await self._refresh(ids)
+        except TimeoutError:
+            for run_id in ids:
+                if run_id not in stopped:
+                    self.stop_errors.setdefault(
+                        run_id,
+                        AsyncClientError(f"not stopped within {self._stop_timeout:g} s"),
+                    )
+        done = set(stopped)
+        self.stopped = tuple(run_id for run_id in ids if run_id in done)
+
+    async def _refresh(self, ids: Sequence[str]) -> None:
+        """Fetch the latest views of `ids` (after stopping them); failures keep the old views."""
+        batches = [
+            ids[start : start + IDS_PER_REQUEST] for start in range(0, len(ids), IDS_PER_REQUEST)
+        ]
+        for batch, result in zip(batches, await self._fetch(batches), strict=True):
+            if isinstance(result, list):
+                self._tracker.record(batch, result)
+
+
+def watch_runs(
+    session: AsyncSession,
+    run_ids: Iterable[str],
+    *,
+    interval: float = DEFAULT_INTERVAL,
+    max_interval: float = DEFAULT_MAX_INTERVAL,
+    timeout: float | None = None,
+    stop_on_timeout: bool = False,
+    **options: Unpack[WatchOptions],
+) -> RunWatcher:
+    """A RunWatcher over `run_ids`: `async for run in watch_runs(session, ids): ...`.
+
+    Yields a Run whenever a run's status changes; each run's last yield is its final view.
+    See RunWatcher for every option.
+    """
+    return RunWatcher(
+        session,
+        run_ids,
+        interval=interval,
+        max_interval=max_interval,
+        timeout=timeout,
+        stop_on_timeout=stop_on_timeout,
+        **options,
+    )
+
+
+async def wait_for_runs(
+    session: AsyncSession,
+    run_ids: Iterable[str],
+    *,
+    interval: float = DEFAULT_INTERVAL,
+    max_interval: float = DEFAULT_MAX_INTERVAL,
+    # The deadline spans many sweeps and ends with stopping runs: asyncio.timeout cannot.
+    timeout: float | None = None,  # noqa: ASYNC109
+    stop_on_timeout: bool = False,
+    **options: Unpack[WatchOptions],
+) -> list[Run]:
+    """Wait until every run is final; returns their final views in the order asked.
+
+    Raises WatchTimeoutError when `timeout` passes first, and UnknownRunsError (naming the ids,
+    carrying the final runs of the others) when the service did not know some ids.
+    """
+    if isinstance(run_ids, str | bytes):
+        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
+    asked = list(run_ids)
+    async with watch_runs(
+        session,
+        asked,
+        interval=interval,
+        max_interval=max_interval,
+        timeout=timeout,
+        stop_on_timeout=stop_on_timeout,
+        **options,
+    ) as watcher:
+        async for _ in watcher:
+            pass
+    if watcher.unknown:
+        known = tuple(run for run in watcher.runs.values() if run.id not in watcher.unknown)
+        raise UnknownRunsError(watcher.unknown, known)
+    views = watcher.runs
+    return [views[run_id] for run_id in asked]

@@ -1,0 +1,231 @@
+"""The run reports (text summary, JUnit XML, GitHub Markdown) as pure functions of runs."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncclient import _reports
+from asyncclient.models import Run, RunStatus
+
+
+def make_run(run_id: str, status: str, **fields: Any) -> Run:
+    known = {s.value: s for s in RunStatus}
+    final = status in {"passed", "failed", "blocked", "inconclusive", "error", "cancelled"}
+    fields.setdefault("test_id", "t_" + run_id[2:])
+    fields.setdefault("test_title", f"Title of {run_id}")
+    fields.setdefault("final", final)
+    return Run(id=run_id, status=known.get(status, status), **fields)
+
+
+PASSED = make_run(
+    "j_ok",
+    "passed",
+    duration_ms=12_300,
+    headline="Signed in.",
+    link="https://svc.example/runs/j_ok",
+    captures={"greeting": "Welcome back, Dana", "items": 3},
+    requirements=[{"id": "r1", "title": "Login works", "result": "passed", "reason": "ok"}],
+    created_at=datetime(2026, 11, 21, 5, 0, 0, tzinfo=UTC),
+)
+FAILED = make_run(
+    "j_bad",
+    "failed",
+    duration_ms=40_000,
+    headline="The cart total was wrong.",
+    link="https://svc.example/runs/j_bad",
+    requirements=[
+        {"id": "r1", "title": "Cart opens", "result": "passed", "reason": "opened"},
+        {"id": "r2", "title": "Total matches", "result": "failed", "reason": "expected 10, saw 12"},
+        {"id": "r3", "title": "Checkout | pay", "result": "failed", "reason": "button <missing>"},
+    ],
+)
+ERRORED = make_run(
+    "j_err",
+    "error",
+    duration_ms=500,
+    headline="The app crashed at start.",
+    error={"code": "app_crashed", "message": "The app stopped at launch."},
+)
+CANCELLED = make_run("j_stop", "cancelled", headline=None)
+RUNNING = make_run("j_go", "running", final=False)
+
+
+def test_outcome_maps_each_status() -> None:
+    assert [_reports.outcome(r) for r in (PASSED, FAILED, ERRORED, CANCELLED, RUNNING)] == [
+        "passed",
+        "failure",
+        "error",
+        "skipped",
+        "not_final",
+    ]
+    assert _reports.outcome(make_run("j_b", "blocked")) == "failure"
+    assert _reports.outcome(make_run("j_n", "exploded", final=True)) == "failure"
+    assert _reports.outcome(make_run("j_n", "exploded")) == "not_final"
+
+
+def test_failed_requirements_tolerate_odd_shapes() -> None:
+    assert _reports.failed_requirements(FAILED) == [
+        ("r2", "Total matches", "expected 10, saw 12"),
+        ("r3", "Checkout | pay", "button <missing>"),
+    ]
+    odd = make_run("j_x", "failed", requirements=["text", {"result": "FAILED"}, None])
+    assert _reports.failed_requirements(odd) == [("", "", "")]
+    assert _reports.failed_requirements(make_run("j_y", "failed", requirements={"a": 1})) == []
+
+
+def test_duration_falls_back_to_timestamps() -> None:
+    run = make_run(
+        "j_t",
+        "passed",
+        started_at=datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC),
+        finished_at=datetime(2026, 1, 1, 0, 1, 30, tzinfo=UTC),
+    )
+    assert _reports.duration_seconds(run) == 90.0
+    assert _reports.format_duration(90.0) == "1 min 30 s"
+    assert _reports.format_duration(12.34) == "12.3 s"
+    assert _reports.duration_seconds(RUNNING) is None
+
+
+def test_summary_lines_show_verdict_headline_reasons_and_link() -> None:
+    lines = _reports.summary_lines([PASSED, FAILED, ERRORED, RUNNING])
+    text = "\n".join(lines)
+    assert lines[0].split()[:3] == ["passed", "j_ok", "t_ok"]
+    assert "(12.3 s)" in lines[0]
+    assert "    failed r2 Total matches: expected 10, saw 12" in text
+    assert "https://svc.example/runs/j_bad" in text
+    assert "error app_crashed: The app stopped at launch." in text
+    assert "not final when the watch ended" in text
+    assert lines[-1] == "4 runs: 1 passed, 1 failed, 1 error, 1 running"
+
+
+def test_counts_line() -> None:
+    assert _reports.counts_line([]) == "0 runs"
+    assert _reports.counts_line([PASSED]) == "1 run: 1 passed"
+    odd = make_run("j_n", "exploded", final=True)
+    assert _reports.counts_line([odd, PASSED, PASSED]) == "3 runs: 2 passed, 1 exploded"
+
+
+def test_junit_xml_parses_back_with_the_right_counts_and_messages() -> None:
+    runs = [PASSED, FAILED, ERRORED, CANCELLED, RUNNING]
+    root = ET.fromstring(_reports.junit_xml(runs, name="p_demo"))
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    suite = suites[0]
+    assert suite.attrib["name"] == "p_demo"
+    assert (suite.attrib["tests"], suite.attrib["failures"]) == ("5", "1")
+    assert (suite.attrib["errors"], suite.attrib["skipped"]) == ("2", "1")
+    assert suite.attrib["time"] == "52.800"
+    assert suite.attrib["timestamp"] == "2026-11-21T05:00:00"
+    cases = {
+        case.find("properties/property[@name='run_id']").attrib["value"]: case  # type: ignore[union-attr]
+        for case in suite.findall("testcase")
+    }
+    assert list(cases) == ["j_ok", "j_bad", "j_err", "j_stop", "j_go"]
+
+    ok = cases["j_ok"]
+    assert ok.attrib == {"name": "Title of j_ok", "classname": "t_ok", "time": "12.300"}
+    assert ok.find("failure") is None
+    assert ok.find("error") is None
+    props = {p.attrib["name"]: p.attrib["value"] for p in ok.iter("property")}
+    assert props == {
+        "run_id": "j_ok",
+        "status": "passed",
+        "link": "https://svc.example/runs/j_ok",
+        "capture.greeting": "Welcome back, Dana",
+        "capture.items": "3",
+    }
+
+    failure = cases["j_bad"].find("failure")
+    assert failure is not None
+    assert failure.attrib == {"message": "The cart total was wrong.", "type": "failed"}
+    assert failure.text == (
+        "r2 Total matches: expected 10, saw 12\nr3 Checkout | pay: button <missing>"
+    )
+    system_out = cases["j_bad"].findtext("system-out")
+    assert system_out is not None
+    assert "https://svc.example/runs/j_bad" in system_out
+
+    error = cases["j_err"].find("error")
+    assert error is not None
+    assert error.attrib == {"message": "The app stopped at launch.", "type": "app_crashed"}
+    skipped = cases["j_stop"].find("skipped")
+    assert skipped is not None
+    assert skipped.attrib["message"] == "cancelled"
+    not_final = cases["j_go"].find("error")
+    assert not_final is not None
+    assert not_final.attrib["type"] == "not_final"
+    assert not_final.attrib["message"] == "still running when the watch ended"
+
+
+def test_junit_xml_survives_characters_xml_cannot_carry() -> None:
+    run = make_run("j_c", "failed", headline="bad \x00 byte \x1b[31m", test_title="a\x07b")
+    root = ET.fromstring(_reports.junit_xml([run]))
+    case = root.find("testsuite/testcase")
+    assert case is not None
+    assert case.attrib["name"] == "a\ufffdb"
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.attrib["message"] == "bad \ufffd byte \ufffd[31m"
+
+
+def test_write_junit_replaces_the_file_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "report.xml"
+    target.write_text("old")
+    _reports.write_junit(target, [PASSED])
+    assert ET.parse(target).getroot().find("testsuite/testcase") is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["report.xml"]
+
+
+def test_write_junit_leaves_no_temp_file_on_failure(tmp_path: Path) -> None:
+    target = tmp_path / "dir-in-the-way"
+    target.mkdir()
+    with pytest.raises(OSError, match="directory"):
+        _reports.write_junit(target, [PASSED])
+    assert [p.name for p in tmp_path.iterdir()] == ["dir-in-the-way"]
+
+
+def test_step_summary_markdown_escapes_cells_and_lists_failures() -> None:
+    text = _reports.step_summary_markdown([PASSED, FAILED], heading="p_demo")
+    lines = text.splitlines()
+    assert lines[0] == "### p_demo: 2 runs: 1 passed, 1 failed"
+    assert lines[2] == "| Status | Test | Run | Duration | Headline |"
+    assert lines[4].startswith("| \u2705 passed | Title of j_ok (`t_ok`) | ")
+    assert "[`j_ok`](https://svc.example/runs/j_ok)" in lines[4]
+    assert lines[5].startswith("| \u274c failed |")
+    assert "  - r3 Checkout \\| pay: button &lt;missing>" in lines
+    assert text.endswith("</details>\n\n")
+    # Every table row has the same number of unescaped cell separators.
+    rows = [line for line in lines if line.startswith("|")]
+    assert {line.replace("\\|", "").count("|") for line in rows} == {6}
+
+
+def test_append_step_summary_appends(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("# earlier step\n")
+    _reports.append_step_summary(path, "one\n")
+    _reports.append_step_summary(path, "two\n")
+    assert path.read_text() == "# earlier step\none\ntwo\n"
+
+
+def test_tests_not_started_are_skipped_testcases_and_listed() -> None:
+    skipped = [("t_app", "no ready android build of com.example.shop; upload one")]
+    root = ET.fromstring(_reports.junit_xml([PASSED], skipped=skipped))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.attrib["tests"], suite.attrib["skipped"]) == ("2", "1")
+    case = suite.findall("testcase")[1]
+    assert (case.attrib["name"], case.attrib["classname"]) == ("t_app", "t_app")
+    skip = case.find("skipped")
+    assert skip is not None
+    assert skip.attrib["message"] == skipped[0][1]
+    text = _reports.step_summary_markdown([PASSED], skipped=skipped)
+    assert (
+        "Not started (1):\n- `t_app`: no ready android build of com.example.shop; upload one"
+        in text
+    )
