@@ -1,7 +1,6 @@
 """The wire protocol without I/O: urls, headers, input checks, decoding and retry decisions.
 Everything here is a plain function of its arguments, so it is tested without a server."""
 
-import json
 import math
 import random
 import re
@@ -11,6 +10,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
+
+import orjson
 
 from asyncclient.errors import ValidationError
 
@@ -307,7 +308,7 @@ def decode_json(body: bytes) -> Any:
     """The JSON value of a success body; an empty body is None."""
     if not body:
         return None
-    return json.loads(body)
+    return orjson.loads(body)
 
 
 def reason_phrase(status: int) -> str:
