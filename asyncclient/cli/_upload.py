@@ -1,0 +1,405 @@
+"""`asyncclient upload` (send app builds, print their ids) and `asyncclient inspect` (read one).
+
+Progress goes to stderr (rich bars on a terminal, a line per file otherwise); data to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from asyncclient.cli._common import (
+    EXIT_OK,
+    Output,
+    add_command,
+    check_id,
+    describe_error,
+    format_size,
+    open_session,
+    to_json,
+)
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from asyncclient.upload import LocalBuild, UploadResult
+
+# asyncclient.upload.DEFAULT_CONCURRENCY / DEFAULT_MAX_PARTS_IN_FLIGHT, not imported to keep
+# start-up light.
+_CONCURRENCY = 4
+_MAX_PARTS_IN_FLIGHT = 16
+
+_UPLOAD_EXAMPLES = """\
+  BUILD=$(asyncclient upload p_123 app-debug.apk --label "$GIT_SHA")
+  asyncclient upload p_123 android/app.apk ios/Build/Shop.app --skip-existing
+  asyncclient upload p_123 dist/*.apk --json | jq -r '.builds[].id'
+"""
+
+_UPLOAD_DESCRIPTION = """\
+Upload app builds to a project and print one build id per line (or JSON with --json).
+FILE is an Android .apk, a zipped iOS Simulator .app (Name.app.zip) or the .app folder itself
+(zipped on the fly). Each file is checked locally first: nothing is sent for a file that is
+not an app. Parts go up in parallel; an interrupted upload (Ctrl-C, a killed CI job) resumes
+where it stopped when the same command runs again. With several files, one failing does not
+stop the others.
+
+exit codes: 0 every file uploaded, 2 bad input (nothing sent for it), 3 the service refused
+(a rejected build prints what the devices cannot run), 4 the service could not be reached,
+130 interrupted (run the same command again to resume); with several files, the worst one"""
+
+_INSPECT_EXAMPLES = """\
+  asyncclient inspect app-debug.apk
+  asyncclient inspect Build/Products/Debug-iphonesimulator/Shop.app --json
+"""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "upload",
+        parents,
+        handler="asyncclient.cli._upload:upload",
+        help="upload app builds (.apk, .app.zip or .app folder); prints their build ids",
+        description=_UPLOAD_DESCRIPTION,
+        examples=_UPLOAD_EXAMPLES,
+    )
+    p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
+    p.add_argument("files", metavar="FILE", nargs="+", help="the app files to upload")
+    p.add_argument("--label", help="a free label for every build, for example a commit")
+    p.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=_CONCURRENCY,
+        metavar="N",
+        help=f"parts of one file in flight at once (default {_CONCURRENCY})",
+    )
+    p.add_argument(
+        "--max-parts-in-flight",
+        type=_positive,
+        default=_MAX_PARTS_IN_FLIGHT,
+        metavar="N",
+        help=f"parts in flight at once across all files (default {_MAX_PARTS_IN_FLIGHT})",
+    )
+    p.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="reuse a ready build of the project with the same name, size and sha256",
+    )
+    i = add_command(
+        sub,
+        "inspect",
+        parents,
+        handler="asyncclient.cli._upload:inspect",
+        help="read an app file locally: ids, versions, ABIs, sha256, whether the devices run it",
+        description="Read what an upload's pre-flight reads from an app file (no request is "
+        "made), and check it against the service's default devices.\n\nexit codes: 0 an app "
+        "(even one the devices cannot run: see its problems), 2 not an app",
+        examples=_INSPECT_EXAMPLES,
+    )
+    i.add_argument("file", metavar="FILE", help="an .apk, an .app.zip or an .app folder")
+
+
+# --- upload ---------------------------------------------------------------------------------------
+
+
+async def upload(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient.upload import UploadItem, default_journal_dir, upload_builds
+
+    project_id = check_id(args.project_id, "project")
+    files = [Path(name) for name in args.files]
+    display = _display(out, files)
+    items = [
+        UploadItem(path, args.label, display.progress_for(index))
+        for index, path in enumerate(files)
+    ]
+    async with open_session(args) as session:
+        with display:
+            try:
+                results = await upload_builds(
+                    session,
+                    project_id,
+                    items,
+                    max_parts_in_flight=args.max_parts_in_flight,
+                    concurrency=args.concurrency,
+                    skip_existing=args.skip_existing,
+                    on_result=display.finished,
+                )
+            except asyncio.CancelledError:
+                display.close()
+                out.error(
+                    "interrupted: what was sent is kept in the upload journal "
+                    f"({default_journal_dir()}); run the same command again to resume"
+                )
+                raise
+    return _report(out, results)
+
+
+def _report(out: Output, results: list[UploadResult]) -> int:
+    worst = EXIT_OK
+    lines: list[dict[str, Any]] = []
+    for result in results:
+        shown = os.fspath(result.path)
+        if result.build is not None and result.error is None:
+            if not out.json_mode:
+                out.data(result.build.id)
+            lines.append(
+                {
+                    "file": shown,
+                    "ok": True,
+                    "buildId": result.build.id,
+                    "skipped": result.skipped,
+                    "resumed": result.resumed,
+                    "verified": result.verified,
+                    "sha256": result.sha256,
+                }
+            )
+            continue
+        assert result.error is not None
+        message, code = describe_error(result.error)
+        worst = max(worst, code)
+        if not message.startswith(shown):
+            message = f"{shown}: {message}"
+        out.error(message)
+        entry: dict[str, Any] = {"file": shown, "ok": False, "error": message, "exitCode": code}
+        problems = getattr(result.error, "problems", None)
+        if problems:
+            entry["problems"] = [problem.to_json() for problem in problems]
+        lines.append(entry)
+    if out.json_mode:
+        out.json(
+            {
+                "builds": [to_json(r.build) for r in results if r.build is not None and r.ok],
+                "results": lines,
+            }
+        )
+    return worst
+
+
+class _Display:
+    """Where upload progress goes: the base shows nothing (--quiet)."""
+
+    def __init__(self, out: Output, files: list[Path]) -> None:
+        self.out = out
+        self.files = files
+
+    def __enter__(self) -> _Display:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        return None
+
+    def progress_for(self, index: int) -> Any:
+        return None
+
+    def finished(self, result: UploadResult) -> None:
+        return None
+
+
+class _Lines(_Display):
+    """Not a terminal: a line when a file starts and one when it ends, never a flood."""
+
+    def __init__(self, out: Output, files: list[Path]) -> None:
+        super().__init__(out, files)
+        self._started: dict[int, tuple[float, int]] = {}
+
+    def progress_for(self, index: int) -> Any:
+        def report(done: int, total: int) -> None:
+            if index in self._started:
+                return
+            self._started[index] = (time.perf_counter(), done)
+            if done >= total:
+                return
+            name = os.fspath(self.files[index])
+            if done:
+                self.out.info(
+                    f"resuming {name}: {format_size(done)} of {format_size(total)} already sent"
+                )
+            else:
+                self.out.info(f"uploading {name} ({format_size(total)})")
+
+        return report
+
+    def finished(self, result: UploadResult) -> None:
+        if result.build is None or not result.ok:
+            return  # errors are reported once, at the end
+        self.out.info(_done_line(result))
+        for note in _notes(result):
+            self.out.info(f"  {note}")
+
+
+class _Bars(_Display):
+    """A terminal: a rich progress bar per file (bytes, rate, time left) on stderr."""
+
+    def __init__(self, out: Output, files: list[Path]) -> None:
+        super().__init__(out, files)
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress: Progress = Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=out.stderr),
+        )
+        self._tasks: dict[int, TaskID] = {}
+        self._closed = False
+
+    def __enter__(self) -> _Display:
+        self._progress.start()
+        return self
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._progress.stop()
+
+    def progress_for(self, index: int) -> Any:
+        def report(done: int, total: int) -> None:
+            task = self._tasks.get(index)
+            if task is None:
+                name = self.files[index].name
+                self._tasks[index] = self._progress.add_task(name, total=total, completed=done)
+            else:
+                self._progress.update(task, completed=done)
+
+        return report
+
+    def finished(self, result: UploadResult) -> None:
+        if result.build is None or not result.ok:
+            task = self._tasks.get(self.files.index(result.path))
+            if task is not None:  # the reason is printed with the other errors at the end
+                self._progress.update(task, description=f"{result.path.name} (failed)")
+            return
+        from rich.text import Text
+
+        console = self._progress.console
+        console.print(Text(_done_line(result)))
+        for note in _notes(result):
+            console.print(Text(f"  {note}"))
+
+
+def _display(out: Output, files: list[Path]) -> _Display:
+    if out.quiet:
+        return _Display(out, files)
+    if out.stderr_is_terminal:
+        return _Bars(out, files)
+    return _Lines(out, files)
+
+
+def _done_line(result: UploadResult) -> str:
+    build = result.build
+    assert build is not None
+    name = os.fspath(result.path)
+    app = " ".join(
+        part
+        for part in (
+            build.app_id,
+            build.version,
+            f"({build.version_code})" if build.version_code else None,
+        )
+        if part
+    )
+    if result.skipped:
+        return f"{name}: already uploaded as {build.id} ({app}); not sent again"
+    rate = ""
+    if result.elapsed > 0 and result.bytes_sent:
+        rate = f", {result.bytes_sent / result.elapsed / 1e6:.1f} MB/s"
+    resumed = " (resumed)" if result.resumed else ""
+    return (
+        f"uploaded {name} -> {build.id}{resumed}: {app}, {format_size(build.size)} "
+        f"in {result.elapsed:.1f} s{rate}"
+    )
+
+
+def _notes(result: UploadResult) -> list[str]:
+    build = result.build
+    assert build is not None
+    notes = [f"warning: {warning}" for warning in build.warnings]
+    if not result.verified:
+        notes.append("note: the service reported no sha256, so the upload could not be verified")
+    return notes
+
+
+# --- inspect --------------------------------------------------------------------------------------
+
+
+async def inspect(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient.apps import DeviceProfile, check_compatibility
+    from asyncclient.upload import inspect_build_file
+
+    local = await inspect_build_file(args.file)
+    compatibility = check_compatibility(local.info, DeviceProfile())
+    if out.json_mode:
+        out.json(_inspect_json(local, compatibility))
+        return EXIT_OK
+    info = local.info
+    verdict = "the default devices can run it" if compatibility.ok else "the devices cannot run it"
+    out.fields(
+        [
+            ("file", os.fspath(local.path)),
+            ("uploaded as", local.file_name if local.file_name != local.path.name else None),
+            ("platform", info.platform),
+            ("app id", info.app_id),
+            ("app name", info.app_name),
+            ("version", info.version),
+            ("version code", info.version_code),
+            ("min os", info.min_os),
+            ("abis" if info.platform == "android" else "archs", ", ".join(info.abis) or "none"),
+            ("platforms", ", ".join(info.supported_platforms) or None),
+            ("size", f"{format_size(local.size)} ({local.size} bytes)"),
+            ("sha256", local.sha256),
+            ("compatibility", verdict),
+            ("problems", "\n".join(p.message for p in compatibility.problems) or None),
+            ("warnings", "\n".join(compatibility.warnings) or None),
+        ]
+    )
+    return EXIT_OK
+
+
+def _inspect_json(local: LocalBuild, compatibility: Any) -> dict[str, Any]:
+    info = local.info
+    return {
+        "file": os.fspath(local.path),
+        "fileName": local.file_name,
+        "size": local.size,
+        "sha256": local.sha256,
+        "platform": info.platform,
+        "appId": info.app_id,
+        "appName": info.app_name,
+        "version": info.version,
+        "versionCode": info.version_code,
+        "minOs": info.min_os,
+        "abis": list(info.abis),
+        "supportedPlatforms": list(info.supported_platforms),
+        "compatibility": {
+            "ok": compatibility.ok,
+            "problems": [problem.to_json() for problem in compatibility.problems],
+            "warnings": list(compatibility.warnings),
+        },
+    }

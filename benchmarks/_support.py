@@ -1,0 +1,119 @@
+"""What the benchmarks share: the emulator in a process of its own, and its admin routes.
+A separate process keeps the emulator's CPU out of the client's getrusage figures.
+
+    with Emulator(part_bytes=8 << 20) as emu:
+        emu.set_conditions(latency_ms=50, part_bandwidth=100_000_000)
+        ... emu.url, emu.run_key, emu.edit_key, emu.project_id ...
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+_SERVER = """
+import asyncio, json, sys
+from asyncclient.testing import FakeService, ServiceSettings
+
+async def main():
+    options = json.loads(sys.argv[1])
+    settings = ServiceSettings(**options.get("settings", {}))
+    async with FakeService(port=0, settings=settings, data_dir=options.get("data_dir")) as svc:
+        print(json.dumps({"url": svc.url, "run_key": svc.run_key, "edit_key": svc.edit_key,
+                          "project_id": svc.project_id}), flush=True)
+        # Serve until the parent closes stdin (or dies).
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary folder, in memory (/dev/shm) where there is one: benchmarks of uploads
+    should not measure the disk's writeback."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+class Emulator:
+    """The embedded service started with `python -c` in a child process; stopped on exit.
+
+    settings: ServiceSettings fields (part_bytes, max_bytes, ...). Its builds are kept in a
+    scratch_dir() removed on exit.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+        self._data_dir: Path | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self.url = self.run_key = self.edit_key = self.project_id = ""
+
+    def __enter__(self) -> Self:
+        self._data_dir = scratch_dir("bench-emulator-")
+        options = json.dumps({"settings": self.settings, "data_dir": str(self._data_dir)})
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, options],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self.__exit__(None, None, None)
+            raise RuntimeError("the emulator did not start")
+        info = json.loads(line)
+        self.url, self.run_key = info["url"], info["run_key"]
+        self.edit_key, self.project_id = info["edit_key"], info["project_id"]
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
+
+    def _call(self, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if key is not None:
+            request.add_header("Authorization", f"Bearer {key}")
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def set_conditions(self, **conditions: Any) -> None:
+        """PUT /_emulator/conditions; names as NetworkConditions (latency_ms, part_bandwidth,
+        error_rate, drop_rate, ops, seed, ...); everything not given is off."""
+        from asyncclient.testing import NetworkConditions
+
+        self._call("PUT", "/_emulator/conditions", NetworkConditions(**conditions).to_json())
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/_emulator/stats")
+        return result
+
+    def delete_builds(self, build_ids: list[str]) -> None:
+        """Free the emulator's disk between runs (needs the edit key)."""
+        for build_id in build_ids:
+            self._call("DELETE", f"/api/v1/builds/{build_id}", key=self.edit_key)

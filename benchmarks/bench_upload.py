@@ -1,0 +1,517 @@
+"""Upload speed, client CPU and memory: asyncclient's uploader at concurrency 1/4/8/16 side by side
+with one aiohttp PUT and `curl -T` of the whole file, against the emulator in a separate process.
+
+    .venv/bin/python benchmarks/bench_upload.py            # the full run, a few minutes
+    .venv/bin/python benchmarks/bench_upload.py --quick    # smaller files, one round
+    .venv/bin/python benchmarks/bench_upload.py --only a,c --rounds 5
+
+Every client configuration runs in a fresh process, so its peak RSS (ru_maxrss, the whole process
+including the interpreter and aiohttp) and its CPU (user + sys while uploading, hashing thread
+included; curl's from RUSAGE_CHILDREN) are its own. Figures are medians over --rounds.
+"sha256" compares the checksum the emulator computed from the bytes it received with the local
+file's. MB is 10^6 bytes, MiB 2^20.
+
+Scenarios:
+  (a) network-bound: each part connection capped at 100 MB/s, 50 ms added per request, 8 MiB parts
+  (b) unbounded loopback, 8 MiB parts
+  (c) memory: 64 MiB parts at concurrency 8
+  (d) many builds: 20 builds of 32 MiB, max_parts_in_flight=16, against one of 640 MiB at c16
+  (e) faults: 10% of part requests fail (5% answered 500/503, 5% dropped mid-body)
+"""
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _support import Emulator, scratch_dir
+
+MiB = 1 << 20
+MB = 1e6
+
+# --- the client side: one configuration per process -----------------------------------------
+
+
+def _usage(who: int) -> tuple[float, int]:
+    """(user + sys CPU seconds, peak RSS bytes) of this process or of its waited-for children."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def _instrument(session: Any, marks: dict[str, float]) -> None:
+    """Record when start_upload answered, when the last part was answered and complete's time."""
+    for name in ("start_upload", "upload_part", "complete_upload"):
+        original = getattr(session, name)
+
+        def wrapped(*args: Any, _original: Any = original, _name: str = name, **kw: Any) -> Any:
+            async def timed() -> Any:
+                began = time.perf_counter()
+                answer = await _original(*args, **kw)
+                ended = time.perf_counter()
+                marks.setdefault(f"{_name}_first_end", ended)
+                marks[f"{_name}_last_end"] = ended
+                marks[f"{_name}_total"] = marks.get(f"{_name}_total", 0.0) + ended - began
+                return answer
+
+            return timed()
+
+        setattr(session, name, wrapped)
+
+
+async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
+    from asyncclient import AsyncSession
+    from asyncclient.upload import upload_build, upload_builds
+
+    marks: dict[str, float] = {}
+    journal = tempfile.mkdtemp(prefix="bench-journal-")
+    try:
+        async with AsyncSession(spec["key"], spec["url"], timeout=600.0) as session:
+            _instrument(session, marks)
+            cpu0, _ = _usage(resource.RUSAGE_SELF)
+            began = time.perf_counter()
+            if len(spec["files"]) == 1:
+                build = await upload_build(
+                    session,
+                    spec["project"],
+                    spec["files"][0],
+                    concurrency=spec["concurrency"],
+                    journal_dir=journal,
+                )
+                builds = [build]
+            else:
+                results = await upload_builds(
+                    session,
+                    spec["project"],
+                    spec["files"],
+                    max_parts_in_flight=spec["max_parts_in_flight"],
+                    journal_dir=journal,
+                )
+                failed = [r.error for r in results if not r.ok]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} uploads failed: {failed[0]}")
+                builds = [r.build for r in results if r.build is not None]
+            wall = time.perf_counter() - began
+            cpu1, rss = _usage(resource.RUSAGE_SELF)
+    finally:
+        shutil.rmtree(journal, ignore_errors=True)
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "rss": rss,
+        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
+        "server_sha256": [b.sha256 for b in builds],
+        "build_ids": [b.id for b in builds],
+        "parts_phase": marks["upload_part_last_end"] - marks["start_upload_first_end"],
+        "complete_time": marks.get("complete_upload_total", 0.0),
+    }
+
+
+async def _aiohttp_put(spec: dict[str, Any]) -> dict[str, Any]:
+    import aiohttp
+
+    path = spec["files"][0]
+    timeout = aiohttp.ClientTimeout(total=600.0)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        cpu0, _ = _usage(resource.RUSAGE_SELF)
+        began = time.perf_counter()
+        with open(path, "rb") as body:
+            async with http.put(spec["url"] + "/_emulator/sink", data=body) as answer:
+                answer.raise_for_status()
+                sink = await answer.json()
+        wall = time.perf_counter() - began
+        cpu1, rss = _usage(resource.RUSAGE_SELF)
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "rss": rss,
+        "bytes": sink["bytes"],
+        "server_sha256": [sink["sha256"]],
+    }
+
+
+def _curl(spec: dict[str, Any]) -> dict[str, Any]:
+    path = spec["files"][0]
+    began = time.perf_counter()
+    done = subprocess.run(
+        ["curl", "-sS", "-f", "-T", path, spec["url"] + "/_emulator/sink"],
+        check=True,
+        capture_output=True,
+    )
+    wall = time.perf_counter() - began
+    cpu, rss = _usage(resource.RUSAGE_CHILDREN)
+    sink = json.loads(done.stdout)
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "rss": rss,
+        "bytes": sink["bytes"],
+        "server_sha256": [sink["sha256"]],
+    }
+
+
+def _sha256_only(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the uploader's hashing thread does, alone: 1 MiB sequential reads into sha256."""
+    path = spec["files"][0]
+    cpu0, _ = _usage(resource.RUSAGE_SELF)
+    began = time.perf_counter()
+    digest = hashlib.sha256()
+    buffer = bytearray(MiB)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle:
+        while got := handle.readinto(buffer):
+            digest.update(view[:got])
+    wall = time.perf_counter() - began
+    cpu1, rss = _usage(resource.RUSAGE_SELF)
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "rss": rss,
+        "bytes": os.path.getsize(path),
+        "server_sha256": None,
+    }
+
+
+def child_main(spec: dict[str, Any]) -> None:
+    kind = spec["kind"]
+    if kind == "ours":
+        result = asyncio.run(_ours(spec))
+    elif kind == "aiohttp_put":
+        result = asyncio.run(_aiohttp_put(spec))
+    elif kind == "curl":
+        result = _curl(spec)
+    else:
+        result = _sha256_only(spec)
+    print(json.dumps(result))
+
+
+# --- the orchestrator -----------------------------------------------------------------------
+
+
+class Config:
+    def __init__(self, label: str, kind: str, **options: Any) -> None:
+        self.label = label
+        self.kind = kind
+        self.options = options
+
+
+def run_client(emu: Emulator, config: Config, files: Sequence[Path]) -> dict[str, Any]:
+    spec = {
+        "kind": config.kind,
+        "url": emu.url,
+        "key": emu.run_key,
+        "project": emu.project_id,
+        "files": [str(f) for f in files],
+        **config.options,
+    }
+    server_cpu = emu.stats()["cpuSeconds"]
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{config.label} failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["server_cpu"] = emu.stats()["cpuSeconds"] - server_cpu
+    if result.get("build_ids"):
+        emu.delete_builds(result["build_ids"])
+    return result
+
+
+_SHA_CACHE: dict[Path, str] = {}
+
+
+def local_sha256(path: Path) -> str:
+    if path not in _SHA_CACHE:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(MiB):
+                digest.update(chunk)
+        _SHA_CACHE[path] = digest.hexdigest()
+    return _SHA_CACHE[path]
+
+
+def make_apk(directory: Path, name: str, size: int, seed: int = 0) -> Path:
+    """A real apk of exactly `size` bytes (its filler asset makes up the rest)."""
+    from asyncclient.testing.builders import build_apk
+
+    path = directory / name
+    if not path.exists() or path.stat().st_size != size:
+        overhead = build_apk(path, filler_bytes=1, seed=seed).stat().st_size - 1
+        build_apk(path, filler_bytes=size - overhead, seed=seed)
+        if path.stat().st_size != size:  # the zip64 switch added a few bytes: once more
+            extra = path.stat().st_size - size
+            build_apk(path, filler_bytes=size - overhead - extra, seed=seed)
+    return path
+
+
+def measure(
+    emu: Emulator, configs: Sequence[Config], files: Sequence[Path], rounds: int
+) -> dict[str, dict[str, Any]]:
+    """Each configuration `rounds` times (order reversed every other round); medians."""
+    runs: dict[str, list[dict[str, Any]]] = {c.label: [] for c in configs}
+    for round_no in range(rounds):
+        order = list(configs) if round_no % 2 == 0 else list(reversed(configs))
+        for config in order:
+            runs[config.label].append(run_client(emu, config, files))
+    expected = [local_sha256(f) for f in files]
+    summary: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        results = runs[config.label]
+        row: dict[str, Any] = {"kind": config.kind}
+        for key in ("wall", "cpu", "rss", "parts_phase", "complete_time", "server_cpu"):
+            values = [r[key] for r in results if r.get(key) is not None]
+            row[key] = statistics.median(values) if values else None
+        row["bytes"] = results[0]["bytes"]
+        shas = [r["server_sha256"] for r in results]
+        if shas[0] is None:
+            row["sha"] = "-"
+        else:
+            good = sum(s == expected for s in shas)
+            row["sha"] = "match" if good == len(shas) else f"MISMATCH ({good}/{len(shas)})"
+        summary[config.label] = row
+    return summary
+
+
+def print_table(
+    summary: dict[str, dict[str, Any]], *, ideal: dict[str, float] | None = None
+) -> None:
+    header = (
+        f"  {'client':<26}{'wall s':>8}{'MB/s':>8}{'parts s':>9}{'ideal s':>9}"
+        f"{'CPU s/GB':>10}{'peak RSS MiB':>14}{'server CPU s/GB':>17}  sha256"
+    )
+    print(header)
+    for label, row in summary.items():
+        gb = row["bytes"] / 1e9
+        rate = row["bytes"] / row["wall"] / MB
+        parts = "" if row["parts_phase"] is None else f"{row['parts_phase']:.2f}"
+        best = "" if not ideal or label not in ideal else f"{ideal[label]:.2f}"
+        server = "" if row["kind"] == "sha256" else f"{row['server_cpu'] / gb:.2f}"
+        print(
+            f"  {label:<26}{row['wall']:>8.2f}{rate:>8.0f}{parts:>9}{best:>9}"
+            f"{row['cpu'] / gb:>10.2f}{row['rss'] / MiB:>14.0f}"
+            f"{server:>17}  {row['sha']}"
+        )
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def ideal_parts_phase(
+    size: int, part_bytes: int, concurrency: int, latency: float, bw: float
+) -> float:
+    """The shortest time `concurrency` connections capped at `bw` bytes/s, each request delayed
+    by `latency`, can move every part in (greedy in order, like the uploader's workers)."""
+    parts = math.ceil(size / part_bytes)
+    lengths = [min(part_bytes, size - i * part_bytes) for i in range(parts)]
+    free = [0.0] * concurrency
+    for length in lengths:
+        start = min(free)
+        free[free.index(start)] = start + latency + length / bw
+    return max(free)
+
+
+def scenario_a(work: Path, quick: bool, rounds: int) -> None:
+    size = (64 if quick else 256) * MiB
+    part, latency, bw = 8 * MiB, 0.050, 100e6
+    apk = make_apk(work, f"net-{size // MiB}.apk", size)
+    real = apk.stat().st_size
+    print(
+        f"\n(a) network-bound: {real / MiB:.0f} MiB apk, {part // MiB} MiB parts "
+        f"({math.ceil(real / part)}), each connection capped at {bw / MB:.0f} MB/s, "
+        f"{latency * 1000:.0f} ms added per request"
+    )
+    configs = [Config(f"asyncclient c{c}", "ours", concurrency=c) for c in (1, 4, 8, 16)]
+    configs += [Config("aiohttp PUT (whole file)", "aiohttp_put")]
+    if shutil.which("curl"):
+        configs.append(Config("curl -T (whole file)", "curl"))
+    with Emulator(part_bytes=part) as emu:
+        emu.set_conditions(latency_ms=latency * 1000, part_bandwidth=int(bw))
+        summary = measure(emu, configs, [apk], rounds)
+    ideal = {
+        f"asyncclient c{c}": ideal_parts_phase(real, part, c, latency, bw) for c in (1, 4, 8, 16)
+    }
+    ideal["aiohttp PUT (whole file)"] = ideal["curl -T (whole file)"] = latency + real / bw
+    print_table(summary, ideal=ideal)
+    c1, c8 = summary["asyncclient c1"], summary["asyncclient c8"]
+    speedup_parts = c1["parts_phase"] / c8["parts_phase"]
+    speedup_wall = c1["wall"] / c8["wall"]
+    over = c8["parts_phase"] / ideal["asyncclient c8"] - 1
+    fixed = 3 * latency
+    ideal_wall = ideal["asyncclient c8"] + fixed + c8["complete_time"] - latency
+    print(
+        f"  parts phase (start answered -> last part answered): c8 {speedup_parts:.1f}x faster "
+        f"than c1 (target >= 6.8x): {verdict(speedup_parts >= 6.8)}; c8 {c8['parts_phase']:.2f} s "
+        f"vs ideal {ideal['asyncclient c8']:.2f} s ({over:+.0%}, target <= +15%): "
+        f"{verdict(over <= 0.15)}"
+    )
+    print(
+        f"  whole upload: c8 {speedup_wall:.1f}x faster than c1; c8 {c8['wall']:.2f} s vs "
+        f"{ideal_wall:.2f} s = ideal parts phase + 3 requests x {latency * 1000:.0f} ms (list, "
+        f"start, complete) + the emulator's own complete ({c8['complete_time'] - latency:.2f} s: "
+        f"it reassembles and hashes the {real / MiB:.0f} MiB) ({c8['wall'] / ideal_wall - 1:+.0%})"
+    )
+
+
+def scenario_b(work: Path, quick: bool, rounds: int) -> None:
+    size = (128 if quick else 512) * MiB
+    part = 8 * MiB
+    apk = make_apk(work, f"loop-{size // MiB}.apk", size)
+    real = apk.stat().st_size
+    print(f"\n(b) unbounded loopback: {real / MiB:.0f} MiB apk, {part // MiB} MiB parts")
+    configs = [Config(f"asyncclient c{c}", "ours", concurrency=c) for c in (1, 4, 8, 16)]
+    configs += [Config("aiohttp PUT (whole file)", "aiohttp_put")]
+    if shutil.which("curl"):
+        configs.append(Config("curl -T (whole file)", "curl"))
+    configs.append(Config("sha256 alone (1 MiB reads)", "sha256"))
+    with Emulator(part_bytes=part) as emu:
+        summary = measure(emu, configs, [apk], rounds)
+    print_table(summary)
+    c4, put, sha = (
+        summary["asyncclient c4"],
+        summary["aiohttp PUT (whole file)"],
+        summary["sha256 alone (1 MiB reads)"],
+    )
+    ratio = put["wall"] / c4["wall"]
+    ratio_parts = put["wall"] / c4["parts_phase"]
+    gb = real / 1e9
+    cpu_gb, hash_gb = c4["cpu"] / gb, sha["cpu"] / gb
+    print(
+        f"  c4 throughput {ratio:.0%} of the single PUT's, whole upload (target >= 75%): "
+        f"{verdict(ratio >= 0.75)}; parts phase alone {ratio_parts:.0%}: the rest is the "
+        f"emulator's complete ({c4['complete_time']:.2f} s), which re-reads, re-hashes and "
+        "rewrites the whole file; the sink does none of that"
+    )
+    print(
+        f"  c4 client CPU {cpu_gb:.2f} s/GB (target <= 0.5): {verdict(cpu_gb <= 0.5)}; of it "
+        f"sha256 {hash_gb:.2f} s/GB (measured alone) and the transfer {cpu_gb - hash_gb:.2f} s/GB "
+        f"(the single PUT's transfer: {put['cpu'] / gb:.2f} s/GB)"
+    )
+
+
+def scenario_c(work: Path, quick: bool, rounds: int) -> None:
+    size = (256 if quick else 1024) * MiB
+    part = 64 * MiB
+    apk = make_apk(work, f"mem-{size // MiB}.apk", size)
+    real = apk.stat().st_size
+    print(f"\n(c) memory: {real / MiB:.0f} MiB apk, {part // MiB} MiB parts, unbounded loopback")
+    configs = [
+        Config("asyncclient c8", "ours", concurrency=8),
+        Config("aiohttp PUT (whole file)", "aiohttp_put"),
+    ]
+    with Emulator(part_bytes=part) as emu:
+        summary = measure(emu, configs, [apk], rounds)
+    print_table(summary)
+    rss = summary["asyncclient c8"]["rss"] / MiB
+    print(
+        f"  c8 peak RSS {rss:.0f} MiB (target < 100 MiB): {verdict(rss < 100)}; parts in flight "
+        f"hold {8 * part // MiB} MiB of file between them, never in memory"
+    )
+
+
+def scenario_d(work: Path, quick: bool, rounds: int) -> None:
+    count, each = (10, 16 * MiB) if quick else (20, 32 * MiB)
+    part = 8 * MiB
+    small = [make_apk(work, f"many-{each // MiB}-{n}.apk", each, seed=n) for n in range(count)]
+    big = make_apk(work, f"one-{count * each // MiB}.apk", count * each)
+    print(
+        f"\n(d) many builds: {count} apks of {each // MiB} MiB with max_parts_in_flight=16, "
+        f"against one {count * each // MiB} MiB apk at concurrency 16; {part // MiB} MiB parts, "
+        "unbounded loopback"
+    )
+    many = Config(f"asyncclient {count} builds", "ours", max_parts_in_flight=16)
+    one = Config("asyncclient 1 build c16", "ours", concurrency=16)
+    with Emulator(part_bytes=part) as emu:
+        summary = measure(emu, [many], small, rounds)
+        summary.update(measure(emu, [one], [big], rounds))
+    print_table(summary)
+    rate_many = summary[many.label]["bytes"] / summary[many.label]["wall"]
+    rate_one = summary[one.label]["bytes"] / summary[one.label]["wall"]
+    ratio = rate_many / rate_one
+    print(
+        f"  {count} builds reach {ratio:.0%} of the single upload's throughput (target >= 90%): "
+        f"{verdict(ratio >= 0.9)}"
+    )
+
+
+def scenario_e(work: Path, quick: bool, rounds: int) -> None:
+    size = (64 if quick else 256) * MiB
+    part = 8 * MiB
+    apk = make_apk(work, f"net-{size // MiB}.apk", size)
+    real = apk.stat().st_size
+    parts = math.ceil(real / part)
+    print(
+        f"\n(e) faults: {real / MiB:.0f} MiB apk, {parts} parts of {part // MiB} MiB at c8; 10% of "
+        "part requests fail (5% answered 500/503, 5% dropped mid-body)"
+    )
+    config = Config("asyncclient c8", "ours", concurrency=8)
+    sent = []
+    summaries = []
+    with Emulator(part_bytes=part) as emu:
+        for round_no in range(rounds):
+            emu.set_conditions(
+                error_rate=0.05, drop_rate=0.05, ops=["upload_part"], seed=round_no + 1
+            )
+            before = emu.stats()["requests"].get("upload_part", 0)
+            summaries.append(measure(emu, [config], [apk], 1))
+            sent.append(emu.stats()["requests"].get("upload_part", 0) - before)
+    summary = summaries[len(summaries) // 2]
+    print_table(summary)
+    ok = all(s[config.label]["sha"] == "match" for s in summaries)
+    retried = ", ".join(str(s - parts) for s in sent)
+    print(
+        f"  completed with the right sha256 in {len(summaries)}/{rounds} round(s): "
+        f"{verdict(ok)}; part requests that failed and were resent per round: {retried}"
+    )
+
+
+SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="smaller files, one round")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per scenario (default 3)")
+    parser.add_argument("--only", default="abcde", help="scenarios to run, e.g. a,c")
+    parser.add_argument("--workdir", help="where to keep the test apps (default: a temp dir)")
+    args = parser.parse_args()
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+    rounds = args.rounds or (1 if args.quick else 3)
+    print(
+        f"bench_upload: Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}; rounds {rounds}"
+        f"{' (quick)' if args.quick else ''}; medians"
+    )
+    work = Path(args.workdir) if args.workdir else scratch_dir("bench-upload-")
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        for key in args.only.replace(",", ""):
+            SCENARIOS[key](work, args.quick, rounds)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""`asyncclient upload` and `asyncclient inspect` against the emulator over loopback.
+
+stdout carries only build ids (or JSON); progress and errors go to stderr. Resume journals go
+to a per-test ASYNCCLIENT_STATE_DIR, never the user's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncclient.cli import _common, _upload
+from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
+from asyncclient.testing.builders import build_apk, build_app_dir
+
+RunCli = Callable[..., Awaitable[Any]]
+PART = 64 * 1024
+
+
+@pytest.fixture
+async def svc() -> AsyncIterator[FakeService]:
+    async with FakeService(settings=ServiceSettings(part_bytes=PART)) as service:
+        yield service
+
+
+@pytest.fixture
+def env(svc: FakeService, tmp_path: Path) -> dict[str, str]:
+    return {
+        "ASYNCCLIENT_BASE_URL": svc.url,
+        "ASYNCCLIENT_API_KEY": svc.run_key,
+        "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
+    }
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's session retries without waiting (unreachable services fail at once)."""
+    opener = _common.open_session
+
+    def fast(args: Any, **options: Any) -> Any:
+        return opener(args, backoff_base=0.0, max_retry_after=0.0, **options)
+
+    monkeypatch.setattr(_upload, "open_session", fast)
+
+
+def apk(tmp_path: Path, name: str = "shop.apk", parts: int = 3, **options: Any) -> Path:
+    return build_apk(tmp_path / name, filler_bytes=parts * PART - 4096, **options)
+
+
+def ops(svc: FakeService) -> list[str | None]:
+    return [r.op for r in svc.requests]
+
+
+# --- upload ---------------------------------------------------------------------------------------
+
+
+async def test_upload_prints_only_the_build_id(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    path = apk(tmp_path)
+    result = await run_cli("upload", svc.project_id, str(path), "--label", "abc123", env=env)
+    assert result.code == 0, result.stderr
+    (build_id,) = result.stdout.splitlines()
+    assert result.stdout == f"{build_id}\n"
+    build = svc.backend.builds[build_id]
+    assert (build.status, build.label, build.app_id) == ("ready", "abc123", "com.example.shop")
+    # Not a terminal: a line when the file starts and one when it is done.
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"uploading {path}")
+    assert lines[1].startswith(f"uploaded {path} -> {build_id}")
+    assert len(lines) == 2
+    assert list((tmp_path / "state" / "uploads").glob("*.json")) == []
+
+
+async def test_upload_several_files_prints_ids_in_order(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    first = apk(tmp_path, "one.apk", seed=1)
+    app = build_app_dir(tmp_path / "Shop.app")
+    result = await run_cli(
+        "upload", svc.project_id, str(first), str(app), "--max-parts-in-flight", "2", env=env
+    )
+    assert result.code == 0, result.stderr
+    ids = result.stdout.split()
+    assert [svc.backend.builds[i].file_name for i in ids] == ["one.apk", "Shop.app.zip"]
+
+
+async def test_upload_json_lists_the_builds_and_each_file(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    path = apk(tmp_path)
+    result = await run_cli("upload", svc.project_id, str(path), "--json", env=env)
+    assert result.code == 0, result.stderr
+    answer = result.json()
+    (build,) = answer["builds"]
+    assert build["id"].startswith("ab_")
+    assert build["status"] == "ready"
+    assert build["fileName"] == "shop.apk"
+    assert build["sha256"] == svc.backend.builds[build["id"]].sha256
+    (entry,) = answer["results"]
+    assert entry == {
+        "file": str(path),
+        "ok": True,
+        "buildId": build["id"],
+        "skipped": False,
+        "resumed": False,
+        "verified": True,
+        "sha256": build["sha256"],
+    }
+
+
+async def test_quiet_writes_nothing_to_stderr(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    result = await run_cli("upload", svc.project_id, str(apk(tmp_path)), "--quiet", env=env)
+    assert result.code == 0
+    assert result.stderr == ""
+    assert result.stdout.startswith("ab_")
+
+
+async def test_skip_existing_prints_the_existing_build(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    path = apk(tmp_path)
+    first = await run_cli("upload", svc.project_id, str(path), env=env)
+    svc.reset_requests()
+    again = await run_cli("upload", svc.project_id, str(path), "--skip-existing", env=env)
+    assert again.code == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert "already uploaded as" in again.stderr
+    assert "upload_part" not in ops(svc)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["p_demo", "{tmp}/missing.apk"], "no such file: check the path"),
+        (["p_demo", "{tmp}/notes.txt"], "neither an .apk nor an .app.zip"),
+        (["demo", "{tmp}/shop.apk"], "demo is not a project id"),
+        (["p_demo", "{tmp}/shop.apk", "--concurrency", "0"], "must be at least 1"),
+    ],
+)
+async def test_bad_input_exits_2_without_a_request(
+    svc: FakeService,
+    run_cli: RunCli,
+    env: dict[str, str],
+    tmp_path: Path,
+    argv: list[str],
+    message: str,
+) -> None:
+    apk(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    result = await run_cli("upload", *[a.format(tmp=tmp_path) for a in argv], env=env)
+    assert result.code == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+    assert svc.requests == []
+
+
+async def test_a_rejected_build_exits_3_and_says_what_cannot_run(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    old = apk(tmp_path, "old.apk", abis=("armeabi-v7a",))
+    result = await run_cli("upload", svc.project_id, str(old), env=env)
+    assert result.code == 3
+    assert result.stdout == ""
+    assert f"error: {old}: 422 build_rejected" in result.stderr
+    assert "cannot run: native code only for armeabi-v7a" in result.stderr
+
+
+async def test_one_failing_file_does_not_stop_the_others(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    good = apk(tmp_path, "good.apk")
+    old = apk(tmp_path, "old.apk", abis=("armeabi-v7a",))
+    result = await run_cli(
+        "upload", svc.project_id, str(tmp_path / "gone.apk"), str(old), str(good), "--json",
+        env=env,
+    )  # fmt: skip
+    assert result.code == 3  # the worst of 2 (bad input) and 3 (refused)
+    answer = result.json()
+    assert [b["fileName"] for b in answer["builds"]] == ["good.apk"]
+    assert [(r["ok"], r.get("exitCode")) for r in answer["results"]] == [
+        (False, 2),
+        (False, 3),
+        (True, None),
+    ]
+    assert answer["results"][1]["problems"][0]["kind"] == "abi"
+
+
+async def test_an_unreachable_service_exits_4(
+    run_cli: RunCli, tmp_path: Path, env: dict[str, str]
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    unreachable = {**env, "ASYNCCLIENT_BASE_URL": f"http://127.0.0.1:{port}"}
+    result = await run_cli("upload", "p_demo", str(apk(tmp_path)), env=unreachable)
+    assert result.code == 4
+    assert "check --base-url" in result.stderr
+    assert result.stdout == ""
+
+
+async def test_a_wrong_key_exits_3(run_cli: RunCli, tmp_path: Path, env: dict[str, str]) -> None:
+    result = await run_cli(
+        "upload", "p_demo", str(apk(tmp_path)), env={**env, "ASYNCCLIENT_API_KEY": "nope"}
+    )
+    assert result.code == 3
+    assert "check the key" in result.stderr
+    assert "nope" not in result.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX here")
+async def test_ctrl_c_keeps_the_journal_and_the_same_command_resumes(
+    svc: FakeService,
+    run_cli: RunCli,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = apk(tmp_path, parts=40)
+    svc.conditions = NetworkConditions(part_bandwidth=256 * 1024)  # a part every 0.25 s
+    two_parts_in = asyncio.Event()
+    commit = svc.backend.commit_part
+
+    def counting(*args: Any) -> Any:
+        if len(svc.requests_for("upload_part")) >= 1:  # this is the second part
+            two_parts_in.set()
+        return commit(*args)
+
+    monkeypatch.setattr(svc.backend, "commit_part", counting)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "upload", svc.project_id, str(path),
+        "--concurrency", "1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(20):
+            line = (await proc.stderr.readline()).decode()
+            assert line.startswith("uploading"), line
+            await two_parts_in.wait()
+            proc.send_signal(signal.SIGINT)
+            out, rest = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, rest.decode()
+    assert out == b""
+    assert "run the same command again to resume" in rest.decode()
+    (journal,) = (tmp_path / "state" / "uploads").glob("*.json")
+    kept = json.loads(journal.read_text())
+    assert kept["etags"]
+
+    svc.conditions = NetworkConditions()
+    svc.reset_requests()
+    result = await run_cli("upload", svc.project_id, str(path), "--json", env=env)
+    assert result.code == 0, result.stderr
+    (entry,) = result.json()["results"]
+    assert entry["resumed"]
+    assert entry["buildId"] == kept["buildId"]
+    sent = {int(r.path.rsplit("/", 1)[1]) for r in svc.requests_for("upload_part")}
+    assert sent.isdisjoint(int(n) for n in kept["etags"])  # journalled parts were not resent
+    assert "start_upload" not in ops(svc)
+
+
+# --- inspect --------------------------------------------------------------------------------------
+
+
+async def test_inspect_prints_what_the_pre_flight_reads(run_cli: RunCli, tmp_path: Path) -> None:
+    path = build_apk(tmp_path / "shop.apk", version_name="2.1.0", version_code=210, min_sdk=26)
+    result = await run_cli("inspect", str(path))
+    assert result.code == 0, result.stderr
+    fields = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
+    text = result.stdout
+    assert "com.example.shop" in text
+    assert "2.1.0" in text
+    assert "210" in text
+    assert "arm64-v8a, x86_64" in text
+    assert "the default devices can run it" in text
+    assert fields["platform"].strip() == "android"
+
+
+async def test_inspect_json_has_the_compatibility(run_cli: RunCli, tmp_path: Path) -> None:
+    path = build_apk(tmp_path / "old.apk", abis=("armeabi-v7a",))
+    result = await run_cli("inspect", str(path), "--json")
+    assert result.code == 0, result.stderr
+    answer = result.json()
+    assert answer["appId"] == "com.example.shop"
+    assert answer["fileName"] == "old.apk"
+    assert answer["size"] == path.stat().st_size
+    assert len(answer["sha256"]) == 64
+    assert answer["abis"] == ["armeabi-v7a"]
+    assert answer["compatibility"]["ok"] is False
+    assert answer["compatibility"]["problems"][0]["kind"] == "abi"
+
+
+async def test_inspect_an_app_folder(run_cli: RunCli, tmp_path: Path) -> None:
+    app = build_app_dir(tmp_path / "Shop.app", archs=("arm64",))
+    result = await run_cli("inspect", str(app), "--json")
+    assert result.code == 0, result.stderr
+    answer = result.json()
+    assert answer["fileName"] == "Shop.app.zip"
+    assert answer["platform"] == "ios"
+    assert answer["supportedPlatforms"] == ["iPhoneSimulator"]
+    assert answer["compatibility"]["warnings"]  # no x86_64 slice
+
+
+async def test_inspect_a_file_that_is_not_an_app_exits_2(run_cli: RunCli, tmp_path: Path) -> None:
+    path = tmp_path / "fake.apk"
+    path.write_bytes(b"not a zip")
+    result = await run_cli("inspect", str(path))
+    assert result.code == 2
+    assert "not a zip file" in result.stderr
+    assert result.stdout == ""
