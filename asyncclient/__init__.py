@@ -20,6 +20,7 @@ from asyncclient.errors import (
     ServerError,
     TransportError,
     UnauthenticatedError,
+    UnknownRunsError,
     ValidationError,
     WatchTimeoutError,
 )
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
         UploadedPart,
         UploadStart,
     )
+    from asyncclient.upload import UploadItem, UploadResult
+    from asyncclient.watch import RunWatcher
 
 # Public name -> the module that defines it, imported on first access (PEP 562).
 _LAZY = {
@@ -57,6 +60,9 @@ _LAZY = {
     "StartedRun": "asyncclient.models",
     "UploadStart": "asyncclient.models",
     "UploadedPart": "asyncclient.models",
+    "RunWatcher": "asyncclient.watch",
+    "UploadItem": "asyncclient.upload",
+    "UploadResult": "asyncclient.upload",
 }
 
 __all__ = [
@@ -81,11 +87,15 @@ __all__ = [
     "Run",
     "RunStart",
     "RunStatus",
+    "RunWatcher",
     "ServerError",
     "SkippedTest",
     "StartedRun",
     "TransportError",
     "UnauthenticatedError",
+    "UnknownRunsError",
+    "UploadItem",
+    "UploadResult",
     "UploadStart",
     "UploadedPart",
     "ValidationError",

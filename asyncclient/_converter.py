@@ -133,6 +133,26 @@ def _str_tuple(value: Any, _type: Any = None) -> tuple[str, ...]:
     return ()
 
 
+def _abis(value: Any, _type: Any = None) -> tuple[str, ...]:
+    # A list, or one string of comma-separated names ("arm64-v8a,x86_64").
+    if isinstance(value, str):
+        return tuple(name for name in (part.strip() for part in value.split(",")) if name)
+    return _str_tuple(value)
+
+
+def _any_tuple(value: Any, _type: Any = None) -> tuple[Any, ...]:
+    # Items kept as sent; one lone value is a list of one.
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return (value,)
+
+
+def _as_is(value: Any, _type: Any = None) -> Any:
+    return value
+
+
 def _register_exact(conv: cattrs.Converter, type_: Any, hook: Callable[[Any, Any], Any]) -> None:
     # Generic aliases such as tuple[str, ...] cannot go through singledispatch.
     conv.register_structure_hook_func(lambda candidate: candidate == type_, hook)
@@ -159,12 +179,22 @@ def _make_converter() -> cattrs.Converter:
 
         return hook
 
+    # Build fields whose type the API spec leaves open: never refused, never dropped.
+    open_fields: dict[type, dict[str, Callable[[Any, Any], Any]]] = {
+        Build: {"status": _as_is, "abis": _abis, "warnings": _any_tuple},
+        RunStart: {"overage": _as_is},
+    }
     camel_case = (Build, BuildList, UploadStart, UploadedPart, RunStart, StartedRun, SkippedTest)
     for cls in (*camel_case, Run, ProjectRunStart):
         renames: dict[str, Any] = {
             field.name: override(rename=camel(field.name)) for field in attrs.fields(cls)
         }
-        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **renames))
+        hooks = open_fields.get(cls, {})
+        structure_renames: dict[str, Any] = {
+            name: override(rename=camel(name), struct_hook=hooks[name]) if name in hooks else rule
+            for name, rule in renames.items()
+        }
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **structure_renames))
         conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
         _register_exact(conv, tuple[cls, ...], tolerant_tuple(cls))  # type: ignore[valid-type]
     # The endpoint list view is snake_case on the wire (the API spec says so).

@@ -9,9 +9,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any, Final
-from urllib.parse import quote, urlsplit
-
-import orjson
+from urllib.parse import quote, unquote, urlsplit
 
 from asyncclient.errors import ValidationError
 
@@ -127,6 +125,10 @@ def base_headers(api_key: str, agent: str) -> dict[str, str]:
 # --- input checks -------------------------------------------------------------------------------
 
 
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
 def check_id(kind: str, value: object, param: str | None = None) -> str:
     """Return value when it looks like an id of `kind`, else raise ValidationError saying why."""
     prefix = ID_PREFIXES[kind]
@@ -140,8 +142,8 @@ def check_id(kind: str, value: object, param: str | None = None) -> str:
     for other_prefix, other_kind in _KIND_BY_PREFIX.items():
         if other_kind != kind and value.startswith(other_prefix):
             raise ValidationError(
-                f"{value} is not a {kind} id: {kind} ids start with {prefix} "
-                f"({value} looks like a {other_kind} id); check the {name} argument"
+                f"{value} is not {_a(kind)} id: {kind} ids start with {prefix} "
+                f"({value} looks like {_a(other_kind)} id); check the {name} argument"
             )
     if value.startswith(prefix):
         raise ValidationError(
@@ -149,7 +151,7 @@ def check_id(kind: str, value: object, param: str | None = None) -> str:
             f"'_', '-' and '.' may follow; check the {name} argument"
         )
     raise ValidationError(
-        f"{value!r} is not a {kind} id: {kind} ids start with {prefix}; check the {name} argument"
+        f"{value!r} is not {_a(kind)} id: {kind} ids start with {prefix}; check the {name} argument"
     )
 
 
@@ -276,7 +278,12 @@ def segment(value: str) -> str:
 
 
 def run_file_path(run_id: str, file: object) -> str:
-    """The file part of a run-file URL from a relative path or a full link taken from the run."""
+    """The file part of a run-file URL (percent-encoded) from a relative path or a full link
+    taken from the run.
+
+    A full URL (http(s)://host/...) is already percent-encoded, so each of its segments is
+    decoded before being encoded again; a path is taken literally (a "%" in it is a "%").
+    """
     if not isinstance(file, str) or not file.strip():
         raise ValidationError("file must be a run file path such as video.mp4, or its link")
     marker = file.rfind(_FILES_MARKER)
@@ -291,9 +298,18 @@ def run_file_path(run_id: str, file: object) -> str:
         rel = file
     rel = rel.split("?", 1)[0].split("#", 1)[0].strip("/")
     parts = rel.split("/")
-    if not rel or any(part in ("", ".", "..") for part in parts):
+    if is_url(file):
+        parts = [unquote(part) for part in parts]
+    # A decoded "/" or NUL would leave the folder given as dest, or not name a file at all.
+    if not rel or any(part in ("", ".", "..") or "/" in part or "\x00" in part for part in parts):
         raise ValidationError(f"{file!r} is not a run file path (for example screenshots/01.png)")
     return "/".join(segment(part) for part in parts)
+
+
+def is_url(value: str) -> bool:
+    """True for a full http(s) URL with a host (a link), False for a path."""
+    parts = urlsplit(value.strip())
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
 
 
 def batched(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
@@ -302,13 +318,6 @@ def batched(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
 
 
 # --- answers ------------------------------------------------------------------------------------
-
-
-def decode_json(body: bytes) -> Any:
-    """The JSON value of a success body; an empty body is None."""
-    if not body:
-        return None
-    return orjson.loads(body)
 
 
 def reason_phrase(status: int) -> str:

@@ -61,6 +61,8 @@ logger = logging.getLogger("asyncclient")
 T = TypeVar("T")
 
 CHUNK_SIZE: Final = 1 << 20
+#: A transfer's body goes out in slices of this size; each slice written re-arms its idle timer.
+TRANSFER_SLICE: Final = 64 << 10
 #: How many `ids` batches of list_runs are fetched at once.
 LIST_RUNS_CONCURRENCY: Final = 8
 
@@ -79,6 +81,8 @@ _RETRYABLE_TRANSPORT: Final = (
 _PERMANENT_TRANSPORT: Final = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)
 # Failures where the request surely never reached the service: it could not even connect.
 _NEVER_SENT: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+# Stands in for the idle timer of a transfer's body on every other request.
+_NO_DEADLINE: Final = contextlib.nullcontext()
 
 
 class PartBody:
@@ -196,6 +200,7 @@ class _Call:
         "replay",
         "retries",
         "status",
+        "transfer",
         "url",
     )
 
@@ -212,6 +217,7 @@ class _Call:
         prepare: "Callable[[Mapping[str, str]], Awaitable[Mapping[str, str]]] | None" = None,
         consume: "Callable[[aiohttp.ClientResponse], Awaitable[Any]] | None" = None,
         retries: int | None = None,
+        transfer: bool = False,
     ) -> None:
         self.method = method
         self.url = url
@@ -224,6 +230,8 @@ class _Call:
         self.prepare = prepare
         self.consume = consume
         self.retries = retries
+        # A part upload or a file download: timed by idle time, not by a total (see AsyncSession).
+        self.transfer = transfer
         self.attempt = 0
         self.status = 0
         self.replay: proto.RetrySignal | None = None
@@ -301,9 +309,37 @@ def _check_idempotency_key(key: object) -> str:
     return key
 
 
-def _describe(exc: BaseException, timeout: float, connect_timeout: float | None) -> str:
+def _run_body(
+    mode: object, build_ids: object, build_id: object, idempotency_key: object
+) -> tuple[dict[str, Any], str]:
+    """The checked JSON body and Idempotency-Key of run_test (build_ids None) or run_project."""
+    payload: dict[str, Any] = {}
+    if mode is not None:
+        payload["mode"] = proto.check_choice("mode", mode, proto.MODES)
+    if build_ids is not None:
+        if isinstance(build_ids, str | bytes) or not isinstance(build_ids, Iterable):
+            raise ValidationError("build_ids must be a list of build ids (ab_...)")
+        checked = [proto.check_id("build", value, "build_ids") for value in build_ids]
+        if len(checked) > proto.IDS_PER_REQUEST:
+            raise ValidationError(
+                f"build_ids may name at most {proto.IDS_PER_REQUEST} builds (one per app); "
+                f"got {len(checked)}"
+            )
+        if checked:
+            payload["buildIds"] = checked
+    if build_id is not None:
+        payload["buildId"] = proto.check_id("build", build_id)
+    return payload, _check_idempotency_key(idempotency_key)
+
+
+def _describe(
+    exc: BaseException, timeout: float, connect_timeout: float | None, *, transfer: bool = False
+) -> str:
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return f"could not connect within {connect_timeout:g} s (connect_timeout)"
+    if transfer and isinstance(exc, TimeoutError):
+        # Only idle timers run on a transfer: aiohttp's sock_read, or our body's own.
+        return f"no data moved for {timeout:g} s (timeout)"
     if isinstance(exc, TimeoutError) and not str(exc):
         return f"no complete answer within {timeout:g} s (timeout)"
     detail = str(exc)
@@ -315,11 +351,18 @@ class AsyncSession:
     """A client of the Test-Run Service: one method per operation.
 
     api_key / base_url fall back to ASYNCCLIENT_API_KEY / ASYNCCLIENT_BASE_URL. Options:
-    timeout (seconds for a whole request), connect_timeout, max_retries (after the first
-    attempt), backoff_base / backoff_max (exponential backoff with full jitter), max_retry_after
-    (cap on a service-requested wait), connection_limit (open connections), client_session (an
-    aiohttp.ClientSession to use instead of our own; never closed by us), user_agent (text
-    appended to the User-Agent).
+    timeout (seconds), connect_timeout, max_retries (after the first attempt), backoff_base /
+    backoff_max (exponential backoff with full jitter), max_retry_after (cap on a
+    service-requested wait, also for the run watcher), connection_limit (open connections),
+    client_session (an aiohttp.ClientSession to use instead of our own; never closed by us, and
+    its raise_for_status and timeout are overridden per request), user_agent (text appended to
+    the User-Agent).
+
+    Timeouts: an ordinary (JSON) request must be answered whole within `timeout` seconds. The
+    transfers, upload_part and download_run_file, have no total limit, since a large part or
+    file on a slow link may take any time: they fail only when no data moves for `timeout`
+    seconds (the body not being taken, or no bytes of the answer arriving), or when connecting
+    takes longer than `connect_timeout`.
 
     Use it as `async with AsyncSession() as s:` or call `await s.close()` when done.
     """
@@ -358,15 +401,25 @@ class AsyncSession:
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
+        self._transfer_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, sock_read=timeout
+        )
+        self._max_retry_after = float(max_retry_after)
         self._connection_limit = connection_limit
         self._http: aiohttp.ClientSession | None = client_session
         self._owns_http = client_session is None
         self._max_retries = max_retries
         self._closed = False
-        # Our own session carries the timeout; a borrowed one gets it on every request.
-        self._request_options: dict[str, Any] = {"allow_redirects": False}
+        # Our own session carries the timeout; a borrowed one gets it on every request. A
+        # borrowed session made with raise_for_status=True would turn error answers into
+        # aiohttp exceptions: every request asks for the answer itself.
+        self._request_options: dict[str, Any] = {
+            "allow_redirects": False,
+            "raise_for_status": False,
+        }
         if client_session is not None:
             self._request_options["timeout"] = self._timeout
+        self._transfer_options = {**self._request_options, "timeout": self._transfer_timeout}
         self._wait_gen = functools.partial(
             proto.wait_gen, backoff_base, backoff_max, max_retry_after
         )
@@ -395,6 +448,11 @@ class AsyncSession:
     @property
     def base_url(self) -> str:
         return self._base_url
+
+    @property
+    def max_retry_after(self) -> float:
+        """The longest wait (seconds) a service's Retry-After may impose; longer ones are cut."""
+        return self._max_retry_after
 
     def __repr__(self) -> str:
         return f"<AsyncSession base_url={self._base_url!r}>"
@@ -448,6 +506,7 @@ class AsyncSession:
         op: str,
         decode: Callable[[Any], T],
         retries: int | None = None,
+        transfer: bool = False,
     ) -> T:
         """Send one request (with retries) and decode its JSON answer with `decode`."""
         request_headers: Mapping[str, str] = self._headers
@@ -466,6 +525,7 @@ class AsyncSession:
             idempotent,
             op,
             retries=retries,
+            transfer=transfer,
         )
         raw: bytes = await self._run(call)
         try:
@@ -524,8 +584,9 @@ class AsyncSession:
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
-        stream: AsyncGenerator[bytes, None] | None = None
+        stream: AsyncGenerator[Any, None] | None = None
         handle: AsyncBufferedReader | None = None
+        deadline: contextlib.AbstractAsyncContextManager[Any] = _NO_DEADLINE
         if isinstance(data, PartBody):
             # An explicit length keeps aiohttp from chunked encoding; the body streams. The file
             # is opened here, not in aiohttp's writer task, so it is closed below whatever
@@ -537,15 +598,26 @@ class AsyncSession:
             }
             handle = await data.open()
             stream = data = data.chunks(handle)
+        if call.transfer and data is not None:
+            # aiohttp's sock_read only watches the answer; this watches the body going out.
+            if isinstance(data, bytes):
+                headers = {**headers, "Content-Length": str(len(data))}
+                data = _single(data)
+            timer = deadline = asyncio.timeout(None)
+            stream = data = _watched(data, timer, self._timeout_s)
+        options = self._transfer_options if call.transfer else self._request_options
         try:
-            async with http.request(
-                call.method,
-                call.url,
-                params=call.params,
-                data=data,
-                headers=headers,
-                **self._request_options,
-            ) as resp:
+            async with (
+                deadline,
+                http.request(
+                    call.method,
+                    call.url,
+                    params=call.params,
+                    data=data,
+                    headers=headers,
+                    **options,
+                ) as resp,
+            ):
                 status = call.status = resp.status
                 consume = call.consume
                 if consume is not None and (200 <= status < 300 or status == 416):
@@ -564,8 +636,7 @@ class AsyncSession:
             if debug:
                 self._log_attempt(call, type(exc).__name__, started)
             error = TransportError(
-                f"{_describe(exc, self._timeout_s, self._connect_timeout_s)} "
-                f"({call.method} {call.target()})",
+                f"{self._describe(exc, call)} ({call.method} {call.target()})",
                 method=call.method,
                 url=call.url,
                 attempts=call.attempt,
@@ -580,8 +651,7 @@ class AsyncSession:
             if debug:
                 self._log_attempt(call, type(exc).__name__, started)
             raise TransportError(
-                f"{_describe(exc, self._timeout_s, self._connect_timeout_s)} "
-                f"({call.method} {call.target()})",
+                f"{self._describe(exc, call)} ({call.method} {call.target()})",
                 method=call.method,
                 url=call.url,
                 attempts=call.attempt,
@@ -600,6 +670,9 @@ class AsyncSession:
         if call.idempotent and proto.is_retryable_status(status):
             raise proto.RetrySignal(api_error, api_error.retry_after)
         raise api_error
+
+    def _describe(self, exc: BaseException, call: _Call) -> str:
+        return _describe(exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer)
 
     def _log_attempt(self, call: _Call, outcome: int | str, started: float) -> None:
         logger.debug(
@@ -664,7 +737,9 @@ class AsyncSession:
     async def upload_part(
         self, build_id: str, part_number: int, data: bytes | bytearray | memoryview | PartBody
     ) -> UploadedPart:
-        """Send one part (bytes, or a PartBody streamed from a file); safe to retry."""
+        """Send one part (bytes, or a PartBody streamed from a file); safe to retry.
+
+        Timed by idle time, not by a total: see the AsyncSession docstring."""
         build_id = proto.check_id("build", build_id)
         part_number = proto.check_part_number(part_number)
         body: bytes | PartBody
@@ -695,6 +770,7 @@ class AsyncSession:
             headers=headers,
             op="upload_part",
             decode=_read_uploaded_part,
+            transfer=True,
         )
 
     async def complete_upload(self, build_id: str, parts: Sequence[UploadedPart]) -> Build:
@@ -741,12 +817,7 @@ class AsyncSession:
         """Start a run of one test. Sends an Idempotency-Key (a new uuid4 unless given) and
         reuses it on every retry, so retries never start a second run."""
         test_id = proto.check_id("test", test_id)
-        payload: dict[str, Any] = {}
-        if mode is not None:
-            payload["mode"] = proto.check_choice("mode", mode, proto.MODES)
-        if build_id is not None:
-            payload["buildId"] = proto.check_id("build", build_id)
-        key = _check_idempotency_key(idempotency_key)
+        payload, key = _run_body(mode, None, build_id, idempotency_key)
         return await self._request(
             "POST",
             f"/tests/{test_id}/run",
@@ -766,23 +837,7 @@ class AsyncSession:
     ) -> ProjectRunStart:
         """Start a run of every test of a project; NotStartedError when none could start."""
         project_id = proto.check_id("project", project_id)
-        payload: dict[str, Any] = {}
-        if mode is not None:
-            payload["mode"] = proto.check_choice("mode", mode, proto.MODES)
-        if build_ids is not None:
-            if isinstance(build_ids, str | bytes) or not isinstance(build_ids, Iterable):
-                raise ValidationError("build_ids must be a list of build ids (ab_...)")
-            checked = [proto.check_id("build", value, "build_ids") for value in build_ids]
-            if len(checked) > proto.IDS_PER_REQUEST:
-                raise ValidationError(
-                    f"build_ids may name at most {proto.IDS_PER_REQUEST} builds (one per app); "
-                    f"got {len(checked)}"
-                )
-            if checked:
-                payload["buildIds"] = checked
-        if build_id is not None:
-            payload["buildId"] = proto.check_id("build", build_id)
-        key = _check_idempotency_key(idempotency_key)
+        payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
         return await self._request(
             "POST",
             f"/projects/{project_id}/run",
@@ -886,8 +941,12 @@ class AsyncSession:
         """Download a run file (a path such as screenshots/01.png, or the link from the run) to
         dest (a file path, or an existing directory to keep the file's own name).
 
-        Streams to `<dest>.part`, resuming a partial one with Range/If-Range, and renames it to
-        dest once whole. Returns the final path.
+        A link (a full http(s) URL) is percent-decoded as URLs are; a path is taken as the
+        file's name as it is (`step%201.png` names a file with a percent sign). Streams to
+        `<dest>.part`, resuming a partial one with Range/If-Range (starting over if the file
+        changed since), and renames it to dest once whole. Asks for the bytes as they are stored
+        (`Accept-Encoding: identity`). Timed by idle time, not by a total: see the AsyncSession
+        docstring. Returns the final path.
         """
         run_id = proto.check_id("run", run_id)
         rel = proto.run_file_path(run_id, file)
@@ -907,11 +966,13 @@ class AsyncSession:
             path,
             None,
             None,
-            {**self._headers, "Accept": "*/*"},
+            # Byte counts and ranges are of the stored file: no compression on the way.
+            {**self._headers, "Accept": "*/*", "Accept-Encoding": "identity"},
             True,
             "download_run_file",
             prepare=download.prepare,
             consume=download.consume,
+            transfer=True,
         )
         await self._run(call)
         await download.finish()
@@ -1049,6 +1110,39 @@ async def _gather(coros: Iterable[Awaitable[T]]) -> list[T]:
         raise
 
 
+async def _single(data: bytes) -> AsyncGenerator[bytes, None]:
+    yield data
+
+
+async def _watched(
+    source: AsyncGenerator[bytes, None], timer: asyncio.Timeout, idle: float
+) -> AsyncGenerator[memoryview, None]:
+    """A transfer's body in slices of at most TRANSFER_SLICE bytes, with `timer` pushed `idle`
+    seconds ahead before each one.
+
+    aiohttp asks for the next slice only once the last one is handed to the connection (it
+    drains the connection every 64 KiB), so a body that stops moving for `idle` seconds times
+    the request out however long the whole body takes. Once the body is out the timer is
+    lifted: aiohttp's sock_read then watches the answer.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        async for chunk in source:
+            view = memoryview(chunk)
+            for start in range(0, len(view), TRANSFER_SLICE):
+                _reschedule(timer, loop.time() + idle)
+                yield view[start : start + TRANSFER_SLICE]
+        _reschedule(timer, None)
+    finally:
+        await source.aclose()
+
+
+def _reschedule(timer: asyncio.Timeout, when: float | None) -> None:
+    # An answer that came before the whole body (an early error) has already ended the timer.
+    with contextlib.suppress(RuntimeError):
+        timer.reschedule(when)
+
+
 class _Download:
     """State of one download_run_file: the .part file on disk and the ETag it came from."""
 
@@ -1060,9 +1154,11 @@ class _Download:
         self.offset = 0
         self.total: int | None = None
         self.complete = False
+        self.validator: str | None = None  # the If-Range of this attempt
 
     async def prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         """Per attempt: ask for what is not yet on disk."""
+        self.validator = None
         try:
             self.offset = (await aiofiles.os.stat(self.part)).st_size
         except FileNotFoundError:
@@ -1073,7 +1169,7 @@ class _Download:
         etag = await self._read_etag()
         if etag:
             # If the file changed since, the service answers 200 with all of it.
-            extra["If-Range"] = etag
+            extra["If-Range"] = self.validator = etag
         return {**headers, **extra}
 
     async def consume(self, resp: aiohttp.ClientResponse) -> None:
@@ -1093,6 +1189,15 @@ class _Download:
                 raise self._retry(
                     f"asked for bytes from {self.offset}, the service sent "
                     f"{resp.headers.get('Content-Range')!r}"
+                )
+            if self.validator is not None and resp.headers.get("ETag") != self.validator:
+                # A server that ignores If-Range sends the rest of a changed file: appending it
+                # to the old bytes would make a file that never existed. Start over, at once.
+                await self._discard()
+                raise self._retry(
+                    "the file changed since the partial download (another ETag) and the "
+                    "service sent a range of the new one",
+                    at_once=True,
                 )
             self.total = content_range[2]
             mode: Literal["ab", "wb"] = "ab"
@@ -1139,8 +1244,8 @@ class _Download:
                 await aiofiles.os.remove(path)
         self.offset = 0
 
-    def _retry(self, reason: str) -> proto.RetrySignal:
+    def _retry(self, reason: str, *, at_once: bool = False) -> proto.RetrySignal:
         error = TransportError(
             f"download of {self.target.name}: {reason}", method="GET", url=self.url
         )
-        return proto.RetrySignal(error)
+        return proto.RetrySignal(error, 0.0 if at_once else None)

@@ -50,10 +50,16 @@ FINAL_STATUSES: Final = frozenset(
 
 @attrs.frozen
 class Build:
-    """An uploaded app build. project_id and sha256 are only in the single view (get_build)."""
+    """An uploaded app build. project_id and sha256 are only in the single view (get_build).
+
+    The API spec leaves the types of most build fields open. status is the service's value as
+    sent: a str such as "ready" from this service (see the README), but any JSON value is kept
+    as it came rather than refused. abis is a tuple of str (a comma-separated string is split);
+    warnings keeps each item as sent (str from this service, objects kept as dicts).
+    """
 
     id: str
-    status: str = ""
+    status: Any = ""
     file_name: str | None = None
     size: int | None = None
     platform: str | None = None
@@ -63,7 +69,7 @@ class Build:
     version_code: str | None = None
     min_os: str | None = None
     abis: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Any, ...] = ()
     label: str | None = None
     created_at: datetime | None = None
     ready_at: datetime | None = None
@@ -99,11 +105,15 @@ class UploadedPart:
 
 @attrs.frozen
 class RunStart:
-    """run_test: the new run, the mode actually used, whether it is beyond the plan, its page."""
+    """run_test: the new run, the mode actually used, whether it is beyond the plan, its page.
+
+    overage is kept as the service sent it: a bool from this service (see the README); the API
+    spec leaves its type open, so a number or an object is kept too.
+    """
 
     run_id: str
     mode: str | None = None
-    overage: bool | None = None
+    overage: Any = None
     link: str | None = None
 
 

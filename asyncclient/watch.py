@@ -16,8 +16,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack
 
 from asyncclient._converter import structure_hook
-from asyncclient._protocol import check_id
+from asyncclient._protocol import check_id, is_retryable_status
 from asyncclient.errors import (
+    ApiError,
     AsyncClientError,
     ConflictError,
     NotFoundError,
@@ -186,6 +187,13 @@ class _Pacer:
         return self._jittered(min(self.interval * 2.0 ** (failures - 1), self.max_interval))
 
 
+def _retry_after(error: AsyncClientError) -> float | None:
+    """The wait an error answer asked for (Retry-After), if it is one worth retrying."""
+    if isinstance(error, ApiError) and is_retryable_status(error.status):
+        return error.retry_after
+    return None
+
+
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValidationError(f"{name} must be a number of seconds; got {value!r}")
@@ -217,11 +225,14 @@ class RunWatcher:
 
     Pace: `interval` seconds (default 3) between sweeps, jittered by +-`jitter` (default 0.2);
     x`growth` (default 1.5) per sweep without a change, up to `max_interval` (default 30);
-    back to `interval` on a change. A 429 pauses the whole watcher for exactly its Retry-After.
+    back to `interval` on a change. An answer that asks to wait (Retry-After on a 429, a 503,
+    ...) pauses the whole watcher for exactly that long, but never longer than the session's
+    `max_retry_after` (default 60 s), so a `Retry-After: 86400` cannot stall a watch.
 
-    Errors: transport errors and 5xx are retried on the next sweep with a doubling pause;
-    after `max_failed_sweeps` (default 10) failed sweeps in a row the last error is raised.
-    Any other ApiError (401, 403, ...) ends the watch at once.
+    Errors: transport errors and 5xx are retried on the next sweep with a doubling pause (or
+    the Retry-After pause, if longer); after `max_failed_sweeps` (default 10) failed sweeps in a
+    row the last error is raised; a 429 is not a failure. Any other ApiError (401, 403, ...)
+    ends the watch at once.
 
     A run id the service leaves out of `unknown_after` (default 3) answers in a row is
     dropped from the sweeps and listed in `unknown`; nothing is yielded for it.
@@ -293,7 +304,7 @@ class RunWatcher:
         self._closed = False
         self._deadline: float | None = None
         self._next_sweep_at = 0.0
-        self._paused_until = 0.0  # a 429's pause: no sweep before this, not even the last one
+        self._paused_until = 0.0  # a Retry-After pause: no sweep before this, not even the last
         self._last_sweep_done = False  # the one sweep made once the deadline passed
         self._failures = 0
         self._stopping_done = False
@@ -488,21 +499,27 @@ class RunWatcher:
                 events = self._tracker.record(batch, result)
                 changed = changed or bool(events)
                 self._events.extend(events)
-            elif isinstance(result, RateLimitedError) and result.retry_after is not None:
-                retry_after = max(retry_after or 0.0, result.retry_after)
-            elif isinstance(result, TransportError | ServerError | RateLimitedError):
+                continue
+            wait = _retry_after(result)
+            if wait is not None:
+                retry_after = max(retry_after or 0.0, wait)
+            # A 429 with a Retry-After is a pause, not a failure; a 5xx is a failure either way.
+            if isinstance(result, TransportError | ServerError) or (
+                isinstance(result, RateLimitedError) and wait is None
+            ):
                 transient = result
-            elif fatal is None:
+            elif wait is None and fatal is None:
                 fatal = result
         if fatal is not None:
             self._events.clear()
             raise fatal
         now = self._clock()
         if retry_after is not None:
-            log.debug("rate limited: every batch waits %.3f s", retry_after)
+            # The service's word, capped like the session caps it for its own retries.
+            retry_after = min(retry_after, self._session.max_retry_after)
+            log.debug("asked to wait: every batch waits %.3f s", retry_after)
             self._paused_until = now + retry_after
-            self._next_sweep_at = self._paused_until
-        elif transient is not None:
+        if transient is not None:
             self._failures += 1
             if self._failures >= self._max_failed_sweeps:
                 self._events.clear()
@@ -511,7 +528,9 @@ class RunWatcher:
             log.debug(
                 "sweep failed (%s), %d in a row; next in %.3f s", transient, self._failures, delay
             )
-            self._next_sweep_at = now + delay
+            self._next_sweep_at = max(now + delay, self._paused_until)
+        elif retry_after is not None:
+            self._next_sweep_at = self._paused_until
         else:
             self._failures = 0
             self._next_sweep_at = now + self._pacer.after_sweep(changed)

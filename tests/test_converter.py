@@ -4,6 +4,7 @@ Pure: JSON values in, models out."""
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import pytest
 
 from asyncclient._converter import converter, parse_timestamp, structure_status
@@ -131,9 +132,76 @@ def test_version_code_and_min_os_from_numbers() -> None:
 
 
 def test_null_and_odd_lists() -> None:
-    build = converter.structure({**BUILD_SINGLE, "abis": None, "warnings": "one"}, Build)
+    build = converter.structure({**BUILD_SINGLE, "abis": None, "warnings": None}, Build)
     assert build.abis == ()
     assert build.warnings == ()
+    # One warning sent as a bare string is still that warning.
+    assert converter.structure({**BUILD_SINGLE, "warnings": "one"}, Build).warnings == ("one",)
+
+
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [
+        ("ready", "ready"),
+        ("quarantined", "quarantined"),
+        (2, 2),
+        ({"state": "ready", "since": "2026-11-21"}, {"state": "ready", "since": "2026-11-21"}),
+        (None, None),
+    ],
+)
+def test_a_build_status_of_any_shape_is_kept_as_sent(status: Any, kept: Any) -> None:
+    build = converter.structure({**BUILD_SINGLE, "status": status}, Build)
+    assert build.status == kept
+    # The other fields are read as ever.
+    assert build == attrs.evolve(converter.structure(BUILD_SINGLE, Build), status=kept)
+
+
+def test_abis_as_one_comma_separated_string_are_split() -> None:
+    build = converter.structure({**BUILD_SINGLE, "abis": "arm64-v8a, x86_64,"}, Build)
+    assert build.abis == ("arm64-v8a", "x86_64")
+    assert converter.structure({**BUILD_SINGLE, "abis": "arm64"}, Build).abis == ("arm64",)
+    assert converter.structure({**BUILD_SINGLE, "abis": ["arm64"]}, Build).abis == ("arm64",)
+
+
+def test_warnings_that_are_objects_are_kept() -> None:
+    warnings = [{"code": "old_target_sdk", "message": "targetSdk is old"}, "plain text", 3]
+    build = converter.structure({**BUILD_SINGLE, "warnings": warnings}, Build)
+    assert build.warnings == tuple(warnings)
+    assert converter.unstructure(build)["warnings"] == warnings
+
+
+def test_odd_build_shapes_together_keep_every_other_field() -> None:
+    build = converter.structure(
+        {
+            "id": "ab_odd",
+            "status": {"state": "ready"},
+            "size": "12",
+            "abis": "arm64-v8a",
+            "warnings": [{"code": "x"}],
+            "createdAt": 1700000000,
+            "readyAt": 1700000000123,
+            "versionCode": 42,
+            "extra": 1,
+        },
+        Build,
+    )
+    assert build.status == {"state": "ready"}
+    assert build.size == 12
+    assert build.abis == ("arm64-v8a",)
+    assert build.warnings == ({"code": "x"},)
+    assert build.created_at == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    assert build.ready_at is not None
+    assert build.version_code == "42"
+
+
+@pytest.mark.parametrize(
+    "overage", [True, False, None, 3, 1.5, "yes", {"runs": 2, "cost": "1.00"}, [1, 2]]
+)
+def test_overage_of_any_shape_is_kept_as_sent(overage: Any) -> None:
+    start = converter.structure(
+        {"runId": "j_1", "mode": "warm", "overage": overage, "link": "l"}, RunStart
+    )
+    assert start == RunStart("j_1", "warm", overage, "l")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,6 @@
 """Tests of the sans-I/O protocol layer: configuration, input checks, urls, Retry-After, waits.
 No server and no event loop: every function here is plain."""
 
-import json
 import sys
 from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
@@ -238,13 +237,33 @@ def test_endpoint_with_exactly_the_limits_passes() -> None:
         ("http://h:1/api/v1/runs/j_1/files/screenshots/01.png", "screenshots/01.png"),
         ("https://h/api/v1/runs/j_1/files/video.mp4?sig=1", "video.mp4"),
         ("a b/c#d.png", "a%20b/c"),
+        # A link is already percent-encoded: decoded once, then encoded again.
+        ("http://h/api/v1/runs/j_1/files/screenshots/step%201.png", "screenshots/step%201.png"),
+        ("https://h/api/v1/runs/j_1/files/a%2Bb%25c.png", "a%2Bb%25c.png"),
+        ("https://h/api/v1/runs/j_1/files/caf%C3%A9.png", "caf%C3%A9.png"),
+        # A path is the name as it is: its "%" is a "%".
+        ("screenshots/step%201.png", "screenshots/step%25201.png"),
+        ("100%.png", "100%25.png"),
     ],
 )
 def test_run_file_path(file: str, expected: str) -> None:
     assert proto.run_file_path("j_1", file) == expected
 
 
-@pytest.mark.parametrize("file", ["", "../secret", "a//b", "screenshots/..", 7])
+@pytest.mark.parametrize(
+    "file",
+    [
+        "",
+        "../secret",
+        "a//b",
+        "screenshots/..",
+        7,
+        # Decoded, these would leave the folder given as dest, or name no file at all.
+        "https://h/api/v1/runs/j_1/files/%2E%2E/secret",
+        "https://h/api/v1/runs/j_1/files/..%2F..%2Fetc%2Fpasswd",
+        "https://h/api/v1/runs/j_1/files/a%00.png",
+    ],
+)
 def test_bad_run_file_paths(file: object) -> None:
     with pytest.raises(ValidationError):
         proto.run_file_path("j_1", file)
@@ -263,13 +282,6 @@ def test_batched() -> None:
 
 
 # --- answers ------------------------------------------------------------------------------------
-
-
-def test_decode_json() -> None:
-    assert proto.decode_json(b"") is None
-    assert proto.decode_json(b'{"a": [1]}') == {"a": [1]}
-    with pytest.raises(json.JSONDecodeError):
-        proto.decode_json(b"<html>")
 
 
 def test_excerpt_is_one_short_line() -> None:

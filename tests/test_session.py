@@ -777,6 +777,9 @@ async def test_local_validation_sends_nothing(
         ("mode", lambda: session.run_test("t_search", mode="fast")),
         ("build", lambda: session.run_test("t_search", build_id="t_1")),
         ("idempotency_key", lambda: session.run_test("t_search", idempotency_key="")),
+        ("mode", lambda: session.run_project("p_demo", mode="fast")),
+        ("build", lambda: session.run_project("p_demo", build_id="t_1")),
+        ("idempotency_key", lambda: session.run_project("p_demo", idempotency_key="x" * 256)),
         ("build_ids", lambda: session.run_project("p_demo", build_ids=["j_1"])),
         ("build_ids", lambda: session.run_project("p_demo", build_ids="ab_1")),
         (

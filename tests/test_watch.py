@@ -378,6 +378,39 @@ async def test_429_pauses_the_whole_watcher_for_exactly_retry_after(
     assert manual.sleeps[1:3] == [3.0, 3.0]
 
 
+async def test_a_503_with_retry_after_pauses_the_whole_watcher_for_it(
+    svc: FakeService, session: AsyncSession, manual: ManualTime
+) -> None:
+    ids = create(svc, "t_fast", 120)
+    svc.reset_requests()
+    svc.inject("list_runs", Fault("503", retry_after=7))
+    paused_at: list[int] = []
+    manual.on_sleep = lambda _: paused_at.append(len(svc.requests_for("list_runs")))
+    runs = await wait_for_runs(session, ids, **manual.options(interval=3.0))
+    assert [run.status for run in runs] == ["passed"] * 120
+    # Not the doubling pause of a failed sweep (3 s): the 7 s the service asked for.
+    assert manual.sleeps[0] == 7.0
+    assert paused_at[0] == 3
+    statuses = [r.status for r in svc.requests_for("list_runs")]
+    assert statuses[:3].count(503) == 1
+    assert statuses[3:6] == [200, 200, 200]
+    assert manual.sleeps[1:3] == [3.0, 3.0]
+
+
+@pytest.mark.parametrize(("kind", "max_retry_after"), [("429", 60.0), ("429", 5.0), ("503", 5.0)])
+async def test_a_huge_retry_after_is_capped_by_the_sessions_max_retry_after(
+    svc: FakeService, manual: ManualTime, kind: str, max_retry_after: float
+) -> None:
+    ids = create(svc, "t_fast", 3)
+    svc.inject("list_runs", Fault(kind, retry_after=86400))
+    async with AsyncSession(KEY, svc.url, max_retry_after=max_retry_after) as capped:
+        assert capped.max_retry_after == max_retry_after
+        runs = await wait_for_runs(capped, ids, **manual.options(interval=1.0))
+    assert [run.status for run in runs] == ["passed"] * 3
+    assert manual.sleeps[0] == max_retry_after
+    assert max(manual.sleeps) == max_retry_after
+
+
 @pytest.mark.parametrize("kind", ["503", "500", "drop"])
 async def test_transient_faults_are_retried_with_backoff(
     svc: FakeService, session: AsyncSession, manual: ManualTime, kind: str

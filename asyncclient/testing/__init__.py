@@ -1,13 +1,35 @@
 """The embedded Test-Run Service (an aiohttp emulator of every operation) and its test helpers.
 
 `async with FakeService() as svc:` serves the demo seed on 127.0.0.1; `svc.url` is the base URL.
+Importing the package is cheap (the pytest plugin is loaded in every pytest run): each name
+loads its module, and aiohttp's server, on first use.
 """
 
-from asyncclient.testing._app import RequestRecord
-from asyncclient.testing._backend import ServiceSettings
-from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
-from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
-from asyncclient.testing.server import FakeService
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncclient.testing._app import RequestRecord
+    from asyncclient.testing._backend import ServiceSettings
+    from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
+    from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing.server import FakeService
+
+# Public name -> the module that defines it, imported on first access (PEP 562).
+_LAZY = {
+    "FAULT_KINDS": "asyncclient.testing._conditions",
+    "OPERATIONS": "asyncclient.testing._conditions",
+    "FakeService": "asyncclient.testing.server",
+    "Fault": "asyncclient.testing._conditions",
+    "NetworkConditions": "asyncclient.testing._conditions",
+    "RequestRecord": "asyncclient.testing._app",
+    "Seed": "asyncclient.testing._seed",
+    "SeedError": "asyncclient.testing._seed",
+    "ServiceSettings": "asyncclient.testing._backend",
+    "demo_seed": "asyncclient.testing._seed",
+    "demo_seed_data": "asyncclient.testing._seed",
+    "load_seed": "asyncclient.testing._seed",
+}
 
 __all__ = [
     "FAULT_KINDS",
@@ -23,3 +45,16 @@ __all__ = [
     "demo_seed_data",
     "load_seed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asyncclient.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

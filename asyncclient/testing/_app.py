@@ -494,9 +494,15 @@ async def _drop(request: web.BaseRequest) -> None:
 _PASS = Decision()
 
 
-def _bearer(request: web.BaseRequest) -> str | None:
+def _known_key(request: web.BaseRequest, backend: Backend) -> str | None:
+    """The request's API key if the service knows it, else None.
+
+    Rate-limit buckets are kept per key: keyed by any string presented, random keys would grow
+    the table without end (and an unknown key answers 401 anyway, the first check).
+    """
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token in backend.keys else None
 
 
 @web.middleware
@@ -527,7 +533,7 @@ async def _serve(
 ) -> web.StreamResponse:
     decision = _PASS
     if op is not None and state.plan.active:
-        decision = state.plan.decide(op, _bearer(request))
+        decision = state.plan.decide(op, _known_key(request, state.backend))
         if decision.latency:
             await asyncio.sleep(decision.latency)
         if decision.before == "drop":

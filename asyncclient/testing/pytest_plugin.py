@@ -1,14 +1,19 @@
 """pytest fixtures for tests against the embedded service: `fake_service`, `fake_service_factory`.
 
-Registered through the `pytest11` entry point; the async fixtures need pytest-asyncio.
+Registered through the `pytest11` entry point, so every pytest run of a project that installs
+asyncclient imports this module: it stays cheap, and the emulator loads when a fixture is used.
+The async fixtures need pytest-asyncio.
 """
 
+from __future__ import annotations
+
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from asyncclient.testing.server import FakeService, SeedSource
+if TYPE_CHECKING:
+    from asyncclient.testing.server import FakeService, SeedSource
 
 __all__ = ["FakeServiceFactory", "fake_service", "fake_service_factory"]
 
@@ -35,6 +40,8 @@ def _async_fixture(func: Callable[[], AsyncIterator[Any]]) -> Any:
 @_async_fixture
 async def fake_service() -> AsyncIterator[FakeService]:
     """The emulator with the demo seed at speed 60 (a minute of service time per second)."""
+    from asyncclient.testing.server import FakeService
+
     async with FakeService() as service:
         yield service
 
@@ -42,6 +49,8 @@ async def fake_service() -> AsyncIterator[FakeService]:
 @_async_fixture
 async def fake_service_factory() -> AsyncIterator[FakeServiceFactory]:
     """Starts emulators with any seed and settings; all are stopped after the test."""
+    from asyncclient.testing.server import FakeService
+
     started: list[FakeService] = []
 
     async def make(seed: SeedSource = None, **kwargs: Any) -> FakeService:

@@ -253,6 +253,26 @@ async def test_rate_limit_per_key(
     assert second.headers["Retry-After"] == "1"
 
 
+async def test_rate_limit_buckets_only_known_keys(
+    fake_service_factory: FakeServiceFactory,
+    clients: Callable[..., Http],
+) -> None:
+    # One request per 100 s and key: a second request of a bucketed key would be a 429.
+    service = await fake_service_factory(
+        SMALL_SEED, clock="manual", conditions=NetworkConditions(rate_limit_per_key=0.01)
+    )
+    statuses = [
+        (await clients(service, key).get("/api/v1/runs")).status
+        for key in ["random-1", "random-1", *(f"random-{n}" for n in range(2, 200))]
+    ]
+    # Unknown keys are refused as unknown, every time: never counted, never rate limited.
+    assert set(statuses) == {401}
+    assert len(service._plan._buckets) == 0
+    known = [(await clients(service, "k-run").get("/api/v1/runs")).status for _ in range(2)]
+    assert known == [200, 429]
+    assert len(service._plan._buckets) == 1
+
+
 async def test_latency_and_part_bandwidth(
     fake_service_factory: FakeServiceFactory,
     clients: Callable[..., Http],
