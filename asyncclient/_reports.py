@@ -22,6 +22,7 @@ __all__ = [
     "counts_line",
     "duration_seconds",
     "failed_requirements",
+    "format_duration",
     "junit_xml",
     "outcome",
     "plain_text",
@@ -87,12 +88,18 @@ def duration_seconds(run: Run) -> float | None:
 
 
 def format_duration(seconds: float | None) -> str:
+    """A duration for people, the one form every report and table uses: `23.9 s`,
+    `3 min 07 s`, `1 h 02 min`; empty for None."""
     if seconds is None:
         return ""
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest:02d} s"
+    whole = round(seconds)
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest:02d} s"
+    hours, rest = divmod(whole, 3600)
+    return f"{hours} h {rest // 60:02d} min"
 
 
 def plain_text(value: Any) -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "inspect_build_file",
     "upload_build",
     "upload_builds",
+    "upload_many",
 ]
 
 log = logging.getLogger("asyncclient.upload")
@@ -96,11 +97,13 @@ def _to_path(value: "str | os.PathLike[str]") -> Path:
 
 @attrs.frozen
 class UploadItem:
-    """One build for upload_builds: a file (or .app folder), its label, its own progress."""
+    """One build for upload_builds: a file (or .app folder), its label, its own progress, and
+    its project when one call uploads to several projects."""
 
     path: Path = attrs.field(converter=_to_path)
     label: str | None = None
     progress: Progress | None = attrs.field(default=None, eq=False)
+    project_id: str | None = None
 
 
 @attrs.frozen(eq=False)
@@ -1078,6 +1081,61 @@ async def upload_builds(
         on_result=on_result,
         capture=True,
     )
+
+
+async def upload_many(
+    session: "AsyncSession",
+    items: Iterable["ItemLike"],
+    *,
+    project_id: str | None = None,
+    max_parts_in_flight: int = DEFAULT_MAX_PARTS_IN_FLIGHT,
+    concurrency: int | None = None,
+    progress: Callable[[Path, int, int], object] | None = None,
+    skip_existing: bool = False,
+    journal_dir: "str | os.PathLike[str] | None" = None,
+    on_result: Callable[[UploadResult], object] | None = None,
+) -> list[UploadResult]:
+    """upload_builds for items of one or several projects (`AsyncSession.upload_builds`).
+
+    Each item goes to its UploadItem.project_id, else to `project_id`. All projects share the
+    one budget of `max_parts_in_flight` parts; results come back in input order.
+    """
+    listed = [_item(value) for value in items]
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(listed):
+        target = item.project_id or project_id
+        if target is None:
+            raise ValidationError(
+                f"no project for {item.path}: pass project_id= or UploadItem(..., project_id=...)"
+            )
+        groups.setdefault(proto.check_id("project", target), []).append(index)
+    budget = _Budget(_check_count("max_parts_in_flight", max_parts_in_flight))
+    per_build = (
+        max_parts_in_flight if concurrency is None else _check_count("concurrency", concurrency)
+    )
+    results: list[UploadResult | None] = [None] * len(listed)
+
+    async def one_project(target: str, indexes: list[int]) -> None:
+        done = await _upload_items(
+            session,
+            target,
+            [listed[i] for i in indexes],
+            budget=budget,
+            concurrency=per_build,
+            skip_existing=skip_existing,
+            journal_dir=journal_dir,
+            windowed=True,
+            progress=progress,
+            on_result=on_result,
+            capture=True,
+        )
+        for index, result in zip(indexes, done, strict=True):
+            results[index] = result
+
+    async with asyncio.TaskGroup() as group:
+        for target, indexes in groups.items():
+            group.create_task(one_project(target, indexes))
+    return [result for result in results if result is not None]
 
 
 def _item(value: object) -> UploadItem:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
 from asyncclient._version import __version__
-from asyncclient.cli._common import add_global_options
+from asyncclient.cli._common import JSON_OUTPUT, add_global_options
 
 # Each module defines register(subparsers, parents); the handler it sets is imported lazily.
 _COMMAND_MODULES = (
@@ -35,8 +36,11 @@ examples:
   asyncclient run project p_123 --build "$BUILD" --wait --junit report.xml
   asyncclient runs list --project p_123 --status failed --json
 
-exit codes: 0 ok, 1 a run did not pass or the watch timed out, 2 bad input (nothing sent),
-3 the service refused, 4 the service could not be reached, 130 interrupted
+{json_output}
+
+exit codes: 0 ok, 1 a run did not pass, a test did not start or the watch timed out,
+2 bad input (nothing sent), 3 the service refused, 4 the service could not be reached,
+130 interrupted, 141 the reader of stdout went away (`| head`)
 """
 
 
@@ -60,13 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="asyncclient",
         description="Upload app builds, start test runs and follow them on the Test-Run Service.",
-        epilog=_EPILOG,
+        epilog=_EPILOG.format(json_output=textwrap.fill(f"--json output: {JSON_OUTPUT}.", 90)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"asyncclient {__version__}")
     add_global_options(parser, suppress=False)
-    # Sub-commands accept the global options too (`asyncclient builds list P --json`); their
-    # defaults are suppressed there so they never overwrite what was given before the command.
+    # Sub-commands and command groups accept the global options too (`asyncclient builds list
+    # P --json`, `asyncclient builds --json list P`); their defaults are suppressed there so
+    # they never overwrite what was given earlier on the line.
     common = _Parser(add_help=False)
     add_global_options(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,13 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the process exit code."""
-    from asyncclient.cli._common import EXIT_BAD_INPUT, run_handler
+    from asyncclient.cli._common import EXIT_BAD_INPUT, quiet_broken_pipe, run_handler
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help/--version
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
+    except BrokenPipeError:  # `asyncclient --help | head -1`
+        return quiet_broken_pipe()
     return run_handler(args)
 
 

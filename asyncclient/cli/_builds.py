@@ -1,6 +1,6 @@
 """`asyncclient builds list | get | delete`: the app builds of a project.
 
-Tables for people, the service's own JSON with --json; delete needs a key that can edit tests.
+Tables for people, JSON with --json (see _common.JSON_OUTPUT); delete needs an edit key.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _DELETE_EXAMPLES = """\
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     group = add_group(
-        sub, "builds", help="list, show and delete app builds", examples=_GROUP_EXAMPLES
+        sub, "builds", parents, help="list, show and delete app builds", examples=_GROUP_EXAMPLES
     )
     p = add_command(
         group,
@@ -129,7 +129,7 @@ async def get_build(args: argparse.Namespace, out: Output) -> int:
             ("version", _version(build) or None),
             ("min os", build.min_os),
             ("abis", ", ".join(build.abis) or None),
-            ("warnings", "\n".join(build.warnings) or None),
+            ("warnings", "\n".join(map(str, build.warnings)) or None),
             ("sha256", build.sha256),
             ("label", build.label),
             ("created", format_time(build.created_at) or None),

@@ -28,6 +28,13 @@ EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_UNREACHABLE = 4
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+
+# What --json prints, said the same way in every help text that describes it.
+JSON_OUTPUT = (
+    "JSON with the service's field names (camelCase; snake_case for the endpoint list), "
+    "every field present, null when the service did not send it"
+)
 
 Handler = Callable[[argparse.Namespace, "Output"], Awaitable[int]]
 
@@ -58,7 +65,10 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
     )
     group.add_argument(
-        "--json", action="store_true", default=default(False), help="machine-readable output"
+        "--json",
+        action="store_true",
+        default=default(False),
+        help=f"machine-readable output on stdout: {JSON_OUTPUT}",
     )
     group.add_argument(
         "-q", "--quiet", action="store_true", default=default(False), help="no progress output"
@@ -95,10 +105,22 @@ def add_command(
     return parser
 
 
-def add_group(sub: Any, name: str, *, help: str, examples: str = "") -> Any:
-    """A command with sub-commands of its own (`builds list`, `runs get`, ...)."""
+def add_group(
+    sub: Any,
+    name: str,
+    parents: Sequence[argparse.ArgumentParser] = (),
+    *,
+    help: str,
+    examples: str = "",
+) -> Any:
+    """A command with sub-commands of its own (`builds list`, `runs get`, ...).
+
+    `parents` (the global options, with suppressed defaults) let them also stand between the
+    group and its sub-command: `asyncclient builds --json list p_1`.
+    """
     parser = sub.add_parser(
         name,
+        parents=list(parents),
         help=help,
         description=help,
         epilog=("examples:\n" + examples) if examples else None,
@@ -233,26 +255,16 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     return AsyncSession(api_key=api_key, base_url=base_url, **options)
 
 
-def check_id(value: str, kind: str) -> str:
+def check_id(value: str, kind: str, argument: str | None = None) -> str:
     """`value` if it is an id of `kind` ("project", "build", "test", "run", "endpoint").
 
-    Refused before any request: `j_1 is not a build id: build ids start with ab_`.
+    The library's own check (asyncclient._protocol.check_id), so the command refuses exactly
+    what the session would; `argument` names the flag or argument in the message (default the
+    positional's name, such as RUN_ID). A refusal is a ValidationError: exit 2, nothing sent.
     """
-    import re
+    from asyncclient._protocol import check_id as protocol_check_id
 
-    from asyncclient._protocol import ID_PREFIXES
-
-    prefix = ID_PREFIXES[kind]
-    a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
-    if not value.startswith(prefix) or len(value) == len(prefix):
-        shown = value or '""'
-        raise CommandError(f"{shown} is not {a_kind} id: {kind} ids start with {prefix}")
-    # The same rule as the session's own check, so nothing odd ever reaches a URL path.
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", value[len(prefix) :]):
-        raise CommandError(
-            f"{value!r} is not {a_kind} id: after {prefix} only letters, digits, _, - and . follow"
-        )
-    return value
+    return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 
 
 def format_size(size: int | None) -> str:
@@ -267,18 +279,6 @@ def format_size(size: int | None) -> str:
             return f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
-
-
-def format_duration(milliseconds: float | None) -> str:
-    """A run's length for people: `45s`, `3m 07s`, `1h 02m`."""
-    if milliseconds is None:
-        return ""
-    seconds = round(milliseconds / 1000)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
 def format_time(value: object) -> str:
@@ -301,10 +301,12 @@ def format_time(value: object) -> str:
 
 
 def to_json(value: Any) -> Any:
-    """Models (or lists of them) as the service's own JSON shape, for --json output.
+    """Models (or lists of them) as JSON values for --json output: see JSON_OUTPUT.
 
-    Field names come from the converter (camelCase; snake_case for endpoints); timestamps are
-    written as the service writes them, ISO 8601 UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
+    Rebuilt from the models, not the bytes the service sent: field names come from the converter
+    (the service's names: camelCase; snake_case for endpoints), every field of the model is
+    present and null when the service did not send it, and timestamps are written as ISO 8601
+    UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
     """
     from asyncclient._converter import converter
 
@@ -325,8 +327,19 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-def describe_error(exc: BaseException) -> tuple[str, int]:
-    """The one-line message and exit code for an exception a command let escape."""
+def api_key_source(args: argparse.Namespace | None) -> str | None:
+    """Where the command's API key came from: "--api-key" or "ASYNCCLIENT_API_KEY" (the flag
+    wins, as in open_session); None when unknown."""
+    if args is None:
+        return None
+    return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
+
+
+def describe_error(exc: BaseException, *, key_source: str | None = None) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command let escape.
+
+    key_source: where the API key came from (api_key_source), named in a 401's advice.
+    """
     from asyncclient import errors
 
     if isinstance(exc, CommandError):
@@ -334,10 +347,13 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, errors.ValidationError):
         return str(exc), EXIT_BAD_INPUT
     if isinstance(exc, errors.UnauthenticatedError):
-        return (
-            f"{exc}; check the key in --api-key or ASYNCCLIENT_API_KEY",
-            EXIT_REFUSED,
-        )
+        if key_source == "--api-key":
+            advice = "check the key given with --api-key"
+        elif key_source:
+            advice = f"check the key in {key_source}"
+        else:
+            advice = "check the key in --api-key or ASYNCCLIENT_API_KEY"
+        return f"{exc}; {advice}", EXIT_REFUSED
     if isinstance(exc, errors.PermissionDeniedError):
         return (
             f"{exc}; this operation needs a key that can also create and edit tests"
@@ -443,8 +459,37 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
     except (asyncio.CancelledError, KeyboardInterrupt):
         return exit_code
     except Exception as exc:
-        message, code = describe_error(exc)
+        if is_broken_pipe(exc):
+            return quiet_broken_pipe()
+        message, code = describe_error(exc, key_source=api_key_source(args))
         if interrupted:
             return exit_code
         out.error(message)
         return code
+
+
+def is_broken_pipe(exc: BaseException) -> bool:
+    """True for a BrokenPipeError, alone or inside an exception group (a TaskGroup's)."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(BrokenPipeError) is not None
+    return False
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`asyncclient runs list | head -1`): exit quietly.
+
+    As the Python docs advise (signal module, "Note on SIGPIPE"): stdout is pointed at devnull
+    so that the interpreter's final flush of what is still buffered cannot fail again, and the
+    exit code is 141 (128 + SIGPIPE), what a shell shows for a writer ended by SIGPIPE.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass  # stdout is not a file descriptor (embedded, captured): nothing to redirect
+    return EXIT_BROKEN_PIPE

@@ -7,6 +7,8 @@ p_demo, follows the runs live, prints the verdicts, downloads a screenshot, and 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--output",
         metavar="DIR",
-        help="where the sample build and the screenshot go (default: a new temporary folder)",
+        help="keep the sample build and the screenshot in DIR (default: a new temporary "
+        "folder that keeps only the screenshot: the ~25 MB build is removed once uploaded)",
     )
 
 
@@ -59,36 +62,56 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     from asyncclient import AsyncSession
     from asyncclient.testing import FakeService, ServiceSettings
 
-    folder = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="asyncclient-"))
+    keep_all = args.output is not None
+    folder = Path(args.output) if keep_all else Path(tempfile.mkdtemp(prefix="asyncclient-"))
     folder.mkdir(parents=True, exist_ok=True)
+    apk = folder / "shop.apk"
+    screenshot: Path | None = None
     # Small parts so that the tour shows several of them in flight at once.
     settings = ServiceSettings(part_bytes=4 << 20)
-    async with FakeService(speed=args.speed, settings=settings) as service:
-        out.info(f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g}).")
-        async with AsyncSession(api_key=service.run_key, base_url=service.url) as session:
-            build_id = await _upload(session, service.project_id, folder, out)
-            run_ids = await _run_project(session, service.project_id, build_id, out)
-            runs = await _follow(session, run_ids, out)
-            await _download_screenshot(session, runs, folder, out)
+    try:
+        async with FakeService(speed=args.speed, settings=settings) as service:
+            out.info(
+                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g})."
+            )
+            async with AsyncSession(api_key=service.run_key, base_url=service.url) as session:
+                build_id = await _upload(session, service.project_id, apk, out)
+                if not keep_all:
+                    apk.unlink()  # uploaded: the ~25 MB sample has served its purpose
+                run_ids = await _run_project(session, service.project_id, build_id, out)
+                runs = await _follow(session, run_ids, out)
+                screenshot = await _download_screenshot(session, runs, folder, out)
+    finally:
+        if not keep_all:
+            # Without --output only the screenshot stays; a tour that failed leaves nothing.
+            apk.unlink(missing_ok=True)
+            if screenshot is None:
+                shutil.rmtree(folder, ignore_errors=True)
+    if screenshot is not None and not keep_all:
+        out.info(f"   kept: {screenshot} (the sample build was removed once uploaded)")
     out.info("")
     out.info(_NEXT_STEPS)
     return EXIT_OK
 
 
-async def _upload(session: Any, project_id: str, folder: Path, out: Output) -> str:
+async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
     from asyncclient.cli._upload import _display
     from asyncclient.testing.builders import build_apk
     from asyncclient.upload import upload_builds
 
-    apk = build_apk(
-        folder / "shop.apk",
-        package="com.example.shop",
-        version_name="2.4.0",
-        version_code=240,
-        label="Shop",
-        filler_bytes=24 << 20,
-    )
-    out.info(f"\n1. Upload a build: {apk} ({apk.stat().st_size >> 20} MiB, 4 parts in flight)")
+    def make_apk() -> int:  # 24 MiB written: in a thread, the emulator serves on this loop
+        path = build_apk(
+            apk,
+            package="com.example.shop",
+            version_name="2.4.0",
+            version_code=240,
+            label="Shop",
+            filler_bytes=24 << 20,
+        )
+        return path.stat().st_size
+
+    size = await asyncio.to_thread(make_apk)
+    out.info(f"\n1. Upload a build: {apk} ({size >> 20} MiB, 4 parts in flight)")
     with _display(out, [apk]) as display:
         result = (await upload_builds(session, project_id, [apk], progress=_per_file(display)))[0]
         display.finished(result)
@@ -139,10 +162,11 @@ async def _follow(session: Any, run_ids: list[str], out: Output) -> list[Any]:
     return runs
 
 
-async def _download_screenshot(session: Any, runs: list[Any], folder: Path, out: Output) -> None:
+async def _download_screenshot(session: Any, runs: list[Any], folder: Path, out: Output) -> Path:
     with_files = [run for run in runs if run.screenshots]
     if not with_files:
         raise CommandError("no run produced a screenshot; the emulator seed looks wrong", 1)
     run = next((r for r in with_files if not r.passed), with_files[0])
     path = await session.download_run_file(run.id, run.screenshots[0], folder)
     out.info(f"\n5. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")
+    return Path(path)

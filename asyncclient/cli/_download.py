@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from asyncclient.cli._common import (
     EXIT_OK,
@@ -18,6 +17,7 @@ from asyncclient.cli._common import (
     CommandError,
     Output,
     add_command,
+    api_key_source,
     check_id,
     describe_error,
     open_session,
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 32
-
-_LINK = re.compile(r"/runs/([^/]+)/files/(.+)$")
 
 _EXAMPLES = """\
   asyncclient download j_789                         # video and screenshots into ./j_789/
@@ -91,6 +89,7 @@ async def download(args: argparse.Namespace, out: Output) -> int:
             f"--concurrency {args.concurrency} is out of range: give 1 to {MAX_CONCURRENCY}"
         )
     wanted = None if args.file is None else file_path(args.file, run_id)
+    key_source = api_key_source(args)
     folder = Path(args.output or run_id)
     if wanted is None:
         _check_folder(folder)
@@ -107,12 +106,15 @@ async def download(args: argparse.Namespace, out: Output) -> int:
             _check_wanted(run, files, wanted)
             destination = _file_destination(args.output, wanted)
             _make_parent(destination)
-            path = await session.download_run_file(run_id, wanted, destination)
+            # The session builds the URL from the text as given (its own parsing, as above).
+            path = await session.download_run_file(run_id, args.file.strip(), destination)
             saved = [(wanted, path)]
             if not out.json_mode:
                 out.data(str(path))
         else:
-            saved = await _download_all(session, out, run, files, folder, args.concurrency)
+            saved = await _download_all(
+                session, out, run, files, folder, args.concurrency, key_source=key_source
+            )
     if out.json_mode:
         out.json(
             {
@@ -126,28 +128,18 @@ async def download(args: argparse.Namespace, out: Output) -> int:
 
 
 def file_path(value: str, run_id: str) -> str:
-    """The path of a run file under its run, from a path (`screenshots/01.png`) or a full link.
+    """The path of a run file under its run (`screenshots/01.png`), from a path or a full link.
 
-    Refuses what could leave the download folder (`..`, absolute paths) and links of other runs.
+    The library parses it (asyncclient._protocol.run_file_path: it refuses `..`, empty parts
+    and links of other runs, with a ValidationError, exit 2); the path is then decoded for
+    local file names, where a backslash is refused too (a folder separator on Windows).
     """
-    rel = value.strip()
-    if "://" in rel:
-        match = _LINK.search(unquote(urlsplit(rel).path))
-        if match is None:
-            raise CommandError(
-                f"{value} is not a run file link: give a path such as screenshots/01.png "
-                f"or a link ending /runs/{run_id}/files/<path>"
-            )
-        if match.group(1) != run_id:
-            raise CommandError(
-                f"that link is a file of run {match.group(1)}, not {run_id}: "
-                f"give {match.group(1)} as RUN_ID"
-            )
-        rel = match.group(2)
-    parts = rel.split("/")
-    if not rel or "\\" in rel or any(part in ("", ".", "..") for part in parts):
+    from asyncclient._protocol import run_file_path
+
+    rel = unquote(run_file_path(run_id, value.strip()))
+    if "\\" in rel:
         raise CommandError(
-            f"{value!r} is not a run file path: give one such as video.mp4 or screenshots/01.png"
+            f"{value!r} is not a run file path: a backslash cannot be part of one here"
         )
     return rel
 
@@ -159,11 +151,13 @@ def run_files(run: Run) -> list[RunFile]:
         links.append(run.video)
     if isinstance(run.screenshots, list):
         links.extend(s for s in run.screenshots if isinstance(s, str) and s)
+    from asyncclient.errors import ValidationError
+
     files = []
     for link in links:
         try:
             path: str | None = file_path(link, run.id)
-        except CommandError:
+        except (CommandError, ValidationError):
             path = None
         files.append(RunFile(path, link))
     return files
@@ -218,6 +212,8 @@ async def _download_all(
     files: list[RunFile],
     folder: Path,
     concurrency: int,
+    *,
+    key_source: str | None = None,
 ) -> list[tuple[str, Path]]:
     """Every file of the run into `folder`, at most `concurrency` at once.
 
@@ -230,20 +226,22 @@ async def _download_all(
             "download such files one by one, giving the link as FILE",
             EXIT_REFUSED,
         )
-    jobs = [(f.path, folder.joinpath(*f.path.split("/"))) for f in files if f.path is not None]
+    jobs = [
+        (f.path, f.link, folder.joinpath(*f.path.split("/"))) for f in files if f.path is not None
+    ]
     if not jobs:
         out.info(f"run {run.id} has no video or screenshots")
         return []
-    for _, destination in jobs:
+    for _, _, destination in jobs:
         _make_parent(destination)
     semaphore = asyncio.Semaphore(concurrency)
     saved: dict[str, Path] = {}
     failures: list[tuple[str, Exception]] = []
 
-    async def fetch(rel: str, destination: Path) -> None:
+    async def fetch(rel: str, link: str, destination: Path) -> None:
         async with semaphore:
             try:
-                saved[rel] = await session.download_run_file(run.id, rel, destination)
+                saved[rel] = await session.download_run_file(run.id, link, destination)
             except Exception as exc:  # reported below, after the other files had their turn
                 failures.append((rel, exc))
                 return
@@ -251,12 +249,12 @@ async def _download_all(
             out.data(str(saved[rel]))
 
     async with asyncio.TaskGroup() as group:
-        for rel, destination in jobs:
-            group.create_task(fetch(rel, destination))
+        for rel, link, destination in jobs:
+            group.create_task(fetch(rel, link, destination))
     if failures:
         codes = []
         for rel, exc in failures:
-            message, code = describe_error(exc)
+            message, code = describe_error(exc, key_source=key_source)
             codes.append(code)
             out.error(f"could not download {rel}: {message}")
         raise CommandError(
@@ -265,4 +263,4 @@ async def _download_all(
             codes[0],
         )
     out.info(f"saved {len(jobs)} files of run {run.id} in {folder}")
-    return [(rel, saved[rel]) for rel, _ in jobs]
+    return [(rel, saved[rel]) for rel, _, _ in jobs]

@@ -1,6 +1,6 @@
 """`asyncclient endpoints list | add | delete`: the tester endpoints of a project.
 
-Input is checked against the spec's limits before sending; header values are never echoed.
+Input is checked before sending by the library's own checks; header values are never echoed.
 """
 
 from __future__ import annotations
@@ -8,8 +8,13 @@ from __future__ import annotations
 import argparse
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
+from asyncclient._protocol import (
+    ENDPOINT_DESCRIPTION_MAX,
+    ENDPOINT_HEADERS_MAX,
+    ENDPOINT_METHODS,
+    ENDPOINT_NAME_MAX,
+)
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
@@ -21,12 +26,6 @@ from asyncclient.cli._common import (
     open_session,
     to_json,
 )
-
-# The spec's limits (Endpoint table and Limits).
-NAME_MAX = 40
-DESCRIPTION_MAX = 600
-HEADERS_MAX = 20
-METHODS = ("POST", "GET", "PUT", "PATCH", "DELETE")
 
 # An HTTP header name (RFC 9110 token).
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -64,6 +63,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     group = add_group(
         sub,
         "endpoints",
+        parents,
         help="list, add and delete tester endpoints (calls into your systems)",
         examples=_GROUP_EXAMPLES,
     )
@@ -89,17 +89,22 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
     p.add_argument(
-        "--name", required=True, help=f"short name such as create_voucher (1 to {NAME_MAX} chars)"
+        "--name",
+        required=True,
+        help=f"short name such as create_voucher (1 to {ENDPOINT_NAME_MAX} chars)",
     )
     p.add_argument(
         "--description",
         required=True,
         metavar="TEXT",
-        help=f"what it does and when to use it (1 to {DESCRIPTION_MAX} chars)",
+        help=f"what it does and when to use it (1 to {ENDPOINT_DESCRIPTION_MAX} chars)",
     )
     p.add_argument("--url", required=True, help="the https:// address to call")
     p.add_argument(
-        "--method", default="POST", help=f"{', '.join(METHODS)} (default POST)", metavar="M"
+        "--method",
+        default="POST",
+        help=f"{', '.join(sorted(ENDPOINT_METHODS))} (default POST)",
+        metavar="M",
     )
     p.add_argument(
         "--header",
@@ -107,7 +112,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         action="append",
         default=[],
         metavar="'NAME: VALUE'",
-        help=f"a request header, repeatable (up to {HEADERS_MAX}); the value is never shown",
+        help=f"a request header, repeatable (up to {ENDPOINT_HEADERS_MAX}); the value is never "
+        "shown",
     )
     p.add_argument(
         "--body-template",
@@ -145,32 +151,21 @@ async def list_endpoints(args: argparse.Namespace, out: Output) -> int:
 
 
 async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient._protocol import check_endpoint
+
     project_id = check_id(args.project_id, "project")
-    name, description, url = args.name, args.description, args.url
-    if not 1 <= len(name) <= NAME_MAX:
-        raise CommandError(
-            f"--name has {len(name)} characters: give 1 to {NAME_MAX}, such as create_voucher"
-        )
-    if not 1 <= len(description) <= DESCRIPTION_MAX:
-        raise CommandError(
-            f"--description has {len(description)} characters: give 1 to {DESCRIPTION_MAX}"
-        )
+    name, description, url = args.name, args.description, args.url.strip()
     method = args.method.strip().upper()
-    if method not in METHODS:
-        raise CommandError(
-            f"--method {args.method} is not allowed: use one of {', '.join(METHODS)}"
-        )
-    parts = urlsplit(url.strip())
-    if parts.scheme != "https" or not parts.hostname:
-        # The URL is not echoed: it may carry a token in its query.
-        raise CommandError("--url must be an https:// address with a host (plain http is refused)")
     headers = parse_headers(args.headers)
+    # The session's own check, before any request: its messages name the field (endpoint name,
+    # description, url, method) without echoing the url or any header value.
+    check_endpoint(name, description, url, method, headers or None, args.body_template)
     async with open_session(args) as session:
         endpoint_id = await session.add_endpoint(
             project_id,
             name,
             description,
-            url.strip(),
+            url,
             method=method,
             headers=headers or None,
             body_template=args.body_template,
@@ -202,9 +197,9 @@ def parse_headers(values: list[str]) -> dict[str, str]:
     Messages name a header by its position (and by name once the name is known to be valid),
     never by its value: a value is usually a secret.
     """
-    if len(values) > HEADERS_MAX:
+    if len(values) > ENDPOINT_HEADERS_MAX:
         raise CommandError(
-            f"{len(values)} --header options: an endpoint may carry at most {HEADERS_MAX}"
+            f"{len(values)} --header options: an endpoint may carry at most {ENDPOINT_HEADERS_MAX}"
         )
     headers: dict[str, str] = {}
     seen: set[str] = set()

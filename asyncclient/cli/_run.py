@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,6 +44,7 @@ _PROJECT_EXAMPLES = """\
   asyncclient run project p_123                        # prints one run id per line
   asyncclient run project p_123 --build ab_android --build ab_ios --wait --junit report.xml
   asyncclient run project p_123 --wait --timeout 1800 --stop-on-timeout --json > runs.json
+  asyncclient run project p_123 --wait --allow-skipped   # green even if some tests could not start
 """
 _WATCH_EXAMPLES = """\
   asyncclient watch j_1 j_2 j_3
@@ -49,30 +52,45 @@ _WATCH_EXAMPLES = """\
   asyncclient watch j_1 --timeout 600 --stop-on-timeout
 """
 _EXIT_CODES = """
-exit codes: 0 {ok},
-1 a run did not pass or --timeout hit, 2 bad input (nothing sent),
-3 the service refused (including nothing started),
-4 the service could not be reached, 130 interrupted (Ctrl-C)"""
+exit codes:
+  0    {ok}
+  1    {not_passed}
+  2    bad input (nothing sent)
+  3    the service refused (including 402 not_started and 400 empty: no test started)
+  4    the service could not be reached
+  130  interrupted (Ctrl-C)
+  141  the reader of stdout went away (`| head`)"""
+_NOT_PASSED = "a run did not pass, or --timeout hit"
 _TEST_DESCRIPTION = """\
 Start a run of one test. Without --wait print the run id; with --wait follow the
 run until it is final, then print its verdict, headline, failed requirements and
 link (and write the reports asked for). Ctrl-C during --wait stops the run.
-""" + _EXIT_CODES.format(ok="the run passed (with --wait) or started")
+""" + _EXIT_CODES.format(ok="the run started; with --wait: it passed", not_passed=_NOT_PASSED)
 _PROJECT_DESCRIPTION = """\
 Start a run of every test of a project. Without --wait print the run ids, one per
 line (skipped tests and their reasons go to stderr); with --wait follow them until
 final, then report. Ctrl-C during --wait stops the runs still going.
-""" + _EXIT_CODES.format(ok="every run passed (with --wait) or started")
+
+With --wait, a test the service skipped (did not start: no matching build, ...)
+fails the command like a failed run, so that a CI job does not go green when part
+of the suite never ran. --allow-skipped accepts skipped tests: exit 0 when every
+run that started passed. A start with no run at all exits 1 even then.
+""" + _EXIT_CODES.format(
+    ok="the runs started; with --wait: every test started and every run passed",
+    not_passed=_NOT_PASSED + ", or with --wait: a test was skipped (unless"
+    "\n       --allow-skipped) or none started",
+)
 _WATCH_DESCRIPTION = """\
 Follow runs until every one is final, then print each verdict and exit 0 when all
 passed. Ctrl-C stops watching; with --stop-on-interrupt it stops the runs too.
-""" + _EXIT_CODES.format(ok="every run passed")
+""" + _EXIT_CODES.format(ok="every run passed", not_passed=_NOT_PASSED)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     run = add_group(
         sub,
         "run",
+        parents,
         help="start a test or every test of a project",
         examples=_TEST_EXAMPLES.splitlines(keepends=True)[1] + _PROJECT_EXAMPLES,
     )
@@ -113,7 +131,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "build of its own app",
     )
     _add_idempotency_key(project)
-    _add_follow_options(project, wait_flag=True)
+    _add_follow_options(project, wait_flag=True).add_argument(
+        "--allow-skipped",
+        action="store_true",
+        help="with --wait, exit 0 even when the service skipped some tests (did not start "
+        "them), provided every run that started passed; without it a skipped test exits 1",
+    )
 
     watch = add_command(
         sub,
@@ -151,7 +174,8 @@ def _add_idempotency_key(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> None:
+def _add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> Any:
+    """The --wait/--timeout/... group; returned so that a command can add its own to it."""
     group = parser.add_argument_group("waiting and reports")
     if wait_flag:
         group.add_argument(
@@ -173,6 +197,7 @@ def _add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> 
         action="store_true",
         help="when --timeout hits, stop the runs still going before exiting",
     )
+    return group
 
 
 # --- checks before any request -------------------------------------------------------------------
@@ -192,6 +217,7 @@ def _check_follow_options(args: argparse.Namespace, *, waiting: bool) -> None:
                 ("--interval", args.interval),
                 ("--junit", args.junit),
                 ("--stop-on-timeout", args.stop_on_timeout),
+                ("--allow-skipped", getattr(args, "allow_skipped", False)),
             )
             if value
         ]
@@ -285,7 +311,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             return EXIT_OK
         for started in result.started:
             out.info(f"started {started.run_id}  {started.test_id}  mode {started.mode or '?'}")
-        return await _follow(
+        code = await _follow(
             session,
             [started.run_id for started in result.started],
             args,
@@ -294,6 +320,19 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             report_name=args.project_id,
             skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
         )
+    if code != EXIT_OK:
+        return code
+    # all() of no runs is True: a suite that did not (fully) run must not pass a CI job.
+    if not result.started:
+        out.error(f"no test of {args.project_id} started: nothing ran")
+        return EXIT_NOT_PASSED
+    if result.skipped and not args.allow_skipped:
+        out.error(
+            f"{len(result.skipped)} test(s) of {args.project_id} did not start (see above); "
+            "pass --allow-skipped to accept that"
+        )
+        return EXIT_NOT_PASSED
+    return EXIT_OK
 
 
 async def watch(args: argparse.Namespace, out: Output) -> int:
@@ -409,7 +448,15 @@ def _report(
 
 class _Progress:
     """Live progress on stderr: a rich table on a terminal, one plain line per change otherwise,
-    nothing with --quiet or when stderr is not for people (JSON output still shows lines)."""
+    nothing with --quiet or when stderr is not for people (JSON output still shows lines).
+
+    The table is drawn at most REFRESH_PER_SECOND times a second, however many changes come in
+    (one sweep over 10,000 runs may bring thousands at once): a change within that time is
+    drawn by a timer on the running loop, or on exit. Only the rows that fit are built.
+    `clock` (default time.monotonic) may be replaced by tests.
+    """
+
+    REFRESH_PER_SECOND: ClassVar[float] = 4.0
 
     _STYLES: ClassVar[dict[str, str]] = {
         "passed": "green",
@@ -422,13 +469,19 @@ class _Progress:
         "running": "cyan",
     }
 
-    def __init__(self, out: Output, run_ids: Sequence[str]) -> None:
+    def __init__(
+        self, out: Output, run_ids: Sequence[str], *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._out = out
         self._order = list(run_ids)
         self._views: dict[str, Run] = {}
         self._live: Any = None
         self._console: Any = None
         self._use_live = out.stderr_is_terminal and not out.quiet
+        self._clock = clock
+        self._drawn_at = 0.0
+        self._dirty = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> _Progress:
         if self._use_live:
@@ -440,6 +493,7 @@ class _Progress:
                 self._render(), console=self._console, auto_refresh=False, transient=False
             )
             self._live.__enter__()
+            self._drawn_at = self._clock()
         return self
 
     def __exit__(
@@ -448,15 +502,39 @@ class _Progress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._live is not None:
+            if self._dirty:
+                self._draw()  # the final state, whatever the throttle held back
             self._live.__exit__(exc_type, exc, tb)
 
     def update(self, run: Run) -> None:
         self._views[run.id] = run
-        if self._live is not None:
-            self._live.update(self._render(), refresh=True)
-        else:
+        if self._live is None:
             self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}")
+            return
+        self._dirty = True
+        wait = self._drawn_at + 1.0 / self.REFRESH_PER_SECOND - self._clock()
+        if wait <= 0:
+            self._draw()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop to draw later: the next change or the exit draws it
+            self._timer = loop.call_later(wait, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._dirty and self._live is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        self._dirty = False
+        self._live.update(self._render(), refresh=True)
+        self._drawn_at = self._clock()
 
     def _render(self) -> Any:
         from rich.table import Table
@@ -464,20 +542,22 @@ class _Progress:
 
         from asyncclient._reports import counts_line, duration_seconds, format_duration
 
-        seen = [self._views[run_id] for run_id in self._order if run_id in self._views]
+        views = self._views
+        seen = [views[run_id] for run_id in self._order if run_id in views]
         caption = counts_line(seen)
         unseen = len(self._order) - len(seen)
         if unseen:
             caption += f" ({unseen} not seen yet)"
         table = Table("run", "test", "status", "duration", caption=caption)
-        # A terminal holds only so many rows: the runs still going come first.
+        # A terminal holds only so many rows: the runs still going come first, and only the
+        # rows shown are built.
         height = self._console.height if self._console is not None else 40
         room = max(5, height - 8)
-        going = [i for i in self._order if i not in self._views or not self._views[i].is_final]
-        done = [i for i in self._order if i in self._views and self._views[i].is_final]
-        shown = (going + done)[:room]
+        going = (i for i in self._order if i not in views or not views[i].is_final)
+        done = (i for i in self._order if i in views and views[i].is_final)
+        shown = list(itertools.islice(itertools.chain(going, done), room))
         for run_id in shown:
-            run = self._views.get(run_id)
+            run = views.get(run_id)
             if run is None:
                 table.add_row(Text(run_id), Text(""), Text("-", style="dim"), Text(""))
                 continue

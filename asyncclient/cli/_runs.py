@@ -1,6 +1,6 @@
 """`asyncclient runs list | get | stop`: test runs, their verdicts and their files.
 
-Tables for people, the service's own JSON with --json; filters are checked before any request.
+Tables for people, JSON with --json (_common.JSON_OUTPUT); filters are checked before sending.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._protocol import LIST_LIMIT_MAX
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
@@ -16,7 +17,6 @@ from asyncclient.cli._common import (
     add_command,
     add_group,
     check_id,
-    format_duration,
     format_time,
     open_session,
     to_json,
@@ -24,8 +24,6 @@ from asyncclient.cli._common import (
 
 if TYPE_CHECKING:
     from asyncclient.models import Run
-
-MAX_LIMIT = 200  # the service's maximum for List runs (spec, Limits)
 
 _GROUP_EXAMPLES = """\
   asyncclient runs list --project p_123 --status failed
@@ -50,7 +48,9 @@ _STOP_EXAMPLES = """\
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    group = add_group(sub, "runs", help="list, show and stop test runs", examples=_GROUP_EXAMPLES)
+    group = add_group(
+        sub, "runs", parents, help="list, show and stop test runs", examples=_GROUP_EXAMPLES
+    )
     p = add_command(
         group,
         "list",
@@ -68,7 +68,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "inconclusive, error or cancelled",
     )
     p.add_argument(
-        "--limit", metavar="N", type=int, help=f"at most N runs (1 to {MAX_LIMIT}; default 50)"
+        "--limit", metavar="N", type=int, help=f"at most N runs (1 to {LIST_LIMIT_MAX}; default 50)"
     )
     p = add_command(
         group,
@@ -91,10 +91,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def list_runs(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient import _reports
+    from asyncclient._protocol import check_limit
+    from asyncclient.errors import ValidationError
     from asyncclient.models import RunStatus
 
-    project_id = None if args.project is None else check_id(args.project, "project")
-    test_id = None if args.test is None else check_id(args.test, "test")
+    project_id = None if args.project is None else check_id(args.project, "project", "--project")
+    test_id = None if args.test is None else check_id(args.test, "test", "--test")
     status = None
     if args.status is not None:
         status = args.status.strip().lower()
@@ -103,8 +106,14 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
             raise CommandError(
                 f"--status {args.status} is not a run status: use one of {', '.join(known)}"
             )
-    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
-        raise CommandError(f"--limit {args.limit} is out of range: give 1 to {MAX_LIMIT}")
+    if args.limit is not None:
+        try:
+            check_limit(args.limit)
+        except ValidationError as exc:
+            # The library's message speaks of limit= and test_id=: name the flag instead.
+            raise CommandError(
+                f"--limit {args.limit} is out of range: give 1 to {LIST_LIMIT_MAX}"
+            ) from exc
     async with open_session(args) as session:
         runs = await session.list_runs(
             test_id=test_id, project_id=project_id, status=status, limit=args.limit
@@ -121,7 +130,7 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
                 run.test_title,
                 str(run.status),
                 run.mode,
-                format_duration(run.duration_ms),
+                _reports.format_duration(_reports.duration_seconds(run)),
                 format_time(run.created_at),
             ]
             for run in runs
@@ -157,6 +166,7 @@ async def stop_run(args: argparse.Namespace, out: Output) -> int:
 
 def run_fields(run: Run) -> list[tuple[str, Any]]:
     """The key/value view of a run; the verdict and results once it is final."""
+    from asyncclient._reports import duration_seconds, format_duration
     from asyncclient.cli._download import run_files
 
     test = run.test_id
@@ -176,7 +186,7 @@ def run_fields(run: Run) -> list[tuple[str, Any]]:
         ("created", format_time(run.created_at) or None),
         ("started", format_time(run.started_at) or None),
         ("finished", format_time(run.finished_at) or None),
-        ("duration", format_duration(run.duration_ms) or None),
+        ("duration", format_duration(duration_seconds(run)) or None),
         ("verdict", _text(run.verdict)),
         ("headline", _text(run.headline)),
         ("error", _error_text(run.error)),

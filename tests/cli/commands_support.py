@@ -6,11 +6,12 @@ The emulator runs on a manual clock, so a run becomes final only when a test adv
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 
-from asyncclient import AsyncSession
+from asyncclient import AsyncSession, ValidationError
 from asyncclient.testing import FakeService, demo_seed_data
 
 ANDROID_BUILD = "ab_shop_120"
@@ -75,3 +76,13 @@ def closed_port() -> int:
 def env_for(svc: FakeService, key: str | None = None) -> dict[str, str]:
     """The environment that points the command at the emulator with one of its keys."""
     return {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": key or svc.run_key}
+
+
+def library_message(check: Callable[..., object], *args: object) -> str:
+    """What one of the library's own checks (asyncclient._protocol) says about `args`: the
+    command must refuse with the same words, not a drifting copy of its own."""
+    try:
+        check(*args)
+    except ValidationError as exc:
+        return str(exc)
+    raise AssertionError(f"{check.__name__}{args!r} accepted what the test expected refused")

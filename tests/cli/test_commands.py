@@ -3,6 +3,7 @@ point against the emulator: output, --json shapes, exit codes and one-line error
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -21,10 +22,12 @@ from commands_support import (
     closed_port,
     env_for,
     finished_run,
+    library_message,
     seed,
     start_run,
 )
 
+from asyncclient import _protocol
 from asyncclient.testing import FakeService
 
 RunCli = Callable[..., Awaitable[Any]]
@@ -173,7 +176,7 @@ async def test_runs_list_passes_the_filters(svc: FakeService, run_cli: RunCli) -
     assert len(lines) == 2
     assert lines[1].split()[:2] == [failed, "t_checkout"]
     assert " failed " in lines[1]
-    assert re.search(r" \d+s ", lines[1])  # the duration, for people
+    assert re.search(r" (\d+\.\d s|\d+ min \d\d s) ", lines[1])  # the duration, for people
     assert passed not in result.stdout
 
     by_test = await run_cli("runs", "list", "--test", "t_search", "--json", env=env_for(svc))
@@ -291,8 +294,14 @@ async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
         (["--limit", "0"], "--limit 0 is out of range: give 1 to 200"),
         (["--limit", "201"], "--limit 201 is out of range: give 1 to 200"),
         (["--status", "done"], f"--status done is not a run status: use one of {RUN_STATUSES}"),
-        (["--project", "t_1"], "t_1 is not a project id: project ids start with p_"),
-        (["--test", "p_demo"], "p_demo is not a test id: test ids start with t_"),
+        (
+            ["--project", "t_1"],
+            library_message(_protocol.check_id, "project", "t_1", "--project"),
+        ),
+        (
+            ["--test", "p_demo"],
+            library_message(_protocol.check_id, "test", "p_demo", "--test"),
+        ),
     ],
 )
 async def test_runs_list_refuses_bad_filters_before_sending(
@@ -310,30 +319,34 @@ async def test_runs_list_refuses_bad_filters_before_sending(
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "kind", "value", "argument"),
     [
-        (["builds", "list", "ab_1"], "ab_1 is not a project id: project ids start with p_"),
-        (["builds", "get", "j_1"], "j_1 is not a build id: build ids start with ab_"),
-        (["builds", "delete", "p_demo"], "p_demo is not a build id: build ids start with ab_"),
-        (["runs", "get", "ab_1"], "ab_1 is not a run id: run ids start with j_"),
-        (["runs", "stop", "t_1"], "t_1 is not a run id: run ids start with j_"),
-        (["runs", "get", "j_"], "j_ is not a run id: run ids start with j_"),
-        (
-            ["runs", "get", "j_1/../x"],
-            "'j_1/../x' is not a run id: after j_ only letters, digits, _, - and . follow",
-        ),
-        (["download", "ab_1"], "ab_1 is not a run id: run ids start with j_"),
-        (["endpoints", "list", "ep_1"], "ep_1 is not a project id: project ids start with p_"),
-        (["endpoints", "delete", "p_demo"], "p_demo is not an endpoint id"),
+        (["builds", "list", "ab_1"], "project", "ab_1", "PROJECT_ID"),
+        (["builds", "get", "j_1"], "build", "j_1", "BUILD_ID"),
+        (["builds", "delete", "p_demo"], "build", "p_demo", "BUILD_ID"),
+        (["runs", "get", "ab_1"], "run", "ab_1", "RUN_ID"),
+        (["runs", "stop", "t_1"], "run", "t_1", "RUN_ID"),
+        (["runs", "get", "j_"], "run", "j_", "RUN_ID"),
+        (["runs", "get", "j_1/../x"], "run", "j_1/../x", "RUN_ID"),
+        (["runs", "list", "--project", "demo"], "project", "demo", "--project"),
+        (["download", "ab_1"], "run", "ab_1", "RUN_ID"),
+        (["endpoints", "list", "ep_1"], "project", "ep_1", "PROJECT_ID"),
+        (["endpoints", "delete", "p_demo"], "endpoint", "p_demo", "ENDPOINT_ID"),
+        (["run", "test", "p_demo"], "test", "p_demo", "TEST_ID"),
+        (["watch", "j_1", "t_2"], "run", "t_2", "RUN_ID"),
     ],
 )
 async def test_bad_ids_are_refused_before_sending(
-    svc: FakeService, run_cli: RunCli, argv: list[str], message: str
+    svc: FakeService, run_cli: RunCli, argv: list[str], kind: str, value: str, argument: str
 ) -> None:
     result = await run_cli(*argv, env=env_for(svc))
 
     assert result.code == 2
-    assert one_error_line(result.stderr).startswith(message)
+    # The library's own check, word for word, naming the argument to fix.
+    assert one_error_line(result.stderr) == library_message(
+        _protocol.check_id, kind, value, argument
+    )
+    assert argument in result.stderr
     assert svc.requests == []
 
 
@@ -439,18 +452,34 @@ async def test_endpoints_add_and_delete_need_the_edit_capability(
     assert "ep_demo_voucher" in svc.backend.endpoints
 
 
+_ADD_DEFAULTS: dict[str, Any] = {
+    "--name": "create_voucher2",
+    "--description": "Creates a voucher.",
+    "--url": "https://shop.example.com/v",
+}
+
+
 def _add_args(**overrides: Any) -> list[str]:
-    options: dict[str, Any] = {
-        "--name": "create_voucher2",
-        "--description": "Creates a voucher.",
-        "--url": "https://shop.example.com/v",
-    }
-    options.update(overrides)
+    options = {**_ADD_DEFAULTS, **overrides}
     argv = ["endpoints", "add", "p_demo"]
     for flag, value in options.items():
         for one in value if isinstance(value, list) else [value]:
             argv += [flag, one]
     return argv
+
+
+def _library_endpoint_message(overrides: dict[str, str]) -> str:
+    """What the library's check_endpoint says about `endpoints add` with these flags."""
+    options = {"--method": "POST", **_ADD_DEFAULTS, **overrides}
+    return library_message(
+        _protocol.check_endpoint,
+        options["--name"],
+        options["--description"],
+        options["--url"],
+        options["--method"],
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -476,19 +505,18 @@ def _add_args(**overrides: Any) -> list[str]:
             {"--header": [f"X-H{i}: {HEADER_SECRET}" for i in range(21)]},
             "21 --header options: an endpoint may carry at most 20",
         ),
-        ({"--name": "n" * 41}, "--name has 41 characters: give 1 to 40, such as create_voucher"),
-        ({"--name": ""}, "--name has 0 characters: give 1 to 40"),
-        ({"--description": "d" * 601}, "--description has 601 characters: give 1 to 600"),
-        ({"--description": ""}, "--description has 0 characters: give 1 to 600"),
-        (
-            {"--url": "http://shop.example.com/v?token=abc"},
-            "--url must be an https:// address with a host (plain http is refused)",
-        ),
-        ({"--url": "https://"}, "--url must be an https:// address with a host"),
-        (
-            {"--method": "TRACE"},
-            "--method TRACE is not allowed: use one of POST, GET, PUT, PATCH, DELETE",
-        ),
+        *[
+            (overrides, _library_endpoint_message(overrides))
+            for overrides in (
+                {"--name": "n" * 41},
+                {"--name": ""},
+                {"--description": "d" * 601},
+                {"--description": ""},
+                {"--url": "http://shop.example.com/v?token=abc"},
+                {"--url": "https://"},
+                {"--method": "TRACE"},
+            )
+        ],
     ],
 )
 async def test_endpoints_add_refuses_bad_input_before_sending(
@@ -497,6 +525,7 @@ async def test_endpoints_add_refuses_bad_input_before_sending(
     result = await run_cli(*_add_args(**overrides), "--verbose", env=env_for(svc, svc.edit_key))
 
     assert result.code == 2
+    # Field limits: the library's own check_endpoint, word for word; header syntax: the CLI's.
     assert one_error_line(result.stderr).startswith(message)
     assert "hdr-s3cret" not in result.stderr
     assert "token=abc" not in result.stderr
@@ -581,25 +610,42 @@ async def test_missing_key_names_the_flag_and_the_variable(
     assert svc.requests == []
 
 
-async def test_a_wrong_key_says_what_to_fix_without_showing_it(
-    svc: FakeService, run_cli: RunCli
+@pytest.mark.parametrize("where", ["flag", "variable"])
+async def test_a_wrong_key_names_where_it_came_from_without_showing_it(
+    svc: FakeService, run_cli: RunCli, where: str
 ) -> None:
-    result = await run_cli(
-        "runs",
-        "list",
-        "--verbose",
-        "--api-key",
-        "wrong-k3y-value",
-        env={"ASYNCCLIENT_BASE_URL": svc.url},
-    )
+    env = {"ASYNCCLIENT_BASE_URL": svc.url}
+    argv = ["runs", "list", "--verbose"]
+    if where == "flag":
+        argv += ["--api-key", "wrong-k3y-value"]
+    else:
+        env["ASYNCCLIENT_API_KEY"] = "wrong-k3y-value"
+
+    result = await run_cli(*argv, env=env)
 
     assert result.code == 3
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1
     assert error_lines[0].startswith("error: 401 unauthenticated")
-    assert "check the key in --api-key or ASYNCCLIENT_API_KEY" in error_lines[0]
+    if where == "flag":
+        assert error_lines[0].endswith("; check the key given with --api-key")
+        assert "ASYNCCLIENT_API_KEY" not in error_lines[0]
+    else:
+        assert error_lines[0].endswith("; check the key in ASYNCCLIENT_API_KEY")
+        assert "--api-key" not in error_lines[0]
     assert "wrong-k3y-value" not in result.stdout + result.stderr
     assert [r.status for r in svc.requests] == [401]  # not retried
+
+
+async def test_the_flag_wins_over_the_variable_and_is_the_one_named(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": svc.run_key}
+
+    result = await run_cli("runs", "list", "--api-key", "wrong-k3y-value", env=env)
+
+    assert result.code == 3
+    assert one_error_line(result.stderr).endswith("; check the key given with --api-key")
 
 
 async def test_the_api_key_never_appears_in_verbose_output(
@@ -689,3 +735,171 @@ def test_help_does_not_import_aiohttp_or_rich() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+# --- global options between a group and its command ---------------------------------------------
+
+# One command of each group, and the key its --json answer carries.
+GROUP_COMMANDS = {
+    "builds": (["builds", "list", "p_demo"], "builds"),
+    "runs": (["runs", "list"], "runs"),
+    "endpoints": (["endpoints", "list", "p_demo"], "endpoints"),
+    "run": (["run", "project", "p_demo"], "started"),
+}
+
+
+@pytest.mark.parametrize("position", ["before the group", "between", "after the command"])
+@pytest.mark.parametrize("group", list(GROUP_COMMANDS))
+async def test_global_options_work_before_between_and_after(
+    svc: FakeService, run_cli: RunCli, group: str, position: str
+) -> None:
+    (name, command, *rest), key = GROUP_COMMANDS[group]
+    options = ["--json", "-q", "--base-url", svc.url, "--api-key", svc.run_key]
+    argv = {
+        "before the group": [*options, name, command, *rest],
+        "between": [name, *options, command, *rest],
+        "after the command": [name, command, *rest, *options],
+    }[position]
+
+    result = await run_cli(*argv)  # no environment: only the flags say where and with what key
+
+    assert result.code == 0, result.stderr
+    assert key in result.json()
+    assert result.stderr == ""  # --quiet took effect too
+
+
+async def test_global_options_can_be_spread_over_every_position(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli(
+        "--base-url", svc.url, "builds", "--json", "-v", "list", "p_demo", "--api-key", svc.run_key
+    )  # fmt: skip
+
+    assert result.code == 0, result.stderr
+    assert {b["id"] for b in result.json()["builds"]} == {ANDROID_BUILD, PINNED_BUILD}
+    assert "GET /api/v1/projects/p_demo/builds" in result.stderr  # -v, given between
+
+
+# --- what --json is said to be ------------------------------------------------------------------
+
+JSON_PROMISE = (
+    "the service's field names (camelCase; snake_case for the endpoint list), every field "
+    "present, null when the service did not send it"
+)
+
+
+def _every_parser() -> list[tuple[str, argparse.ArgumentParser]]:
+    from asyncclient.cli import build_parser
+
+    found: list[tuple[str, argparse.ArgumentParser]] = []
+    todo = [("asyncclient", build_parser())]
+    while todo:
+        name, parser = todo.pop()
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [(f"{name} {sub}", p) for sub, p in action.choices.items()]
+    return found
+
+
+def test_every_help_says_precisely_what_json_output_is() -> None:
+    parsers = _every_parser()
+    assert len(parsers) > 20
+
+    for name, parser in parsers:
+        text = " ".join(parser.format_help().split())
+        assert "own JSON" not in text, name
+        assert "service's JSON" not in text, name
+        if any("--json" in action.option_strings for action in parser._actions):
+            assert JSON_PROMISE in text, name
+
+
+async def test_json_output_has_every_field_null_when_not_sent(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    result = await run_cli("builds", "list", "p_demo", "--json", env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    build = next(b for b in result.json()["builds"] if b["id"] == ANDROID_BUILD)
+    # The list view does not send projectId or sha256 (only `builds get` does): present, null.
+    assert build["projectId"] is None
+    assert build["sha256"] is None
+
+
+# --- a reader that goes away --------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pipe without a reader is POSIX here")
+@pytest.mark.parametrize("command", ["runs list --json", "runs list", "download"])
+async def test_a_closed_stdout_exits_141_without_a_word(
+    svc: FakeService, command: str, tmp_path: Path
+) -> None:
+    run_id = await finished_run(svc)
+    argv = command.split() if command != "download" else ["download", run_id, "-o", str(tmp_path)]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -0`: the reader is gone before the first line
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *_console_script(), *argv,
+            env={**os.environ, **env_for(svc)}, stdout=write_end, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    _, stderr = await process.communicate()
+
+    assert process.returncode == 141, stderr.decode()
+    assert stderr == b""  # no "error: Broken pipe", no "Exception ignored" at exit
+    assert svc.requests  # the command did its work; only its output had nowhere to go
+
+
+def test_other_local_os_errors_still_exit_2_with_their_message() -> None:
+    from asyncclient.cli._common import describe_error, is_broken_pipe
+
+    denied = PermissionError(13, "Permission denied", "/srv/out")
+    assert describe_error(denied) == ("Permission denied: /srv/out", 2)
+    assert not is_broken_pipe(denied)
+    assert is_broken_pipe(BrokenPipeError(32, "Broken pipe"))
+    assert is_broken_pipe(ExceptionGroup("tasks", [ValueError(), BrokenPipeError()]))
+
+
+# --- durations ----------------------------------------------------------------------------------
+
+
+async def test_a_duration_reads_the_same_in_every_view(svc: FakeService, run_cli: RunCli) -> None:
+    from asyncclient import _reports
+
+    run_id = await finished_run(svc, "t_checkout")
+    env = env_for(svc)
+
+    as_json = await run_cli("runs", "get", run_id, "--json", env=env)
+    got = await run_cli("runs", "get", run_id, env=env)
+    listed = await run_cli("runs", "list", env=env)
+    watched = await run_cli("watch", run_id, "--interval", "0.01", env=env)
+
+    duration = _reports.format_duration(as_json.json()["run"]["durationMs"] / 1000)
+    assert re.fullmatch(r"\d+\.\d s|\d+ min \d\d s", duration)
+    assert re.search(rf"^duration +{re.escape(duration)}$", got.stdout, re.M), got.stdout
+    assert f"  {duration}  " in listed.stdout.splitlines()[1]
+    assert watched.stdout.splitlines()[0].endswith(f"({duration})")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, ""),
+        (0.0, "0.0 s"),
+        (12.34, "12.3 s"),
+        (59.94, "59.9 s"),
+        (59.96, "1 min 00 s"),
+        (90.0, "1 min 30 s"),
+        (3599.4, "59 min 59 s"),
+        (3725.0, "1 h 02 min"),
+        (90061.0, "25 h 01 min"),
+    ],
+)
+def test_the_one_duration_format(seconds: float | None, text: str) -> None:
+    from asyncclient import _reports
+    from asyncclient.cli import _common as cli_common
+
+    assert _reports.format_duration(seconds) == text
+    assert not hasattr(cli_common, "format_duration")  # one format, not two

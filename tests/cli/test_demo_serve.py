@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,24 @@ async def test_demo_tours_the_whole_job_and_exits_0(run_cli: Any, tmp_path: Path
     screenshots = list(tmp_path.glob("*.png"))
     assert len(screenshots) == 1
     assert screenshots[0].read_bytes().startswith(PNG_MAGIC)
+    assert "kept: " not in err  # with --output everything stays where asked
+
+
+async def test_demo_without_output_keeps_only_the_screenshot(
+    run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # so that tempfile reads TMPDIR again
+
+    result = await run_cli("demo", "--speed", "600")
+
+    assert result.code == 0, result.stderr
+    left = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert [p for p in left if p.suffix == ".apk"] == []  # the ~25 MB sample is gone
+    (screenshot,) = left  # the emulator's own folder went too
+    assert screenshot.suffix == ".png"
+    assert screenshot.read_bytes().startswith(PNG_MAGIC)
+    assert f"kept: {screenshot}" in result.stderr
 
 
 async def test_demo_refuses_a_speed_of_zero(run_cli: Any) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from commands_support import env_for, finished_run, plain_get, seed, start_run
+from commands_support import env_for, finished_run, library_message, plain_get, seed, start_run
 
+from asyncclient import _protocol
 from asyncclient.testing import FakeService, Fault
 
 RunCli = Callable[..., Awaitable[Any]]
@@ -253,19 +254,25 @@ async def test_a_file_the_run_does_not_have(svc: FakeService, run_cli: RunCli) -
     assert svc.requests_for("download_run_file") == []
 
 
+def _file_message(file: str) -> str:
+    """What the library's run_file_path says about FILE of run j_1."""
+    return library_message(_protocol.run_file_path, "j_1", file)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["j_1", "../secrets"], "'../secrets' is not a run file path"),
-        (["j_1", "screenshots//01.png"], "'screenshots//01.png' is not a run file path"),
-        (
-            ["j_1", "https://svc.example/api/v1/runs/j_2/files/video.mp4"],
-            "that link is a file of run j_2, not j_1: give j_2 as RUN_ID",
-        ),
-        (
-            ["j_1", "https://svc.example/elsewhere/video.mp4"],
-            "https://svc.example/elsewhere/video.mp4 is not a run file link",
-        ),
+        # FILE: the library's own parsing (run_file_path), word for word.
+        *[
+            (["j_1", file], _file_message(file))
+            for file in (
+                "../secrets",
+                "screenshots//01.png",
+                "https://svc.example/api/v1/runs/j_2/files/video.mp4",
+                "https://svc.example/elsewhere/video.mp4",
+            )
+        ],
+        (["j_1", "shots\\01.png"], "'shots\\\\01.png' is not a run file path: a backslash"),
         (["j_1", "--concurrency", "0"], "--concurrency 0 is out of range: give 1 to 32"),
         (["j_1", "--concurrency", "33"], "--concurrency 33 is out of range: give 1 to 32"),
         (["t_1"], "t_1 is not a run id: run ids start with j_"),

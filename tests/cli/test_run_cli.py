@@ -428,6 +428,7 @@ async def test_the_help_lists_the_commands(run_cli: RunCli) -> None:
     result = await run_cli("run", "project", "--help")
     assert result.code == 0
     assert "--build BUILD_ID" in result.stdout
+    assert "--allow-skipped" in result.stdout
     assert "exit codes:" in result.stdout
     watch = await run_cli("watch", "--help")
     assert "--stop-on-interrupt" in watch.stdout
@@ -457,7 +458,7 @@ async def test_a_terminal_gets_a_live_table(svc: FakeService) -> None:
     assert stdout.getvalue().splitlines()[-1] == "3 runs: 2 passed, 1 failed"
 
 
-async def test_tests_not_started_are_in_the_reports(
+async def test_a_skipped_test_fails_the_wait_and_is_in_the_reports(
     run_cli: RunCli, env: dict[str, str], tmp_path: Path
 ) -> None:
     junit, summary = tmp_path / "r.xml", tmp_path / "s.md"
@@ -465,10 +466,87 @@ async def test_tests_not_started_are_in_the_reports(
         "run", "project", "p_mix", "--wait", *FAST, "--junit", str(junit),
         env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
     )  # fmt: skip
-    assert result.code == 0, result.stderr  # the one run that started passed
+    # The one run that started passed, but part of the suite never ran: not green.
+    assert result.code == 1, result.stderr
     assert result.stdout.splitlines()[-2] == "1 run: 1 passed"
     assert result.stdout.splitlines()[-1].startswith("not started t_mixapp: no ready android")
+    assert result.stderr.splitlines()[-1] == (
+        "error: 1 test(s) of p_mix did not start (see above); pass --allow-skipped to accept that"
+    )
     cases = ET.parse(junit).getroot().findall("testsuite/testcase")
     assert [c.attrib["classname"] for c in cases] == ["t_mixweb", "t_mixapp"]
     assert cases[1].find("skipped") is not None
     assert "Not started (1):\n- `t_mixapp`: no ready android build" in summary.read_text()
+
+
+async def test_allow_skipped_accepts_tests_that_did_not_start(
+    run_cli: RunCli, env: dict[str, str]
+) -> None:
+    result = await run_cli("run", "project", "p_mix", "--wait", "--allow-skipped", *FAST, env=env)
+    assert result.code == 0, result.stderr
+    assert "skipped t_mixapp: " in result.stderr
+    assert "error:" not in result.stderr
+    failing = await run_cli("run", "project", "p_cli", "--wait", "--allow-skipped", *FAST, env=env)
+    assert failing.code == 1  # a run that started and failed still fails the command
+
+
+@pytest.mark.parametrize("allow", [[], ["--allow-skipped"]])
+async def test_a_start_with_no_run_exits_1_even_with_allow_skipped(
+    svc: FakeService,
+    run_cli: RunCli,
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    allow: list[str],
+) -> None:
+    # A service that answers 201 {"started": [], "skipped": []} (the spec says 402 or 400).
+    monkeypatch.setattr(svc.backend, "run_project", lambda *args: ([], []))
+    result = await run_cli("run", "project", "p_cli", "--wait", *allow, *FAST, env=env)
+    assert result.code == 1, result.stderr
+    assert result.stdout.splitlines() == ["0 runs"]
+    assert result.stderr.splitlines()[-1] == "error: no test of p_cli started: nothing ran"
+    assert svc.requests_for("list_runs") == []
+    # Without --wait nothing is judged: the (empty) answer is printed and the command exits 0.
+    started = await run_cli("run", "project", "p_cli", "--json", env=env)
+    assert started.code == 0, started.stderr
+    assert started.json() == {"started": [], "skipped": []}
+
+
+async def test_allow_skipped_needs_wait(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str]
+) -> None:
+    result = await run_cli("run", "project", "p_mix", "--allow-skipped", env=env)
+    assert result.code == 2
+    assert "--allow-skipped need --wait" in result.stderr
+    assert svc.requests == []
+
+
+async def test_the_live_table_is_drawn_a_few_times_a_second_not_per_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncclient.cli._common import Output
+    from asyncclient.cli._run import _Progress
+    from asyncclient.models import Run, RunStatus
+
+    now = 0.0
+    ids = [f"j_{n:04d}" for n in range(1000)]
+    stderr = Terminal()
+    progress = _Progress(Output(stdout=io.StringIO(), stderr=stderr), ids, clock=lambda: now)
+    renders = 0
+    render = progress._render
+
+    def counting_render() -> Any:
+        nonlocal renders
+        renders += 1
+        return render()
+
+    monkeypatch.setattr(progress, "_render", counting_render)
+    with progress:
+        for status in (RunStatus.RUNNING, RunStatus.PASSED):
+            for run_id in ids:
+                now += 0.001  # 2,000 changes over 2 seconds of the injected clock
+                progress.update(Run(id=run_id, status=status, test_id="t_pass"))
+    # At most 4 a second (8 here), plus the first table and the last state on exit.
+    assert renders <= 10, renders
+    screen = stderr.getvalue()
+    assert "1000 runs: 1000 passed" in screen  # the final state was drawn
+    assert render().row_count < 50  # only the rows a terminal can show are built

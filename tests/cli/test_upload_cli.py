@@ -145,7 +145,7 @@ async def test_skip_existing_prints_the_existing_build(
     [
         (["p_demo", "{tmp}/missing.apk"], "no such file: check the path"),
         (["p_demo", "{tmp}/notes.txt"], "neither an .apk nor an .app.zip"),
-        (["demo", "{tmp}/shop.apk"], "demo is not a project id"),
+        (["demo", "{tmp}/shop.apk"], "'demo' is not a project id"),
         (["p_demo", "{tmp}/shop.apk", "--concurrency", "0"], "must be at least 1"),
     ],
 )
