@@ -52,6 +52,7 @@ from asyncclient.models import (
 )
 
 if TYPE_CHECKING:
+    from asyncclient.upload import ItemLike, UploadResult
     from asyncclient.watch import RunWatcher, WatchOptions
 
 __all__ = ["AsyncSession", "PartBody"]
@@ -1042,6 +1043,38 @@ class AsyncSession:
             progress=progress,
             skip_existing=skip_existing,
             journal_dir=journal_dir,
+        )
+
+    async def upload_builds(
+        self,
+        items: "Iterable[ItemLike]",
+        *,
+        project_id: str | None = None,
+        max_parts_in_flight: int = 16,
+        concurrency: int | None = None,
+        progress: Callable[[Path, int, int], object] | None = None,
+        skip_existing: bool = False,
+        journal_dir: str | os.PathLike[str] | None = None,
+        on_result: "Callable[[UploadResult], object] | None" = None,
+    ) -> "list[UploadResult]":
+        """Upload many builds at once, sharing one budget of `max_parts_in_flight` parts.
+
+        items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
+        else to `project_id`. One result per item, in input order: the build or the error; one
+        failing build does not stop the others. See asyncclient.upload.upload_builds.
+        """
+        from asyncclient.upload import upload_many
+
+        return await upload_many(
+            self,
+            items,
+            project_id=project_id,
+            max_parts_in_flight=max_parts_in_flight,
+            concurrency=concurrency,
+            progress=progress,
+            skip_existing=skip_existing,
+            journal_dir=journal_dir,
+            on_result=on_result,
         )
 
     def watch_runs(

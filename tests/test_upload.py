@@ -847,6 +847,39 @@ async def test_upload_builds_one_bad_build_does_not_stop_the_others(
     assert ops(svc).count("start_upload") == 6  # not for the missing file
 
 
+async def test_session_upload_builds_takes_items_of_several_projects(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apks = [make_apk(tmp_path / f"multi{n}.apk", parts=3, seed=40 + n) for n in range(3)]
+    svc.conditions = SLOW
+    server = ServerInFlight(svc, monkeypatch)
+    results = await client.upload_builds(
+        [apks[0], UploadItem(apks[1], label="free", project_id="p_free"), (apks[2], "x")],
+        project_id=svc.project_id,
+        max_parts_in_flight=2,
+        journal_dir=journal,
+    )
+    assert server.peak <= 2  # the budget is shared across the projects too
+    assert [r.ok for r in results] == [True, True, True]
+    projects = [(await client.get_build(r.build.id)).project_id for r in results if r.build]
+    assert projects == [svc.project_id, "p_free", svc.project_id]
+    assert [r.label for r in results] == [None, "free", "x"]
+    assert ops(svc).count("list_builds") == 2  # one per project
+
+
+async def test_session_upload_builds_needs_a_project_for_every_item(
+    svc: FakeService, client: AsyncSession, tmp_path: Path
+) -> None:
+    apk = make_apk(tmp_path / "orphan.apk", parts=1)
+    with pytest.raises(ValidationError, match=r"no project for .*orphan\.apk: pass project_id="):
+        await client.upload_builds([apk])
+    assert svc.requests == []
+
+
 async def test_upload_builds_reports_a_refused_listing_for_every_item(
     svc: FakeService, tmp_path: Path, journal: Path
 ) -> None:
