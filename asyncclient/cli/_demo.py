@@ -128,6 +128,8 @@ async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
 
 def _per_file(display: Any) -> Any:
     progress = display.progress_for(0)
+    if progress is None:  # --quiet: nothing to draw
+        return None
 
     def report(path: Path, done: int, total: int) -> None:
         progress(done, total)

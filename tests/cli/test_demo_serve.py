@@ -54,6 +54,14 @@ async def test_demo_without_output_keeps_only_the_screenshot(
     assert f"kept: {screenshot}" in result.stderr
 
 
+async def test_demo_quiet_prints_nothing_and_exits_0(run_cli: Any, tmp_path: Path) -> None:
+    # .ci/run runs exactly this: it must keep working.
+    result = await run_cli("demo", "--quiet", "--speed", "600", "--output", str(tmp_path))
+    assert result.code == 0, result.stderr
+    assert result.stderr == ""
+    assert (tmp_path / "01.png").read_bytes().startswith(PNG_MAGIC)
+
+
 async def test_demo_refuses_a_speed_of_zero(run_cli: Any) -> None:
     result = await run_cli("demo", "--speed", "0")
     assert result.code == 2
