@@ -184,14 +184,21 @@ class Build:
     uploaded: dict[int, tuple[str, int]] = attrs.Factory(dict)  # part -> (etag, length)
     completing: bool = False
     lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    # Held while a received part is copied into its place in the build file.
+    place_lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    # The whole file's sha256, computed part by part as soon as a prefix of parts is in place:
+    # prefix[i] is the digest of parts 1..i (so a part sent again restarts the hash from it).
+    prefix: list[Any] = attrs.Factory(lambda: [hashlib.sha256()])
+    hash_generation: int = 0  # bumped when a part the hasher may be reading is replaced
+    hasher: "asyncio.Task[None] | None" = None
 
     def part_length(self, number: int) -> int:
         if number < self.parts:
             return self.part_bytes
         return self.size - (self.parts - 1) * self.part_bytes
 
-    def part_path(self, number: int) -> Path:
-        return self.directory / f"part-{number:05d}"
+    def part_offset(self, number: int) -> int:
+        return (number - 1) * self.part_bytes
 
     @property
     def path(self) -> Path:
@@ -354,24 +361,46 @@ def _unit_interval(text: str) -> float:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest()) / 2**32
 
 
-def _assemble(parts: Sequence[Path], dest: Path) -> tuple[str, int]:
-    """Concatenate the part files into `dest` in 1 MiB chunks; (sha256 hex, size). Blocking."""
-    digest = hashlib.sha256()
-    total = 0
+def _place(received: Path, dest: Path, offset: int, length: int) -> None:
+    """Copy the received part file into `dest` at `offset` (a kernel copy where the system has
+    one), then remove it. Blocking."""
+    src = os.open(received, os.O_RDONLY)
     try:
-        with dest.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as src:
-                    while chunk := src.read(_MiB):
-                        digest.update(chunk)
-                        out.write(chunk)
-                        total += len(chunk)
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    for part in parts:
-        part.unlink(missing_ok=True)
-    return digest.hexdigest(), total
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            done = 0
+            if hasattr(os, "copy_file_range"):
+                with contextlib.suppress(OSError):  # not supported here: copy by hand below
+                    while done < length:
+                        moved = os.copy_file_range(src, out, length - done, done, offset + done)
+                        if moved <= 0:
+                            break
+                        done += moved
+            while done < length:
+                chunk = os.pread(src, min(_MiB, length - done), done)
+                if not chunk:
+                    raise OSError(f"{received} ended {length - done} bytes early")
+                done += os.pwrite(out, chunk, offset + done)
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
+    received.unlink()
+
+
+def _hash_region(path: Path, offset: int, length: int, digest: Any) -> Any:
+    """`digest` fed with `length` bytes of `path` from `offset`, in 1 MiB reads. Blocking."""
+    buffer = bytearray(min(_MiB, length))
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as src:
+        src.seek(offset)
+        while length > 0:
+            got = src.readinto(view[: min(len(buffer), length)])
+            if not got:
+                raise OSError(f"{path} ended {length} bytes early")
+            digest.update(view[:got])
+            length -= got
+    return digest
 
 
 def _check_app(
@@ -592,23 +621,91 @@ class Backend:
         if build.completing:
             raise _invalid_state(f"build {build.id} is being completed; start a new upload")
 
-    def commit_part(self, build: Build, number: int, received: Path, etag: str) -> None:
-        """Move a fully received part into place; it replaces an earlier copy of the part."""
-        try:
+    async def commit_part(self, build: Build, number: int, received: Path, etag: str) -> None:
+        """Copy a fully received part into its place in the build file; it replaces an earlier
+        copy of the part. The whole file's hash then moves on in the background."""
+        async with build.place_lock:
+            try:
+                if self.builds.get(build.id) is not build:
+                    raise _not_found(f"build {build.id} was deleted during the upload")
+                self._check_accepts_parts(build)
+            except ServiceError:
+                received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
+                raise
+            # The part's region is about to change: it no longer counts, and a hash that
+            # covered it (or is reading it now) starts again from it.
+            build.uploaded.pop(number, None)
+            if len(build.prefix) > number - 1:
+                del build.prefix[number:]
+                build.hash_generation += 1
+            length = build.part_length(number)
+            try:
+                await asyncio.to_thread(
+                    _place, received, build.path, build.part_offset(number), length
+                )
+            except FileNotFoundError:
+                received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
+                raise _not_found(f"build {build.id} was deleted during the upload") from None
+            except OSError as exc:
+                received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
+                raise ServiceError(500, "internal", f"cannot store the part: {exc}") from exc
             if self.builds.get(build.id) is not build:
                 raise _not_found(f"build {build.id} was deleted during the upload")
-            self._check_accepts_parts(build)
-        except ServiceError:
-            received.unlink(missing_ok=True)
-            raise
-        # The rename and the bookkeeping happen together: no await between them.
-        os.replace(received, build.part_path(number))
-        build.uploaded[number] = (etag, build.part_length(number))
+            build.uploaded[number] = (etag, length)
+            self._hash_ahead(build)
+
+    def _hash_ahead(self, build: Build) -> None:
+        """Make sure the background hasher runs if the next part to hash is in place."""
+        idle = build.hasher is None or build.hasher.done()
+        if idle and len(build.prefix) in build.uploaded:
+            build.hasher = asyncio.get_running_loop().create_task(self._hash_parts(build))
+
+    @staticmethod
+    async def _hash_parts(build: Build) -> None:
+        """Feed the whole-file hash with each part in order while the next one is in place:
+        parts 1..k are hashed as soon as they are all there, so complete waits for the tail."""
+        while (number := len(build.prefix)) in build.uploaded:
+            generation = build.hash_generation
+            state = build.prefix[-1].copy()
+            try:
+                digest = await asyncio.to_thread(
+                    _hash_region, build.path, build.part_offset(number), build.uploaded[number][1],
+                    state,
+                )  # fmt: skip
+            except OSError:
+                return  # the build was deleted; complete (if any) hashes what is left itself
+            if build.hash_generation == generation:
+                build.prefix.append(digest)
+
+    async def _whole_sha256(self, build: Build) -> str:
+        """The sha256 of the whole build file once every part is in place."""
+        while len(build.prefix) <= build.parts:
+            hasher = build.hasher
+            if hasher is not None and not hasher.done():
+                await asyncio.shield(hasher)
+                continue
+            number = len(build.prefix)
+            digest = await asyncio.to_thread(
+                _hash_region, build.path, build.part_offset(number), build.part_length(number),
+                build.prefix[-1].copy(),
+            )  # fmt: skip
+            build.prefix.append(digest)
+        return str(build.prefix[build.parts].hexdigest())
+
+    async def aclose(self) -> None:
+        """Stop the background hashers (the service is stopping)."""
+        hashers = [b.hasher for b in self.builds.values() if b.hasher is not None]
+        for hasher in hashers:
+            hasher.cancel()
+        await asyncio.gather(*hashers, return_exceptions=True)
 
     async def complete_upload(
         self, key: ApiKey, build_id: str, parts: Sequence[tuple[int, str]]
     ) -> Build:
-        """Assemble, hash and check the build; a completed build is returned again as it was."""
+        """Finish the hash and check the build; a completed build is returned again as it was.
+
+        The parts are already in their places in the build file and most of them hashed (see
+        commit_part): complete hashes only the tail the background hasher has not reached."""
         build = self._build(key, build_id)
         async with build.lock:
             if build.status == "ready":
@@ -618,13 +715,14 @@ class Backend:
             self._check_part_list(build, parts)
             build.completing = True
             try:
-                files = [build.part_path(n) for n in range(1, build.parts + 1)]
+                # A part still being copied into place finishes first (later ones are refused),
+                # and may have replaced a listed one.
+                async with build.place_lock:
+                    self._check_part_list(build, parts)
                 try:
-                    sha256, _size = await asyncio.to_thread(_assemble, files, build.path)
+                    sha256 = await self._whole_sha256(build)
                 except OSError as exc:
-                    raise ServiceError(
-                        500, "internal", f"cannot assemble the build: {exc}"
-                    ) from exc
+                    raise ServiceError(500, "internal", f"cannot hash the build: {exc}") from exc
                 fields, problems, warnings = await asyncio.to_thread(
                     _check_app, build.path, build.file_name, self.settings.devices
                 )
@@ -689,6 +787,8 @@ class Backend:
             raise _invalid_state(f"build {build.id} is being completed; try again")
         del self.builds[build.id]
         self.projects[build.project_id].builds.remove(build)
+        if build.hasher is not None:
+            build.hasher.cancel()
         await asyncio.to_thread(shutil.rmtree, build.directory, True)
 
     # --- runs -------------------------------------------------------------------------------

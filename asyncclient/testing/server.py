@@ -96,6 +96,8 @@ class FakeService:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        if self._state is not None:
+            await self._state.backend.aclose()
         own, self._own_dir = self._own_dir, None
         if own is not None:
             await asyncio.to_thread(shutil.rmtree, own, True)

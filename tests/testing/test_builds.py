@@ -143,8 +143,10 @@ async def test_parts_must_have_the_exact_length(client: Http, up: FakeService) -
     too_long = await client.call("PUT", f"{path}/3", data=chunked(5000))  # type: ignore[arg-type]
     assert too_long.status == 400
     assert await put(client, build_id, 3, b"z" * 100)
-    directory = up.backend.builds[build_id].directory
-    assert [p.name for p in directory.iterdir()] == ["part-00003"]
+    build = up.backend.builds[build_id]
+    # No temp file is left: the part went into its place in the build file.
+    assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
+    assert build.path.read_bytes()[2 * PART :] == b"z" * 100
 
 
 async def test_a_part_sent_again_replaces_the_earlier_one(client: Http, apk: bytes) -> None:
@@ -181,9 +183,9 @@ async def test_a_cut_off_part_leaves_the_earlier_one_intact(
     await writer.wait_closed()
     await wait_until(lambda: any(r.op == "upload_part" and r.status == 0 for r in up.requests))
     # No temp file is left, and the earlier part 1 is the one that counts.
-    assert sorted(p.name for p in up.backend.builds[build_id].directory.iterdir()) == [
-        f"part-0000{n}" for n in range(1, 5)
-    ]
+    build = up.backend.builds[build_id]
+    assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
+    assert build.path.read_bytes() == apk
     parts = [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]
     done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
     assert done.status == 200
@@ -335,3 +337,77 @@ async def test_an_upload_to_a_deleted_build_is_404(
     assert (await clients(up, "k-edit").call("DELETE", f"/api/v1/builds/{build_id}")).status == 200
     reply = await client.call("PUT", f"/api/v1/builds/{build_id}/parts/1", data=b"x" * 10)
     assert reply.status == 404
+
+
+# --- the whole-file hash is computed as the parts arrive ------------------------------------------
+
+
+async def hashed_parts(up: FakeService, build_id: str) -> int:
+    """How many leading parts the background hasher has covered, once it is idle."""
+    build = up.backend.builds[build_id]
+    while build.hasher is not None and not build.hasher.done():
+        await build.hasher
+    return len(build.prefix) - 1
+
+
+async def test_parts_out_of_order_are_hashed_once_the_prefix_is_there(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    pieces = chunks(apk)
+    etags = {n: await put(client, build_id, n, pieces[n - 1]) for n in (4, 2, 3)}
+    assert await hashed_parts(up, build_id) == 0  # part 1 is missing: nothing can be hashed
+    etags[1] = await put(client, build_id, 1, pieces[0])
+    assert await hashed_parts(up, build_id) == 4
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
+    assert up.backend.builds[build_id].path.read_bytes() == apk
+
+
+async def test_a_part_sent_again_after_the_hash_passed_it_restarts_the_hash(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    pieces = chunks(apk)
+    garbled = [bytes(len(p)) for p in pieces]
+    for n, piece in enumerate(garbled, 1):
+        await put(client, build_id, n, piece)
+    assert await hashed_parts(up, build_id) == 4
+    # Parts 4 and 2 are sent again with the right bytes, then 3: each time the hash restarts
+    # from the part sent (its earlier digests would be of the zeros).
+    etags = {1: await put(client, build_id, 1, garbled[0])}
+    for n in (4, 2):
+        etags[n] = await put(client, build_id, n, pieces[n - 1])
+    assert await hashed_parts(up, build_id) == 4
+    etags[3] = await put(client, build_id, 3, pieces[2])
+    assert await hashed_parts(up, build_id) == 4
+    expected = garbled[0] + b"".join(pieces[1:])
+    assert up.backend.builds[build_id].path.read_bytes() == expected
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    # Part 1 is zeros: not an app, but the checksum is that of the bytes stored.
+    assert done.status == 422
+    assert up.backend.builds[build_id].sha256 == hashlib.sha256(expected).hexdigest()
+    # With the right part 1 the build is good... in a new upload (this one is final).
+    build_id = await start(client, len(apk))
+    for n in (3, 1, 4, 2, 1):
+        etags[n] = await put(client, build_id, n, pieces[n - 1])
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
+
+
+async def test_complete_while_the_hasher_has_not_finished(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    pieces = chunks(apk)
+    etags = [await put(client, build_id, n, p) for n, p in enumerate(pieces, 1)]
+    build = up.backend.builds[build_id]
+    if build.hasher is not None:  # complete hashes what the background hasher has not
+        build.hasher.cancel()
+    del build.prefix[2:]
+    parts = [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()

@@ -196,8 +196,8 @@ async def test_a_part_dropped_mid_body_is_not_stored(
     assert [r.status for r in service.requests_for("upload_part")] == [200, 0, 0, 0, 0]
     build = service.backend.builds[build_id]
     assert build.uploaded == {1: (first.json["etag"], part)}
-    assert [p.name for p in build.directory.iterdir()] == ["part-00001"]
-    assert (build.directory / "part-00001").read_bytes() == b"a" * part
+    assert [p.name for p in build.directory.iterdir()] == ["a.apk"]
+    assert build.path.read_bytes() == b"a" * part
     # The service keeps working after the drops.
     again = await client.call("PUT", f"/api/v1/builds/{build_id}/parts/2", data=b"c" * part)
     assert again.status == 200
