@@ -340,6 +340,12 @@ def _describe(
 ) -> str:
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return f"could not connect within {connect_timeout:g} s (connect_timeout)"
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        errno = exc.os_error.errno
+        reason = os.strerror(errno) if errno else str(exc.os_error)
+        return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"
     if transfer and isinstance(exc, TimeoutError):
         # Only idle timers run on a transfer: aiohttp's sock_read, or our body's own.
         return f"no data moved for {timeout:g} s (timeout)"
@@ -638,8 +644,9 @@ class AsyncSession:
         except _RETRYABLE_TRANSPORT as exc:
             if debug:
                 self._log_attempt(call, type(exc).__name__, started)
+            tries = f", {call.attempt} attempts" if call.attempt > 1 else ""
             error = TransportError(
-                f"{self._describe(exc, call)} ({call.method} {call.target()})",
+                f"{self._describe(exc, call)} ({call.method} {call.target()}{tries})",
                 method=call.method,
                 url=call.url,
                 attempts=call.attempt,

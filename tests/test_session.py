@@ -606,7 +606,8 @@ async def test_connection_refused_is_a_transport_error(waits: list[float]) -> No
     assert info.value.attempts == 3
     assert len(waits) == 2
     assert isinstance(info.value.__cause__, aiohttp.ClientConnectorError)
-    assert "(GET /api/v1/builds/ab_1)" in str(info.value)
+    assert str(info.value).startswith("cannot connect to 127.0.0.1:")
+    assert str(info.value).endswith("(connection refused) (GET /api/v1/builds/ab_1, 3 attempts)")
 
 
 async def test_timeout_is_a_transport_error(service: FakeService, waits: list[float]) -> None:

@@ -7,7 +7,9 @@ command needs them, so `asyncclient --help` stays quick.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -44,8 +46,15 @@ exit codes: 0 ok, 1 a run did not pass, a test did not start or the watch timed 
 """
 
 
+_INVALID_CHOICE = re.compile(
+    r"(?P<head>argument [^:]+: )invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$"
+)
+_QUOTED = re.compile(r"'([^']*)'")
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that never echoes stray values: a mistyped flag may be followed by a secret."""
+    """argparse with one-line errors that never echo stray values (a mistyped flag may be
+    followed by a secret) and that suggest the option meant."""
 
     def error(self, message: str) -> NoReturn:
         prefix = "unrecognized arguments: "
@@ -57,7 +66,32 @@ class _Parser(argparse.ArgumentParser):
             if hidden:
                 shown = f"{shown} ({hidden} more value(s), not shown)".lstrip()
             message = prefix + shown
-        super().error(message)
+            known = self._option_strings()
+            meant = [m for f in flags for m in difflib.get_close_matches(f, known, n=1)]
+            if meant:
+                message += f" (did you mean {' '.join(meant)}?)"
+        choice = _INVALID_CHOICE.match(message)
+        if choice:
+            # The word may be a secret that followed a mistyped flag: name it only when it is
+            # close to a real choice.
+            value, choices = choice["value"], _QUOTED.findall(choice["choices"])
+            meant = difflib.get_close_matches(value, choices, n=1, cutoff=0.8)
+            message = (
+                f"{choice['head']}invalid choice '{value}' (did you mean {meant[0]}?)"
+                if meant
+                else f"{choice['head']}invalid choice (choose from {choice['choices']})"
+            )
+        self.exit(2, f"error: {message}; see '{self.prog} --help'\n")
+
+    def _option_strings(self) -> set[str]:
+        """Every option of this parser and of its sub-commands, for suggestions."""
+        found = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    if isinstance(parser, _Parser):
+                        found |= parser._option_strings()
+        return found
 
 
 def build_parser() -> argparse.ArgumentParser:

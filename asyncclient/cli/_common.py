@@ -356,8 +356,8 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
         return f"{exc}; {advice}", EXIT_REFUSED
     if isinstance(exc, errors.PermissionDeniedError):
         return (
-            f"{exc}; this operation needs a key that can also create and edit tests"
-            " (set it with --api-key or ASYNCCLIENT_API_KEY)",
+            f"{exc}; use a key that can also create and edit tests"
+            " (--api-key or ASYNCCLIENT_API_KEY)",
             EXIT_REFUSED,
         )
     if isinstance(exc, errors.BuildRejectedError):

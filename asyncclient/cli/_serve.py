@@ -12,7 +12,7 @@ _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080
   asyncclient serve --port 0 --speed 60          # a free port; a service minute per second
   asyncclient serve --seed my-project.toml
-  asyncclient serve --latency-ms 50 --part-bandwidth 100000000 \
+  asyncclient serve --latency-ms 50 --part-bandwidth 100000000 \\
       --error-rate 0.1 --fault-ops upload_part
 """
 
@@ -108,7 +108,8 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             out.json({"baseUrl": service.url, **info})
         else:
             out.data(f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g})")
-            out.data(f"  export ASYNCCLIENT_BASE_URL={service.url}")
+            first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
+            out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
             for project in info["projects"]:
                 out.data(f"  project {project['id']}  {project['name']}  ({project['plan']} plan)")
             for key in info["keys"]:

@@ -16,6 +16,7 @@ from asyncclient.cli._common import (
     EXIT_OK,
     Output,
     add_command,
+    api_key_source,
     check_id,
     describe_error,
     format_size,
@@ -145,10 +146,10 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
                     f"({default_journal_dir()}); run the same command again to resume"
                 )
                 raise
-    return _report(out, results)
+    return _report(out, results, api_key_source(args))
 
 
-def _report(out: Output, results: list[UploadResult]) -> int:
+def _report(out: Output, results: list[UploadResult], key_source: str | None) -> int:
     worst = EXIT_OK
     lines: list[dict[str, Any]] = []
     for result in results:
@@ -169,7 +170,7 @@ def _report(out: Output, results: list[UploadResult]) -> int:
             )
             continue
         assert result.error is not None
-        message, code = describe_error(result.error)
+        message, code = describe_error(result.error, key_source=key_source)
         worst = max(worst, code)
         if not message.startswith(shown):
             message = f"{shown}: {message}"

@@ -447,7 +447,9 @@ async def test_endpoints_add_and_delete_need_the_edit_capability(
         assert result.code == 3
         message = one_error_line(result.stderr)
         assert message.startswith("403 permission_denied")
-        assert "this operation needs a key that can also create and edit tests" in message
+        assert message.endswith(
+            "; use a key that can also create and edit tests (--api-key or ASYNCCLIENT_API_KEY)"
+        )
         assert "hdr-s3cret" not in result.stdout + result.stderr
     assert "ep_demo_voucher" in svc.backend.endpoints
 

@@ -155,3 +155,43 @@ async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
     result = await run_cli(*argv)
     assert result.code == 0
     assert "examples:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["runs", "list", "--limt", "5"],
+            "error: unrecognized arguments: --limt (1 more value(s), not shown)"
+            " (did you mean --limit?); see 'asyncclient --help'",
+        ),
+        (
+            ["runs", "lst"],
+            "error: argument COMMAND: invalid choice 'lst' (did you mean list?);"
+            " see 'asyncclient runs --help'",
+        ),
+        (
+            ["run", "test", "t_x", "--mode", "hot"],
+            "error: argument --mode: invalid choice (choose from 'auto', 'cold', 'warm');"
+            " see 'asyncclient run test --help'",
+        ),
+        (
+            ["runs", "list", "--limit", "abc"],
+            "error: argument --limit: invalid int value: 'abc'; see 'asyncclient runs list --help'",
+        ),
+    ],
+)
+async def test_usage_errors_are_one_line_with_a_hint(
+    run_cli: Any, argv: list[str], expected: str
+) -> None:
+    result = await run_cli(*argv)
+    assert result.code == 2
+    assert result.stderr.splitlines() == [expected]
+
+
+async def test_a_value_after_a_mistyped_flag_is_never_echoed(run_cli: Any) -> None:
+    # `--api-kye s3cr3t-value runs list`: the key lands where the command name goes.
+    result = await run_cli("--api-kye", "s3cr3t-value", "runs", "list")
+    assert result.code == 2
+    assert "s3cr3t" not in result.stderr + result.stdout
+    assert len(result.stderr.splitlines()) == 1
