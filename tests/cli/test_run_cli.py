@@ -395,11 +395,13 @@ async def test_unreachable_exits_4(run_cli: RunCli) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX here")
-async def test_ctrl_c_stops_the_runs_and_exits_130(svc: FakeService) -> None:
+async def test_ctrl_c_stops_the_runs_and_exits_130(svc: FakeService, tmp_path: Path) -> None:
     child_env = {**os.environ, **service_env(svc)}
     child_env.pop("GITHUB_STEP_SUMMARY", None)
+    junit = tmp_path / "report.xml"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "asyncclient", "run", "project", "p_slow", "--wait", *FAST,
+        "--junit", str(junit),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=child_env,
     )  # fmt: skip
     assert proc.stderr is not None
@@ -422,6 +424,11 @@ async def test_ctrl_c_stops_the_runs_and_exits_130(svc: FakeService) -> None:
     run_id = seen[-1].split()[0]
     assert status_in_emulator(svc, run_id) == "cancelled"
     assert f"stopped 1 run(s): {run_id}" in rest.decode()
+    # The interrupted job still leaves a report for an `if: always()` publish step.
+    suite = ET.parse(junit).getroot()
+    cases = suite.findall(".//testcase")
+    assert len(cases) == 1
+    assert cases[0].find("skipped") is not None  # stopped: cancelled
 
 
 async def test_the_help_lists_the_commands(run_cli: RunCli) -> None:
