@@ -535,6 +535,26 @@ class _ProgressSink:
 _JOURNALS_IN_USE: set[Path] = set()
 
 
+JOURNAL_MAX_AGE: Final = 7 * 86400
+"""Seconds after which a journal that was not resumed is removed (its file changed, or the
+upload was abandoned): a journal is keyed by the file's size and mtime, so it is never reused
+for a changed file, and would otherwise stay forever."""
+_PRUNED: set[Path] = set()
+
+
+def _prune_journals(directory: Path) -> None:
+    """Remove journals (and leftover temp files) untouched for JOURNAL_MAX_AGE; once a process."""
+    if directory in _PRUNED:
+        return
+    _PRUNED.add(directory)
+    cutoff = time.time() - JOURNAL_MAX_AGE
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith((".json", ".tmp")) and entry.stat().st_mtime < cutoff:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
 class _Journal:
     """The resume record of one upload: a JSON file rewritten (temp file + rename) per part."""
 
@@ -548,6 +568,7 @@ class _Journal:
 
     @classmethod
     def open(cls, directory: Path, identity: dict[str, Any]) -> "_Journal | None":
+        _prune_journals(directory)
         key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
         path = directory / name
@@ -616,6 +637,8 @@ class _Journal:
             os.replace(temp, self.path)
         except OSError as exc:
             self.broken = True
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
             log.warning(
                 "cannot write the upload journal %s (%s): this upload cannot be resumed",
                 self.path,
@@ -820,6 +843,11 @@ class _Upload:
             if missing:
                 await self._send(build_id, part_bytes, missing, etags, journal)
             self.sink.check()
+            # The local checksum before completing: a file that changed under the upload is
+            # refused here, before the service holds a ready build made of it.
+            if hasher is not None:
+                self.sha256 = await hasher.result()
+                hasher = None
             self._check_unchanged()
             uploaded = self._part_list(etags, parts)
             try:
@@ -828,9 +856,6 @@ class _Upload:
                 if self.resumed and exc.code == "invalid_parts":
                     raise _Restart from exc
                 raise
-            if hasher is not None:
-                self.sha256 = await hasher.result()
-                hasher = None
             return build
         finally:
             self._adjust_window(0)

@@ -12,9 +12,11 @@ import hashlib
 import itertools
 import json
 import logging
+import os
 import re
 import tempfile
 import threading
+import time
 import tracemalloc
 import zipfile
 from collections import Counter
@@ -848,6 +850,21 @@ async def test_upload_builds_one_bad_build_does_not_stop_the_others(
     assert len(finished) == 7
     assert ops(svc).count("list_builds") == 1
     assert ops(svc).count("start_upload") == 6  # not for the missing file
+
+
+async def test_journals_untouched_for_a_week_are_removed(
+    svc: FakeService, client: AsyncSession, tmp_path: Path, journal: Path
+) -> None:
+    journal.mkdir(parents=True, exist_ok=True)
+    old, recent = journal / ("0" * 32 + ".json"), journal / ("1" * 32 + ".json")
+    for path in (old, recent):
+        path.write_text("{}")
+    week_ago = time.time() - 8 * 86400
+    os.utime(old, (week_ago, week_ago))
+    await upload_build(client, svc.project_id, make_apk(tmp_path / "a.apk", parts=1),
+                       journal_dir=journal)  # fmt: skip
+    assert not old.exists()
+    assert recent.exists()
 
 
 async def test_session_upload_builds_takes_items_of_several_projects(
