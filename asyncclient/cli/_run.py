@@ -387,15 +387,10 @@ async def _follow(
         timed_out = exc
     except asyncio.CancelledError:
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-        # A cancelled CI job still publishes what it saw: the runs as last seen (stopped ones
-        # as cancelled) go to the summary, the JUnit report and the step summary.
-        import attrs
-
-        stopped = set(watcher.stopped)  # the service answered these stops with "cancelled"
-        seen = [
-            attrs.evolve(run, status="cancelled", final=True) if run.id in stopped else run
-            for run in (watcher.runs[run_id] for run_id in run_ids if run_id in watcher.runs)
-        ]
+        # A cancelled CI job still publishes what it saw: the runs as last seen go to the
+        # summary, the JUnit report and the step summary. Runs stopped by the interrupt stay
+        # "not final" there (a JUnit error), so an unfinished suite never reads as green.
+        seen = [watcher.runs[run_id] for run_id in run_ids if run_id in watcher.runs]
         with contextlib.suppress(CommandError, OSError):  # the interrupt is what matters now
             _report(seen, args, out, report_name, skipped)
         raise

@@ -476,8 +476,6 @@ async def _receive(
                     await pending
                 pending = loop.run_in_executor(None, _absorb, out, digest, batch)
                 batch, batched = [], 0
-                await pending
-                pending = None
             if not chunk:
                 break
             if bandwidth is not None:

@@ -428,7 +428,9 @@ async def test_ctrl_c_stops_the_runs_and_exits_130(svc: FakeService, tmp_path: P
     suite = ET.parse(junit).getroot()
     cases = suite.findall(".//testcase")
     assert len(cases) == 1
-    assert cases[0].find("skipped") is not None  # stopped: cancelled
+    error = cases[0].find("error")  # unfinished: an error, never a skip a CI view shows green
+    assert error is not None
+    assert error.get("type") == "not_final"
 
 
 async def test_the_help_lists_the_commands(run_cli: RunCli) -> None:
