@@ -190,6 +190,10 @@ def _report(out: Output, results: list[UploadResult], key_source: str | None) ->
     return worst
 
 
+# Files this big get a progress line at each quarter in plain (non-terminal) output.
+_QUARTERS_FROM = 64 << 20
+
+
 class _Display:
     """Where upload progress goes: the base shows nothing (--quiet)."""
 
@@ -214,20 +218,32 @@ class _Display:
 
 
 class _Lines(_Display):
-    """Not a terminal: a line when a file starts and one when it ends, never a flood."""
+    """Not a terminal (a CI log): a line when a file starts, one at each quarter of a file of
+    _QUARTERS_FROM bytes or more (so a long upload shows it is moving), and one when it ends."""
 
     def __init__(self, out: Output, files: list[Path]) -> None:
         super().__init__(out, files)
         self._started: dict[int, tuple[float, int]] = {}
+        self._quarter: dict[int, int] = {}
 
     def progress_for(self, index: int) -> Any:
         def report(done: int, total: int) -> None:
+            name = os.fspath(self.files[index])
             if index in self._started:
+                quarter = 4 * done // total if total >= _QUARTERS_FROM else 0
+                # Progress winds back on a retried part: only a new high is reported.
+                if 0 < quarter < 4 and quarter > self._quarter.get(index, 0):
+                    self._quarter[index] = quarter
+                    began, _ = self._started[index]
+                    self.out.info(
+                        f"  {name}: {quarter * 25}% ({format_size(done)} of "
+                        f"{format_size(total)}, {time.perf_counter() - began:.0f} s)"
+                    )
                 return
             self._started[index] = (time.perf_counter(), done)
+            self._quarter[index] = 4 * done // total if total else 0
             if done >= total:
                 return
-            name = os.fspath(self.files[index])
             if done:
                 self.out.info(
                     f"resuming {name}: {format_size(done)} of {format_size(total)} already sent"

@@ -323,3 +323,28 @@ async def test_inspect_a_file_that_is_not_an_app_exits_2(run_cli: RunCli, tmp_pa
     assert result.code == 2
     assert "not a zip file" in result.stderr
     assert result.stdout == ""
+
+
+def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
+    import io
+
+    from asyncclient.cli._common import Output
+    from asyncclient.cli._upload import _QUARTERS_FROM, _Lines
+
+    err = io.StringIO()
+    big, small = Path("big.apk"), Path("small.apk")
+    lines = _Lines(Output(stdout=io.StringIO(), stderr=err), [big, small])
+    total = _QUARTERS_FROM * 4
+    report = lines.progress_for(0)
+    # Start, climb past a quarter, wind back (a retried part), climb again, finish.
+    for done in (0, total // 5, total // 4 + 1, total // 8, total // 4 + 2, total // 2, total):
+        report(done, total)
+    small_report = lines.progress_for(1)
+    for done in (0, 1 << 20, 2 << 20):
+        small_report(done, 2 << 20)
+    assert [line.split(" (")[0] for line in err.getvalue().splitlines()] == [
+        "uploading big.apk",
+        "  big.apk: 25%",
+        "  big.apk: 50%",
+        "uploading small.apk",
+    ]
