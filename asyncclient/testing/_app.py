@@ -28,6 +28,7 @@ from asyncclient.testing._backend import (
     Build,
     BuildRejected,
     Endpoint,
+    PartWriter,
     Run,
     ServiceError,
     invalid,
@@ -429,7 +430,7 @@ class _Dropped(Exception):
     """The emulator dropped the connection on purpose (a fault)."""
 
 
-def _absorb(out: BinaryIO, digest: Any, chunks: list[bytes]) -> None:
+def _absorb(out: BinaryIO | PartWriter, digest: Any, chunks: list[bytes]) -> None:
     """Hash and write one batch of a body's chunks. Blocking: runs in a worker thread (hashlib
     and the writes release the GIL on buffers this size)."""
     for chunk in chunks:
@@ -438,9 +439,10 @@ def _absorb(out: BinaryIO, digest: Any, chunks: list[bytes]) -> None:
 
 
 async def _receive(
-    request: web.Request, dest: Path, limit: int, bandwidth: int | None
+    request: web.Request, dest: Path | PartWriter, limit: int, bandwidth: int | None
 ) -> tuple[str, int]:
-    """Stream the body to `dest` in chunks, hashing as it goes: (sha256 hex, length).
+    """Stream the body to `dest` (a new file, or a part's place) in chunks, hashing as it goes:
+    (sha256 hex, length). A new file is removed when the body does not arrive whole.
 
     Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s.
     The event loop only reads: each batch of about _BATCH bytes is hashed and written by a
@@ -456,7 +458,7 @@ async def _receive(
     batched = 0
     pending: asyncio.Future[None] | None = None
     # Opening is a metadata operation of microseconds.
-    out = dest.open("wb")  # closed below, once the last batch is written
+    out = dest.open("wb") if isinstance(dest, Path) else dest  # closed once the last batch is in
     try:
         while True:
             try:
@@ -491,8 +493,9 @@ async def _receive(
             if not pending.cancelled():
                 pending.exception()  # retrieved: the error being raised is the one that counts
         out.close()
-        # Unlinking a temp file is a metadata operation of microseconds.
-        dest.unlink(missing_ok=True)  # noqa: ASYNC240
+        if isinstance(dest, Path):
+            # Unlinking a temp file is a metadata operation of microseconds.
+            dest.unlink(missing_ok=True)  # noqa: ASYNC240
         raise
     out.close()
     return digest.hexdigest(), total
@@ -645,22 +648,31 @@ async def upload_part(request: web.Request) -> web.Response:
             f"part {number} must be exactly {expected} bytes, got {declared}",
             extra={"expectedBytes": expected},
         )
-    received = build.directory / f".part-{number}-{secrets.token_hex(6)}"
+    bandwidth = request.app[STATE].plan.conditions.part_bandwidth
     try:
-        etag, length = await _receive(
-            request, received, expected, request.app[STATE].plan.conditions.part_bandwidth
-        )
+        # A part sent for the first time is received straight into its place in the build file
+        # (if cut off, nothing earlier is lost); any other into a file commit_part copies.
+        claimed = backend.claim_part(build, number)
+        dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"
+        try:
+            etag, length = await _receive(
+                request, dest if claimed is None else claimed, expected, bandwidth
+            )
+        finally:
+            if claimed is not None:
+                backend.release_part(build, number, claimed)
     except FileNotFoundError:
         raise ServiceError(404, "not_found", f"build {build.id} was deleted") from None
     if length != expected:
-        received.unlink(missing_ok=True)
+        if claimed is None:
+            dest.unlink(missing_ok=True)
         raise ServiceError(
             400,
             "invalid_part",
             f"part {number} must be exactly {expected} bytes, got {length}",
             extra={"expectedBytes": expected},
         )
-    await backend.commit_part(build, number, received, etag)
+    await backend.commit_part(build, number, dest if claimed is None else claimed, etag)
     return _json({"partNumber": number, "etag": etag})
 
 

@@ -10,6 +10,7 @@ import heapq
 import itertools
 import os
 import shutil
+import threading
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "Build",
     "BuildRejected",
     "Endpoint",
+    "PartWriter",
     "Project",
     "Run",
     "ServiceError",
@@ -191,6 +193,10 @@ class Build:
     prefix: list[Any] = attrs.Factory(lambda: [hashlib.sha256()])
     hash_generation: int = 0  # bumped when a part the hasher may be reading is replaced
     hasher: "asyncio.Task[None] | None" = None
+    # Parts being received straight into their place (sent for the first time), and the part
+    # commit_part is copying into its place (0: none).
+    writers: dict[int, "PartWriter"] = attrs.Factory(dict)
+    placing: int = 0
 
     def part_length(self, number: int) -> int:
         if number < self.parts:
@@ -361,9 +367,51 @@ def _unit_interval(text: str) -> float:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest()) / 2**32
 
 
-def _place(received: Path, dest: Path, offset: int, length: int) -> None:
+class PartWriter:
+    """Writes a part sent for the first time straight into its place in the build file (no copy
+    of the part is stored, so a body cut off leaves nothing behind that counts).
+
+    A re-send of the part committed meanwhile supersedes it: from then on it writes nothing, and
+    it is not recorded. `write` runs in a worker thread, the rest on the event loop.
+    """
+
+    def __init__(self, path: Path, offset: int) -> None:
+        self._offset = offset
+        self._lock = threading.Lock()
+        self._superseded = False
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)  # closed by close()
+
+    @property
+    def superseded(self) -> bool:
+        return self._superseded
+
+    def supersede(self) -> None:
+        """Stop writing (waits for a write under way). Blocking."""
+        with self._lock:
+            self._superseded = True
+
+    def write(self, chunk: bytes) -> None:
+        """Write the next bytes of the part in place. Blocking."""
+        view = memoryview(chunk)
+        with self._lock:
+            while view and not self._superseded:
+                done = os.pwrite(self._fd, view, self._offset)
+                self._offset += done
+                view = view[done:]
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _place(
+    received: Path, dest: Path, offset: int, length: int, writer: PartWriter | None = None
+) -> None:
     """Copy the received part file into `dest` at `offset` (a kernel copy where the system has
-    one), then remove it. Blocking."""
+    one), then remove it; `writer`, receiving the same part in place, stops first. Blocking."""
+    if writer is not None:
+        writer.supersede()
     src = os.open(received, os.O_RDONLY)
     try:
         out = os.open(dest, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -621,9 +669,15 @@ class Backend:
         if build.completing:
             raise _invalid_state(f"build {build.id} is being completed; start a new upload")
 
-    async def commit_part(self, build: Build, number: int, received: Path, etag: str) -> None:
+    async def commit_part(
+        self, build: Build, number: int, received: Path | PartWriter, etag: str
+    ) -> None:
         """Copy a fully received part into its place in the build file; it replaces an earlier
-        copy of the part. The whole file's hash then moves on in the background."""
+        copy of the part. A first copy received in place (claim_part, then release_part) is
+        recorded where it is. The whole file's hash then moves on in the background."""
+        if isinstance(received, PartWriter):
+            self._record_in_place(build, number, received, etag)
+            return
         async with build.place_lock:
             try:
                 if self.builds.get(build.id) is not build:
@@ -633,7 +687,9 @@ class Backend:
                 received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
                 raise
             # The part's region is about to change: it no longer counts, and a hash that
-            # covered it (or is reading it now) starts again from it.
+            # covered it (or is reading it now) starts again from it. A first copy of the part
+            # being written in place stops and is not recorded.
+            build.placing = number
             build.uploaded.pop(number, None)
             if len(build.prefix) > number - 1:
                 del build.prefix[number:]
@@ -641,18 +697,50 @@ class Backend:
             length = build.part_length(number)
             try:
                 await asyncio.to_thread(
-                    _place, received, build.path, build.part_offset(number), length
-                )
+                    _place, received, build.path, build.part_offset(number), length,
+                    build.writers.get(number),
+                )  # fmt: skip
             except FileNotFoundError:
                 received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
                 raise _not_found(f"build {build.id} was deleted during the upload") from None
             except OSError as exc:
                 received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
                 raise ServiceError(500, "internal", f"cannot store the part: {exc}") from exc
+            finally:
+                build.placing = 0
             if self.builds.get(build.id) is not build:
                 raise _not_found(f"build {build.id} was deleted during the upload")
             build.uploaded[number] = (etag, length)
             self._hash_ahead(build)
+
+    @staticmethod
+    def claim_part(build: Build, number: int) -> PartWriter | None:
+        """A writer straight into the part's place when no copy of the part is stored, being
+        received in place or being copied into place; None: receive it into a file for
+        commit_part. Raises FileNotFoundError when the build's directory is gone."""
+        if number in build.uploaded or number in build.writers or build.placing == number:
+            return None
+        writer = PartWriter(build.path, build.part_offset(number))
+        build.writers[number] = writer
+        return writer
+
+    @staticmethod
+    def release_part(build: Build, number: int, writer: PartWriter) -> None:
+        """The part `writer` received in place ended (complete or not): its region is free."""
+        writer.close()
+        if build.writers.get(number) is writer:
+            del build.writers[number]
+
+    def _record_in_place(self, build: Build, number: int, writer: PartWriter, etag: str) -> None:
+        """Record a part fully received in place. A re-send committed meanwhile (or being
+        committed) replaced it: it is then not recorded."""
+        if self.builds.get(build.id) is not build:
+            raise _not_found(f"build {build.id} was deleted during the upload")
+        self._check_accepts_parts(build)
+        if writer.superseded or build.placing == number or number in build.uploaded:
+            return
+        build.uploaded[number] = (etag, build.part_length(number))
+        self._hash_ahead(build)
 
     def _hash_ahead(self, build: Build) -> None:
         """Make sure the background hasher runs if the next part to hash is in place."""

@@ -411,3 +411,100 @@ async def test_complete_while_the_hasher_has_not_finished(
     parts = [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]
     done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
     assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
+
+
+# --- a part sent for the first time is received straight into its place -----------------------
+
+
+async def send_half(up: FakeService, build_id: str, number: int) -> asyncio.StreamWriter:
+    """A raw connection that sends the head and half the body of a part, and stays open."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", up.port)
+    head = (
+        f"PUT /api/v1/builds/{build_id}/parts/{number} HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer k-run\r\nContent-Length: {PART}\r\n\r\n"
+    )
+    writer.write(head.encode() + b"\xff" * (PART // 2))
+    await writer.drain()
+    writer.reader = reader  # type: ignore[attr-defined]
+    return writer
+
+
+async def test_a_first_part_cut_off_is_not_recorded(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    build = up.backend.builds[build_id]
+    pieces = chunks(apk)
+    etags = {1: await put(client, build_id, 1, pieces[0])}
+    writer = await send_half(up, build_id, 2)
+    await wait_until(lambda: 2 in build.writers)  # written in place: no temp file
+    assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
+    writer.close()
+    await writer.wait_closed()
+    await wait_until(lambda: any(r.op == "upload_part" and r.status == 0 for r in up.requests))
+    assert build.writers == {}
+    assert set(build.uploaded) == {1}
+    assert await hashed_parts(up, build_id) == 1  # the half-written region is not hashed
+    listed = [{"partNumber": 1, "etag": etags[1]}, {"partNumber": 2, "etag": "0" * 64}]
+    refused = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": listed})
+    assert refused.status == 400
+    assert "part 2 has not been uploaded" in refused.json["error"]["message"]
+    # Parts 4 and 3 arrive before 2: the hash waits for 2, then covers them all.
+    for n in (4, 3):
+        etags[n] = await put(client, build_id, n, pieces[n - 1])
+    assert await hashed_parts(up, build_id) == 1
+    etags[2] = await put(client, build_id, 2, pieces[1])
+    assert await hashed_parts(up, build_id) == 4
+    assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
+    assert build.path.read_bytes() == apk
+
+
+async def test_a_first_part_then_sent_again_is_replaced(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    build = up.backend.builds[build_id]
+    pieces = chunks(apk)
+    garbled = [bytes(len(p)) for p in pieces]
+    # Every part first arrives wrong (in place), is hashed, then is sent again (via a copy).
+    for n in (3, 1, 4, 2):
+        await put(client, build_id, n, garbled[n - 1])
+    assert await hashed_parts(up, build_id) == 4
+    assert build.path.read_bytes() == b"".join(garbled)
+    etags = {n: await put(client, build_id, n, pieces[n - 1]) for n in (2, 4, 1, 3)}
+    assert await hashed_parts(up, build_id) == 4
+    assert build.path.read_bytes() == apk
+    assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
+
+
+async def test_a_resend_while_the_first_copy_is_written_in_place_wins(
+    client: Http, up: FakeService, apk: bytes
+) -> None:
+    build_id = await start(client, len(apk))
+    build = up.backend.builds[build_id]
+    pieces = chunks(apk)
+    writer = await send_half(up, build_id, 2)
+    await wait_until(lambda: 2 in build.writers)
+    # The same part sent meanwhile goes through a file and replaces the one being written.
+    etags = {n: await put(client, build_id, n, pieces[n - 1]) for n in (2, 1, 3, 4)}
+    assert await hashed_parts(up, build_id) == 4
+    # The first copy then arrives whole: it is answered, but it stopped writing and counts not.
+    writer.write(b"\xff" * (PART - PART // 2))
+    await writer.drain()
+    status_line = await writer.reader.readline()  # type: ignore[attr-defined]
+    assert status_line.startswith(b"HTTP/1.1 200")
+    writer.close()
+    await writer.wait_closed()
+    assert build.writers == {}
+    assert build.uploaded[2][0] == etags[2]
+    assert await hashed_parts(up, build_id) == 4
+    assert build.path.read_bytes() == apk
+    parts = [{"partNumber": n, "etag": etags[n]} for n in range(1, 5)]
+    done = await client.post(f"/api/v1/builds/{build_id}/complete", json={"parts": parts})
+    assert done.json["build"]["sha256"] == hashlib.sha256(apk).hexdigest()
