@@ -34,6 +34,9 @@ _MAX_MANIFEST_BYTES: Final = 8 << 20
 _MAX_PLIST_BYTES: Final = 8 << 20
 # Universal binaries hold a handful of slices; a larger count means the header is not a fat header.
 _MAX_FAT_ARCHS: Final = 32
+# What zipfile raises for a member it cannot decode: RuntimeError for an encrypted one, and a
+# subclass of RuntimeError for a compression method it does not support.
+_UNDECODABLE_MEMBER: Final = (RuntimeError,)
 
 # Binary XML (AXML) chunk and value types, and the android: attribute resource ids we read.
 _RES_XML_TYPE: Final = 0x0003
@@ -181,7 +184,7 @@ def inspect_app(path: str | os.PathLike[str], file_name: str | None = None) -> A
         raise AppError(f"{display} is not a zip file: {advice}") from exc
     except OSError as exc:
         raise AppError(f"cannot read {display}: {exc.strerror or exc}") from exc
-    except (NotImplementedError, UnicodeDecodeError, ValueError, EOFError, struct.error) as exc:
+    except (*_UNDECODABLE_MEMBER, UnicodeDecodeError, ValueError, EOFError, struct.error) as exc:
         # zipfile's other complaints about a damaged central directory
         raise AppError(f"{display} is a damaged zip file ({_shown(str(exc))}): rebuild it") from exc
     with archive:
@@ -229,7 +232,7 @@ def _read_member(
             data = member.read(limit + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
         raise AppError(f"{display}: {info.filename} is damaged ({exc}): rebuild the app") from exc
-    except (RuntimeError, NotImplementedError) as exc:  # encrypted, or an unknown compression
+    except _UNDECODABLE_MEMBER as exc:
         raise AppError(
             f"{display}: {info.filename} cannot be read ({exc}): rebuild the app"
         ) from exc
@@ -528,7 +531,7 @@ def _mach_o_archs(
         raise AppError(
             f"{display}: the executable {label} is damaged ({exc}): rebuild the app"
         ) from exc
-    except (RuntimeError, NotImplementedError) as exc:  # encrypted, or an unknown compression
+    except _UNDECODABLE_MEMBER as exc:
         raise AppError(f"{display}: the executable {label} cannot be read ({exc})") from exc
     return _parse_mach_o(head, info.file_size, f"{display}: the executable {label}")
 

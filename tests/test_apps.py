@@ -923,3 +923,24 @@ def test_build_app_dir_rebuilds_in_place(tmp_path: Path) -> None:
         "com.example.shop.ios",
     )
     assert [h.header.cputype for h in MachO(str(bundle / "Shop")).headers] == [CPU_X86_64]
+
+
+def _set_compression_method(path: Path, member: str, method: int) -> None:
+    """Rewrite one member's compression method in its local and central headers."""
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        local = archive.getinfo(member).header_offset
+    struct.pack_into("<H", data, local + 8, method)
+    central = data.find(b"PK\x01\x02" + data[local + 4 : local + 8])  # same version and flags
+    name = member.encode()
+    while data[central + 46 : central + 46 + len(name)] != name:
+        central = data.find(b"PK\x01\x02", central + 4)
+    struct.pack_into("<H", data, central + 10, method)
+    path.write_bytes(bytes(data))
+
+
+def test_a_member_in_an_unsupported_compression_is_one_clear_refusal(tmp_path: Path) -> None:
+    apk = build_apk(tmp_path / "odd.apk")
+    _set_compression_method(apk, "AndroidManifest.xml", 99)  # no zipfile decoder for it
+    with pytest.raises(AppError, match=r"AndroidManifest\.xml cannot be read .*: rebuild the app$"):
+        inspect_app(apk)
