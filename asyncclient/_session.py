@@ -4,7 +4,6 @@ All requests go through one _request() with `backoff`; PartBody streams a file s
 import asyncio
 import contextlib
 import functools
-import json as _json
 import logging
 import os
 import time
@@ -72,7 +71,7 @@ LIST_RUNS_CONCURRENCY: Final = 8
 _DEBUG: Final = logging.DEBUG
 # orjson decodes run views about twice as fast as the stdlib: most of a watcher's CPU.
 _loads: Final = orjson.loads
-_dumps: Final = _json.dumps
+_dumps: Final = orjson.dumps
 
 # aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.
 _RETRYABLE_TRANSPORT: Final = (
@@ -520,7 +519,7 @@ class AsyncSession:
         """Send one request (with retries) and decode its JSON answer with `decode`."""
         request_headers: Mapping[str, str] = self._headers
         if json is not None:
-            body = _dumps(json, separators=(",", ":")).encode()
+            body = _dumps(json)
             request_headers = {**request_headers, "Content-Type": "application/json"}
         if headers:
             request_headers = {**request_headers, **headers}
