@@ -467,20 +467,23 @@ class RunWatcher:
         await asyncio.gather(main, return_exceptions=True)
         return None
 
-    async def _fetch(
-        self, batches: Sequence[Sequence[str]]
-    ) -> list[list[Mapping[str, Any]] | AsyncClientError]:
-        """One List runs request per batch, `concurrency` at a time; errors come back as values."""
+    async def _fetch(self, batches: Sequence[Sequence[str]]) -> list[list[Run] | AsyncClientError]:
+        """One List runs request per batch, `concurrency` at a time. Each answer is recorded as
+        soon as it is decoded, so a sweep never holds every batch's JSON at once (10,000 decoded
+        runs kept alive together would only feed Python's GC); per batch comes back the runs
+        that changed, or the error, in batch order."""
         semaphore = asyncio.Semaphore(self._concurrency)
+        record = self._tracker.record
 
-        async def one(batch: Sequence[str]) -> list[Mapping[str, Any]] | AsyncClientError:
+        async def one(batch: Sequence[str]) -> list[Run] | AsyncClientError:
             async with semaphore:
                 self.requests += 1
                 try:
                     # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                    return await self._session._list_runs_json(batch, retries=0)
+                    raw = await self._session._list_runs_json(batch, retries=0)
                 except AsyncClientError as exc:
                     return exc
+            return record(batch, raw)
 
         return await asyncio.gather(*(one(batch) for batch in batches))
 
@@ -494,11 +497,10 @@ class RunWatcher:
         retry_after: float | None = None
         transient: AsyncClientError | None = None
         fatal: AsyncClientError | None = None
-        for batch, result in zip(batches, results, strict=True):
+        for result in results:
             if isinstance(result, list):
-                events = self._tracker.record(batch, result)
-                changed = changed or bool(events)
-                self._events.extend(events)
+                changed = changed or bool(result)
+                self._events.extend(result)
                 continue
             wait = _retry_after(result)
             if wait is not None:
@@ -596,9 +598,7 @@ class RunWatcher:
         batches = [
             ids[start : start + IDS_PER_REQUEST] for start in range(0, len(ids), IDS_PER_REQUEST)
         ]
-        for batch, result in zip(batches, await self._fetch(batches), strict=True):
-            if isinstance(result, list):
-                self._tracker.record(batch, result)
+        await self._fetch(batches)  # each answer updates the views; errors keep the old ones
 
 
 def watch_runs(

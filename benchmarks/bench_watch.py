@@ -363,7 +363,7 @@ async def bench(url: str, total: int, rounds: int, minutes: int) -> int:
     ]
     print()
     for label, base, our, note in lines:
-        print(f"  {label:<36}{base:>16}{our:>14}   {note}".rstrip())
+        print(f"  {label:<36}{base:>16} {our:>15}   {note}".rstrip())
     print(
         f"  (one sweep: median of {len(sweeps_ours)} rounds for RunWatcher, "
         f"{len(sweeps_naive)} for naive)"

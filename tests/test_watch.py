@@ -312,6 +312,35 @@ async def test_each_run_yields_queued_running_final_once(
     assert manual.now == 12.0  # queued 2 s + 10 s running, polled every second
 
 
+async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
+    svc: FakeService, session: AsyncSession, manual: ManualTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = create(svc, "t_fast", 120)
+    watcher = watch_runs(session, ids, **manual.options())
+    real = session._list_runs_json
+    others_taken_in = False
+
+    async def first_answer_last(batch: list[str], retries: int | None = None) -> Any:
+        nonlocal others_taken_in
+        answer = await real(batch, retries)
+        if batch[0] == ids[0]:
+            # The other two answers are recorded while this one is still on its way: a sweep
+            # does not hold every batch's decoded JSON until the last answer is in.
+            for _ in range(200):
+                if len(watcher.runs) == 70:
+                    others_taken_in = True
+                    break
+                await asyncio.sleep(0)
+        return answer
+
+    monkeypatch.setattr(session, "_list_runs_json", first_answer_last)
+    first_sweep = [await anext(watcher) for _ in range(120)]
+    await watcher.aclose()
+    assert others_taken_in
+    assert [run.id for run in first_sweep] == ids  # still in the order the ids were given
+    assert watcher.requests == 3
+
+
 async def test_final_view_carries_the_results(
     svc: FakeService, session: AsyncSession, manual: ManualTime
 ) -> None:
