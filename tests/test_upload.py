@@ -38,6 +38,7 @@ from asyncclient.errors import (
 )
 from asyncclient.models import Build
 from asyncclient.testing import FakeService, Fault, NetworkConditions, ServiceSettings
+from asyncclient.testing._app import part_etag
 from asyncclient.testing.builders import build_apk, build_app_dir
 from asyncclient.upload import (
     UploadItem,
@@ -197,9 +198,7 @@ async def test_etags_go_to_complete_in_part_order(
     monkeypatch.setattr(svc.backend, "complete_upload", spy)
     await upload_build(client, svc.project_id, apk, concurrency=6, journal_dir=journal)
     data = apk.read_bytes()
-    expected = [
-        (n, hashlib.sha256(data[(n - 1) * PART : n * PART]).hexdigest()) for n in range(1, 7)
-    ]
+    expected = [(n, part_etag(data[(n - 1) * PART : n * PART])) for n in range(1, 7)]
     assert listed == [expected]
 
 

@@ -9,6 +9,7 @@ import html
 import json
 import secrets
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import formatdate
@@ -430,6 +431,30 @@ class _Dropped(Exception):
     """The emulator dropped the connection on purpose (a fault)."""
 
 
+class _Crc32:
+    """zlib.crc32 behind hashlib's update/hexdigest: a part's etag. It names the bytes received
+    for a part at a third of sha256's CPU; the build's own checksum stays sha256."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: bytes) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"{self.value:08x}"
+
+
+def part_etag(data: bytes) -> str:
+    """The etag the emulator answers for a part of these bytes: opaque to clients (the API spec
+    says only that complete must list it), here the part's crc32 and length."""
+    crc = _Crc32()
+    crc.update(data)
+    return f"{crc.hexdigest()}-{len(data)}"
+
+
 def _absorb(out: BinaryIO | PartWriter, digest: Any, chunks: list[bytes]) -> None:
     """Hash and write one batch of a body's chunks. Blocking: runs in a worker thread (hashlib
     and the writes release the GIL on buffers this size)."""
@@ -439,17 +464,21 @@ def _absorb(out: BinaryIO | PartWriter, digest: Any, chunks: list[bytes]) -> Non
 
 
 async def _receive(
-    request: web.Request, dest: Path | PartWriter, limit: int, bandwidth: int | None
+    request: web.Request,
+    dest: Path | PartWriter,
+    limit: int,
+    bandwidth: int | None,
+    checksum: Callable[[], Any] = hashlib.sha256,
 ) -> tuple[str, int]:
-    """Stream the body to `dest` (a new file, or a part's place) in chunks, hashing as it goes:
-    (sha256 hex, length). A new file is removed when the body does not arrive whole.
+    """Stream the body to `dest` (a new file, or a part's place) in chunks, checksumming as it
+    goes: (hex checksum, length). A new file is removed when the body does not arrive whole.
 
     Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s.
     The event loop only reads: each batch of about _BATCH bytes is hashed and written by a
     worker thread while the loop reads the next one.
     """
     loop = asyncio.get_running_loop()
-    digest = hashlib.sha256()
+    digest = checksum()
     total = 0
     content = request.content
     step = None if bandwidth is None else max(1024, min(_CHUNK, bandwidth // 10))
@@ -655,8 +684,8 @@ async def upload_part(request: web.Request) -> web.Response:
         claimed = backend.claim_part(build, number)
         dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"
         try:
-            etag, length = await _receive(
-                request, dest if claimed is None else claimed, expected, bandwidth
+            crc, length = await _receive(
+                request, dest if claimed is None else claimed, expected, bandwidth, _Crc32
             )
         finally:
             if claimed is not None:
@@ -672,6 +701,7 @@ async def upload_part(request: web.Request) -> web.Response:
             f"part {number} must be exactly {expected} bytes, got {length}",
             extra={"expectedBytes": expected},
         )
+    etag = f"{crc}-{length}"  # as part_etag() makes it
     await backend.commit_part(build, number, dest if claimed is None else claimed, etag)
     return _json({"partNumber": number, "etag": etag})
 

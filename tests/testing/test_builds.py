@@ -9,6 +9,7 @@ import pytest
 from emulator_support import SMALL_SEED, Http, wait_until
 
 from asyncclient.testing import FakeService, ServiceSettings
+from asyncclient.testing._app import part_etag
 from asyncclient.testing.builders import build_apk, build_app_zip
 from asyncclient.testing.pytest_plugin import FakeServiceFactory
 
@@ -43,7 +44,7 @@ async def start(client: Http, size: int, name: str = "shop.apk") -> str:
 async def put(client: Http, build_id: str, number: int, data: bytes) -> str:
     reply = await client.call("PUT", f"/api/v1/builds/{build_id}/parts/{number}", data=data)
     assert reply.status == 200, reply.raw
-    assert reply.json == {"partNumber": number, "etag": hashlib.sha256(data).hexdigest()}
+    assert reply.json == {"partNumber": number, "etag": part_etag(data)}
     return str(reply.json["etag"])
 
 
