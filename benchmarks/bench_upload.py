@@ -328,6 +328,14 @@ def ideal_parts_phase(
     return max(free)
 
 
+def whole_file_baselines() -> list[Config]:
+    """One aiohttp PUT of the whole file, and `curl -T` where curl exists."""
+    configs = [Config("aiohttp PUT (whole file)", "aiohttp_put")]
+    if shutil.which("curl"):
+        configs.append(Config("curl -T (whole file)", "curl"))
+    return configs
+
+
 def scenario_a(work: Path, quick: bool, rounds: int) -> None:
     size = (64 if quick else 256) * MiB
     part, latency, bw = 8 * MiB, 0.050, 100e6
@@ -339,9 +347,7 @@ def scenario_a(work: Path, quick: bool, rounds: int) -> None:
         f"{latency * 1000:.0f} ms added per request"
     )
     configs = [Config(f"asyncclient c{c}", "ours", concurrency=c) for c in (1, 4, 8, 16)]
-    configs += [Config("aiohttp PUT (whole file)", "aiohttp_put")]
-    if shutil.which("curl"):
-        configs.append(Config("curl -T (whole file)", "curl"))
+    configs += whole_file_baselines()
     with Emulator(part_bytes=part) as emu:
         emu.set_conditions(latency_ms=latency * 1000, part_bandwidth=int(bw))
         summary = measure(emu, configs, [apk], rounds)
@@ -377,9 +383,7 @@ def scenario_b(work: Path, quick: bool, rounds: int) -> None:
     real = apk.stat().st_size
     print(f"\n(b) unbounded loopback: {real / MiB:.0f} MiB apk, {part // MiB} MiB parts")
     configs = [Config(f"asyncclient c{c}", "ours", concurrency=c) for c in (1, 4, 8, 16)]
-    configs += [Config("aiohttp PUT (whole file)", "aiohttp_put")]
-    if shutil.which("curl"):
-        configs.append(Config("curl -T (whole file)", "curl"))
+    configs += whole_file_baselines()
     configs.append(Config("sha256 alone (1 MiB reads)", "sha256"))
     with Emulator(part_bytes=part) as emu:
         summary = measure(emu, configs, [apk], rounds)

@@ -452,7 +452,11 @@ def part_etag(data: bytes) -> str:
     says only that complete must list it), here the part's crc32 and length."""
     crc = _Crc32()
     crc.update(data)
-    return f"{crc.hexdigest()}-{len(data)}"
+    return _etag(crc.hexdigest(), len(data))
+
+
+def _etag(crc: str, length: int) -> str:
+    return f"{crc}-{length}"
 
 
 def _absorb(out: BinaryIO | PartWriter, digest: Any, chunks: list[bytes]) -> None:
@@ -701,7 +705,7 @@ async def upload_part(request: web.Request) -> web.Response:
             f"part {number} must be exactly {expected} bytes, got {length}",
             extra={"expectedBytes": expected},
         )
-    etag = f"{crc}-{length}"  # as part_etag() makes it
+    etag = _etag(crc, length)
     await backend.commit_part(build, number, dest if claimed is None else claimed, etag)
     return _json({"partNumber": number, "etag": etag})
 
