@@ -47,8 +47,10 @@ from asyncclient.testing._seed import endpoint_problem
 
 __all__ = ["STATE", "AppState", "RequestRecord", "make_app"]
 
-_CHUNK = 1 << 18
-_BATCH = 1 << 18
+#: A body is handed to a worker thread (checksum and write) in batches of about this size.
+_BATCH = 1 << 20
+#: A connection held to a bandwidth sleeps once it is this far ahead of its cap (seconds).
+_NAP = 0.005
 _MAX_IDS = 50
 _JSON = "application/json"
 
@@ -478,15 +480,15 @@ async def _receive(
     goes: (hex checksum, length). A new file is removed when the body does not arrive whole.
 
     Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s.
-    The event loop only reads: each batch of about _BATCH bytes is hashed and written by a
-    worker thread while the loop reads the next one.
+    The event loop only reads, taking the chunks as the connection buffered them (no joining
+    copies); each batch of about _BATCH bytes is hashed and written by a worker thread while the
+    loop reads the next one.
     """
     loop = asyncio.get_running_loop()
     digest = checksum()
     total = 0
     content = request.content
-    step = None if bandwidth is None else max(1024, min(_CHUNK, bandwidth // 10))
-    began = time.monotonic()
+    began = loop.time()
     batch: list[bytes] = []
     batched = 0
     pending: asyncio.Future[None] | None = None
@@ -495,9 +497,11 @@ async def _receive(
     try:
         while True:
             try:
-                chunk = await (content.readany() if step is None else content.read(step))
+                chunk, boundary = await content.readchunk()
             except (OSError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
                 raise _ClientGone from exc
+            if not chunk and boundary:
+                continue  # the end of one chunk of a chunked body
             if chunk:
                 total += len(chunk)
                 if total > limit:
@@ -511,12 +515,15 @@ async def _receive(
                     await pending
                 pending = loop.run_in_executor(None, _absorb, out, digest, batch)
                 batch, batched = [], 0
+            if bandwidth is not None:
+                # Sleep off what this connection is ahead of its cap, in naps of at least
+                # _NAP (and at the end): the body takes total/bandwidth at the least, without
+                # a timer and a wake-up for every chunk the connection buffered.
+                ahead = began + total / bandwidth - loop.time()
+                if ahead >= _NAP or (ahead > 0 and not chunk):
+                    await asyncio.sleep(ahead)
             if not chunk:
                 break
-            if bandwidth is not None:
-                ahead = total / bandwidth - (time.monotonic() - began)
-                if ahead > 0:
-                    await asyncio.sleep(ahead)
         if pending is not None:
             await pending
             pending = None

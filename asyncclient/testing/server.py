@@ -81,6 +81,9 @@ class FakeService:
                 access_log=access_logger if self._access_log else None,
                 handle_signals=False,
                 shutdown_timeout=1.0,
+                # Up to 1 MiB of a body waits in each connection's buffer (aiohttp's default
+                # is 64 KiB): a part streams in with fewer pauses and wake-ups.
+                read_bufsize=1 << 20,
             )
             await runner.setup()
             await web.TCPSite(runner, self.host, self._port).start()

@@ -143,8 +143,17 @@ async def test_parts_must_have_the_exact_length(client: Http, up: FakeService) -
     assert too_short.code == "invalid_part"
     too_long = await client.call("PUT", f"{path}/3", data=chunked(5000))  # type: ignore[arg-type]
     assert too_long.status == 400
-    assert await put(client, build_id, 3, b"z" * 100)
+
+    async def tens() -> AsyncIterator[bytes]:
+        for digit in range(10):
+            yield str(digit).encode() * 10
+
+    # A chunked body of the right length is stored whole, chunk boundaries and all.
+    exact = await client.call("PUT", f"{path}/3", data=tens())  # type: ignore[arg-type]
+    assert exact.status == 200, exact.raw
     build = up.backend.builds[build_id]
+    assert build.path.read_bytes()[2 * PART :] == b"".join(str(d).encode() * 10 for d in range(10))
+    assert await put(client, build_id, 3, b"z" * 100)
     # No temp file is left: the part went into its place in the build file.
     assert [p.name for p in build.directory.iterdir()] == ["shop.apk"]
     assert build.path.read_bytes()[2 * PART :] == b"z" * 100
