@@ -8,6 +8,7 @@ from typing import Any
 
 import backoff._async
 import pytest
+from body_paths import BodyPath
 
 from asyncclient import AsyncSession
 from asyncclient.testing import FakeService
@@ -74,3 +75,22 @@ def make_apk(tmp_path: Path) -> MakeApk:
         return build_apk(tmp_path / (name or f"app{counter}.apk"), **options)
 
     return make
+
+
+@pytest.fixture(params=["sendfile", "read", "sendfile, then read"])
+def body_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> "BodyPath":
+    """How a PartBody leaves: by sendfile (plain TCP), by reads (as over TLS, where the loop
+    refuses sendfile), or by sendfile until the loop refuses it mid-part. Counts the sendfile
+    slices sent and refused."""
+    counts = BodyPath(request.param)
+    original = asyncio.BaseEventLoop.sendfile
+
+    async def sendfile(self: asyncio.BaseEventLoop, *args: Any, **kwargs: Any) -> int:
+        if counts.mode == "read" or (counts.mode != "sendfile" and counts.sent):
+            counts.refused += 1
+            raise asyncio.SendfileNotAvailableError("refused by the test")
+        counts.sent += 1
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "sendfile", sendfile)
+    return counts

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from body_paths import BodyPath
 
 from asyncclient import (
     FINAL_STATUSES,
@@ -965,21 +966,26 @@ async def test_request_headers(odd_server: tuple[str, list[dict[str, str]]]) -> 
 
 
 async def test_a_part_body_streams_with_a_content_length(
-    odd_server: tuple[str, list[dict[str, str]]], tmp_path: Path
+    odd_server: tuple[str, list[dict[str, str]]], tmp_path: Path, body_path: BodyPath
 ) -> None:
     url, seen = odd_server
     path = tmp_path / "app.apk"
-    content = bytes(range(256)) * 40
+    content = os.urandom(300_000)
     path.write_bytes(content)
+    progress: list[int] = []
+    body = PartBody(path, 100, 200_000, chunk_size=64 * 1024, progress=progress.append)
     async with AsyncSession("k", url) as session:
-        part = await session.upload_part("ab_x", 3, PartBody(path, 100, 5000, chunk_size=1024))
-    sent = content[100:5100]
+        part = await session.upload_part("ab_x", 3, body)
+    sent = content[100:200_100]
     assert part == UploadedPart(3, hashlib.sha256(sent).hexdigest())
     headers = seen[-1]
-    assert headers["Content-Length"] == "5000"
+    assert headers["Content-Length"] == "200000"
     assert "Transfer-Encoding" not in headers
     assert headers["Content-Type"] == "application/octet-stream"
     assert bytes.fromhex(headers["x-received"]) == sent
+    assert sum(progress) == 200_000
+    assert 0 < max(progress) <= 64 * 1024
+    body_path.check()
 
 
 @pytest.mark.parametrize(

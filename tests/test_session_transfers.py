@@ -18,8 +18,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from body_paths import BodyPath
 
-from asyncclient import AsyncSession, NotFoundError, TransportError
+from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError
 from asyncclient.testing import FakeService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -126,6 +127,44 @@ async def test_a_part_the_server_stops_taking_times_out(
         with pytest.raises(TransportError, match=r"no data moved for 0\.2 s \(timeout\)"):
             await session.upload_part("ab_1", 1, b"x" * 2_000_000)
     assert taken.is_set()
+
+
+async def test_a_file_part_slower_than_the_timeout_completes_while_it_moves(
+    serve: Serve, slow_link_http: aiohttp.ClientSession, tmp_path: Path, body_path: BodyPath
+) -> None:
+    # As above, from a file: by sendfile, by reads, or by sendfile then reads.
+    url = await serve({PART_ROUTE: _reading_at(2_000_000)})
+    path = tmp_path / "app.apk"
+    path.write_bytes(os.urandom(900_000))
+    async with AsyncSession(
+        "k", url, timeout=0.25, max_retries=0, client_session=slow_link_http
+    ) as session:
+        part = await session.upload_part("ab_1", 1, PartBody(path, 100_000, 800_000))
+    assert part.etag == hashlib.sha256(path.read_bytes()[100_000:]).hexdigest()
+    body_path.check()
+
+
+async def test_a_file_part_the_server_stops_taking_times_out(
+    serve: Serve, slow_link_http: aiohttp.ClientSession, tmp_path: Path, body_path: BodyPath
+) -> None:
+    taken = asyncio.Event()
+
+    async def stalls(request: web.Request) -> web.Response:
+        await request.content.read(BUFFER)
+        taken.set()
+        await request.app[STOP].wait()
+        return web.Response()
+
+    url = await serve({PART_ROUTE: stalls})
+    path = tmp_path / "app.apk"
+    path.write_bytes(os.urandom(2_000_000))
+    async with AsyncSession(
+        "k", url, timeout=0.2, max_retries=0, client_session=slow_link_http
+    ) as session:
+        with pytest.raises(TransportError, match=r"no data moved for 0\.2 s \(timeout\)"):
+            await session.upload_part("ab_1", 1, PartBody(path, 0, 2_000_000))
+    assert taken.is_set()
+    body_path.check(whole=False)  # stuck in the first slice: there is no second to refuse
 
 
 async def test_a_download_slower_than_the_timeout_completes_while_it_moves(
