@@ -18,7 +18,7 @@ from collections.abc import (
 )
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal, Self, TypeVar, Unpack
 from urllib.parse import unquote, urlencode, urlsplit
 
 import aiofiles
@@ -96,9 +96,14 @@ class PartBody:
     pieces. A part is never held in memory whole, and a retry sends it again from its start.
     `progress`, if given, is called with the number of bytes handed to the connection, and with
     a negative number winding back what a failed attempt had sent.
+
+    `file`, if given, is `path` already open for reading in binary mode, which the parts of one
+    upload can share: an attempt then sends from it without opening the file (sendfile takes
+    explicit offsets) and only opens `path` if it has to read. Its owner closes it once the
+    parts are done.
     """
 
-    __slots__ = ("_sent", "chunk_size", "length", "offset", "path", "progress")
+    __slots__ = ("_sent", "chunk_size", "file", "length", "offset", "path", "progress")
 
     def __init__(
         self,
@@ -108,6 +113,7 @@ class PartBody:
         *,
         chunk_size: int = CHUNK_SIZE,
         progress: Callable[[int], object] | None = None,
+        file: BinaryIO | None = None,
     ) -> None:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("PartBody offset must be a whole number of bytes, 0 or more")
@@ -118,6 +124,7 @@ class PartBody:
         self.length = length
         self.chunk_size = chunk_size
         self.progress = progress
+        self.file = file
         self._sent = 0
 
     def __repr__(self) -> str:
@@ -151,18 +158,23 @@ class _PartPayload(aiohttp.payload.Payload):
     pieces and written through aiohttp in TRANSFER_SLICE pieces. Before each sendfile call or
     write, `timer` is pushed `idle` seconds ahead, so a body that stops moving times out.
 
-    The attempt's owner opened `handle` and calls `release()` when the attempt is over. A body
-    still going out then (a timeout, an early answer) is cancelled and waited for first, so the
-    file is never closed under a pending sendfile.
+    The attempt's owner passes `handle` (the file it opened) unless the part has a shared
+    `file`, and calls `release()` when the attempt is over. A body still going out then (a
+    timeout, an early answer) is cancelled and waited for first, so no file is closed under a
+    pending sendfile.
     """
 
     def __init__(
-        self, part: PartBody, handle: AsyncBufferedReader, timer: asyncio.Timeout, idle: float
+        self,
+        part: PartBody,
+        handle: AsyncBufferedReader | None,
+        timer: asyncio.Timeout,
+        idle: float,
     ) -> None:
         super().__init__(part, content_type="application/octet-stream")
         self._size = part.length
         self._part = part
-        self._handle: AsyncBufferedReader | None = handle
+        self._handle = handle  # closed by release(); opened on demand for reads
         self._timer = timer
         self._idle = idle
         self._writer: asyncio.Task[Any] | None = None
@@ -202,9 +214,11 @@ class _PartPayload(aiohttp.payload.Payload):
             await handle.close()
 
     async def _send(self, writer: Any) -> None:
-        part, handle = self._part, self._handle
-        if handle is None:
+        part = self._part
+        source: Any = part.file if part.file is not None else self._handle
+        if source is None:
             raise RuntimeError("the part's file was closed before its body was sent")
+        raw = source.raw if isinstance(source, AsyncBufferedReader) else source
         part._rewind()
         loop = asyncio.get_running_loop()
         transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
@@ -227,7 +241,7 @@ class _PartPayload(aiohttp.payload.Payload):
             if native and transport is not None:
                 try:
                     sent = await loop.sendfile(
-                        transport, handle.raw, offset, min(size, remaining), fallback=False
+                        transport, raw, offset, min(size, remaining), fallback=False
                     )
                 except (asyncio.SendfileNotAvailableError, NotImplementedError):
                     # Refused before a byte of this slice went out (TLS, say): read the rest.
@@ -237,8 +251,10 @@ class _PartPayload(aiohttp.payload.Payload):
                     rate = sent / took if took > 0 else float(part.chunk_size)
                     size = max(low, min(part.chunk_size, int(rate * self._idle / 4)))
             if not native:
-                await handle.seek(offset)
-                chunk = await handle.read(min(part.chunk_size, remaining))
+                if self._handle is None:
+                    self._handle = await part.open()
+                await self._handle.seek(offset)
+                chunk = await self._handle.read(min(part.chunk_size, remaining))
                 sent = len(chunk)
                 for start in range(0, sent, TRANSFER_SLICE):
                     if start:
@@ -706,7 +722,8 @@ class AsyncSession:
                 "Content-Length": str(data.length),
             }
             timer = deadline = asyncio.timeout(None)
-            data = payload = _PartPayload(data, await data.open(), timer, self._timeout_s)
+            handle = None if data.file is not None else await data.open()
+            data = payload = _PartPayload(data, handle, timer, self._timeout_s)
         elif call.transfer and data is not None:
             # aiohttp's sock_read only watches the answer; this watches the body going out.
             if isinstance(data, bytes):
@@ -855,7 +872,10 @@ class AsyncSession:
         body: bytes | PartBody
         if isinstance(data, PartBody):
             try:
-                file_size = (await aiofiles.os.stat(data.path)).st_size
+                if data.file is not None:  # open already: no thread needed to ask its size
+                    file_size = os.fstat(data.file.fileno()).st_size
+                else:
+                    file_size = (await aiofiles.os.stat(data.path)).st_size
             except OSError as exc:
                 raise ValidationError(f"cannot read {data.path}: {exc.strerror}") from exc
             if data.offset + data.length > file_size:

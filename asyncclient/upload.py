@@ -19,7 +19,7 @@ import zipfile
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, TypeAlias
 
 import attrs
 
@@ -805,6 +805,19 @@ class _Upload:
         return None
 
     async def _upload(self, journal: _Journal | None, *, resume: bool) -> "Build":
+        # The hash starts now, so that it runs while the next request is on its way.
+        hasher = (
+            None if self.sha256 is not None else _Hasher(self.source.send_path, self.source.size)
+        )
+        try:
+            return await self._upload_with(hasher, journal, resume=resume)
+        finally:
+            if hasher is not None:
+                await hasher.stop()
+
+    async def _upload_with(
+        self, hasher: "_Hasher | None", journal: _Journal | None, *, resume: bool
+    ) -> "Build":
         session = self.ctx.session
         src = self.source
         build_id: str | None = None
@@ -838,7 +851,6 @@ class _Upload:
         missing = [n for n in range(1, parts + 1) if n not in etags]
         self.sink.set(src.size - sum(self._length(n, part_bytes) for n in missing))
         self._adjust_window(len(missing))
-        hasher = None if self.sha256 is not None else _Hasher(src.send_path, src.size)
         try:
             if missing:
                 await self._send(build_id, part_bytes, missing, etags, journal)
@@ -847,7 +859,6 @@ class _Upload:
             # refused here, before the service holds a ready build made of it.
             if hasher is not None:
                 self.sha256 = await hasher.result()
-                hasher = None
             self._check_unchanged()
             uploaded = self._part_list(etags, parts)
             try:
@@ -859,8 +870,6 @@ class _Upload:
             return build
         finally:
             self._adjust_window(0)
-            if hasher is not None:
-                await hasher.stop()
 
     async def _resume(self, journal: _Journal) -> "tuple[str, int, dict[int, str]] | Build | None":
         """The journalled upload to continue, a build it already finished, or None (start over)."""
@@ -909,12 +918,18 @@ class _Upload:
         budget = self.ctx.budget
         queue = deque(missing)
         path = self.source.send_path
+        # One open file for all the parts: an attempt sends from it (sendfile, explicit
+        # offsets) without a trip to a thread to open and close the file for every part.
+        try:
+            shared = await asyncio.to_thread(open, path, "rb", buffering=0)
+        except OSError as exc:
+            raise ValidationError(f"cannot read {self.shown}: {exc.strerror}") from None
 
         async def worker() -> None:
             while queue:
                 number = queue.popleft()
                 length = self._length(number, part_bytes)
-                body = _part_body(path, (number - 1) * part_bytes, length, self.sink.add)
+                body = _part_body(path, (number - 1) * part_bytes, length, self.sink.add, shared)
                 async with budget.slot((self.index, number)):
                     uploaded = await session.upload_part(build_id, number, body)
                 if uploaded.part_number != number or not uploaded.etag:
@@ -941,6 +956,9 @@ class _Upload:
         except BaseExceptionGroup as failed:
             first = _first_error(failed)
             raise first from first.__cause__
+        finally:
+            # Every attempt has let go of it: each waits for its body to stop going out.
+            shared.close()
 
     def _adjust_window(self, parts: int) -> None:
         window = self.ctx.window
@@ -990,11 +1008,13 @@ class _Upload:
         return True
 
 
-def _part_body(path: Path, offset: int, length: int, progress: Callable[[int], object]) -> Any:
+def _part_body(
+    path: Path, offset: int, length: int, progress: Callable[[int], object], file: BinaryIO
+) -> Any:
     # Imported here: importing this module stays free of aiohttp.
     from asyncclient._session import PartBody
 
-    return PartBody(path, offset, length, progress=progress)
+    return PartBody(path, offset, length, progress=progress, file=file)
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

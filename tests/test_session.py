@@ -965,17 +965,30 @@ async def test_request_headers(odd_server: tuple[str, list[dict[str, str]]]) -> 
     assert agent.endswith("ci-bot/1.0")
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own file", "shared file"])
 async def test_a_part_body_streams_with_a_content_length(
-    odd_server: tuple[str, list[dict[str, str]]], tmp_path: Path, body_path: BodyPath
+    odd_server: tuple[str, list[dict[str, str]]],
+    tmp_path: Path,
+    body_path: BodyPath,
+    shared: bool,
 ) -> None:
     url, seen = odd_server
     path = tmp_path / "app.apk"
     content = os.urandom(300_000)
     path.write_bytes(content)
     progress: list[int] = []
-    body = PartBody(path, 100, 200_000, chunk_size=64 * 1024, progress=progress.append)
-    async with AsyncSession("k", url) as session:
-        part = await session.upload_part("ab_x", 3, body)
+    with path.open("rb") as file:
+        body = PartBody(
+            path,
+            100,
+            200_000,
+            chunk_size=64 * 1024,
+            progress=progress.append,
+            file=file if shared else None,
+        )
+        async with AsyncSession("k", url) as session:
+            part = await session.upload_part("ab_x", 3, body)
+        assert not file.closed  # a shared file belongs to its owner
     sent = content[100:200_100]
     assert part == UploadedPart(3, hashlib.sha256(sent).hexdigest())
     headers = seen[-1]

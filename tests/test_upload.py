@@ -26,8 +26,9 @@ from typing import Any
 
 import attrs
 import pytest
+from body_paths import BodyPath
 
-from asyncclient import AsyncSession
+from asyncclient import AsyncSession, PartBody
 from asyncclient.errors import (
     BuildRejectedError,
     ChecksumMismatchError,
@@ -217,6 +218,32 @@ async def test_progress_counts_every_byte_once_and_ends_at_total(
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # no retry: never goes back
 
 
+async def test_the_parts_share_one_open_file(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    body_path: BodyPath,
+) -> None:
+    # By sendfile no part opens the file: they send from the upload's one open file. A part
+    # that has to read (the loop refused sendfile) opens it for itself.
+    apk = make_apk(tmp_path / "shop.apk", parts=6)
+    opened: list[str] = []
+    original = PartBody.open
+
+    async def spy(self: PartBody) -> Any:
+        opened.append(self.path)
+        return await original(self)
+
+    monkeypatch.setattr(PartBody, "open", spy)
+    build = await upload_build(client, svc.project_id, apk, concurrency=3, journal_dir=journal)
+    assert stored_bytes(svc, build.id) == apk.read_bytes()
+    expected = {"sendfile": 0, "read": 6, "sendfile, then read": 5}[body_path.mode]
+    assert len(opened) == expected
+    assert body_path.refused == expected
+
+
 # --- faults: each part retried on its own ---------------------------------------------------------
 
 
@@ -239,6 +266,7 @@ async def test_a_failed_part_is_resent_alone(
     journal: Path,
     waits: list[float],
     fault: Fault,
+    body_path: BodyPath,
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=6)
     svc.inject("upload_part", fault)
