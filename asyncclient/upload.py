@@ -921,7 +921,7 @@ class _Upload:
         # One open file for all the parts: an attempt sends from it (sendfile, explicit
         # offsets) without a trip to a thread to open and close the file for every part.
         try:
-            shared = await asyncio.to_thread(open, path, "rb", buffering=0)
+            shared = await _open_for_parts(path)
         except OSError as exc:
             raise ValidationError(f"cannot read {self.shown}: {exc.strerror}") from None
 
@@ -1006,6 +1006,24 @@ class _Upload:
                 actual=remote,
             )
         return True
+
+
+async def _open_for_parts(path: Path) -> BinaryIO:
+    """open(path, "rb") in a thread that leaks nothing when cancelled: the thread opens the file
+    anyway, so a cancelled caller leaves a callback that closes it once open."""
+    opening: asyncio.Future[BinaryIO] = asyncio.ensure_future(
+        asyncio.to_thread(open, path, "rb", buffering=0)
+    )
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_opened)
+        raise
+
+
+def _close_opened(opening: "asyncio.Future[BinaryIO]") -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()  # a file open for reading: closing it does not block
 
 
 def _part_body(

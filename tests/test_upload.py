@@ -28,6 +28,7 @@ import attrs
 import pytest
 from body_paths import BodyPath
 
+import asyncclient.upload as upload_module
 from asyncclient import AsyncSession, PartBody
 from asyncclient.errors import (
     BuildRejectedError,
@@ -965,6 +966,40 @@ async def test_cancelling_upload_builds_leaves_nothing_running(
     assert client_tasks() <= before
     assert sha_threads() == []
     assert journal_files(journal)  # kept for a resume
+
+
+async def test_cancelled_while_the_file_opens_leaves_it_closed(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The thread opening the file for the parts finishes after the upload was cancelled: the
+    # file it opened is closed, not left to the garbage collector.
+    apk = make_apk(tmp_path / "shop.apk", parts=2)
+    entered, gate = threading.Event(), threading.Event()
+    opened: list[Any] = []
+
+    def slow_open(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        gate.wait(10)
+        file = open(*args, **kwargs)  # noqa: SIM115 - handed to the code under test
+        opened.append(file)
+        return file
+
+    monkeypatch.setattr(upload_module, "open", slow_open, raising=False)
+    task = asyncio.create_task(upload_build(client, svc.project_id, apk, journal_dir=journal))
+    assert await asyncio.to_thread(entered.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    gate.set()
+    for _ in range(500):
+        if opened and opened[0].closed:
+            break
+        await asyncio.sleep(0.01)
+    assert [f.closed for f in opened] == [True]
 
 
 async def test_upload_builds_refuses_an_unknown_item_shape(
