@@ -155,8 +155,8 @@ class _PartPayload(aiohttp.payload.Payload):
     the bytes never pass through Python, which saves reading them into buffers and writing
     those into the socket, about 0.4 s of CPU per GB. Where the loop or the connection cannot
     (TLS, uvloop, no os.sendfile), the rest of the slice is read with aiofiles in `chunk_size`
-    pieces and written through aiohttp in TRANSFER_SLICE pieces. Before each sendfile call or
-    write, `timer` is pushed `idle` seconds ahead, so a body that stops moving times out.
+    pieces and written through aiohttp. Either way it goes out in TRANSFER_SLICE pieces, with
+    `timer` pushed `idle` seconds ahead before each, so a body that stops moving times out.
 
     The attempt's owner passes `handle` (the file it opened) unless the part has a shared
     `file`, and calls `release()` when the attempt is over. A body still going out then (a
@@ -196,17 +196,18 @@ class _PartPayload(aiohttp.payload.Payload):
         task = self._writer
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
-            try:
-                await asyncio.wait([task])  # cancelled, it unwinds within a loop turn or two
-            except asyncio.CancelledError:
-                task.add_done_callback(self._close_later)  # cancelled here too: close after it
-                raise
+            # Wait for it to unwind (a loop turn or two) even if this wait is cancelled in
+            # turn: the file, maybe shared by other parts, must not be closed under a sendfile.
+            interrupted = False
+            while not task.done():
+                try:
+                    await asyncio.wait([task])
+                except asyncio.CancelledError:
+                    interrupted = True
+            if interrupted:
+                await self._close_handle()
+                raise asyncio.CancelledError
         await self._close_handle()
-
-    def _close_later(self, _: object) -> None:
-        closing = asyncio.ensure_future(self._close_handle())
-        _closing.add(closing)
-        closing.add_done_callback(_closing.discard)
 
     async def _close_handle(self) -> None:
         handle, self._handle = self._handle, None
@@ -222,34 +223,38 @@ class _PartPayload(aiohttp.payload.Payload):
         part._rewind()
         loop = asyncio.get_running_loop()
         transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
-        native = _SENDFILE and transport is not None and hasattr(loop, "sendfile")
+        native = (
+            _SENDFILE
+            and transport is not None
+            and transport.get_extra_info("sslcontext") is None  # TLS: the bytes need encrypting
+            and hasattr(loop, "sendfile")
+        )
         if native:
             send_headers = getattr(writer, "send_headers", None)  # aiohttp >= 3.12 holds them
             if send_headers is not None:
                 send_headers()
             await writer.drain()
         offset, remaining = part.offset, part.length
-        # A sendfile slice is what the link moved in a quarter of `idle` (within 64 KiB and
-        # chunk_size): few calls on a fast link, and still a slice per quarter timeout on a slow
-        # one. It starts at TRANSFER_SLICE.
-        low = min(part.chunk_size, _MIN_SENDFILE_SLICE)
-        size = min(part.chunk_size, TRANSFER_SLICE)
         while remaining > 0:
-            began = loop.time()
-            _reschedule(self._timer, began + self._idle)
+            _reschedule(self._timer, loop.time() + self._idle)
             sent = 0
             if native and transport is not None:
+                size = min(part.chunk_size, TRANSFER_SLICE, remaining)
                 try:
-                    sent = await loop.sendfile(
-                        transport, raw, offset, min(size, remaining), fallback=False
-                    )
-                except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                    # Refused before a byte of this slice went out (TLS, say): read the rest.
-                    native = False
+                    sent = await loop.sendfile(transport, raw, offset, size, fallback=False)
+                except (RuntimeError, NotImplementedError) as exc:
+                    # SendfileNotAvailableError (a RuntimeError) is also what asyncio makes of
+                    # a connection that broke before a slice's first byte.
+                    if offset != part.offset:
+                        raise ConnectionResetError(
+                            "the connection broke while the part was being sent"
+                        ) from exc
+                    native = False  # refused (a loop or transport without it): read instead
                 else:
-                    took = loop.time() - began
-                    rate = sent / took if took > 0 else float(part.chunk_size)
-                    size = max(low, min(part.chunk_size, int(rate * self._idle / 4)))
+                    # Reading is paused during a sendfile: two loop turns let an answer that
+                    # came early (an error before the whole body) be read and end the body.
+                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)
             if not native:
                 if self._handle is None:
                     self._handle = await part.open()
@@ -272,7 +277,6 @@ class _PartPayload(aiohttp.payload.Payload):
 
 
 _SENDFILE: Final = hasattr(os, "sendfile")
-_MIN_SENDFILE_SLICE: Final = 64 << 10
 
 
 # Closing tasks of files whose opener was cancelled (kept so they are not collected early).

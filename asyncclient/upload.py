@@ -805,18 +805,15 @@ class _Upload:
         return None
 
     async def _upload(self, journal: _Journal | None, *, resume: bool) -> "Build":
-        # The hash starts now, so that it runs while the next request is on its way.
-        hasher = (
-            None if self.sha256 is not None else _Hasher(self.source.send_path, self.source.size)
-        )
+        hashers: list[_Hasher] = []
         try:
-            return await self._upload_with(hasher, journal, resume=resume)
+            return await self._upload_with(hashers, journal, resume=resume)
         finally:
-            if hasher is not None:
+            for hasher in hashers:
                 await hasher.stop()
 
     async def _upload_with(
-        self, hasher: "_Hasher | None", journal: _Journal | None, *, resume: bool
+        self, hashers: "list[_Hasher]", journal: _Journal | None, *, resume: bool
     ) -> "Build":
         session = self.ctx.session
         src = self.source
@@ -824,6 +821,7 @@ class _Upload:
         part_bytes = 0
         etags: dict[int, str] = {}
         if resume and journal is not None and journal.build_id is not None:
+            # May hash the file itself (to check a build the lost answer had completed).
             resumed = await self._resume(journal)
             if isinstance(resumed, tuple):
                 build_id, part_bytes, etags = resumed
@@ -831,6 +829,10 @@ class _Upload:
             elif resumed is not None:
                 self.sink.set(src.size)
                 return resumed
+        # The hash starts now, so that it runs while start_upload is on its way.
+        hasher = None if self.sha256 is not None else _Hasher(src.send_path, src.size)
+        if hasher is not None:
+            hashers.append(hasher)
         if build_id is None:
             start = await session.start_upload(
                 self.ctx.project_id, src.file_name, src.size, label=self.label

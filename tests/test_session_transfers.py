@@ -7,16 +7,19 @@ otherwise take a whole part into its buffers at once, which no slow link does.
 """
 
 import asyncio
+import contextlib
 import gzip
 import hashlib
 import os
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import trustme
 from aiohttp import web
 from body_paths import BodyPath
 
@@ -132,7 +135,7 @@ async def test_a_part_the_server_stops_taking_times_out(
 async def test_a_file_part_slower_than_the_timeout_completes_while_it_moves(
     serve: Serve, slow_link_http: aiohttp.ClientSession, tmp_path: Path, body_path: BodyPath
 ) -> None:
-    # As above, from a file: by sendfile, by reads, or by sendfile then reads.
+    # As above, from a file: by sendfile, or read because the loop refused sendfile.
     url = await serve({PART_ROUTE: _reading_at(2_000_000)})
     path = tmp_path / "app.apk"
     path.write_bytes(os.urandom(900_000))
@@ -164,7 +167,77 @@ async def test_a_file_part_the_server_stops_taking_times_out(
         with pytest.raises(TransportError, match=r"no data moved for 0\.2 s \(timeout\)"):
             await session.upload_part("ab_1", 1, PartBody(path, 0, 2_000_000))
     assert taken.is_set()
-    body_path.check(whole=False)  # stuck in the first slice: there is no second to refuse
+    body_path.check()
+    # Nothing of the attempt is left running.
+    assert not [t for t in asyncio.all_tasks() if "write_bytes" in t.get_coro().__qualname__]  # type: ignore[union-attr]
+
+
+async def test_an_early_answer_stops_a_file_part_being_sent(
+    serve: Serve, slow_link_http: aiohttp.ClientSession, tmp_path: Path, body_path: BodyPath
+) -> None:
+    # The server refuses the part at once, then takes the body slowly: the client reads the
+    # answer and stops sending, rather than pushing the whole part first.
+    async def refuses(request: web.Request) -> web.StreamResponse:
+        response = web.json_response(
+            {"error": {"code": "not_found", "message": "no build ab_1"}}, status=404
+        )
+        await response.prepare(request)
+        await response.write_eof()
+        taken = 0
+        with contextlib.suppress(OSError, aiohttp.ClientError):
+            while chunk := await request.content.read(BUFFER):
+                taken += len(chunk)
+                await asyncio.sleep(len(chunk) / 2_000_000)
+        return response
+
+    url = await serve({PART_ROUTE: refuses})
+    path = tmp_path / "app.apk"
+    path.write_bytes(os.urandom(8 << 20))
+    progress: list[int] = []
+    async with AsyncSession("k", url, max_retries=0, client_session=slow_link_http) as session:
+        with pytest.raises(NotFoundError):
+            await session.upload_part(
+                "ab_1", 1, PartBody(path, 0, 8 << 20, progress=progress.append)
+            )
+    assert sum(progress) < 2 << 20  # of 8 MiB: stopped within a few slices of the answer
+    body_path.check()
+
+
+async def test_a_file_part_goes_over_tls_by_reads(tmp_path: Path) -> None:
+    # sendfile cannot encrypt: over TLS a part is read and written, and arrives whole.
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    received: list[bytes] = []
+
+    async def put_part(request: web.Request) -> web.Response:
+        received.append(await request.read())
+        digest = hashlib.sha256(received[-1]).hexdigest()
+        return web.json_response({"partNumber": 1, "etag": digest})
+
+    app = web.Application(client_max_size=8 << 20)
+    app.router.add_route(*PART_ROUTE, put_part)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context)
+    await site.start()
+    port = runner.addresses[0][1]
+    path = tmp_path / "app.apk"
+    content = os.urandom(3 << 20)
+    path.write_bytes(content)
+    try:
+        connector = aiohttp.TCPConnector(ssl=client_context)
+        async with (
+            aiohttp.ClientSession(connector=connector) as http,
+            AsyncSession("k", f"https://127.0.0.1:{port}", client_session=http) as session,
+        ):
+            part = await session.upload_part("ab_1", 1, PartBody(path, 1000, len(content) - 1000))
+    finally:
+        await runner.cleanup()
+    assert received == [content[1000:]]
+    assert part.etag == hashlib.sha256(content[1000:]).hexdigest()
 
 
 async def test_a_download_slower_than_the_timeout_completes_while_it_moves(

@@ -479,7 +479,8 @@ async def _receive(
     """Stream the body to `dest` (a new file, or a part's place) in chunks, checksumming as it
     goes: (hex checksum, length). A new file is removed when the body does not arrive whole.
 
-    Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s.
+    Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s on
+    average: a body takes length/bandwidth at the least, taken in as the connection buffered it.
     The event loop only reads, taking the chunks as the connection buffered them (no joining
     copies); each batch of about _BATCH bytes is hashed and written by a worker thread while the
     loop reads the next one.
