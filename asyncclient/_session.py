@@ -153,7 +153,7 @@ class _PartPayload(aiohttp.payload.Payload):
 
     On a plain TCP connection the kernel sends the slice from the page cache (`loop.sendfile`):
     the bytes never pass through Python, which saves reading them into buffers and writing
-    those into the socket, about 0.4 s of CPU per GB. Where the loop or the connection cannot
+    those into the socket, about 0.3 s of CPU per GB. Where the loop or the connection cannot
     (TLS, uvloop, no os.sendfile), the rest of the slice is read with aiofiles in `chunk_size`
     pieces and written through aiohttp. Either way it goes out in TRANSFER_SLICE pieces, with
     `timer` pushed `idle` seconds ahead before each, so a body that stops moving times out.
