@@ -31,6 +31,7 @@ from aiofiles.threadpool.binary import AsyncBufferedReader
 
 from asyncclient import _protocol as proto
 from asyncclient._converter import converter, structure_hook, structure_list, structure_status
+from asyncclient._opening import open_unleaked
 from asyncclient._version import __version__
 from asyncclient.errors import (
     ApiError,
@@ -279,31 +280,13 @@ class _PartPayload(aiohttp.payload.Payload):
 _SENDFILE: Final = hasattr(os, "sendfile")
 
 
-# Closing tasks of files whose opener was cancelled (kept so they are not collected early).
-_closing: set["asyncio.Future[None]"] = set()
-
-
 async def _open_binary(path: str) -> AsyncBufferedReader:
-    """aiofiles.open(path, "rb") that leaks nothing when cancelled: the worker thread opens the
-    file anyway, so a cancelled caller leaves a callback that closes it once open."""
-    opening: asyncio.Future[AsyncBufferedReader] = asyncio.ensure_future(_aiofiles_open(path))
-    try:
-        return await asyncio.shield(opening)
-    except asyncio.CancelledError:
-        opening.add_done_callback(_close_abandoned)
-        raise
+    """aiofiles.open(path, "rb") that leaks nothing when cancelled."""
+    return await open_unleaked(_aiofiles_open(path), lambda handle: handle.close())
 
 
 async def _aiofiles_open(path: str) -> AsyncBufferedReader:
     return await aiofiles.open(path, "rb")
-
-
-def _close_abandoned(opening: "asyncio.Future[AsyncBufferedReader]") -> None:
-    if opening.cancelled() or opening.exception() is not None:
-        return
-    closing = asyncio.ensure_future(opening.result().close())
-    _closing.add(closing)
-    closing.add_done_callback(_closing.discard)
 
 
 class _Call:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, TypeAlias
 import attrs
 
 from asyncclient import _protocol as proto
+from asyncclient._opening import open_unleaked
 from asyncclient.apps import AppError, AppInfo, inspect_app
 from asyncclient.errors import (
     ApiError,
@@ -1011,21 +1012,10 @@ class _Upload:
 
 
 async def _open_for_parts(path: Path) -> BinaryIO:
-    """open(path, "rb") in a thread that leaks nothing when cancelled: the thread opens the file
-    anyway, so a cancelled caller leaves a callback that closes it once open."""
-    opening: asyncio.Future[BinaryIO] = asyncio.ensure_future(
-        asyncio.to_thread(open, path, "rb", buffering=0)
+    """open(path, "rb") in a thread that leaks nothing when cancelled."""
+    return await open_unleaked(
+        asyncio.to_thread(open, path, "rb", buffering=0), lambda file: file.close()
     )
-    try:
-        return await asyncio.shield(opening)
-    except asyncio.CancelledError:
-        opening.add_done_callback(_close_opened)
-        raise
-
-
-def _close_opened(opening: "asyncio.Future[BinaryIO]") -> None:
-    if not opening.cancelled() and opening.exception() is None:
-        opening.result().close()  # a file open for reading: closing it does not block
 
 
 def _part_body(
