@@ -10,6 +10,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from asyncclient._lenient import rejection_problems, start_lists
 from asyncclient.models import (
     Build,
     BuildList,
@@ -120,7 +121,16 @@ def _required_int(value: Any, _type: Any = None) -> int:
 
 
 def _lenient_bool(value: Any, _type: Any = None) -> bool | None:
-    return value if isinstance(value, bool) else None
+    if value is True or value is False or value is None:
+        return value
+    # `final` sent as "true"/"false" or 1/0 by some services.
+    if isinstance(value, str):
+        return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(
+            value.strip().lower()
+        )
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    return None
 
 
 def _str_tuple(value: Any, _type: Any = None) -> tuple[str, ...]:
@@ -197,6 +207,16 @@ def _make_converter() -> cattrs.Converter:
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **structure_renames))
         conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
         _register_exact(conv, tuple[cls, ...], tolerant_tuple(cls))  # type: ignore[valid-type]
+
+    # run_project's lists: started and skipped items read leniently (a reason sent as an
+    # object, a test as an object, other key names), see _lenient.start_lists.
+    def project_run_start(value: Any, _type: Any) -> ProjectRunStart:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        started, skipped = start_lists(value)
+        return ProjectRunStart(_each(started, StartedRun, conv), _each(skipped, SkippedTest, conv))
+
+    conv.register_structure_hook(ProjectRunStart, project_run_start)
     # The endpoint list view is snake_case on the wire (the API spec says so).
     conv.register_structure_hook(Endpoint, make_dict_structure_fn(Endpoint, conv))
     conv.register_unstructure_hook(Endpoint, make_dict_unstructure_fn(Endpoint, conv))
@@ -229,25 +249,13 @@ def structure_list(cls: type[T], value: Any) -> list[T]:
 def structure_error_details(
     err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
 ) -> None:
-    """Attach the typed extras of build_rejected / not_started / empty errors, leniently: a
-    part of another shape is left at its default rather than hiding the error itself."""
+    """Attach the typed extras of build_rejected / not_started / empty errors, leniently: the
+    readers of asyncclient._lenient find them under any usual key, inside the error or beside
+    it; a part of another shape is left at its default rather than hiding the error itself."""
     from asyncclient.errors import BuildRejectedError
 
     if isinstance(err, BuildRejectedError):
-        from asyncclient.apps import Problem
-
-        problems = []
-        for item in details.get("problems") or ():
-            if isinstance(item, Mapping):
-                problems.append(
-                    Problem(
-                        kind=_lenient_str(item.get("kind")) or "",
-                        found=_str_tuple(item.get("found")),
-                        supported=_str_tuple(item.get("supported")),
-                        message=_lenient_str(item.get("message")) or "",
-                    )
-                )
-        err.problems = tuple(problems)
+        err.problems = rejection_problems(details)
         build = details.get("build")
         if isinstance(build, Mapping):
             try:
@@ -255,9 +263,27 @@ def structure_error_details(
             except (KeyError, TypeError, ValueError):
                 err.build = None
     else:
-        for name, cls in (("started", StartedRun), ("skipped", SkippedTest)):
-            try:
-                value = converter.structure(details.get(name), tuple[cls, ...])  # type: ignore[valid-type]
-            except (KeyError, TypeError, ValueError):
-                value = ()
-            setattr(err, name, value)
+        started, skipped = start_lists(details)
+        err.started = structure_started(started)
+        err.skipped = structure_skipped(skipped)
+
+
+def structure_started(items: Any) -> tuple[StartedRun, ...]:
+    """StartedRun values from a started list; an item that cannot be read is left out."""
+    return _each(items, StartedRun, converter)
+
+
+def structure_skipped(items: Any) -> tuple[SkippedTest, ...]:
+    """SkippedTest values from a skipped list already rewritten by _lenient.start_lists."""
+    return _each(items, SkippedTest, converter)
+
+
+def _each(items: Any, cls: type[T], conv: cattrs.Converter) -> tuple[T, ...]:
+    hook = conv.get_structure_hook(cls)
+    out = []
+    for item in items if isinstance(items, list | tuple) else ():
+        try:
+            out.append(hook(item, cls))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(out)

@@ -3,18 +3,18 @@ Pure functions of the runs (no I/O) plus two small writers; used by `asyncclient
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from asyncclient.models import Run
+from asyncclient import _lenient
+from asyncclient.models import Requirement, Run
 
 __all__ = [
     "Outcome",
@@ -44,8 +44,6 @@ _STATUS_ORDER: Final = (
     "running",
     "queued",
 )
-_FAILURE_STATUSES: Final = frozenset({"failed", "blocked", "inconclusive"})
-_FAILED_RESULTS: Final = frozenset({"failed", "fail", "failure", "error"})
 _ICONS: Final = {
     "passed": "\u2705",  # white heavy check mark
     "failed": "\u274c",  # cross mark
@@ -65,15 +63,16 @@ def status_of(run: Run) -> str:
 
 def outcome(run: Run) -> Outcome:
     """How a run counts in a report: passed, a failure (failed/blocked/inconclusive or another
-    final status), an error, skipped (cancelled), or not final (the watch ended first)."""
+    final status), an error, skipped (cancelled, by whatever word), or not final (the watch
+    ended first). The status word is read leniently (`canceled`, `stopped` are cancelled)."""
     if not run.is_final:
         return "not_final"
-    status = status_of(run)
-    if status == "passed":
+    kind = run.status_kind
+    if kind == "passed":
         return "passed"
-    if status == "error":
+    if kind == "error":
         return "error"
-    if status == "cancelled":
+    if kind == "cancelled":
         return "skipped"
     return "failure"
 
@@ -102,21 +101,12 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours} h {rest // 60:02d} min"
 
 
-def plain_text(value: Any) -> str:
-    """One line of text from a JSON value the service sent (None is empty)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, bool | int | float):
-        text = json.dumps(value)
-    else:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return " ".join(text.split())
+#: One line of text from a JSON value the service sent (None is empty).
+plain_text = _lenient.text
 
 
 def headline(run: Run) -> str:
-    return plain_text(run.headline)
+    return run.headline_text
 
 
 def title(run: Run) -> str:
@@ -125,39 +115,33 @@ def title(run: Run) -> str:
 
 def error_details(run: Run) -> tuple[str, str]:
     """(code, message) of a run that ended in error; empty strings when it carried none."""
-    if isinstance(run.error, Mapping):
-        return plain_text(run.error.get("code")), plain_text(run.error.get("message"))
-    return "", plain_text(run.error)
+    return run.error_code, run.error_message
 
 
-def failed_requirements(run: Run) -> list[tuple[str, str, str]]:
-    """(id, title, reason) of each requirement whose result is failed, in the run's order."""
-    if not isinstance(run.requirements, list | tuple):
-        return []
-    failed: list[tuple[str, str, str]] = []
-    for item in run.requirements:
-        if not isinstance(item, Mapping):
-            continue
-        if str(item.get("result", "")).lower() in _FAILED_RESULTS:
-            failed.append(
-                (
-                    plain_text(item.get("id")),
-                    plain_text(item.get("title")),
-                    plain_text(item.get("reason")),
-                )
-            )
-    return failed
+def failed_requirements(run: Run) -> tuple[Requirement, ...]:
+    """The requirements to show for a run: each one that failed, with its reason. A run that
+    did not pass but has no requirement read as failed shows those whose result could not be
+    read (their raw text), so what the service said is never dropped."""
+    checks = run.requirement_results
+    failed = tuple(req for req in checks if req.outcome == "failed")
+    if failed or outcome(run) not in ("failure", "error"):
+        return failed
+    return tuple(req for req in checks if req.outcome == "unknown")
 
 
-def _requirement_line(req_id: str, req_title: str, reason: str) -> str:
-    name = " ".join(part for part in (req_id, req_title) if part) or "requirement"
-    return f"{name}: {reason}" if reason else name
+def _requirement_line(req: Requirement) -> str:
+    """`name title: reason`; a requirement whose result could not be read says what it was."""
+    if req.outcome == "failed":
+        return req.line()
+    return f"{req.line()} (result: {req.result or 'not given'})"
+
+
+def _labelled(req: Requirement) -> str:
+    return ("failed " if req.outcome == "failed" else "unclear ") + _requirement_line(req)
 
 
 def captures(run: Run) -> dict[str, str]:
-    if not isinstance(run.captures, Mapping):
-        return {}
-    return {str(name): plain_text(value) for name, value in run.captures.items()}
+    return run.capture_values
 
 
 def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:
@@ -196,8 +180,8 @@ def summary_lines(runs: Sequence[Run]) -> list[str]:
         if outcome(run) == "error" and (code or message):
             detail = f"{code}: {message}" if code and message else code or message
             lines.append(f"{indent}error {detail}")
-        for req_id, req_title, reason in failed_requirements(run):
-            lines.append(f"{indent}failed {_requirement_line(req_id, req_title, reason)}")
+        for req in failed_requirements(run):
+            lines.append(f"{indent}{_labelled(req)}")
         if run.link:
             lines.append(indent + run.link)
     lines.append(counts_line(runs))
@@ -273,7 +257,7 @@ def _testcase(suite: ET.Element, run: Run) -> None:
         if value:
             ET.SubElement(props, "property", {"name": _clean(key), "value": _clean(value)})
 
-    requirement_lines = [_requirement_line(*req) for req in failed_requirements(run)]
+    requirement_lines = [_requirement_line(req) for req in failed_requirements(run)]
     status = status_of(run)
     kind = outcome(run)
     if kind == "failure":
@@ -301,7 +285,7 @@ def _testcase(suite: ET.Element, run: Run) -> None:
             {"message": f"still {_clean(status)} when the watch ended", "type": "not_final"},
         )
     out_lines = [f"{status}: {headline(run)}" if headline(run) else status]
-    out_lines += [f"failed {line}" for line in requirement_lines]
+    out_lines += [_labelled(req) for req in failed_requirements(run)]
     if run.link:
         out_lines.append(run.link)
     ET.SubElement(case, "system-out").text = _clean("\n".join(out_lines))
@@ -356,7 +340,7 @@ def step_summary_markdown(
         ]
         for run in runs:
             status = status_of(run)
-            icon = _ICONS.get(status, "") if run.is_final else _NOT_FINAL_ICON
+            icon = _ICONS.get(run.status_kind, "") if run.is_final else _NOT_FINAL_ICON
             test = _cell(title(run)) + (f" (`{_cell(run.test_id)}`)" if run.test_id else "")
             lines.append(
                 f"| {icon} {_cell(status)} | {test} | {_link(run.id, run.link)} "
@@ -371,7 +355,7 @@ def step_summary_markdown(
                     f"- **{_cell(title(run))}** ({_link(run.id, run.link)}): {_cell(summary)}"
                 )
                 for req in failed_requirements(run):
-                    lines.append(f"  - {_cell(_requirement_line(*req))}")
+                    lines.append(f"  - {_cell(_requirement_line(req))}")
             lines += ["", "</details>"]
     if skipped:
         lines += ["", f"Not started ({len(skipped)}):"]

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from asyncclient._lenient import decode_error_body, read_error
+
 if TYPE_CHECKING:
     from asyncclient.apps import Problem
     from asyncclient.models import Build, Run, SkippedTest, StartedRun
@@ -124,12 +126,9 @@ class ApiError(AsyncClientError):
 
     @property
     def error(self) -> Mapping[str, Any]:
-        """The `error` object of the body (empty when the body had another shape)."""
-        if isinstance(self.body, dict):
-            inner = self.body.get("error")
-            if isinstance(inner, dict):
-                return inner
-        return {}
+        """The error's fields whatever the body's shape: the `error` object merged over the
+        top level, the first of `errors`, or the flat body (empty for a body that is not JSON)."""
+        return read_error(self.body).details
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self.status, self.code, self.message, self.body, self.method, self.url)
@@ -250,6 +249,13 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "build_rejected": BuildRejectedError,
     "not_started": NotStartedError,
     "empty": NotStartedError,
+    # A bad or missing key, whatever status the service chose for it (401 or 403).
+    "unauthenticated": UnauthenticatedError,
+    "invalid_key": UnauthenticatedError,
+    "invalid_api_key": UnauthenticatedError,
+    "unknown_key": UnauthenticatedError,
+    "missing_key": UnauthenticatedError,
+    "invalid_token": UnauthenticatedError,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {
@@ -284,45 +290,34 @@ def error_from_response(
     method: str,
     url: str,
 ) -> ApiError:
-    """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise)."""
+    """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise).
+
+    The body is read by asyncclient._lenient.decode_error_body: nested, flat, `{"error":
+    "text"}` and `{"errors": [...]}` bodies, details inside the error or beside it, and plain
+    text or HTML pages (a proxy's) all give a code (when there is one) and a message.
+    """
     from asyncclient._protocol import excerpt, parse_retry_after, reason_phrase
 
-    parsed: Any
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:
-        parsed = body.decode("utf-8", "replace")
-    code: str | None = None
-    message: str | None = None
-    details: Mapping[str, Any] = {}
-    if isinstance(parsed, dict):
-        inner = parsed.get("error")
-        if isinstance(inner, dict):
-            details = inner
-            code = inner.get("code") if isinstance(inner.get("code"), str) else None
-            message = inner.get("message") if isinstance(inner.get("message"), str) else None
-        else:
-            # Other common shapes: {"error": "text"}, {"code", "message"}, {"detail": "..."}.
-            if isinstance(parsed.get("code"), str):
-                code = parsed["code"]
-            for key in ("message", "detail", "error"):
-                if isinstance(parsed.get(key), str):
-                    message = parsed[key]
-                    break
+    read = decode_error_body(body, _loads)
+    code, message, details = read.code, read.message, read.details
     if not message:
         message = reason_phrase(status)
-        if body:
+        if body and read.parsed is not None and not isinstance(read.parsed, str):
             message = f"{message}; the answer was {excerpt(body)!r}"
     cls = error_class(status, code)
     retry_after = parse_retry_after(headers.get("Retry-After"))
     if retry_after is None:
-        hinted = details.get("retryAfter")
+        hinted = details.get("retryAfter", details.get("retry_after"))
         if isinstance(hinted, int | float) and not isinstance(hinted, bool) and hinted >= 0:
             retry_after = float(hinted)
-    err = cls(status, code, message, parsed, method, url, retry_after=retry_after)
+    err = cls(status, code, message, read.parsed, method, url, retry_after=retry_after)
     if isinstance(err, BuildRejectedError | NotStartedError):
         _attach_details(err, details)
     return err
+
+
+def _loads(body: bytes | str) -> Any:
+    return json.loads(body)
 
 
 def _attach_details(

@@ -7,12 +7,16 @@ from typing import Any, Final
 
 import attrs
 
+from asyncclient import _lenient
+from asyncclient._lenient import Requirement
+
 __all__ = [
     "FINAL_STATUSES",
     "Build",
     "BuildList",
     "Endpoint",
     "ProjectRunStart",
+    "Requirement",
     "Run",
     "RunStart",
     "RunStatus",
@@ -182,14 +186,70 @@ class Run:
     @property
     def is_final(self) -> bool:
         """True once the run is final: the service's `final` flag when sent, else the status
-        (an unknown status counts as not final)."""
+        (read leniently: `canceled` or `stopped` is final; an unknown status is not)."""
         if self.final is not None:
             return self.final
-        return self.status in FINAL_STATUSES
+        return self.status_kind in FINAL_STATUSES
+
+    @property
+    def status_kind(self) -> str:
+        """The documented status the service's word means (`canceled`, `stopped` and
+        `aborted` mean cancelled; `SUCCESS` passed), else the word itself in lower case."""
+        if type(self.status) is RunStatus:
+            return self.status.value
+        return _lenient.run_status_kind(self.status)
 
     @property
     def passed(self) -> bool:
-        return self.status == RunStatus.PASSED
+        return self.status_kind == RunStatus.PASSED
+
+    # Readers of the fields whose shape the API spec leaves open (asyncclient._lenient): each
+    # gives the same answer whichever shape the service chose, computed when asked.
+
+    @property
+    def requirement_results(self) -> tuple[Requirement, ...]:
+        """Each check with its outcome (passed, failed, skipped, unknown), name and reason."""
+        return _lenient.requirements(self.requirements)
+
+    @property
+    def failed_requirements(self) -> tuple[Requirement, ...]:
+        """The checks that failed, with their reasons, in the service's order."""
+        return _lenient.failed_requirements(self.requirements)
+
+    @property
+    def capture_values(self) -> dict[str, str]:
+        """The values read during the run, name -> text."""
+        return _lenient.captures(self.captures)
+
+    @property
+    def verdict_text(self) -> str:
+        return _lenient.text_of(self.verdict)
+
+    @property
+    def headline_text(self) -> str:
+        return _lenient.text_of(self.headline)
+
+    @property
+    def error_code(self) -> str:
+        return _lenient.error_fields(self.error)[0]
+
+    @property
+    def error_message(self) -> str:
+        return _lenient.error_fields(self.error)[1]
+
+    @property
+    def file_refs(self) -> tuple[str, ...]:
+        """The video, then the screenshots: file paths or links, as the service gave them."""
+        return _lenient.file_refs(self.video) + _lenient.file_refs(self.screenshots)
+
+    @property
+    def screenshot_refs(self) -> tuple[str, ...]:
+        return _lenient.file_refs(self.screenshots)
+
+    @property
+    def used_build_id(self) -> str | None:
+        """The id of the build the run used, whether the service sent an id or an object."""
+        return self.build_id or _lenient.build_id_of(self.build)
 
 
 @attrs.frozen

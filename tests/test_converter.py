@@ -271,7 +271,7 @@ def test_final_flag_wins_over_status() -> None:
 
 
 def test_odd_final_flag_falls_back_to_the_status() -> None:
-    run = converter.structure({"id": "j_1", "status": "running", "final": "yes"}, Run)
+    run = converter.structure({"id": "j_1", "status": "running", "final": "maybe"}, Run)
     assert run.final is None
     assert not run.is_final
 

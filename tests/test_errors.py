@@ -126,7 +126,8 @@ def test_non_json_body_gives_status_reason_and_excerpt() -> None:
     assert err.body == html.decode()
     line = str(err)
     assert "\n" not in line
-    assert line.startswith("502 Bad Gateway: Bad Gateway; the answer was '<html> <head>")
+    # A proxy's HTML page: its title says what happened, not its markup.
+    assert line.startswith("502 Bad Gateway: 502 Bad Gateway (POST")
     assert line.endswith("(POST /api/v1/tests/t_1/run)")
 
 
@@ -145,7 +146,9 @@ def test_empty_body() -> None:
         (b'{"detail": "fastapi style"}', None, "fastapi style"),
         (b'{"error": {"code": 5, "message": ["x"]}}', None, None),
         (b"[1, 2]", None, None),
-        (b'"a string"', None, None),
+        (b'"a string"', None, "a string"),
+        (b'{"errors": [{"code": "bad", "detail": "listed"}]}', "bad", "listed"),
+        (b'{"error": "not_found", "message": "oauth style"}', "not_found", "oauth style"),
     ],
 )
 def test_other_json_shapes(body: bytes, code: str | None, message: str | None) -> None:
@@ -194,6 +197,8 @@ def test_build_rejected_carries_problems_and_build() -> None:
             supported=("arm64-v8a", "x86_64"),
             message="no supported ABI",
         ),
+        # An item of another shape is kept as text rather than dropped.
+        Problem(kind="", found=(), supported=(), message="not an object"),
     )
     assert err.build == Build(id="ab_1", status="rejected", app_id="com.x", version_code="3")
 

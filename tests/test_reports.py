@@ -68,14 +68,22 @@ def test_outcome_maps_each_status() -> None:
     assert _reports.outcome(make_run("j_n", "exploded")) == "not_final"
 
 
+def _read(run: Run) -> list[tuple[str, str, str, str]]:
+    return [(r.outcome, r.name, r.title, r.reason) for r in _reports.failed_requirements(run)]
+
+
 def test_failed_requirements_tolerate_odd_shapes() -> None:
-    assert _reports.failed_requirements(FAILED) == [
-        ("r2", "Total matches", "expected 10, saw 12"),
-        ("r3", "Checkout | pay", "button <missing>"),
+    assert _read(FAILED) == [
+        ("failed", "r2", "Total matches", "expected 10, saw 12"),
+        ("failed", "r3", "Checkout | pay", "button <missing>"),
     ]
     odd = make_run("j_x", "failed", requirements=["text", {"result": "FAILED"}, None])
-    assert _reports.failed_requirements(odd) == [("", "", "")]
-    assert _reports.failed_requirements(make_run("j_y", "failed", requirements={"a": 1})) == []
+    assert _read(odd) == [("failed", "#2", "", "")]
+    # A failed run whose checks cannot be read as failed shows them as they came.
+    assert _read(make_run("j_y", "failed", requirements={"a": {"x": 1}})) == [
+        ("unknown", "a", "", '{"x": 1}')
+    ]
+    assert _read(make_run("j_z", "passed", requirements={"a": 1})) == []
 
 
 def test_duration_falls_back_to_timestamps() -> None:

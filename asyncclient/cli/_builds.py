@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._lenient import warning_text
 from asyncclient.cli._common import (
     EXIT_OK,
     Output,
@@ -129,7 +130,7 @@ async def get_build(args: argparse.Namespace, out: Output) -> int:
             ("version", _version(build) or None),
             ("min os", build.min_os),
             ("abis", ", ".join(build.abis) or None),
-            ("warnings", "\n".join(map(str, build.warnings)) or None),
+            ("warnings", "\n".join(map(warning_text, build.warnings)) or None),
             ("sha256", build.sha256),
             ("label", build.label),
             ("created", format_time(build.created_at) or None),

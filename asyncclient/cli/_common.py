@@ -335,6 +335,15 @@ def api_key_source(args: argparse.Namespace | None) -> str | None:
     return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
 
 
+def _needs_edit_key(method: str, url: str) -> bool:
+    """Whether the request was one of the operations that need an edit key (the API spec:
+    Delete a build, Add an endpoint, Delete an endpoint)."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(url).path.rstrip("/")
+    return method == "DELETE" or (method == "POST" and path.endswith("/endpoints"))
+
+
 def describe_error(exc: BaseException, *, key_source: str | None = None) -> tuple[str, int]:
     """The one-line message and exit code for an exception a command let escape.
 
@@ -355,11 +364,14 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
             advice = "check the key in --api-key or ASYNCCLIENT_API_KEY"
         return f"{exc}; {advice}", EXIT_REFUSED
     if isinstance(exc, errors.PermissionDeniedError):
-        return (
-            f"{exc}; use a key that can also create and edit tests"
-            " (--api-key or ASYNCCLIENT_API_KEY)",
-            EXIT_REFUSED,
-        )
+        if _needs_edit_key(exc.method, exc.url):
+            advice = (
+                "use a key that can also create and edit tests (--api-key or ASYNCCLIENT_API_KEY)"
+            )
+        else:
+            # Some services answer 403 for an id of a project the key does not belong to.
+            advice = "check the id, and that it belongs to one of this key's projects"
+        return f"{exc}; {advice}", EXIT_REFUSED
     if isinstance(exc, errors.BuildRejectedError):
         lines = [str(exc)] + [f"  cannot run: {p.message}" for p in exc.problems]
         return "\n".join(lines), EXIT_REFUSED

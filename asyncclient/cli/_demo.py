@@ -165,10 +165,10 @@ async def _follow(session: Any, run_ids: list[str], out: Output) -> list[Any]:
 
 
 async def _download_screenshot(session: Any, runs: list[Any], folder: Path, out: Output) -> Path:
-    with_files = [run for run in runs if run.screenshots]
+    with_files = [run for run in runs if run.screenshot_refs]
     if not with_files:
         raise CommandError("no run produced a screenshot; the emulator seed looks wrong", 1)
     run = next((r for r in with_files if not r.passed), with_files[0])
-    path = await session.download_run_file(run.id, run.screenshots[0], folder)
+    path = await session.download_run_file(run.id, run.screenshot_refs[0], folder)
     out.info(f"\n5. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")
     return Path(path)

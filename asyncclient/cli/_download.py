@@ -146,11 +146,7 @@ def file_path(value: str, run_id: str) -> str:
 
 def run_files(run: Run) -> list[RunFile]:
     """The video, then the screenshots, of a run (empty before it is final)."""
-    links: list[str] = []
-    if isinstance(run.video, str) and run.video:
-        links.append(run.video)
-    if isinstance(run.screenshots, list):
-        links.extend(s for s in run.screenshots if isinstance(s, str) and s)
+    links = run.file_refs
     from asyncclient.errors import ValidationError
 
     files = []

@@ -6,9 +6,9 @@ Tables for people, JSON with --json (_common.JSON_OUTPUT); filters are checked b
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._lenient import text
 from asyncclient._protocol import LIST_LIMIT_MAX
 from asyncclient.cli._common import (
     EXIT_OK,
@@ -182,16 +182,16 @@ def run_fields(run: Run) -> list[tuple[str, Any]]:
         ("mode", run.mode),
         ("source", _text(run.source)),
         ("platform", run.platform),
-        ("build", _build_text(run.build) or run.build_id),
+        ("build", _build_text(run.build) or run.used_build_id),
         ("created", format_time(run.created_at) or None),
         ("started", format_time(run.started_at) or None),
         ("finished", format_time(run.finished_at) or None),
         ("duration", format_duration(duration_seconds(run)) or None),
-        ("verdict", _text(run.verdict)),
-        ("headline", _text(run.headline)),
-        ("error", _error_text(run.error)),
-        ("requirements", _requirements_text(run.requirements)),
-        ("captures", _captures_text(run.captures)),
+        ("verdict", run.verdict_text or None),
+        ("headline", run.headline_text or None),
+        ("error", _error_text(run)),
+        ("requirements", _requirements_text(run)),
+        ("captures", _captures_text(run)),
         ("files", "\n".join(f.path or f.link for f in run_files(run)) or None),
         ("link", run.link),
     ]
@@ -200,11 +200,7 @@ def run_fields(run: Run) -> list[tuple[str, Any]]:
 
 def _text(value: Any) -> str | None:
     """A JSON value the API leaves open, as one line of text (None stays None)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text(value) or None
 
 
 def _build_text(build: Any) -> str | None:
@@ -217,37 +213,27 @@ def _build_text(build: Any) -> str | None:
     return text or None
 
 
-def _error_text(error: Any) -> str | None:
-    if isinstance(error, dict) and ("code" in error or "message" in error):
-        return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
-    return _text(error)
+def _error_text(run: Run) -> str | None:
+    return ": ".join(part for part in (run.error_code, run.error_message) if part) or None
 
 
-def _requirements_text(requirements: Any) -> str | None:
-    """A count per result, then each check that did not pass with its reason."""
-    if not requirements:
+def _requirements_text(run: Run) -> str | None:
+    """A count per outcome, then each check that did not pass with its reason (read from any
+    of the shapes services send, see asyncclient._lenient)."""
+    checks = run.requirement_results
+    if not checks:
         return None
-    if not isinstance(requirements, list):
-        return _text(requirements)
     counts: dict[str, int] = {}
     lines = []
-    for item in requirements:
-        if not isinstance(item, dict):
-            lines.append(_text(item) or "")
-            continue
-        result = str(item.get("result") or "unknown")
-        counts[result] = counts.get(result, 0) + 1
-        if result != "passed":
-            title = item.get("title") or item.get("id") or "(untitled)"
-            reason = f": {item['reason']}" if item.get("reason") else ""
-            lines.append(f"{result} - {title}{reason}")
-    summary = ", ".join(f"{n} {result}" for result, n in sorted(counts.items()))
-    return "\n".join([summary, *lines]) if summary else "\n".join(lines)
+    for check in checks:
+        counts[check.outcome] = counts.get(check.outcome, 0) + 1
+        if check.outcome != "passed":
+            result = check.outcome if check.outcome != "unknown" else check.result or "unknown"
+            lines.append(f"{result} - {check.line()}")
+    summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    return "\n".join([summary, *lines])
 
 
-def _captures_text(captures: Any) -> str | None:
-    if not captures:
-        return None
-    if not isinstance(captures, dict):
-        return _text(captures)
-    return "\n".join(f"{name} = {_text(value) or ''}" for name, value in captures.items())
+def _captures_text(run: Run) -> str | None:
+    values = run.capture_values
+    return "\n".join(f"{name} = {value}" for name, value in values.items()) or None

@@ -220,7 +220,7 @@ async def test_runs_get_shows_verdict_reasons_captures_and_files(
     )
     assert re.search(r"^requirements +1 failed, 2 passed$", out, re.M)
     assert (
-        "failed - A voucher code reduces the total: The voucher SAVE10 from create_voucher was "
+        "failed - r2 A voucher code reduces the total: The voucher SAVE10 from create_voucher was "
         "accepted, but the total stayed $42.00 instead of $37.80."
     ) in out
     assert "The cart shows the added items" not in out  # passed checks are only counted
