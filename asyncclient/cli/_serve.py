@@ -37,6 +37,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         default=10.0,
         help="service seconds per wall second (default 10: a 60 s run takes 6 s)",
     )
+    p.add_argument(
+        "--dialect",
+        metavar="NAME",
+        help="how the service fills what the API spec leaves open: asyncclient (default), "
+        "flat, enveloped, or package.module:ClassName (see the README)",
+    )
     p.add_argument("--part-bytes", type=int, help="upload part size in bytes (default 8 MiB)")
     p.add_argument("--max-bytes", type=int, help="largest build in bytes (default 4 GiB)")
     net = p.add_argument_group("network conditions (all off by default)")
@@ -94,9 +100,10 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             speed=args.speed,
             settings=ServiceSettings(**settings_kwargs),
             conditions=conditions,
+            dialect=args.dialect,
         )
         await service.start()
-    except SeedError as exc:
+    except (SeedError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(
@@ -105,9 +112,12 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
     try:
         info = service.seed_info()
         if args.json:
-            out.json({"baseUrl": service.url, **info})
+            out.json({"baseUrl": service.url, "dialect": service.dialect.name, **info})
         else:
-            out.data(f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g})")
+            out.data(
+                f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g}, "
+                f"dialect {service.dialect.name})"
+            )
             first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
             out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
             for project in info["projects"]:

@@ -13,10 +13,14 @@ if TYPE_CHECKING:
     from asyncclient.testing._backend import ServiceSettings
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
     from asyncclient.testing.server import FakeService
 
 # Public name -> the module that defines it, imported on first access (PEP 562).
 _LAZY = {
+    "DIALECTS": "asyncclient.testing.dialects",
+    "Dialect": "asyncclient.testing.dialects",
+    "get_dialect": "asyncclient.testing.dialects",
     "FAULT_KINDS": "asyncclient.testing._conditions",
     "OPERATIONS": "asyncclient.testing._conditions",
     "FakeService": "asyncclient.testing.server",
@@ -32,8 +36,10 @@ _LAZY = {
 }
 
 __all__ = [
+    "DIALECTS",
     "FAULT_KINDS",
     "OPERATIONS",
+    "Dialect",
     "FakeService",
     "Fault",
     "NetworkConditions",
@@ -43,6 +49,7 @@ __all__ = [
     "ServiceSettings",
     "demo_seed",
     "demo_seed_data",
+    "get_dialect",
     "load_seed",
 ]
 

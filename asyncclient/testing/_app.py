@@ -21,14 +21,10 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from asyncclient.testing._backend import (
-    FINAL_STATUSES,
     MODES,
     RUN_STATUSES,
     ApiKey,
     Backend,
-    Build,
-    BuildRejected,
-    Endpoint,
     PartWriter,
     Run,
     ServiceError,
@@ -44,6 +40,7 @@ from asyncclient.testing._conditions import (
 )
 from asyncclient.testing._files import RangeNotSatisfiable, parse_range
 from asyncclient.testing._seed import endpoint_problem
+from asyncclient.testing.dialects.base import Dialect, WireAnswer
 
 __all__ = ["STATE", "AppState", "RequestRecord", "make_app"]
 
@@ -53,6 +50,7 @@ _BATCH = 1 << 20
 _NAP = 0.005
 _MAX_IDS = 50
 _JSON = "application/json"
+_PAGE_DIALECT = Dialect()
 
 
 @attrs.frozen
@@ -69,7 +67,8 @@ class RequestRecord:
 class RunViews:
     """JSON text of run views, cached per (run, status, base URL): a view only changes with them."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
         self._full: dict[str, tuple[str, str, str]] = {}
         self._list: dict[str, tuple[str, str, str]] = {}
 
@@ -78,7 +77,7 @@ class RunViews:
         cached = self._full.get(run.id)
         if cached is not None and cached[0] == status and cached[1] == base:
             return cached[2]
-        text = _dumps(run_full_view(run, status, now, base))
+        text = _dumps(self._dialect.run_full_view(run, status, now, base))
         self._full[run.id] = (status, base, text)
         return text
 
@@ -87,7 +86,7 @@ class RunViews:
         cached = self._list.get(run.id)
         if cached is not None and cached[0] == status and cached[1] == base:
             return cached[2]
-        text = _dumps(run_list_view(run, status, now, base))
+        text = _dumps(self._dialect.run_list_view(run, status, now, base))
         self._list[run.id] = (status, base, text)
         return text
 
@@ -95,13 +94,21 @@ class RunViews:
 class AppState:
     """Everything the handlers share: the backend, the fault plan, the request log and stats."""
 
-    def __init__(self, backend: Backend, plan: FaultPlan, *, log_size: int = 100_000) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        plan: FaultPlan,
+        *,
+        dialect: Dialect | None = None,
+        log_size: int = 100_000,
+    ) -> None:
         self.backend = backend
         self.plan = plan
+        self.dialect = dialect or Dialect()
         self.log: deque[RequestRecord] = deque(maxlen=log_size)
         self.counts: Counter[str] = Counter()
         self.max_ids = 0
-        self.views = RunViews()
+        self.views = RunViews(self.dialect)
         self.incoming = backend.data_dir / "incoming"
         self.incoming.mkdir(parents=True, exist_ok=True)
 
@@ -133,148 +140,19 @@ def _json_text(
     return web.Response(text=text, status=status, content_type=_JSON, headers=headers)
 
 
-def _ts(value: float | None) -> str | None:
-    return None if value is None else to_iso(value)
+def error_response(state: "AppState", exc: ServiceError) -> web.Response:
+    """The error answer in the service's dialect."""
+    return _wire(state.dialect.error_answer(exc))
 
 
-def build_view(build: Build, *, single: bool) -> dict[str, Any]:
-    view: dict[str, Any] = {"id": build.id}
-    if single:
-        view["projectId"] = build.project_id
-    view.update(
-        status=build.status,
-        fileName=build.file_name,
-        size=build.size,
-        platform=build.platform,
-        appId=build.app_id,
-        appName=build.app_name,
-        version=build.version,
-        versionCode=build.version_code,
-        minOs=build.min_os,
-        abis=list(build.abis),
-        warnings=list(build.warnings),
+def _wire(answer: WireAnswer) -> web.Response:
+    return web.Response(
+        body=answer.body,
+        status=answer.status,
+        content_type=answer.content_type,
+        charset="utf-8",
+        headers=answer.headers,
     )
-    if single:
-        view["sha256"] = build.sha256
-    view.update(label=build.label, createdAt=_ts(build.created_at), readyAt=_ts(build.ready_at))
-    return view
-
-
-def _headline(run: Run, status: str, failed: int, total: int) -> str:
-    seeded = run.test.seed
-    if status == "cancelled":
-        return "The run was stopped before it finished."
-    if seeded.headline:
-        return seeded.headline
-    return {
-        "passed": f"All {total} checks passed.",
-        "failed": f"{failed} of {total} checks failed.",
-        "blocked": "The tester was blocked before it could check everything.",
-        "inconclusive": "The tester could not tell whether the test passed.",
-        "error": "The run ended in an error.",
-    }[status]
-
-
-def _timing(run: Run, now: float) -> dict[str, Any]:
-    started = run.started_at(now)
-    finished = run.finished_at(now)
-    duration = None if started is None or finished is None else round((finished - started) * 1000)
-    return {
-        "createdAt": to_iso(run.created_at),
-        "startedAt": _ts(started),
-        "finishedAt": _ts(finished),
-        "durationMs": duration,
-    }
-
-
-def run_list_view(run: Run, status: str, now: float, base: str) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "testId": run.test.seed.id,
-        "testTitle": run.test.seed.title,
-        "projectId": run.project_id,
-        "status": status,
-        "final": status in FINAL_STATUSES,
-        "mode": run.mode,
-        "source": run.source,
-        "platform": run.platform,
-        "buildId": None if run.build is None else run.build.id,
-        **_timing(run, now),
-        "link": f"{base}/runs/{run.id}",
-    }
-
-
-def run_full_view(run: Run, status: str, now: float, base: str) -> dict[str, Any]:
-    seeded = run.test.seed
-    final = status in FINAL_STATUSES
-    requirements = run.requirements(status)
-    files = run.file_names(status)
-    file_base = f"{base}/api/v1/runs/{run.id}/files/"
-    failed = sum(r.result == "failed" for r in requirements)
-    error = None
-    if status == "error":
-        error = {"code": "run_error", "message": _headline(run, status, failed, len(requirements))}
-    return {
-        "id": run.id,
-        "testId": seeded.id,
-        "testTitle": seeded.title,
-        "projectId": run.project_id,
-        "url": f"{base}/api/v1/runs/{run.id}",
-        "link": f"{base}/runs/{run.id}",
-        "mode": run.mode,
-        "source": run.source,
-        "platform": run.platform,
-        "status": status,
-        "final": final,
-        **_timing(run, now),
-        "error": error,
-        "verdict": status if final else None,
-        "headline": _headline(run, status, failed, len(requirements)) if final else None,
-        "requirements": [
-            {"id": f"r{i}", "title": r.title, "result": r.result, "reason": r.reason}
-            for i, r in enumerate(requirements, 1)
-        ],
-        "captures": (dict(seeded.captures) if status != "cancelled" else {}) if final else None,
-        "video": file_base + files[0] if files else None,
-        "screenshots": [file_base + name for name in files[1:]],
-        "buildId": None if run.build is None else run.build.id,
-        "build": None
-        if run.build is None
-        else {
-            "id": run.build.id,
-            "appId": run.build.app_id,
-            "version": run.build.version,
-            "versionCode": run.build.version_code,
-            "platform": run.build.platform,
-        },
-    }
-
-
-def endpoint_view(endpoint: Endpoint, now: float) -> dict[str, Any]:
-    # snake_case, as the spec shows this view; headers and bodyTemplate are never returned.
-    return {
-        "id": endpoint.id,
-        "name": endpoint.name,
-        "description": endpoint.description,
-        "method": endpoint.method,
-        "url": endpoint.url,
-        "created_at": to_iso(endpoint.created_at),
-        "last_used_at": _ts(endpoint.last_used_at(now)),
-    }
-
-
-def error_body(exc: ServiceError) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": exc.code, "message": exc.message, **exc.extra}
-    if isinstance(exc, BuildRejected):
-        error["build"] = build_view(exc.build, single=True)
-    return {"error": error}
-
-
-def error_response(exc: ServiceError) -> web.Response:
-    headers = dict(exc.headers)
-    if exc.status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
-    return _json(error_body(exc), exc.status, headers)
 
 
 def _fault_error(kind: str, retry_after: int) -> ServiceError:
@@ -392,34 +270,43 @@ async def _idempotent(
 ) -> web.Response:
     """Run `work` once per (API key, Idempotency-Key); a retry gets the first answer back."""
 
-    async def answer() -> tuple[int, bytes]:
+    dialect = request.app[STATE].dialect
+
+    async def answer() -> WireAnswer:
         try:
             status, value = await work()
         except ServiceError as exc:
-            return exc.status, _dumps(error_body(exc)).encode()
-        return status, _dumps(value).encode()
+            return dialect.error_answer(exc)
+        return WireAnswer(status, _JSON, _dumps(value).encode())
 
     idempotency_key = request.headers.get("Idempotency-Key")
     if idempotency_key is None:
-        status, body = await answer()
-        return web.Response(body=body, status=status, content_type=_JSON, charset="utf-8")
+        return _wire(await answer())
     if not 1 <= len(idempotency_key) <= 255:
         raise invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to 255 characters")
     fingerprint = _fingerprint(op, request.path, raw)
     async with backend.idempotency_slot(key, idempotency_key):
         stored = backend.recall(key, idempotency_key, fingerprint)
         if stored is not None:
-            return web.Response(
-                body=stored.body,
-                status=stored.status,
-                content_type=_JSON,
-                charset="utf-8",
-                headers={"Idempotent-Replayed": "true"},
+            return _wire(
+                WireAnswer(
+                    stored.status,
+                    stored.content_type,
+                    stored.body,
+                    {"Idempotent-Replayed": "true"},
+                )
             )
-        status, body = await answer()
-        if status != 429 and status < 500:
-            backend.remember(key, idempotency_key, fingerprint, status, body)
-    return web.Response(body=body, status=status, content_type=_JSON, charset="utf-8")
+        answer_ = await answer()
+        if answer_.status != 429 and answer_.status < 500:
+            backend.remember(
+                key,
+                idempotency_key,
+                fingerprint,
+                answer_.status,
+                answer_.body,
+                answer_.content_type,
+            )
+    return _wire(answer_)
 
 
 # --- streaming bodies ---------------------------------------------------------------------------
@@ -613,30 +500,34 @@ async def _serve(
             await _drop(request)
             raise _Dropped
         if decision.before is not None:
-            return error_response(_fault_error(decision.before, decision.retry_after))
+            return error_response(state, _fault_error(decision.before, decision.retry_after))
     try:
         response = await handler(request)
     except ServiceError as exc:
-        response = error_response(exc)
+        response = error_response(state, exc)
     except _ClientGone:
         raise _Dropped from None
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         response = error_response(
+            state,
             ServiceError(
                 405,
                 "method_not_allowed",
                 f"{request.method} is not allowed on {request.path}; use {allowed}",
                 headers={"Allow": allowed},
-            )
+                kind="method",
+            ),
         )
     except web.HTTPNotFound:
-        response = error_response(ServiceError(404, "not_found", f"no such path {request.path}"))
+        response = error_response(
+            state, ServiceError(404, "not_found", f"no such path {request.path}", kind="no_route")
+        )
     if decision.after == "drop_after":
         _abort(request)
         raise _Dropped
     if decision.after == "500_after":
-        return error_response(_fault_error("500", decision.retry_after))
+        return error_response(state, _fault_error("500", decision.retry_after))
     return response
 
 
@@ -644,12 +535,13 @@ async def _serve(
 
 
 async def list_builds(request: web.Request) -> web.Response:
+    dialect = request.app[STATE].dialect
     backend, key = _auth(request)
     builds = backend.list_builds(key, request.match_info["project_id"])
     settings = backend.settings
     return _json(
         {
-            "builds": [build_view(b, single=False) for b in builds],
+            "builds": [dialect.build_view(b, single=False) for b in builds],
             "maxBytes": settings.max_bytes,
             "partBytes": settings.part_bytes,
         }
@@ -659,7 +551,7 @@ async def list_builds(request: web.Request) -> web.Response:
 async def get_build(request: web.Request) -> web.Response:
     backend, key = _auth(request)
     build = backend.get_build(key, request.match_info["build_id"])
-    return _json({"build": build_view(build, single=True)})
+    return _json({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
 async def start_upload(request: web.Request) -> web.Response:
@@ -736,7 +628,7 @@ async def complete_upload(request: web.Request) -> web.Response:
             raise invalid("parts", "each part must be an object {partNumber: int, etag: string}")
         parts.append((item["partNumber"], item["etag"]))
     build = await backend.complete_upload(key, request.match_info["build_id"], parts)
-    return _json({"build": build_view(build, single=True)})
+    return _json({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
 async def delete_build(request: web.Request) -> web.Response:
@@ -785,18 +677,10 @@ async def run_project(request: web.Request) -> web.Response:
         started, skipped = backend.run_project(
             key, request.match_info["project_id"], mode, build_ids
         )
+        dialect = request.app[STATE].dialect
         return 201, {
-            "started": [
-                {
-                    "testId": run.test.id,
-                    "runId": run.id,
-                    "mode": run.mode,
-                    "buildId": None if run.build is None else run.build.id,
-                    "link": f"{base}/runs/{run.id}",
-                }
-                for run in started
-            ],
-            "skipped": [s.to_json() for s in skipped],
+            "started": [dialect.run_started(run, base) for run in started],
+            "skipped": [dialect.skipped(s) for s in skipped],
         }
 
     return await _idempotent(request, backend, key, "run_project", raw, work)
@@ -824,8 +708,11 @@ async def list_runs(request: web.Request) -> web.Response:
         if len(ids) > state.max_ids:
             state.max_ids = len(ids)
     status = query.get("status")
-    if status is not None and status not in RUN_STATUSES:
-        raise invalid("status", f"status must be one of {', '.join(RUN_STATUSES)}")
+    if status is not None:
+        status = state.dialect.run_status_in(status)
+        if status not in RUN_STATUSES:
+            words = ", ".join(state.dialect.run_status(s) for s in RUN_STATUSES)
+            raise invalid("status", f"status must be one of {words}")
     limit = 50
     raw_limit = query.get("limit")
     if raw_limit is not None:
@@ -856,7 +743,7 @@ async def get_run(request: web.Request) -> web.Response:
 async def stop_run(request: web.Request) -> web.Response:
     backend, key = _auth(request)
     run = backend.stop_run(key, request.match_info["run_id"])
-    return _json({"status": run.status_at(backend.now())})
+    return _json({"status": request.app[STATE].dialect.run_status(run.status_at(backend.now()))})
 
 
 def _if_range_holds(value: str, etag: str, last_modified: str) -> bool:
@@ -889,7 +776,7 @@ async def download_run_file(request: web.Request) -> web.Response:
                 f"the range {header[:60]!r} is outside the file's {size} bytes",
                 headers={**headers, "Content-Range": f"bytes */{size}"},
             )
-            return error_response(error)
+            return error_response(request.app[STATE], error)
         if span is not None:
             first, last = span
             headers["Content-Range"] = f"bytes {first}-{last}/{size}"
@@ -909,7 +796,8 @@ async def list_endpoints(request: web.Request) -> web.Response:
     backend, key = _auth(request)
     endpoints = backend.list_endpoints(key, request.match_info["project_id"])
     now = backend.now()
-    return _json({"endpoints": [endpoint_view(e, now) for e in endpoints]})
+    dialect = request.app[STATE].dialect
+    return _json({"endpoints": [dialect.endpoint_view(e, now) for e in endpoints]})
 
 
 async def add_endpoint(request: web.Request) -> web.Response:
@@ -962,7 +850,8 @@ async def result_page(request: web.Request) -> web.Response:
     if run is None:
         raise ServiceError(404, "not_found", "no such run")
     now = backend.now()
-    view = run_full_view(run, run.status_at(now), now, _base(request))
+    # The page people read is the same in every dialect.
+    view = _PAGE_DIALECT.run_full_view(run, run.status_at(now), now, _base(request))
     esc = html.escape
     rows = "".join(
         f"<tr><td>{esc(r['result'])}</td><td>{esc(r['title'])}</td><td>{esc(r['reason'])}</td></tr>"

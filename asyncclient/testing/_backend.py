@@ -67,7 +67,13 @@ def _show(value: str) -> str:
 
 
 class ServiceError(Exception):
-    """An answer other than success: status, code, message and extra fields of the error body."""
+    """An answer other than success: status, code, message and extra fields of the error body.
+
+    kind names the condition where the API spec leaves the status and code open (no_key,
+    bad_key, capability, missing, foreign, malformed_id, pinned, plan, invalid, not_started,
+    rate_limited, unavailable, internal, no_route): a dialect may answer those its own way.
+    skipped: the tests not started, for not_started and empty.
+    """
 
     def __init__(
         self,
@@ -77,6 +83,8 @@ class ServiceError(Exception):
         *,
         extra: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        kind: str | None = None,
+        skipped: "Sequence[Skip] | None" = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -84,14 +92,23 @@ class ServiceError(Exception):
         self.message = message
         self.extra = dict(extra or {})
         self.headers = dict(headers or {})
+        self.kind = kind
+        self.skipped = None if skipped is None else list(skipped)
 
 
 def invalid(field: str, message: str) -> ServiceError:
-    return ServiceError(400, "invalid_request", message, extra={"field": field})
+    return ServiceError(400, "invalid_request", message, extra={"field": field}, kind="invalid")
 
 
-def _not_found(message: str) -> ServiceError:
-    return ServiceError(404, "not_found", message)
+def _not_found(message: str, kind: str = "missing") -> ServiceError:
+    return ServiceError(404, "not_found", message, kind=kind)
+
+
+def _lookup_error(what: str, prefix: str, ident: str, exists: bool) -> ServiceError:
+    """404 for an id the key cannot see: marked malformed (no such prefix), foreign (another
+    project's) or missing, for the dialects that answer those differently."""
+    kind = "foreign" if exists else "missing" if ident.startswith(prefix) else "malformed_id"
+    return _not_found(f"no {what} {_show(ident)} in your projects", kind)
 
 
 def _invalid_state(message: str) -> ServiceError:
@@ -108,6 +125,7 @@ class BuildRejected(ServiceError):
             "build_rejected",
             f"the devices cannot run {build.file_name} ({kinds})",
             extra={"problems": [p.to_json() for p in build.problems]},
+            kind="rejected",
         )
         self.build = build
 
@@ -364,6 +382,7 @@ class StoredAnswer:
     status: int
     body: bytes = attrs.field(repr=False)
     expires: float
+    content_type: str = "application/json"
 
 
 def _unit_interval(text: str) -> float:
@@ -572,13 +591,18 @@ class Backend:
         """The key of an `Authorization: Bearer <key>` header, or 401."""
         if authorization is None:
             raise ServiceError(
-                401, "unauthenticated", "send your API key as 'Authorization: Bearer <key>'"
+                401,
+                "unauthenticated",
+                "send your API key as 'Authorization: Bearer <key>'",
+                kind="no_key",
             )
         scheme, _, token = authorization.partition(" ")
         key = self.keys.get(token.strip()) if scheme.lower() == "bearer" else None
         if key is None:
             # Never echo the presented key: it may be a real secret sent to the wrong place.
-            raise ServiceError(401, "unauthenticated", "the API key is not known to the service")
+            raise ServiceError(
+                401, "unauthenticated", "the API key is not known to the service", kind="bad_key"
+            )
         return key
 
     @staticmethod
@@ -590,30 +614,31 @@ class Backend:
                 "permission_denied",
                 f"{what} needs a key that can also create and edit tests; this key can only "
                 "run tests and read results",
+                kind="capability",
             )
 
     def _project(self, key: ApiKey, project_id: str) -> Project:
         project = self.projects.get(project_id)
         if project is None or project.id not in key.projects:
-            raise _not_found(f"no project {_show(project_id)} in your projects")
+            raise _lookup_error("project", "p_", project_id, project is not None)
         return project
 
     def _build(self, key: ApiKey, build_id: str) -> Build:
         build = self.builds.get(build_id)
         if build is None or build.project_id not in key.projects:
-            raise _not_found(f"no build {_show(build_id)} in your projects")
+            raise _lookup_error("build", "ab_", build_id, build is not None)
         return build
 
     def _test(self, key: ApiKey, test_id: str) -> Test:
         test = self.tests.get(test_id)
         if test is None or test.seed.project not in key.projects:
-            raise _not_found(f"no test {_show(test_id)} in your projects")
+            raise _lookup_error("test", "t_", test_id, test is not None)
         return test
 
     def _run(self, key: ApiKey, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None or run.project_id not in key.projects:
-            raise _not_found(f"no run {_show(run_id)} in your projects")
+            raise _lookup_error("run", "j_", run_id, run is not None)
         return run
 
     # --- builds -----------------------------------------------------------------------------
@@ -881,6 +906,7 @@ class Backend:
                 "build_pinned",
                 f"build {build.id} is pinned by {', '.join(pinning)}; unpin it first",
                 extra={"tests": pinning},
+                kind="pinned",
             )
         if build.completing:
             raise _invalid_state(f"build {build.id} is being completed; try again")
@@ -927,11 +953,20 @@ class Backend:
             except ServiceError as exc:
                 skipped.append(Skip(test.id, exc.code, exc.message))
         if not started:
-            lists = {"started": [], "skipped": [s.to_json() for s in skipped]}
             if not project.tests:
-                raise ServiceError(400, "empty", f"{project.id} has no tests to run", extra=lists)
+                raise ServiceError(
+                    400,
+                    "empty",
+                    f"{project.id} has no tests to run",
+                    kind="not_started",
+                    skipped=skipped,
+                )
             raise ServiceError(
-                402, "not_started", f"no test of {project.id} could start", extra=lists
+                402,
+                "not_started",
+                f"no test of {project.id} could start",
+                kind="not_started",
+                skipped=skipped,
             )
         return started, skipped
 
@@ -950,6 +985,7 @@ class Backend:
                 "paid_plan_required",
                 f"{test.id} uses tester endpoints ({', '.join(test.seed.uses_endpoints)}), "
                 f"which need a paid plan; {project.id} is on the {project.plan} plan",
+                kind="plan",
             )
         used_mode = self._resolve_mode(test, mode)
         ref = self._pick_build(test, build)
@@ -1167,7 +1203,7 @@ class Backend:
         self.require_edit(key, "Delete an endpoint")
         endpoint = self.endpoints.get(endpoint_id)
         if endpoint is None or endpoint.project_id not in key.projects:
-            raise _not_found(f"no endpoint {_show(endpoint_id)} in your projects")
+            raise _lookup_error("endpoint", "ep_", endpoint_id, endpoint is not None)
         del self.endpoints[endpoint.id]
         self.projects[endpoint.project_id].endpoints.remove(endpoint)
 
@@ -1207,12 +1243,18 @@ class Backend:
         return stored
 
     def remember(
-        self, key: ApiKey, idempotency_key: str, fingerprint: str, status: int, body: bytes
+        self,
+        key: ApiKey,
+        idempotency_key: str,
+        fingerprint: str,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
     ) -> None:
         now = self.now()
         if len(self._answers) >= 10_000:
             self._answers = {s: a for s, a in self._answers.items() if a.expires > now}
         expires = now + self.settings.idempotency_ttl
         self._answers[(key.token, idempotency_key)] = StoredAnswer(
-            fingerprint, status, body, expires
+            fingerprint, status, body, expires, content_type
         )

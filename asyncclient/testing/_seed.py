@@ -119,6 +119,8 @@ class Seed:
     tests: tuple[SeedTest, ...]
     builds: tuple[SeedBuild, ...]
     endpoints: tuple[SeedEndpoint, ...]
+    #: The wire dialect the seed asks for (see asyncclient.testing.dialects), None for default.
+    dialect: str | None = None
 
     def first_key(self, capability: str) -> str | None:
         return next((k.key for k in self.keys if k.capability == capability), None)
@@ -445,7 +447,10 @@ def _check_references(seed: Seed) -> None:
 
 
 def _parse(source: str, data: Any) -> Seed:
-    top = _Reader(source, "seed", data, ("projects", "keys", "tests", "builds", "endpoints"))
+    top = _Reader(
+        source, "seed", data, ("projects", "keys", "tests", "builds", "endpoints", "dialect")
+    )
+    dialect = top.opt_text("dialect")
 
     def items(key: str, parse: Any, required: bool = False) -> tuple[Any, ...]:
         return tuple(
@@ -460,6 +465,7 @@ def _parse(source: str, data: Any) -> Seed:
         tests=items("tests", _test),
         builds=items("builds", _build),
         endpoints=items("endpoints", _endpoint),
+        dialect=dialect,
     )
     _check_references(seed)
     return seed

@@ -20,6 +20,7 @@ from asyncclient.testing._backend import Backend, ServiceSettings
 from asyncclient.testing._clock import Clock, make_clock
 from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
 from asyncclient.testing._seed import Seed, demo_seed, load_seed
+from asyncclient.testing.dialects import Dialect, DialectSpec, get_dialect
 
 __all__ = ["FakeService"]
 
@@ -30,6 +31,9 @@ class FakeService:
     """The embedded Test-Run Service over real HTTP.
 
     seed: None for the demo seed, a .json/.toml path, a dict of the same shape, or a Seed.
+    dialect: how the service writes what the API spec leaves open: "asyncclient" (default),
+    "flat", "enveloped", "package.module:ClassName", or a Dialect (class or instance); None
+    takes the seed's "dialect", if it names one.
     speed: service seconds per wall second (clock="scaled"); clock="manual" moves time only
     through `advance`. data_dir: where builds are kept; None is a temp dir removed on stop.
     """
@@ -46,9 +50,11 @@ class FakeService:
         conditions: NetworkConditions | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         access_log: bool = False,
+        dialect: DialectSpec = None,
     ) -> None:
         # Load now: a bad seed or setting fails at construction, before any port is taken.
         self.seed = demo_seed() if seed is None else load_seed(seed)
+        self.dialect: Dialect = get_dialect(dialect if dialect is not None else self.seed.dialect)
         self.clock: Clock = make_clock(clock, speed)
         self.settings = settings or ServiceSettings()
         self._plan = FaultPlan(conditions)
@@ -75,7 +81,7 @@ class FakeService:
             backend = await asyncio.to_thread(
                 Backend, self.seed, clock=self.clock, settings=self.settings, data_dir=data_dir
             )
-            state = AppState(backend, self._plan)
+            state = AppState(backend, self._plan, dialect=self.dialect)
             runner = web.AppRunner(
                 make_app(state),
                 access_log=access_logger if self._access_log else None,
@@ -127,7 +133,7 @@ class FakeService:
 
     def __repr__(self) -> str:
         where = self.url if self._runner is not None else "stopped"
-        return f"<FakeService {where} seed={self.seed.source!r}>"
+        return f"<FakeService {where} seed={self.seed.source!r} dialect={self.dialect.name!r}>"
 
     # --- where and who ------------------------------------------------------------------------
 
