@@ -70,9 +70,13 @@ def parse_timestamp(value: Any, _type: Any = None) -> datetime | None:
 
 
 def structure_status(value: Any, _type: Any = None) -> RunStatus | str:
-    """A RunStatus for a documented status, else the status kept as a plain string."""
+    """A RunStatus for a documented status (in any case), else the status kept as a plain
+    string (Run.status_kind reads other words such as `canceled` or `stopped`)."""
     if isinstance(value, str):
-        return _KNOWN_STATUSES.get(value, value)
+        known = _KNOWN_STATUSES.get(value)
+        if known is None:
+            known = _KNOWN_STATUSES.get(value.strip().lower())
+        return value if known is None else known
     return "" if value is None else str(value)
 
 

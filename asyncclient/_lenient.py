@@ -23,6 +23,7 @@ __all__ = [
     "Outcome",
     "Requirement",
     "build_id_of",
+    "build_status_kind",
     "captures",
     "decode_error_body",
     "error_fields",
@@ -72,6 +73,18 @@ _STATUS_SYNONYMS: Final = {
     "cancelled": ("cancelled", "canceled", "stopped", "aborted", "killed", "terminated"),
 }
 _STATUS_KIND: Final = {word: kind for kind, words in _STATUS_SYNONYMS.items() for word in words}
+
+# Build status words of other services, by what they mean to a client.
+_BUILD_SYNONYMS: Final = {
+    "uploading": ("uploading", "processing", "pending", "created", "new", "in_progress",
+                  "incomplete", "partial", "awaiting_parts", "started", "receiving"),
+    "checking": ("checking", "validating", "verifying", "analyzing", "analysing", "scanning"),
+    "ready": ("ready", "available", "active", "ok", "processed", "valid", "complete",
+              "completed", "success", "succeeded", "done", "accepted"),
+    "rejected": ("rejected", "failed", "invalid", "error", "errored", "unsupported",
+                 "incompatible", "refused"),
+}  # fmt: skip
+_BUILD_KIND: Final = {word: kind for kind, words in _BUILD_SYNONYMS.items() for word in words}
 
 # Keys, in order of preference, under which services put each piece.
 _NAME_KEYS: Final = ("id", "name", "requirement", "check", "key", "slug", "code")
@@ -178,6 +191,14 @@ def run_status_kind(status: Any) -> str:
     `SUCCESS` -> passed), or the word itself, lower-cased, when it means none of them."""
     word = _word(text_of(status, ("status", "state", "value", "name", "code"))) if status else ""
     return _STATUS_KIND.get(word, word)
+
+
+def build_status_kind(status: Any) -> str:
+    """What a build's status word means: uploading (parts may still be sent), checking,
+    ready, rejected; or the word itself, lower-cased, when it means none of them. A status
+    sent as an object is read for its state, status, value or name."""
+    word = _word(text_of(status, ("status", "state", "value", "name", "code"))) if status else ""
+    return _BUILD_KIND.get(word, word)
 
 
 @attrs.frozen

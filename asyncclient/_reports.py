@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from asyncclient import _lenient
 from asyncclient.models import Requirement, Run
@@ -26,6 +26,7 @@ __all__ = [
     "junit_xml",
     "outcome",
     "plain_text",
+    "report_fields",
     "step_summary_markdown",
     "summary_lines",
     "write_junit",
@@ -142,6 +143,25 @@ def _labelled(req: Requirement) -> str:
 
 def captures(run: Run) -> dict[str, str]:
     return run.capture_values
+
+
+def report_fields(run: Run) -> dict[str, Any]:
+    """What the reports read from a run, in one shape whatever the service's dialect: the
+    `summary` object of each run in `--json` output."""
+    return {
+        "outcome": outcome(run),
+        "status": run.status_kind,
+        "verdict": run.verdict_text,
+        "headline": headline(run),
+        "error": {"code": run.error_code, "message": run.error_message} if run.error else None,
+        "failedRequirements": [
+            {"name": r.name, "title": r.title, "result": r.result, "reason": r.reason}
+            for r in failed_requirements(run)
+        ],
+        "captures": captures(run),
+        "files": list(run.file_refs),
+        "buildId": run.used_build_id,
+    }
 
 
 def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:

@@ -80,6 +80,21 @@ class Build:
     project_id: str | None = None
     sha256: str | None = None
 
+    @property
+    def status_kind(self) -> str:
+        """What the status means, whatever word the service uses: uploading, checking, ready,
+        rejected (`processing`, `READY`, `failed`, ... are read), else the word in lower case."""
+        return _lenient.build_status_kind(self.status)
+
+    @property
+    def is_ready(self) -> bool:
+        return self.status_kind == "ready"
+
+    @property
+    def warning_texts(self) -> tuple[str, ...]:
+        """Each warning as text, whether sent as a string or as an object."""
+        return tuple(_lenient.warning_text(w) for w in self.warnings)
+
 
 @attrs.frozen
 class BuildList:

@@ -786,7 +786,7 @@ class _Upload:
         candidates = [
             b
             for b in listing.builds
-            if b.status == "ready"
+            if b.is_ready
             and b.file_name == self.source.file_name
             and b.size == self.source.size
         ]
@@ -798,7 +798,7 @@ class _Upload:
                 build = await self.ctx.session.get_build(candidate.id)
             except NotFoundError:
                 continue  # deleted since the listing
-            if build.status == "ready" and build.sha256 == local:
+            if build.is_ready and build.sha256 == local:
                 log.info(
                     "%s: build %s has the same sha256; not uploading again", self.shown, build.id
                 )
@@ -887,7 +887,7 @@ class _Upload:
             )
             journal.forget()
             return None
-        if build.status == "uploading" and build.size in (None, self.source.size):
+        if build.status_kind == "uploading" and build.size in (None, self.source.size):
             parts = -(-self.source.size // journal.part_bytes)
             etags = {n: e for n, e in journal.etags.items() if 1 <= n <= parts}
             log.info(
@@ -898,7 +898,7 @@ class _Upload:
                 parts,
             )
             return build.id, journal.part_bytes, etags
-        if build.status == "ready" and build.sha256 and build.sha256 == await self._local_sha256():
+        if build.is_ready and build.sha256 and build.sha256 == await self._local_sha256():
             self.resumed = True
             return build  # completed by the earlier run; only its answer was lost
         journal.forget()

@@ -11,16 +11,24 @@ import pytest
 from body_paths import BodyPath
 
 from asyncclient import AsyncSession
-from asyncclient.testing import FakeService
+from asyncclient.testing import DIALECTS, FakeService
 from asyncclient.testing.builders import build_apk
 
 MakeApk = Callable[..., Path]
 
 
+@pytest.fixture(params=list(DIALECTS))
+def dialect(request: pytest.FixtureRequest) -> str:
+    """Each wire dialect of the emulator in turn: the client must read every one of them."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture
-async def service() -> AsyncIterator[FakeService]:
-    """The emulator with the demo seed; time moves only through service.advance(seconds)."""
-    async with FakeService(clock="manual") as svc:
+async def service(dialect: str) -> AsyncIterator[FakeService]:
+    """The emulator with the demo seed, in each dialect; time moves only through
+    service.advance(seconds)."""
+    async with FakeService(clock="manual", dialect=dialect) as svc:
         yield svc
 
 

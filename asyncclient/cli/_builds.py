@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from asyncclient._lenient import warning_text
 from asyncclient.cli._common import (
     EXIT_OK,
     Output,
@@ -130,7 +129,7 @@ async def get_build(args: argparse.Namespace, out: Output) -> int:
             ("version", _version(build) or None),
             ("min os", build.min_os),
             ("abis", ", ".join(build.abis) or None),
-            ("warnings", "\n".join(map(warning_text, build.warnings)) or None),
+            ("warnings", "\n".join(build.warning_texts) or None),
             ("sha256", build.sha256),
             ("label", build.label),
             ("created", format_time(build.created_at) or None),

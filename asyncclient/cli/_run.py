@@ -427,7 +427,7 @@ def _report(
         f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
     ]
     if out.json_mode:
-        out.json([to_json(run) for run in runs])
+        out.json([{**to_json(run), "summary": _reports.report_fields(run)} for run in runs])
         for line in lines:
             out.info(line)
     else:

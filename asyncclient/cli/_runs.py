@@ -146,7 +146,9 @@ async def get_run(args: argparse.Namespace, out: Output) -> int:
     async with open_session(args) as session:
         run = await session.get_run(run_id)
     if out.json_mode:
-        out.json({"run": to_json(run)})
+        from asyncclient._reports import report_fields
+
+        out.json({"run": {**to_json(run), "summary": report_fields(run)}})
         return EXIT_OK
     out.fields(run_fields(run))
     return EXIT_OK

@@ -37,8 +37,9 @@ RUN_STATUSES = "queued, running, passed, failed, blocked, inconclusive, error, c
 
 
 @pytest.fixture
-async def svc() -> AsyncIterator[FakeService]:
-    async with FakeService(seed(), clock="manual") as service:
+async def svc(dialect: str) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
+    async with FakeService(seed(), clock="manual", dialect=dialect) as service:
         yield service
 
 
@@ -65,10 +66,11 @@ async def test_builds_list_prints_a_table_newest_first(svc: FakeService, run_cli
     rows = {line.split()[0]: line for line in lines[1:]}
     assert set(rows) == {ANDROID_BUILD, PINNED_BUILD}
     android = rows[ANDROID_BUILD]
+    # The service's own status word (READY, ready, ...), as it sent it.
     for cell in ("ready", "com.example.shop", "1.2.0 (120)", "android", "git-3f2a9c1"):
-        assert cell in android
+        assert cell in android.lower()
     # Plain text when piped: the columns line up.
-    assert lines[0].index("STATUS") == android.index("ready")
+    assert lines[0].index("STATUS") == android.lower().index("ready")
     assert [r.path for r in svc.requests] == ["/api/v1/projects/p_demo/builds"]
 
 
@@ -85,8 +87,8 @@ async def test_builds_list_json_is_the_wire_shape(svc: FakeService, run_cli: Run
         "id", "status", "fileName", "size", "platform", "appId", "appName", "version",
         "versionCode", "minOs", "abis", "warnings", "label", "createdAt", "readyAt",
     } <= set(build)  # fmt: skip
-    assert build["status"] == "ready"
-    assert build["versionCode"] == "120"
+    assert build["status"].lower() == "ready"
+    assert build["versionCode"] == "120"  # a number in some dialects: a string here
     assert build["abis"] == ["arm64-v8a", "x86_64"]
     assert ISO_MS.fullmatch(build["createdAt"])
 
@@ -98,7 +100,7 @@ async def test_builds_get_shows_fields_and_json(svc: FakeService, run_cli: RunCl
     fields = dict(line.split(None, 1) for line in result.stdout.splitlines() if " " in line)
     assert fields["id"] == ANDROID_BUILD
     assert fields["project"] == "p_demo"
-    assert fields["status"] == "ready"
+    assert fields["status"].lower() == "ready"
     assert fields["platform"] == "android"
     assert re.fullmatch(r"[0-9a-f]{64}", fields["sha256"])
 
@@ -136,7 +138,7 @@ async def test_builds_delete_needs_the_edit_capability(svc: FakeService, run_cli
 
     assert result.code == 3
     message = one_error_line(result.stderr)
-    assert message.startswith("403 permission_denied")
+    assert message.startswith("403 ")
     assert "needs a key that can also create and edit tests" in message
     assert "ASYNCCLIENT_API_KEY" in message
     assert result.stdout == ""
@@ -150,7 +152,10 @@ async def test_builds_delete_of_a_pinned_build_is_refused(
     result = await run_cli("builds", "delete", PINNED_BUILD, env=env_for(svc, svc.edit_key))
 
     assert result.code == 3
-    assert one_error_line(result.stderr).startswith("409 build_pinned")
+    # 409, 400 or 422, as services choose; the message says why either way.
+    assert re.match(
+        r"(409|400|422) \w+: build \w+ is pinned by t_\w+", one_error_line(result.stderr)
+    )
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -214,15 +219,17 @@ async def test_runs_get_shows_verdict_reasons_captures_and_files(
     out = result.stdout
     assert re.search(r"^status +failed$", out, re.M)
     assert re.search(r"^final +yes$", out, re.M)
-    assert re.search(r"^verdict +failed$", out, re.M)
+    assert re.search(r"^verdict +(failed|FAIL)$", out, re.M)
     assert re.search(
         r"^headline +The voucher was accepted but the total did not change\.$", out, re.M
     )
     assert re.search(r"^requirements +1 failed, 2 passed$", out, re.M)
-    assert (
-        "failed - r2 A voucher code reduces the total: The voucher SAVE10 from create_voucher was "
-        "accepted, but the total stayed $42.00 instead of $37.80."
-    ) in out
+    assert re.search(
+        r"^ +failed - (r2 )?A voucher code reduces the total: The voucher SAVE10 from "
+        r"create_voucher was accepted, but the total stayed \$42\.00 instead of \$37\.80\.$",
+        out,
+        re.M,
+    )
     assert "The cart shows the added items" not in out  # passed checks are only counted
     assert re.search(r"^captures +voucher = SAVE10$", out, re.M)
     assert re.search(r"^ +total = \$42\.00$", out, re.M)
@@ -230,7 +237,8 @@ async def test_runs_get_shows_verdict_reasons_captures_and_files(
     for n in range(1, 5):
         assert re.search(rf"^ +screenshots/0{n}\.png$", out, re.M)
     assert re.search(rf"^link +{re.escape(svc.url)}/runs/{run_id}$", out, re.M)
-    assert re.search(rf"^build +{ANDROID_BUILD} com\.example\.shop 1\.2\.0 \(120\)$", out, re.M)
+    # The build as an object (its app and version shown) or, in some dialects, its id alone.
+    assert re.search(rf"^build +{ANDROID_BUILD}( com\.example\.shop 1\.2\.0 \(120\))?$", out, re.M)
 
 
 async def test_runs_get_json_is_the_full_view(svc: FakeService, run_cli: RunCli) -> None:
@@ -244,12 +252,19 @@ async def test_runs_get_json_is_the_full_view(svc: FakeService, run_cli: RunCli)
     run = body["run"]
     assert run["id"] == run_id
     assert run["final"] is True
-    assert run["status"] == run["verdict"] == "failed"
-    assert [r["result"] for r in run["requirements"]] == ["passed", "failed", "passed"]
-    assert run["captures"] == {"voucher": "SAVE10", "total": "$42.00", "order": "10023"}
-    assert run["video"] == f"{svc.url}/api/v1/runs/{run_id}/files/video.mp4"
-    assert len(run["screenshots"]) == 4
-    assert run["build"]["id"] == ANDROID_BUILD
+    assert run["status"] == "failed"
+    # The fields the spec leaves open as the service sent them, and read, in `summary`.
+    summary = run["summary"]
+    assert summary["outcome"] == "failure"
+    assert summary["verdict"] in ("failed", "FAIL")
+    assert [r["title"] or r["name"] for r in summary["failedRequirements"]] == [
+        "A voucher code reduces the total"
+    ]
+    assert summary["failedRequirements"][0]["reason"].startswith("The voucher SAVE10")
+    assert summary["captures"] == {"voucher": "SAVE10", "total": "$42.00", "order": "10023"}
+    assert summary["files"][0].endswith("video.mp4")
+    assert len(summary["files"]) == 5
+    assert summary["buildId"] == ANDROID_BUILD
     assert ISO_MS.fullmatch(run["finishedAt"])
 
 
@@ -272,8 +287,9 @@ async def test_runs_stop(svc: FakeService, run_cli: RunCli) -> None:
     result = await run_cli("runs", "stop", run_id, env=env_for(svc))
 
     assert result.code == 0, result.stderr
-    assert result.stdout == "cancelled\n"
-    assert result.stderr == f"stopped run {run_id}: now cancelled\n"
+    word = result.stdout.strip()  # the service's word for a stopped run
+    assert word in ("cancelled", "stopped", "canceled")
+    assert result.stderr == f"stopped run {run_id}: now {word}\n"
     again = await run_cli("runs", "stop", run_id, "--json", env=env_for(svc))
     assert again.code == 3
     assert one_error_line(again.stderr).startswith("409 invalid_state")
@@ -285,7 +301,9 @@ async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
     result = await run_cli("runs", "stop", run_id, "--json", env=env_for(svc))
 
     assert result.code == 0, result.stderr
-    assert result.json() == {"id": run_id, "status": "cancelled"}
+    body = result.json()
+    assert body["id"] == run_id
+    assert body["status"] in ("cancelled", "stopped", "canceled")
 
 
 @pytest.mark.parametrize(
@@ -446,7 +464,7 @@ async def test_endpoints_add_and_delete_need_the_edit_capability(
     for result in (added, deleted):
         assert result.code == 3
         message = one_error_line(result.stderr)
-        assert message.startswith("403 permission_denied")
+        assert message.startswith("403 ")
         assert message.endswith(
             "; use a key that can also create and edit tests (--api-key or ASYNCCLIENT_API_KEY)"
         )
@@ -628,7 +646,7 @@ async def test_a_wrong_key_names_where_it_came_from_without_showing_it(
     assert result.code == 3
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1
-    assert error_lines[0].startswith("error: 401 unauthenticated")
+    assert re.match(r"error: (401|403) \w+", error_lines[0])
     if where == "flag":
         assert error_lines[0].endswith("; check the key given with --api-key")
         assert "ASYNCCLIENT_API_KEY" not in error_lines[0]
@@ -636,7 +654,7 @@ async def test_a_wrong_key_names_where_it_came_from_without_showing_it(
         assert error_lines[0].endswith("; check the key in ASYNCCLIENT_API_KEY")
         assert "--api-key" not in error_lines[0]
     assert "wrong-k3y-value" not in result.stdout + result.stderr
-    assert [r.status for r in svc.requests] == [401]  # not retried
+    assert len(svc.requests) == 1  # not retried
 
 
 async def test_the_flag_wins_over_the_variable_and_is_the_one_named(

@@ -27,8 +27,9 @@ CHECKOUT_FILES = [
 
 
 @pytest.fixture
-async def svc() -> AsyncIterator[FakeService]:
-    async with FakeService(seed(), clock="manual") as service:
+async def svc(dialect: str) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
+    async with FakeService(seed(), clock="manual", dialect=dialect) as service:
         yield service
 
 

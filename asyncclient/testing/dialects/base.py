@@ -90,12 +90,13 @@ class Dialect:
     def run_status(self, status: str) -> str:
         return self.run_statuses.get(status, status)
 
-    def run_status_in(self, word: str) -> str | None:
-        """The emulator's status for a status word of a request (`?status=`), or None."""
+    def run_status_in(self, word: str) -> str:
+        """The emulator's status for a status word of a request (`?status=`): the documented
+        words, and this dialect's own word for a status."""
         for status, written in self.run_statuses.items():
             if written == word:
                 return status
-        return word if word not in self.run_statuses else None
+        return word
 
     def build_status(self, status: str) -> Any:
         return self.build_statuses.get(status, status)

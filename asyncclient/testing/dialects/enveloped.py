@@ -1,11 +1,11 @@
-"""The `enveloped` dialect: a service that wraps things in objects and shouts its statuses.
+"""The `enveloped` dialect: a service that wraps things in objects and shouts its build statuses.
 
 Errors as `{"errors": [{code, title, detail, meta}]}` (build_rejected's problems under
 `meta.cannotRun` as `{type, actual, expected, reason}`; not_started's lists beside `errors`),
 a bad key as `{"error": "text"}`; 400 for a malformed id, 422 for deleting a pinned build and
 for invalid bodies; 503 as plain text and 500 with an empty body; an HTML page for unknown
-paths. ISO 8601 with an offset and no fractions; versionCode a number; upper-case statuses
-(`CANCELED` for a stopped run); requirements wrapped as `{"checks": [{name, status:
+paths. ISO 8601 with an offset and no fractions; versionCode a number; upper-case build
+statuses; `canceled` for a stopped run; requirements wrapped as `{"checks": [{name, status:
 pass/fail/skip, message}]}`; captures as `{name: {value}}`; the verdict a word, the headline
 an object; files as objects with absolute URLs; the build as an object without buildId.
 """
@@ -42,7 +42,8 @@ class EnvelopedDialect(Dialect):
     summary: ClassVar[str] = (
         '{"errors": [...]} bodies, {"error": "text"} for bad keys, 400 for malformed ids, '
         "422 for pinned builds, text and empty bodies for faults, ISO 8601 with offsets, "
-        "upper-case statuses (CANCELED), requirements wrapped in {checks}, files as objects"
+        "upper-case build statuses, stopped runs end 'canceled', requirements wrapped in "
+        "{checks}, files as objects"
     )
     statuses: ClassVar[Mapping[str, tuple[int, str]]] = {
         "no_key": (401, "unauthorized"),
@@ -53,16 +54,7 @@ class EnvelopedDialect(Dialect):
         "plan": (402, "plan_required"),
         "invalid": (422, "validation_error"),
     }
-    run_statuses: ClassVar[Mapping[str, str]] = {
-        "queued": "QUEUED",
-        "running": "RUNNING",
-        "passed": "PASSED",
-        "failed": "FAILED",
-        "blocked": "BLOCKED",
-        "inconclusive": "INCONCLUSIVE",
-        "error": "ERROR",
-        "cancelled": "CANCELED",
-    }
+    run_statuses: ClassVar[Mapping[str, str]] = {"cancelled": "canceled"}
     build_statuses: ClassVar[Mapping[str, str]] = {
         "uploading": "UPLOADING",
         "ready": "READY",
