@@ -786,9 +786,7 @@ class _Upload:
         candidates = [
             b
             for b in listing.builds
-            if b.is_ready
-            and b.file_name == self.source.file_name
-            and b.size == self.source.size
+            if b.is_ready and b.file_name == self.source.file_name and b.size == self.source.size
         ]
         if not candidates:
             return None

@@ -18,6 +18,7 @@ from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
 _EXAMPLES = """\
   asyncclient demo
   asyncclient demo --speed 120 --output ./demo-files
+  asyncclient demo --dialect flat        # the same tour against a service that answers otherwise
 """
 
 _NEXT_STEPS = """\
@@ -49,6 +50,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="emulator seconds per wall second (default 30: the tour takes about 5 s)",
     )
     p.add_argument(
+        "--dialect",
+        metavar="NAME",
+        default="asyncclient",
+        help="how the emulator fills what the API spec leaves open: asyncclient (default), "
+        "flat or enveloped; the client reads each the same",
+    )
+    p.add_argument(
         "--output",
         metavar="DIR",
         help="keep the sample build and the screenshot in DIR (default: a new temporary "
@@ -60,7 +68,12 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     if args.speed <= 0:
         raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
     from asyncclient import AsyncSession
-    from asyncclient.testing import FakeService, ServiceSettings
+    from asyncclient.testing import FakeService, ServiceSettings, get_dialect
+
+    try:
+        dialect = get_dialect(args.dialect)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
     keep_all = args.output is not None
     folder = Path(args.output) if keep_all else Path(tempfile.mkdtemp(prefix="asyncclient-"))
@@ -70,9 +83,10 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     # Small parts so that the tour shows several of them in flight at once.
     settings = ServiceSettings(part_bytes=4 << 20)
     try:
-        async with FakeService(speed=args.speed, settings=settings) as service:
+        async with FakeService(speed=args.speed, settings=settings, dialect=dialect) as service:
             out.info(
-                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g})."
+                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g}, "
+                f"dialect {dialect.name})."
             )
             async with AsyncSession(api_key=service.run_key, base_url=service.url) as session:
                 build_id = await _upload(session, service.project_id, apk, out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -17,8 +18,12 @@ import pytest
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-async def test_demo_tours_the_whole_job_and_exits_0(run_cli: Any, tmp_path: Path) -> None:
-    result = await run_cli("demo", "--speed", "600", "--output", str(tmp_path))
+async def test_demo_tours_the_whole_job_and_exits_0(
+    run_cli: Any, tmp_path: Path, dialect: str
+) -> None:
+    result = await run_cli(
+        "demo", "--speed", "600", "--output", str(tmp_path), "--dialect", dialect
+    )
 
     assert result.code == 0, result.stderr
     err = result.stderr
@@ -28,7 +33,8 @@ async def test_demo_tours_the_whole_job_and_exits_0(run_cli: Any, tmp_path: Path
         assert f"for {test_id}" in err
     # The seeded failure is shown with its reason, and the others passed.
     assert "4 runs: 3 passed, 1 failed" in err
-    assert "failed r2 A voucher code reduces the total" in err
+    assert f"dialect {dialect})" in err
+    assert re.search(r"failed (r2 )?A voucher code reduces the total: The voucher SAVE10", err)
     assert "What to run next" in err
     assert (tmp_path / "shop.apk").stat().st_size > 24 << 20
     screenshots = list(tmp_path.glob("*.png"))
@@ -54,12 +60,22 @@ async def test_demo_without_output_keeps_only_the_screenshot(
     assert f"kept: {screenshot}" in result.stderr
 
 
-async def test_demo_quiet_prints_nothing_and_exits_0(run_cli: Any, tmp_path: Path) -> None:
+async def test_demo_quiet_prints_nothing_and_exits_0(
+    run_cli: Any, tmp_path: Path, dialect: str
+) -> None:
     # .ci/run runs exactly this: it must keep working.
-    result = await run_cli("demo", "--quiet", "--speed", "600", "--output", str(tmp_path))
+    result = await run_cli(
+        "demo", "--quiet", "--speed", "600", "--output", str(tmp_path), "--dialect", dialect
+    )
     assert result.code == 0, result.stderr
     assert result.stderr == ""
     assert (tmp_path / "01.png").read_bytes().startswith(PNG_MAGIC)
+
+
+async def test_demo_refuses_an_unknown_dialect(run_cli: Any) -> None:
+    result = await run_cli("demo", "--dialect", "klingon")
+    assert result.code == 2
+    assert "unknown dialect 'klingon': use one of asyncclient, flat, enveloped" in result.stderr
 
 
 async def test_demo_refuses_a_speed_of_zero(run_cli: Any) -> None:
