@@ -2,6 +2,7 @@
 waits recorded instead of slept, and real app files built with asyncclient.testing.builders."""
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,22 @@ from typing import Any
 import backoff._async
 import pytest
 from body_paths import BodyPath
+from hypothesis import HealthCheck, settings
 
 from asyncclient import AsyncSession
 from asyncclient.testing import DIALECTS, FakeService
 from asyncclient.testing.builders import build_apk
 
 MakeApk = Callable[..., Path]
+
+# Property tests: a fixed, derandomized budget in CI (the same examples every run, so a red CI is
+# reproducible); a larger random one locally (HYPOTHESIS_PROFILE=dev, the default outside CI).
+settings.register_profile(
+    "ci", max_examples=150, derandomize=True, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+settings.register_profile("dev", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(params=list(DIALECTS))

@@ -1,0 +1,149 @@
+"""Properties of the lenient readers, over random JSON in every field the API spec leaves open.
+
+1. Whatever JSON a service puts in an open field, reading a run or a build never raises anything
+   the session does not turn into an ApiError, and every report over the run works.
+2. A run whose requirements hold a failing item, in any of the shapes services use, shows that
+   item's reason in every report format: the text summary, JUnit, the GitHub summary, --json.
+
+The budget comes from the hypothesis profile (tests/conftest.py): fixed and derandomized in CI.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from asyncclient import _reports
+from asyncclient._converter import converter
+from asyncclient.cli._runs import run_fields
+from asyncclient.errors import ApiError, error_from_response
+from asyncclient.models import Build, Run
+
+# What the session turns into ApiError("invalid_response") when structuring fails.
+READ_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+RUN_OPEN = ("verdict", "headline", "requirements", "captures", "video", "screenshots", "build",
+            "error", "source", "createdAt", "startedAt", "finishedAt", "durationMs", "final",
+            "status", "mode", "link", "buildId")  # fmt: skip
+BUILD_OPEN = ("status", "size", "versionCode", "minOs", "abis", "warnings", "createdAt",
+              "readyAt", "platform", "appId", "version", "label", "sha256")  # fmt: skip
+
+
+@given(st.fixed_dictionaries({}, optional=dict.fromkeys(RUN_OPEN, json_values)))
+def test_any_json_in_a_runs_open_fields_is_read_and_reported(fields: dict[str, Any]) -> None:
+    view = {"id": "j_1", **fields}
+    try:
+        run = converter.structure(view, Run)
+    except READ_ERRORS:
+        return  # the session answers ApiError(invalid_response) for these
+    # Every reader and every report copes with whatever was read.
+    _reports.summary_lines([run])
+    ET.fromstring(_reports.junit_xml([run]))
+    _reports.step_summary_markdown([run])
+    _reports.report_fields(run)
+    run_fields(run)
+
+
+@given(st.fixed_dictionaries({}, optional=dict.fromkeys(BUILD_OPEN, json_values)))
+def test_any_json_in_a_builds_open_fields_is_read(fields: dict[str, Any]) -> None:
+    try:
+        build = converter.structure({"id": "ab_1", **fields}, Build)
+    except READ_ERRORS:
+        return
+    assert isinstance(build.status_kind, str)
+    assert all(isinstance(text, str) for text in build.warning_texts)
+
+
+@given(st.integers(400, 599), json_values | st.binary(max_size=60))
+def test_any_error_body_gives_an_api_error(status: int, body: Any) -> None:
+    raw = body if isinstance(body, bytes) else converter_dumps(body)
+    err = error_from_response(status, {}, raw, "GET", "http://h/api/v1/runs")
+    assert isinstance(err, ApiError)
+    assert err.status == status
+    assert "\n" not in str(err)
+    assert err.message
+
+
+def converter_dumps(value: Any) -> bytes:
+    import json
+
+    return json.dumps(value).encode()
+
+
+# --- a failing requirement in any shape ---------------------------------------------------------
+
+FAILED_WORDS = ("failed", "fail", "FAILED", "Failure", "error", "ko", "not ok", "Broken")
+NAME_KEYS = ("id", "name", "title", "requirement", "check")
+REASON_KEYS = ("reason", "message", "details", "detail", "explanation")
+RESULT_KEYS = ("result", "status", "outcome")
+reasons = st.from_regex(r"[A-Za-z][A-Za-z0-9 ,.]{3,40}[a-z]", fullmatch=True).map(
+    lambda text: "because " + " ".join(text.split())
+)
+
+
+@st.composite
+def failing_item(draw: st.DrawFn, reason: str) -> dict[str, Any]:
+    item: dict[str, Any] = {draw(st.sampled_from(NAME_KEYS)): "the-check"}
+    style = draw(st.sampled_from(("bool", "word", "passed-flag", "failed-flag")))
+    if style == "bool":
+        item[draw(st.sampled_from(RESULT_KEYS))] = False
+    elif style == "word":
+        item[draw(st.sampled_from(RESULT_KEYS))] = draw(st.sampled_from(FAILED_WORDS))
+    elif style == "passed-flag":
+        item["passed"] = False
+    else:
+        item["failed"] = True
+    reason_key = draw(st.sampled_from(REASON_KEYS))
+    as_object = draw(st.booleans())
+    item[reason_key] = {"text": reason} if as_object else reason
+    return item
+
+
+@st.composite
+def requirements_with_a_failure(draw: st.DrawFn) -> tuple[Any, str]:
+    reason = draw(reasons)
+    failing = draw(failing_item(reason))
+    others = draw(st.lists(json_values, max_size=3))
+    items = [*others]
+    items.insert(draw(st.integers(0, len(items))), failing)
+    wrap = draw(st.sampled_from(("list", "checks", "results")))
+    value: Any = items if wrap == "list" else {wrap: items, "total": len(items)}
+    return value, reason
+
+
+@given(requirements_with_a_failure(), st.sampled_from(("failed", "FAILED", "fail", "error")))
+def test_a_failing_requirement_shows_its_reason_in_every_report(
+    case: tuple[Any, str], status: str
+) -> None:
+    requirements, reason = case
+    run = converter.structure(
+        {"id": "j_1", "testId": "t_1", "status": status, "final": True,
+         "requirements": requirements},
+        Run,
+    )  # fmt: skip
+    assert reason in "\n".join(_reports.summary_lines([run]))
+    suite = ET.fromstring(_reports.junit_xml([run]))
+    case_element = suite.find("testsuite/testcase")
+    assert case_element is not None
+    shown = case_element.find("failure")
+    if shown is None:
+        shown = case_element.find("error")
+    assert shown is not None
+    assert reason in (shown.text or "")
+    assert reason in _reports.step_summary_markdown([run])
+    assert reason in [r["reason"] for r in _reports.report_fields(run)["failedRequirements"]]
+    requirements_view = dict(run_fields(run))["requirements"]
+    assert requirements_view is not None
+    assert reason in requirements_view
