@@ -163,6 +163,7 @@ def _fault_error(kind: str, retry_after: int) -> ServiceError:
             f"too many requests; retry after {retry_after} s",
             extra={"retryAfter": retry_after},
             headers={"Retry-After": str(retry_after)},
+            kind="rate_limited",
         )
     if kind == "503":
         return ServiceError(
@@ -170,8 +171,11 @@ def _fault_error(kind: str, retry_after: int) -> ServiceError:
             "unavailable",
             "the service is briefly unavailable; retry shortly",
             headers={"Retry-After": str(retry_after)},
+            kind="unavailable",
         )
-    return ServiceError(500, "internal", "the service failed to answer this request")
+    return ServiceError(
+        500, "internal", "the service failed to answer this request", kind="internal"
+    )
 
 
 # --- request parsing ----------------------------------------------------------------------------

@@ -4,11 +4,16 @@ the devices cannot run on a rejected upload."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from conftest import RunCli, service_env
 
@@ -102,3 +107,39 @@ async def test_a_rejected_upload_exits_3_and_names_what_the_devices_cannot_run(
     assert result.code == 3
     assert "422 build_rejected" in result.stderr
     assert re.search(r"cannot run: .*armeabi-v7a", result.stderr)
+
+
+async def test_serve_takes_a_dialect(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "serve", "--port", "0", "--json",
+        "--dialect", "enveloped", stdout=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while True:  # --json prints one object; read until it parses
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+            assert line, "serve ended before printing its address"
+            text += line.decode()
+            try:
+                info = json.loads(text)
+                break
+            except json.JSONDecodeError:
+                continue
+        assert info["dialect"] == "enveloped"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{info['baseUrl']}/api/v1/runs", headers={"Authorization": "Bearer x"}) as r,
+        ):
+            assert r.status == 401
+            assert isinstance((await r.json())["error"], str)  # {"error": "text"}
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def test_serve_refuses_an_unknown_dialect(run_cli: RunCli) -> None:
+    result = await run_cli("serve", "--port", "0", "--dialect", "klingon")
+    assert result.code == 2
+    assert "unknown dialect 'klingon': use one of asyncclient, flat, enveloped" in result.stderr
