@@ -20,6 +20,7 @@ import attrs
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from asyncclient._operations import OPERATIONS as OPERATIONS_TABLE
 from asyncclient.testing._backend import (
     MODES,
     RUN_STATUSES,
@@ -947,26 +948,35 @@ async def emulator_faults(request: web.Request) -> web.Response:
     return _json({"op": data["op"], "pending": plan.pending(str(data["op"]))}, 201)
 
 
+#: The handler of each operation of asyncclient._operations (routes come from that table).
+_HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
+    "list_builds": list_builds,
+    "get_build": get_build,
+    "start_upload": start_upload,
+    "upload_part": upload_part,
+    "complete_upload": complete_upload,
+    "delete_build": delete_build,
+    "run_test": run_test,
+    "run_project": run_project,
+    "list_runs": list_runs,
+    "get_run": get_run,
+    "stop_run": stop_run,
+    "download_run_file": download_run_file,
+    "list_endpoints": list_endpoints,
+    "add_endpoint": add_endpoint,
+    "delete_endpoint": delete_endpoint,
+}
+
+
 def make_app(state: AppState) -> web.Application:
     # Complete may list thousands of parts: allow JSON bodies well beyond the default 1 MiB.
     app = web.Application(middlewares=[_middleware], client_max_size=16 << 20)
     app[STATE] = state
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]], str]] = [
-        ("GET", "/api/v1/projects/{project_id}/builds", list_builds, "list_builds"),
-        ("POST", "/api/v1/projects/{project_id}/builds", start_upload, "start_upload"),
-        ("GET", "/api/v1/builds/{build_id}", get_build, "get_build"),
-        ("DELETE", "/api/v1/builds/{build_id}", delete_build, "delete_build"),
-        ("PUT", "/api/v1/builds/{build_id}/parts/{part_number}", upload_part, "upload_part"),
-        ("POST", "/api/v1/builds/{build_id}/complete", complete_upload, "complete_upload"),
-        ("POST", "/api/v1/tests/{test_id}/run", run_test, "run_test"),
-        ("POST", "/api/v1/projects/{project_id}/run", run_project, "run_project"),
-        ("GET", "/api/v1/runs", list_runs, "list_runs"),
-        ("GET", "/api/v1/runs/{run_id}", get_run, "get_run"),
-        ("POST", "/api/v1/runs/{run_id}/stop", stop_run, "stop_run"),
-        ("GET", "/api/v1/runs/{run_id}/files/{file:.+}", download_run_file, "download_run_file"),
-        ("GET", "/api/v1/projects/{project_id}/endpoints", list_endpoints, "list_endpoints"),
-        ("POST", "/api/v1/projects/{project_id}/endpoints", add_endpoint, "add_endpoint"),
-        ("DELETE", "/api/v1/endpoints/{endpoint_id}", delete_endpoint, "delete_endpoint"),
+        *(
+            (operation.method, operation.route, _HANDLERS[name], name)
+            for name, operation in OPERATIONS_TABLE.items()
+        ),
         ("GET", "/runs/{run_id}", result_page, "result_page"),
         ("GET", "/_emulator/stats", emulator_stats, "emulator_stats"),
         ("POST", "/_emulator/advance", emulator_advance, "emulator_advance"),

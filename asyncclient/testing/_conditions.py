@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from asyncclient._operations import OPERATIONS as _OPERATION_TABLE
+
 __all__ = [
     "FAULT_KINDS",
     "OPERATIONS",
@@ -21,25 +23,8 @@ __all__ = [
     "NetworkConditions",
 ]
 
-OPERATIONS = frozenset(
-    {
-        "list_builds",
-        "get_build",
-        "start_upload",
-        "upload_part",
-        "complete_upload",
-        "delete_build",
-        "run_test",
-        "run_project",
-        "list_runs",
-        "get_run",
-        "stop_run",
-        "download_run_file",
-        "list_endpoints",
-        "add_endpoint",
-        "delete_endpoint",
-    }
-)
+#: The names of the API's operations (asyncclient._operations), which faults and conditions name.
+OPERATIONS = frozenset(_OPERATION_TABLE)
 
 FAULT_KINDS = ("500", "503", "429", "drop", "drop_after", "500_after")
 _BEFORE_KINDS = frozenset({"500", "503", "429", "drop"})
