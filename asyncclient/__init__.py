@@ -26,7 +26,8 @@ from asyncclient.errors import (
 )
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession, PartBody
+    from asyncclient._bodies import PartBody
+    from asyncclient._session import AsyncSession
     from asyncclient.models import (
         FINAL_STATUSES,
         Build,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it, imported on first access (PEP 562).
 _LAZY = {
     "AsyncSession": "asyncclient._session",
-    "PartBody": "asyncclient._session",
+    "PartBody": "asyncclient._bodies",
     "FINAL_STATUSES": "asyncclient.models",
     "Build": "asyncclient.models",
     "BuildList": "asyncclient.models",

@@ -4,13 +4,13 @@ Wire names (camelCase; snake_case in the endpoint list view) and lenient formats
 import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from asyncclient._lenient import rejection_problems, start_lists
+from asyncclient._lenient import start_lists
 from asyncclient.models import (
     Build,
     BuildList,
@@ -25,13 +25,11 @@ from asyncclient.models import (
     UploadStart,
 )
 
-if TYPE_CHECKING:
-    from asyncclient.errors import BuildRejectedError, NotStartedError
-
 __all__ = [
     "converter",
     "parse_timestamp",
-    "structure_error_details",
+    "structure_skipped",
+    "structure_started",
     "structure_status",
 ]
 
@@ -248,28 +246,6 @@ def structure_list(cls: type[T], value: Any) -> list[T]:
         raise TypeError(f"expected a list of {cls.__name__}, got {type(value).__name__}")
     hook = structure_hook(cls)
     return [hook(element) for element in value]
-
-
-def structure_error_details(
-    err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
-) -> None:
-    """Attach the typed extras of build_rejected / not_started / empty errors, leniently: the
-    readers of asyncclient._lenient find them under any usual key, inside the error or beside
-    it; a part of another shape is left at its default rather than hiding the error itself."""
-    from asyncclient.errors import BuildRejectedError
-
-    if isinstance(err, BuildRejectedError):
-        err.problems = rejection_problems(details)
-        build = details.get("build")
-        if isinstance(build, Mapping):
-            try:
-                err.build = converter.structure(build, Build)
-            except (KeyError, TypeError, ValueError):
-                err.build = None
-    else:
-        started, skipped = start_lists(details)
-        err.started = structure_started(started)
-        err.skipped = structure_skipped(skipped)
 
 
 def structure_started(items: Any) -> tuple[StartedRun, ...]:

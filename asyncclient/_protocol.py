@@ -2,12 +2,10 @@
 Everything here is a plain function of its arguments, so it is tested without a server."""
 
 import math
-import random
 import re
 import sys
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from http import HTTPStatus
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
@@ -320,13 +318,6 @@ def batched(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
 # --- answers ------------------------------------------------------------------------------------
 
 
-def reason_phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown Status"
-
-
 def excerpt(body: bytes, limit: int = 200) -> str:
     """A short one-line piece of a body for messages."""
     text = " ".join(body[: limit * 4].decode("utf-8", "replace").split())
@@ -401,27 +392,3 @@ def should_retry_transport(*, idempotent: bool, never_sent: bool) -> bool:
     """A connection failure is retried for idempotent requests, and for the others only when
     the request surely never reached the service (it could not even connect)."""
     return idempotent or never_sent
-
-
-def wait_gen(
-    base: float,
-    cap: float,
-    max_retry_after: float,
-    rand: Callable[[float, float], float] = random.uniform,
-) -> Generator[float, Any, None]:
-    """A `backoff` wait generator.
-
-    backoff primes it with send(None), then sends each caught exception in. A RetrySignal with
-    a Retry-After is obeyed exactly (capped by max_retry_after; the caller passes jitter=None so
-    nothing shortens it). Otherwise: exponential backoff with full jitter, capped by `cap`.
-    """
-    failures = 0
-    signal = yield 0.0  # the priming send(None); the value is discarded
-    while True:
-        retry_after = getattr(signal, "retry_after", None)
-        if retry_after is not None:
-            wait = min(float(retry_after), max_retry_after)
-        else:
-            wait = rand(0.0, min(cap, base * (2.0**failures)))
-        failures += 1
-        signal = yield wait

@@ -1,5 +1,5 @@
-"""The exceptions asyncclient raises, and the mapping of an error answer to one of them.
-One root, one class per condition; nothing here does I/O or holds request headers.
+"""The exceptions asyncclient raises: one root, one class per condition (the tree below).
+A leaf: it imports nothing of the package; asyncclient._responses maps error answers onto it.
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request
@@ -20,12 +20,10 @@ One root, one class per condition; nothing here does I/O or holds request header
      +-- UnknownRunsError         watched run ids the service never returned   .run_ids, .runs
 """
 
-import json
 from collections.abc import Mapping, Sequence
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-from asyncclient._lenient import decode_error_body, read_error
 
 if TYPE_CHECKING:
     from asyncclient.apps import Problem
@@ -49,8 +47,16 @@ __all__ = [
     "UnknownRunsError",
     "ValidationError",
     "WatchTimeoutError",
-    "error_from_response",
+    "reason_phrase",
 ]
+
+
+def reason_phrase(status: int) -> str:
+    """The HTTP reason phrase of a status ("Not Found"), or "Unknown Status"."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown Status"
 
 
 class AsyncClientError(Exception):
@@ -88,7 +94,8 @@ class ApiError(AsyncClientError):
     status: the HTTP status; code: the error code from the body (None when the body had none);
     message: the service's message, or a description of the answer when it was not JSON;
     body: the parsed JSON body, or its text; method/url: the request (never its headers);
-    retry_after: seconds the service asked to wait, if it said; attempts: requests made.
+    retry_after: seconds the service asked to wait, if it said; attempts: requests made;
+    details: the error's fields whatever the body's shape (also as `.error`).
     """
 
     def __init__(
@@ -102,6 +109,7 @@ class ApiError(AsyncClientError):
         *,
         retry_after: float | None = None,
         attempts: int = 1,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         self.status = status
         self.code = code
@@ -111,11 +119,10 @@ class ApiError(AsyncClientError):
         self.url = url
         self.retry_after = retry_after
         self.attempts = attempts
+        self.details: Mapping[str, Any] = dict(details or {})
         super().__init__(self._line())
 
     def _line(self) -> str:
-        from asyncclient._protocol import reason_phrase
-
         label = self.code or reason_phrase(self.status)
         request = ""
         if self.method or self.url:
@@ -128,11 +135,15 @@ class ApiError(AsyncClientError):
     def error(self) -> Mapping[str, Any]:
         """The error's fields whatever the body's shape: the `error` object merged over the
         top level, the first of `errors`, or the flat body (empty for a body that is not JSON)."""
-        return read_error(self.body).details
+        return self.details
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self.status, self.code, self.message, self.body, self.method, self.url)
-        state = {"retry_after": self.retry_after, "attempts": self.attempts}
+        state = {
+            "retry_after": self.retry_after,
+            "attempts": self.attempts,
+            "details": self.details,
+        }
         state.update(self._extra_state())
         return (_rebuild, (type(self), args, state))
 
@@ -243,87 +254,3 @@ def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any])
     err = cls(*args)
     err.__dict__.update(state)
     return err
-
-
-_BY_CODE: dict[str, type[ApiError]] = {
-    "build_rejected": BuildRejectedError,
-    "not_started": NotStartedError,
-    "empty": NotStartedError,
-    # A bad or missing key, whatever status the service chose for it (401 or 403).
-    "unauthenticated": UnauthenticatedError,
-    "invalid_key": UnauthenticatedError,
-    "invalid_api_key": UnauthenticatedError,
-    "unknown_key": UnauthenticatedError,
-    "missing_key": UnauthenticatedError,
-    "invalid_token": UnauthenticatedError,
-}
-
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: BadRequestError,
-    401: UnauthenticatedError,
-    402: PaymentRequiredError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    409: ConflictError,
-    429: RateLimitedError,
-}
-
-
-def error_class(status: int, code: str | None) -> type[ApiError]:
-    """The class for an error answer: by code first, then by status."""
-    if code is not None:
-        by_code = _BY_CODE.get(code)
-        if by_code is not None:
-            return by_code
-    by_status = _BY_STATUS.get(status)
-    if by_status is not None:
-        return by_status
-    if 500 <= status <= 599:
-        return ServerError
-    return ApiError
-
-
-def error_from_response(
-    status: int,
-    headers: Mapping[str, str],
-    body: bytes,
-    method: str,
-    url: str,
-) -> ApiError:
-    """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise).
-
-    The body is read by asyncclient._lenient.decode_error_body: nested, flat, `{"error":
-    "text"}` and `{"errors": [...]}` bodies, details inside the error or beside it, and plain
-    text or HTML pages (a proxy's) all give a code (when there is one) and a message.
-    """
-    from asyncclient._protocol import excerpt, parse_retry_after, reason_phrase
-
-    read = decode_error_body(body, _loads)
-    code, message, details = read.code, read.message, read.details
-    if not message:
-        message = reason_phrase(status)
-        if body and read.parsed is not None and not isinstance(read.parsed, str):
-            message = f"{message}; the answer was {excerpt(body)!r}"
-    cls = error_class(status, code)
-    retry_after = parse_retry_after(headers.get("Retry-After"))
-    if retry_after is None:
-        hinted = details.get("retryAfter", details.get("retry_after"))
-        if isinstance(hinted, int | float) and not isinstance(hinted, bool) and hinted >= 0:
-            retry_after = float(hinted)
-    err = cls(status, code, message, read.parsed, method, url, retry_after=retry_after)
-    if isinstance(err, BuildRejectedError | NotStartedError):
-        _attach_details(err, details)
-    return err
-
-
-def _loads(body: bytes | str) -> Any:
-    return json.loads(body)
-
-
-def _attach_details(
-    err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
-) -> None:
-    # Structuring needs the converter (cattrs); loaded only when such an error happens.
-    from asyncclient._converter import structure_error_details
-
-    structure_error_details(err, details)

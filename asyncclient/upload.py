@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, TypeAlias
 import attrs
 
 from asyncclient import _protocol as proto
+from asyncclient._bodies import PartBody
 from asyncclient._opening import open_unleaked
 from asyncclient.apps import AppError, AppInfo, inspect_app
 from asyncclient.errors import (
@@ -1020,7 +1021,6 @@ def _part_body(
     path: Path, offset: int, length: int, progress: Callable[[int], object], file: BinaryIO
 ) -> Any:
     # Imported here: importing this module stays free of aiohttp.
-    from asyncclient._session import PartBody
 
     return PartBody(path, offset, length, progress=progress, file=file)
 

@@ -3,17 +3,16 @@ waits recorded instead of slept, and real app files built with asyncclient.testi
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import backoff._async
 import pytest
 from body_paths import BodyPath
 from hypothesis import HealthCheck, settings
 
 from asyncclient import AsyncSession
-from asyncclient.testing import DIALECTS, FakeService
+from asyncclient.testing import DIALECTS, FakeService, recorded_retry_waits
 from asyncclient.testing.builders import build_apk
 
 MakeApk = Callable[..., Path]
@@ -57,30 +56,12 @@ async def edit_session(service: FakeService) -> AsyncIterator[AsyncSession]:
         yield s
 
 
-class _BackoffAsyncio:
-    """Stands in for the asyncio module inside backoff: sleep() records instead of waiting."""
-
-    def __init__(self, waits: list[float]) -> None:
-        self._waits = waits
-
-    async def sleep(self, seconds: float) -> None:
-        self._waits.append(seconds)
-        await asyncio.sleep(0)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(asyncio, name)
-
-
 @pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits backoff chose between attempts, in order; nothing actually sleeps.
-
-    backoff.on_exception sleeps with `asyncio.sleep` looked up in backoff._async, so only
-    backoff's sleeps are replaced (the emulator and aiohttp keep the real one).
-    """
-    recorded: list[float] = []
-    monkeypatch.setattr(backoff._async, "asyncio", _BackoffAsyncio(recorded))
-    return recorded
+def waits() -> Iterator[list[float]]:
+    """The waits the retry loop chose between attempts, in order; nothing actually sleeps (every
+    session of the test, the CLI's too: asyncclient.testing.recorded_retry_waits)."""
+    with recorded_retry_waits() as recorded:
+        yield recorded
 
 
 @pytest.fixture

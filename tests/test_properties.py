@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from asyncclient import _reports
 from asyncclient._converter import converter
+from asyncclient._responses import error_from_response
 from asyncclient.cli._runs import run_fields
-from asyncclient.errors import ApiError, error_from_response
+from asyncclient.errors import ApiError
 from asyncclient.models import Build, Run
 
 # What the session turns into ApiError("invalid_response") when structuring fails.

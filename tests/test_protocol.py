@@ -2,14 +2,13 @@
 No server and no event loop: every function here is plain."""
 
 import sys
-from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
 
 from asyncclient import _protocol as proto
-from asyncclient.errors import ValidationError
+from asyncclient.errors import ValidationError, reason_phrase
 
 # --- configuration ------------------------------------------------------------------------------
 
@@ -295,8 +294,8 @@ def test_excerpt_is_one_short_line() -> None:
 
 
 def test_reason_phrase() -> None:
-    assert proto.reason_phrase(404) == "Not Found"
-    assert proto.reason_phrase(599) == "Unknown Status"
+    assert reason_phrase(404) == "Not Found"
+    assert reason_phrase(599) == "Unknown Status"
 
 
 @pytest.mark.parametrize(
@@ -350,45 +349,3 @@ def test_transport_retry_decision() -> None:
     assert proto.should_retry_transport(idempotent=True, never_sent=False)
     assert proto.should_retry_transport(idempotent=False, never_sent=True)
     assert not proto.should_retry_transport(idempotent=False, never_sent=False)
-
-
-def _primed(**kwargs: float) -> Generator[float, object, None]:
-    gen = proto.wait_gen(
-        kwargs.get("base", 0.5),
-        kwargs.get("cap", 20.0),
-        kwargs.get("max_ra", 60.0),
-        rand=lambda lo, hi: hi,
-    )
-    gen.send(None)  # backoff primes the generator this way
-    return gen
-
-
-def test_wait_gen_obeys_retry_after_exactly() -> None:
-    gen = _primed()
-    assert gen.send(proto.RetrySignal(RuntimeError("x"), retry_after=7.0)) == 7.0
-    assert gen.send(proto.RetrySignal(RuntimeError("x"), retry_after=0.0)) == 0.0
-
-
-def test_wait_gen_caps_retry_after() -> None:
-    gen = _primed(max_ra=30.0)
-    assert gen.send(proto.RetrySignal(RuntimeError("x"), retry_after=3600.0)) == 30.0
-
-
-def test_wait_gen_backs_off_exponentially_up_to_the_cap() -> None:
-    gen = _primed(base=0.5, cap=3.0)
-    waits = [gen.send(proto.RetrySignal(RuntimeError("x"))) for _ in range(5)]
-    assert waits == [0.5, 1.0, 2.0, 3.0, 3.0]
-
-
-def test_wait_gen_uses_full_jitter() -> None:
-    bounds: list[tuple[float, float]] = []
-
-    def rand(lo: float, hi: float) -> float:
-        bounds.append((lo, hi))
-        return lo
-
-    gen = proto.wait_gen(1.0, 10.0, 60.0, rand=rand)
-    gen.send(None)
-    assert gen.send(ValueError("plain exception")) == 0.0
-    assert gen.send(ValueError("again")) == 0.0
-    assert bounds == [(0.0, 1.0), (0.0, 2.0)]

@@ -668,7 +668,7 @@ async def test_rate_limited_after_the_last_retry(service: FakeService, waits: li
 
 
 async def test_server_errors_back_off_with_full_jitter(
-    service: FakeService, waits: list[float]
+    service: FakeService, waits: list[float], dialect: str
 ) -> None:
     service.inject("get_build", Fault("500", times=5))
     async with AsyncSession(
@@ -676,7 +676,9 @@ async def test_server_errors_back_off_with_full_jitter(
     ) as session:
         with pytest.raises(ServerError) as info:
             await session.get_build("ab_demo_ios_100")
-    assert (info.value.status, info.value.code, info.value.attempts) == (500, "internal", 4)
+    assert (info.value.status, info.value.attempts) == (500, 4)
+    # Some services answer a fault with a proxy's page or nothing: no code then.
+    assert info.value.code == ("internal" if dialect == "asyncclient" else None)
     assert len(waits) == 3
     for wait, ceiling in zip(waits, (1.0, 2.0, 3.0), strict=True):
         assert 0.0 <= wait <= ceiling

@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from asyncclient._retry import recorded_retry_waits
     from asyncclient.testing._app import RequestRecord
     from asyncclient.testing._backend import ServiceSettings
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
@@ -33,6 +34,7 @@ _LAZY = {
     "demo_seed": "asyncclient.testing._seed",
     "demo_seed_data": "asyncclient.testing._seed",
     "load_seed": "asyncclient.testing._seed",
+    "recorded_retry_waits": "asyncclient._retry",
 }
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "demo_seed_data",
     "get_dialect",
     "load_seed",
+    "recorded_retry_waits",
 ]
 
 

@@ -1,0 +1,261 @@
+"""Request bodies that stream: PartBody, a slice of a file sent by sendfile or read with
+aiofiles, and the idle timer that watches a transfer's body while it goes out."""
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, BinaryIO, Final
+
+import aiofiles
+import aiohttp.payload
+from aiofiles.threadpool.binary import AsyncBufferedReader
+
+from asyncclient import _protocol as proto
+from asyncclient._opening import open_unleaked
+from asyncclient.errors import ValidationError
+
+__all__ = ["CHUNK_SIZE", "TRANSFER_SLICE", "PartBody", "PartPayload", "single", "watched"]
+
+CHUNK_SIZE: Final = 1 << 20
+#: A transfer's body goes out in slices of at most this size; each slice written re-arms its idle
+#: timer. Each slice costs a socket write and a drain (64 KiB slices cost ~0.2 s of CPU per GB);
+#: at 256 KiB only a link slower than 256 KiB per `timeout` (8.7 kB/s at 30 s) counts as stalled.
+TRANSFER_SLICE: Final = 256 << 10
+
+
+class PartBody:
+    """A slice of a file (path, offset, length) sent as a request body.
+
+    Each attempt sends the slice from the file anew: on a plain TCP connection the kernel copies
+    it from the page cache (sendfile); otherwise it is read through aiofiles in `chunk_size`
+    pieces. A part is never held in memory whole, and a retry sends it again from its start.
+    `progress`, if given, is called with the number of bytes handed to the connection, and with
+    a negative number winding back what a failed attempt had sent.
+
+    `file`, if given, is `path` already open for reading in binary mode, which the parts of one
+    upload can share: an attempt then sends from it without opening the file (sendfile takes
+    explicit offsets) and only opens `path` if it has to read. Its owner closes it once the
+    parts are done.
+    """
+
+    __slots__ = ("_sent", "chunk_size", "file", "length", "offset", "path", "progress")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        offset: int,
+        length: int,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        progress: Callable[[int], object] | None = None,
+        file: BinaryIO | None = None,
+    ) -> None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError("PartBody offset must be a whole number of bytes, 0 or more")
+        proto.check_size(length, "PartBody length")
+        proto.check_size(chunk_size, "PartBody chunk_size")
+        self.path = os.fspath(path)
+        self.offset = offset
+        self.length = length
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.file = file
+        self._sent = 0
+
+    def __repr__(self) -> str:
+        return f"PartBody(path={self.path!r}, offset={self.offset}, length={self.length})"
+
+    def _rewind(self) -> None:
+        """A new attempt: wind progress back over what the last one had sent."""
+        if self._sent:
+            if self.progress is not None:
+                self.progress(-self._sent)
+            self._sent = 0
+
+    def _advance(self, count: int) -> None:
+        """`count` more bytes were handed to the connection."""
+        self._sent += count
+        if self.progress is not None:
+            self.progress(count)
+
+    async def open(self) -> AsyncBufferedReader:
+        """The file, opened for one attempt (the caller closes it)."""
+        return await _open_binary(self.path)
+
+
+class PartPayload(aiohttp.payload.Payload):
+    """One attempt at sending a PartBody, as aiohttp's request body.
+
+    On a plain TCP connection the kernel sends the slice from the page cache (`loop.sendfile`):
+    the bytes never pass through Python, which saves reading them into buffers and writing
+    those into the socket, about 0.3 s of CPU per GB. Where the loop or the connection cannot
+    (TLS, uvloop, no os.sendfile), the rest of the slice is read with aiofiles in `chunk_size`
+    pieces and written through aiohttp. Either way it goes out in TRANSFER_SLICE pieces, with
+    `timer` pushed `idle` seconds ahead before each, so a body that stops moving times out.
+
+    The attempt's owner passes `handle` (the file it opened) unless the part has a shared
+    `file`, and calls `release()` when the attempt is over. A body still going out then (a
+    timeout, an early answer) is cancelled and waited for first, so no file is closed under a
+    pending sendfile.
+    """
+
+    def __init__(
+        self,
+        part: PartBody,
+        handle: AsyncBufferedReader | None,
+        timer: asyncio.Timeout,
+        idle: float,
+    ) -> None:
+        super().__init__(part, content_type="application/octet-stream")
+        self._size = part.length
+        self._part = part
+        self._handle = handle  # closed by release(); opened on demand for reads
+        self._timer = timer
+        self._idle = idle
+        self._writer: asyncio.Task[Any] | None = None
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        raise TypeError("a file part is bytes, not text")
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        await self.write(writer)  # the Content-Length is the part's length: nothing to cut
+
+    async def write(self, writer: Any) -> None:
+        self._writer = asyncio.current_task()  # aiohttp's task writing the body
+        try:
+            await self._send(writer)
+        finally:
+            self._writer = None
+
+    async def release(self) -> None:
+        task = self._writer
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            # Wait for it to unwind (a loop turn or two) even if this wait is cancelled in
+            # turn: the file, maybe shared by other parts, must not be closed under a sendfile.
+            interrupted = False
+            while not task.done():
+                try:
+                    await asyncio.wait([task])
+                except asyncio.CancelledError:
+                    interrupted = True
+            if interrupted:
+                await self._close_handle()
+                raise asyncio.CancelledError
+        await self._close_handle()
+
+    async def _close_handle(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            await handle.close()
+
+    async def _send(self, writer: Any) -> None:
+        part = self._part
+        source: Any = part.file if part.file is not None else self._handle
+        if source is None:
+            raise RuntimeError("the part's file was closed before its body was sent")
+        raw = source.raw if isinstance(source, AsyncBufferedReader) else source
+        part._rewind()
+        loop = asyncio.get_running_loop()
+        transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
+        native = (
+            _SENDFILE
+            and transport is not None
+            and transport.get_extra_info("sslcontext") is None  # TLS: the bytes need encrypting
+            and hasattr(loop, "sendfile")
+        )
+        if native:
+            send_headers = getattr(writer, "send_headers", None)  # aiohttp >= 3.12 holds them
+            if send_headers is not None:
+                send_headers()
+            await writer.drain()
+        offset, remaining = part.offset, part.length
+        while remaining > 0:
+            _reschedule(self._timer, loop.time() + self._idle)
+            sent = 0
+            if native and transport is not None:
+                size = min(part.chunk_size, TRANSFER_SLICE, remaining)
+                try:
+                    sent = await loop.sendfile(transport, raw, offset, size, fallback=False)
+                except (RuntimeError, NotImplementedError) as exc:
+                    # SendfileNotAvailableError (a RuntimeError) is also what asyncio makes of
+                    # a connection that broke before a slice's first byte.
+                    if offset != part.offset:
+                        raise ConnectionResetError(
+                            "the connection broke while the part was being sent"
+                        ) from exc
+                    native = False  # refused (a loop or transport without it): read instead
+                else:
+                    # Reading is paused during a sendfile: two loop turns let an answer that
+                    # came early (an error before the whole body) be read and end the body.
+                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)
+            if not native:
+                if self._handle is None:
+                    self._handle = await part.open()
+                await self._handle.seek(offset)
+                chunk = await self._handle.read(min(part.chunk_size, remaining))
+                sent = len(chunk)
+                for start in range(0, sent, TRANSFER_SLICE):
+                    if start:
+                        _reschedule(self._timer, loop.time() + self._idle)
+                    await writer.write(memoryview(chunk)[start : start + TRANSFER_SLICE])
+            if not sent:
+                raise ValidationError(
+                    f"{part.path} ended {remaining} bytes before the part's end: the file "
+                    "changed during the upload"
+                )
+            offset += sent
+            remaining -= sent
+            part._advance(sent)
+        _reschedule(self._timer, None)
+
+
+_SENDFILE: Final = hasattr(os, "sendfile")
+
+
+async def _open_binary(path: str) -> AsyncBufferedReader:
+    """aiofiles.open(path, "rb") that leaks nothing when cancelled."""
+    return await open_unleaked(_aiofiles_open(path), lambda handle: handle.close())
+
+
+async def _aiofiles_open(path: str) -> AsyncBufferedReader:
+    return await aiofiles.open(path, "rb")
+
+
+async def single(data: bytes) -> AsyncGenerator[bytes, None]:
+    yield data
+
+
+async def watched(
+    source: AsyncGenerator[bytes, None], timer: asyncio.Timeout, idle: float
+) -> AsyncGenerator[bytes | memoryview, None]:
+    """A transfer's body in slices of at most TRANSFER_SLICE bytes, with `timer` pushed `idle`
+    seconds ahead before each one.
+
+    aiohttp asks for the next slice only once the last one is handed to the connection (it
+    drains the connection after each write), so a body that stops moving for `idle` seconds
+    times the request out however long the whole body takes. Once the body is out the timer is
+    lifted: aiohttp's sock_read then watches the answer.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        async for chunk in source:
+            if len(chunk) <= TRANSFER_SLICE:  # a file chunk: as it is, no copy, no view
+                _reschedule(timer, loop.time() + idle)
+                yield chunk
+                continue
+            view = memoryview(chunk)
+            for start in range(0, len(view), TRANSFER_SLICE):
+                _reschedule(timer, loop.time() + idle)
+                yield view[start : start + TRANSFER_SLICE]
+        _reschedule(timer, None)
+    finally:
+        await source.aclose()
+
+
+def _reschedule(timer: asyncio.Timeout, when: float | None) -> None:
+    # An answer that came before the whole body (an early error) has already ended the timer.
+    with contextlib.suppress(RuntimeError):
+        timer.reschedule(when)

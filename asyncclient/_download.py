@@ -1,0 +1,163 @@
+"""Downloading a run file: streamed to `<dest>.part`, resumed with Range/If-Range, and renamed
+to its name only once whole."""
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote
+
+import aiofiles
+import aiofiles.os
+import aiohttp
+
+from asyncclient import _protocol as proto
+from asyncclient._bodies import CHUNK_SIZE
+from asyncclient._transport import Call, Transport
+from asyncclient.errors import TransportError, ValidationError
+
+__all__ = ["download_run_file"]
+
+
+async def download_run_file(
+    transport: Transport, run_id: str, file: str, dest: "str | os.PathLike[str]"
+) -> Path:
+    """See AsyncSession.download_run_file."""
+    run_id = proto.check_id("run", run_id)
+    rel = proto.run_file_path(run_id, file)
+    target = Path(dest)
+    if await aiofiles.os.path.isdir(target):
+        target = target / unquote(rel.rsplit("/", 1)[-1])
+    elif not await aiofiles.os.path.isdir(target.parent):
+        raise ValidationError(
+            f"cannot save to {target}: the folder {target.parent} does not exist "
+            "(create it, or pass an existing folder as dest)"
+        )
+    path = f"/runs/{run_id}/files/{rel}"
+    download = _Download(target, transport.api + path)
+    call = Call(
+        "GET",
+        download.url,
+        path,
+        None,
+        None,
+        # Byte counts and ranges are of the stored file: no compression on the way.
+        {**transport.headers, "Accept": "*/*", "Accept-Encoding": "identity"},
+        True,
+        "download_run_file",
+        prepare=download.prepare,
+        consume=download.consume,
+        transfer=True,
+    )
+    await transport.run(call)
+    await download.finish()
+    return target
+
+
+class _Download:
+    """State of one download_run_file: the .part file on disk and the ETag it came from."""
+
+    def __init__(self, target: Path, url: str) -> None:
+        self.target = target
+        self.url = url
+        self.part = target.with_name(target.name + ".part")
+        self.etag_file = target.with_name(target.name + ".part.etag")
+        self.offset = 0
+        self.total: int | None = None
+        self.complete = False
+        self.validator: str | None = None  # the If-Range of this attempt
+
+    async def prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """Per attempt: ask for what is not yet on disk."""
+        self.validator = None
+        try:
+            self.offset = (await aiofiles.os.stat(self.part)).st_size
+        except FileNotFoundError:
+            self.offset = 0
+        if self.offset == 0:
+            return headers
+        extra = {"Range": f"bytes={self.offset}-"}
+        etag = await self._read_etag()
+        if etag:
+            # If the file changed since, the service answers 200 with all of it.
+            extra["If-Range"] = self.validator = etag
+        return {**headers, **extra}
+
+    async def consume(self, resp: aiohttp.ClientResponse) -> None:
+        status = resp.status
+        if status == 416:
+            total = proto.parse_unsatisfied_range(resp.headers.get("Content-Range"))
+            if total is not None and total == self.offset:
+                self.total = total
+                self.complete = True
+                return
+            await self._discard()
+            raise self._retry(f"the service refused the range bytes={self.offset}- (416)")
+        if status == 206:
+            content_range = proto.parse_content_range(resp.headers.get("Content-Range"))
+            if content_range is None or content_range[0] != self.offset:
+                await self._discard()
+                raise self._retry(
+                    f"asked for bytes from {self.offset}, the service sent "
+                    f"{resp.headers.get('Content-Range')!r}"
+                )
+            if self.validator is not None and resp.headers.get("ETag") != self.validator:
+                # A server that ignores If-Range sends the rest of a changed file: appending it
+                # to the old bytes would make a file that never existed. Start over, at once.
+                await self._discard()
+                raise self._retry(
+                    "the file changed since the partial download (another ETag) and the "
+                    "service sent a range of the new one",
+                    at_once=True,
+                )
+            self.total = content_range[2]
+            mode: Literal["ab", "wb"] = "ab"
+        else:
+            # 200: the whole file (a first attempt, or the file changed): start over.
+            self.offset = 0
+            self.total = resp.content_length
+            mode = "wb"
+        etag = resp.headers.get("ETag")
+        if etag:
+            async with aiofiles.open(self.etag_file, "w") as handle:
+                await handle.write(etag)
+        written = self.offset
+        async with aiofiles.open(self.part, mode) as handle:
+            async for chunk in resp.content.iter_chunked(CHUNK_SIZE):
+                await handle.write(chunk)
+                written += len(chunk)
+        if self.total is not None and written != self.total:
+            raise self._retry(f"got {written} of {self.total} bytes")
+        self.offset = written
+        self.complete = True
+
+    async def finish(self) -> None:
+        if not self.complete:
+            raise TransportError(
+                f"the download of {self.target.name} did not complete", method="GET", url=self.url
+            )
+        await aiofiles.os.replace(self.part, self.target)
+        with contextlib.suppress(FileNotFoundError):
+            await aiofiles.os.remove(self.etag_file)
+
+    async def _read_etag(self) -> str | None:
+        try:
+            async with aiofiles.open(self.etag_file) as handle:
+                text: str = await handle.read()
+        except FileNotFoundError:
+            return None
+        text = text.strip()
+        return text or None
+
+    async def _discard(self) -> None:
+        for path in (self.part, self.etag_file):
+            with contextlib.suppress(FileNotFoundError):
+                await aiofiles.os.remove(path)
+        self.offset = 0
+
+    def _retry(self, reason: str, *, at_once: bool = False) -> proto.RetrySignal:
+        error = TransportError(
+            f"download of {self.target.name}: {reason}", method="GET", url=self.url
+        )
+        return proto.RetrySignal(error, 0.0 if at_once else None)

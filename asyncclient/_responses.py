@@ -1,0 +1,211 @@
+"""Decoding the service's answers: JSON bodies into models, error answers into the error tree.
+Sans I/O: functions of (status, headers, body); the session calls them, tests call them alone.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from asyncclient._converter import (
+    converter,
+    structure_hook,
+    structure_list,
+    structure_skipped,
+    structure_started,
+    structure_status,
+)
+from asyncclient._lenient import decode_error_body, rejection_problems, start_lists
+from asyncclient._protocol import excerpt, parse_retry_after
+from asyncclient.errors import (
+    ApiError,
+    BadRequestError,
+    BuildRejectedError,
+    ConflictError,
+    NotFoundError,
+    NotStartedError,
+    PaymentRequiredError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    UnauthenticatedError,
+    reason_phrase,
+)
+from asyncclient.models import (
+    Build,
+    BuildList,
+    Endpoint,
+    ProjectRunStart,
+    Run,
+    RunStart,
+    UploadedPart,
+    UploadStart,
+)
+
+__all__ = [
+    "error_class",
+    "error_from_response",
+    "read_build",
+    "read_build_list",
+    "read_endpoints",
+    "read_id",
+    "read_project_run_start",
+    "read_raw_runs",
+    "read_run",
+    "read_run_start",
+    "read_runs",
+    "read_status",
+    "read_upload_start",
+    "read_uploaded_part",
+    "structure_error_details",
+]
+
+T = TypeVar("T")
+
+
+# --- success bodies ------------------------------------------------------------------------------
+
+
+def _field(key: str, cls: type[T]) -> Callable[[Any], T]:
+    hook = structure_hook(cls)
+
+    def read(payload: Any) -> T:
+        return hook(payload[key])
+
+    return read
+
+
+def _list_field(key: str, cls: type[T]) -> Callable[[Any], list[T]]:
+    def read(payload: Any) -> list[T]:
+        return structure_list(cls, payload[key])
+
+    return read
+
+
+read_build: Final = _field("build", Build)
+read_build_list: Final = structure_hook(BuildList)
+read_upload_start: Final = structure_hook(UploadStart)
+read_uploaded_part: Final = structure_hook(UploadedPart)
+read_run_start: Final = structure_hook(RunStart)
+read_project_run_start: Final = structure_hook(ProjectRunStart)
+read_run: Final = _field("run", Run)
+read_runs: Final = _list_field("runs", Run)
+read_endpoints: Final = _list_field("endpoints", Endpoint)
+
+
+def read_raw_runs(payload: Any) -> list[Mapping[str, Any]]:
+    """The runs of a List runs answer as JSON objects (the watcher structures only changes)."""
+    runs = payload["runs"]
+    if not isinstance(runs, list):
+        raise TypeError(f"expected a list of runs, got {type(runs).__name__}")
+    # Elements that are not objects with an id cannot be matched to a watched run; skip them.
+    return [run for run in runs if isinstance(run, dict) and isinstance(run.get("id"), str)]
+
+
+def read_status(payload: Any) -> str:
+    return structure_status(payload["status"])
+
+
+def read_id(payload: Any) -> str:
+    value = payload["id"]
+    if not isinstance(value, str):
+        raise TypeError("id is not a string")
+    return value
+
+
+# --- error answers -------------------------------------------------------------------------------
+
+
+_BY_CODE: dict[str, type[ApiError]] = {
+    "build_rejected": BuildRejectedError,
+    "not_started": NotStartedError,
+    "empty": NotStartedError,
+    # A bad or missing key, whatever status the service chose for it (401 or 403).
+    "unauthenticated": UnauthenticatedError,
+    "invalid_key": UnauthenticatedError,
+    "invalid_api_key": UnauthenticatedError,
+    "unknown_key": UnauthenticatedError,
+    "missing_key": UnauthenticatedError,
+    "invalid_token": UnauthenticatedError,
+}
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequestError,
+    401: UnauthenticatedError,
+    402: PaymentRequiredError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    429: RateLimitedError,
+}
+
+
+def error_class(status: int, code: str | None) -> type[ApiError]:
+    """The class for an error answer: by code first, then by status."""
+    if code is not None:
+        by_code = _BY_CODE.get(code)
+        if by_code is not None:
+            return by_code
+    by_status = _BY_STATUS.get(status)
+    if by_status is not None:
+        return by_status
+    if 500 <= status <= 599:
+        return ServerError
+    return ApiError
+
+
+def error_from_response(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    method: str,
+    url: str,
+) -> ApiError:
+    """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise).
+
+    The body is read by asyncclient._lenient.decode_error_body: nested, flat, `{"error":
+    "text"}` and `{"errors": [...]}` bodies, details inside the error or beside it, and plain
+    text or HTML pages (a proxy's) all give a code (when there is one) and a message.
+    """
+    read = decode_error_body(body, _loads)
+    code, message, details = read.code, read.message, read.details
+    if not message:
+        message = reason_phrase(status)
+        if body and read.parsed is not None and not isinstance(read.parsed, str):
+            message = f"{message}; the answer was {excerpt(body)!r}"
+    cls = error_class(status, code)
+    retry_after = parse_retry_after(headers.get("Retry-After"))
+    if retry_after is None:
+        hinted = details.get("retryAfter", details.get("retry_after"))
+        if isinstance(hinted, int | float) and not isinstance(hinted, bool) and hinted >= 0:
+            retry_after = float(hinted)
+    err = cls(
+        status, code, message, read.parsed, method, url, retry_after=retry_after, details=details
+    )
+    if isinstance(err, BuildRejectedError | NotStartedError):
+        structure_error_details(err, details)
+    return err
+
+
+def _loads(body: bytes | str) -> Any:
+    return orjson.loads(body)
+
+
+def structure_error_details(
+    err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
+) -> None:
+    """Attach the typed extras of build_rejected / not_started / empty errors, leniently: the
+    readers of asyncclient._lenient find them under any usual key, inside the error or beside
+    it; a part of another shape is left at its default rather than hiding the error itself."""
+    if isinstance(err, BuildRejectedError):
+        err.problems = rejection_problems(details)
+        build = details.get("build")
+        if isinstance(build, Mapping):
+            try:
+                err.build = converter.structure(build, Build)
+            except (KeyError, TypeError, ValueError):
+                err.build = None
+    else:
+        started, skipped = start_lists(details)
+        err.started = structure_started(started)
+        err.skipped = structure_skipped(skipped)
