@@ -5,6 +5,7 @@ import math
 import re
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
@@ -392,3 +393,55 @@ def should_retry_transport(*, idempotent: bool, never_sent: bool) -> bool:
     """A connection failure is retried for idempotent requests, and for the others only when
     the request surely never reached the service (it could not even connect)."""
     return idempotent or never_sent
+
+
+# --- checks of numbers and labels (the one home of each) -----------------------------------------
+
+
+def check_number(name: str, value: object, *, minimum: float, integer: bool = False) -> float:
+    """value as a number of at least `minimum` (a whole one if `integer`), else ValidationError."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not math.isfinite(value)  # type: ignore[arg-type]
+        or value < minimum  # type: ignore[operator]
+    ):
+        kind = "a whole number" if integer else "a number"
+        raise ValidationError(f"{name} must be {kind} of at least {minimum:g}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_count(name: str, value: object, minimum: int = 1) -> int:
+    """A whole number of at least `minimum` (1): a concurrency, a limit of parts or sweeps."""
+    return int(check_number(name, value, minimum=minimum, integer=True))
+
+
+def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A duration in seconds: above 0, or 0 or more with allow_zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValidationError(f"{name} must be a number of seconds; got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "0 or more" if allow_zero else "above 0"
+        raise ValidationError(f"{name} must be {bound}; got {value!r}")
+    return float(value)
+
+
+def check_label(label: object) -> str | None:
+    """A build's label: a string (for example a commit id) or None."""
+    if label is not None and not isinstance(label, str):
+        raise ValidationError("label must be a string (for example a commit id) or None")
+    return label
+
+
+def check_idempotency_key(key: object) -> str:
+    """The Idempotency-Key of a run start: the one given, or a new uuid4."""
+    if key is None:
+        return str(uuid.uuid4())
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= 255
+        or not all(ch.isascii() and ch.isprintable() for ch in key)
+    ):
+        raise ValidationError("idempotency_key must be 1 to 255 printable ASCII characters")
+    return key

@@ -4,7 +4,6 @@ The request core (transport, retries) is asyncclient._transport; downloads async
 import asyncio
 import logging
 import os
-import uuid
 from collections.abc import (
     Awaitable,
     Callable,
@@ -14,7 +13,7 @@ from collections.abc import (
 )
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack
+from typing import Any, Final, Self, TypeVar, Unpack
 
 import aiofiles
 import aiofiles.os
@@ -45,6 +44,7 @@ from asyncclient._version import __version__
 from asyncclient.errors import (
     ConflictError,
     NotFoundError,
+    UnknownRunsError,
     ValidationError,
 )
 from asyncclient.models import (
@@ -57,10 +57,14 @@ from asyncclient.models import (
     UploadedPart,
     UploadStart,
 )
-
-if TYPE_CHECKING:
-    from asyncclient.upload import ItemLike, UploadResult
-    from asyncclient.watch import RunWatcher, WatchOptions
+from asyncclient.upload import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_PARTS_IN_FLIGHT,
+    ItemLike,
+    UploadResult,
+)
+from asyncclient.upload._batch import upload_many, upload_one
+from asyncclient.watch import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL, RunWatcher, WatchOptions
 
 __all__ = ["AsyncSession", "PartBody"]
 
@@ -72,23 +76,22 @@ T = TypeVar("T")
 LIST_RUNS_CONCURRENCY: Final = 8
 
 
-def _check_number(name: str, value: object, *, minimum: float, integer: bool = False) -> None:
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:  # type: ignore[operator]
-        kind = "a whole number" if integer else "a number"
-        raise ValidationError(f"{name} must be {kind} of at least {minimum:g}; got {value!r}")
+def _fitting_start(start: UploadStart, size: int) -> UploadStart:
+    """The start_upload answer, if its part size and count fit the file (ValueError, read as an
+    invalid answer, otherwise)."""
+    if start.part_bytes <= 0 or start.parts != -(-size // start.part_bytes):
+        raise ValueError(
+            f"partBytes {start.part_bytes} and parts {start.parts} do not fit a file of "
+            f"{size} bytes"
+        )
+    return start
 
 
-def _check_idempotency_key(key: object) -> str:
-    if key is None:
-        return str(uuid.uuid4())
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= 255
-        or not all(ch.isascii() and ch.isprintable() for ch in key)
-    ):
-        raise ValidationError("idempotency_key must be 1 to 255 printable ASCII characters")
-    return key
+def _echoing_part(part: UploadedPart, number: int) -> UploadedPart:
+    """The upload_part answer, if it names the part sent and gives an etag."""
+    if part.part_number != number or not part.etag:
+        raise ValueError(f"the answer named part {part.part_number} with etag {part.etag!r}")
+    return part
 
 
 def _run_body(
@@ -111,7 +114,7 @@ def _run_body(
             payload["buildIds"] = checked
     if build_id is not None:
         payload["buildId"] = proto.check_id("build", build_id)
-    return payload, _check_idempotency_key(idempotency_key)
+    return payload, proto.check_idempotency_key(idempotency_key)
 
 
 class AsyncSession:
@@ -153,14 +156,14 @@ class AsyncSession:
     ) -> None:
         key = proto.resolve_api_key(api_key, os.environ)
         self._base_url = proto.resolve_base_url(base_url, os.environ)
-        _check_number("timeout", timeout, minimum=0.001)
+        proto.check_number("timeout", timeout, minimum=0.001)
         if connect_timeout is not None:
-            _check_number("connect_timeout", connect_timeout, minimum=0.001)
-        _check_number("max_retries", max_retries, minimum=0, integer=True)
-        _check_number("backoff_base", backoff_base, minimum=0)
-        _check_number("backoff_max", backoff_max, minimum=0)
-        _check_number("max_retry_after", max_retry_after, minimum=0)
-        _check_number("connection_limit", connection_limit, minimum=1, integer=True)
+            proto.check_number("connect_timeout", connect_timeout, minimum=0.001)
+        proto.check_number("max_retries", max_retries, minimum=0, integer=True)
+        proto.check_number("backoff_base", backoff_base, minimum=0)
+        proto.check_number("backoff_max", backoff_max, minimum=0)
+        proto.check_number("max_retry_after", max_retry_after, minimum=0)
+        proto.check_number("connection_limit", connection_limit, minimum=1, integer=True)
         if client_session is not None and not isinstance(client_session, aiohttp.ClientSession):
             raise ValidationError("client_session must be an aiohttp.ClientSession")
         self._max_retry_after = float(max_retry_after)
@@ -234,16 +237,14 @@ class AsyncSession:
             "fileName": proto.check_file_name(file_name),
             "size": proto.check_size(size),
         }
-        if label is not None:
-            if not isinstance(label, str):
-                raise ValidationError("label must be a string (for example a commit id)")
+        if proto.check_label(label) is not None:
             payload["label"] = label
         return await self._t.request(
             "POST",
             f"/projects/{project_id}/builds",
             json=payload,
             op="start_upload",
-            decode=read_upload_start,
+            decode=lambda answer: _fitting_start(read_upload_start(answer), payload["size"]),
         )
 
     async def upload_part(
@@ -284,7 +285,7 @@ class AsyncSession:
             body=body,
             headers=headers,
             op="upload_part",
-            decode=read_uploaded_part,
+            decode=lambda answer: _echoing_part(read_uploaded_part(answer), part_number),
             transfer=True,
         )
 
@@ -380,7 +381,7 @@ class AsyncSession:
         itself passes 0).
         """
         if retries is not None:
-            _check_number("retries", retries, minimum=0, integer=True)
+            proto.check_number("retries", retries, minimum=0, integer=True)
         params: dict[str, str] = {}
         if test_id is not None:
             params["testId"] = proto.check_id("test", test_id)
@@ -412,11 +413,17 @@ class AsyncSession:
         ordered = [by_id[run_id] for run_id in wanted if run_id in by_id]
         return ordered if limit is None else ordered[:limit]
 
-    async def _list_runs_json(
-        self, batch: Sequence[str], retries: int | None = None
+    async def list_run_views(
+        self, run_ids: Sequence[str], *, retries: int | None = None
     ) -> list[Mapping[str, Any]]:
-        """One `GET /runs?ids=` of at most 50 ids already checked by the caller, answered as the
-        service's JSON objects: the run watcher builds a Run only for the runs that changed."""
+        """One `GET /runs?ids=` of at most 50 run ids, answered as the service's JSON objects,
+        not structured: for code that builds a Run only for the runs that changed, as the run
+        watcher does. `retries` overrides the session's max_retries for this request."""
+        batch = proto.check_run_ids(run_ids)
+        if len(batch) > proto.IDS_PER_REQUEST:
+            raise ValidationError(
+                f"list_run_views takes at most {proto.IDS_PER_REQUEST} run ids; use list_runs"
+            )
         return await self._t.request(
             "GET",
             "/runs",
@@ -509,18 +516,24 @@ class AsyncSession:
         path: str | os.PathLike[str],
         *,
         label: str | None = None,
-        concurrency: int = 4,
+        concurrency: int = DEFAULT_CONCURRENCY,
         progress: Callable[[int, int], object] | None = None,
         skip_existing: bool = False,
         journal_dir: str | os.PathLike[str] | None = None,
     ) -> Build:
-        """Start, upload the parts in parallel, complete; returns the checked, verified build.
+        """Upload one app build and return it checked and verified.
 
-        See asyncclient.upload.upload_build for the details (pre-flight, resume, checksums).
+        path: an .apk, an .app.zip, or an iOS Simulator .app folder (zipped on the fly). Parts go
+        up `concurrency` at a time; `progress(done_bytes, total_bytes)` follows them (see Progress).
+        skip_existing: return a ready build of the project with the same file name, size and sha256
+        instead of uploading. journal_dir: where the resume journal lives (default_journal_dir()).
+
+        Raises ValidationError (found before any upload request), BuildRejectedError (the devices
+        cannot run it; .problems), ChecksumMismatchError, or the session's ApiError/TransportError.
+        A build whose sha256 the service never reports is returned unverified (Build.sha256 None),
+        with a warning logged.
         """
-        from asyncclient.upload import upload_build
-
-        return await upload_build(
+        return await upload_one(
             self,
             project_id,
             path,
@@ -536,7 +549,7 @@ class AsyncSession:
         items: "Iterable[ItemLike]",
         *,
         project_id: str | None = None,
-        max_parts_in_flight: int = 16,
+        max_parts_in_flight: int = DEFAULT_MAX_PARTS_IN_FLIGHT,
         concurrency: int | None = None,
         progress: Callable[[Path, int, int], object] | None = None,
         skip_existing: bool = False,
@@ -547,10 +560,8 @@ class AsyncSession:
 
         items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
         else to `project_id`. One result per item, in input order: the build or the error; one
-        failing build does not stop the others. See asyncclient.upload.upload_builds.
+        failing build does not stop the others. See asyncclient.upload._batch.upload_many.
         """
-        from asyncclient.upload import upload_many
-
         return await upload_many(
             self,
             items,
@@ -567,19 +578,15 @@ class AsyncSession:
         self,
         run_ids: Iterable[str],
         *,
-        interval: float = 3.0,
-        max_interval: float = 30.0,
+        interval: float = DEFAULT_INTERVAL,
+        max_interval: float = DEFAULT_MAX_INTERVAL,
         timeout: float | None = None,
         stop_on_timeout: bool = False,
-        **options: "Unpack[WatchOptions]",
-    ) -> "RunWatcher":
-        """`async for run in session.watch_runs(ids)`: a Run each time a run's status changes.
-
-        See asyncclient.watch.RunWatcher for every option.
-        """
-        from asyncclient.watch import watch_runs
-
-        return watch_runs(
+        **options: Unpack[WatchOptions],
+    ) -> RunWatcher:
+        """`async for run in session.watch_runs(ids)`: a Run each time a run's status changes;
+        each run's last one is its final view. See RunWatcher for every option."""
+        return RunWatcher(
             self,
             run_ids,
             interval=interval,
@@ -593,24 +600,36 @@ class AsyncSession:
         self,
         run_ids: Iterable[str],
         *,
-        interval: float = 3.0,
-        max_interval: float = 30.0,
-        timeout: float | None = None,  # noqa: ASYNC109 - spans many sweeps, then stops runs
+        interval: float = DEFAULT_INTERVAL,
+        max_interval: float = DEFAULT_MAX_INTERVAL,
+        # The deadline spans many sweeps and ends with stopping runs: asyncio.timeout cannot.
+        timeout: float | None = None,  # noqa: ASYNC109
         stop_on_timeout: bool = False,
-        **options: "Unpack[WatchOptions]",
+        **options: Unpack[WatchOptions],
     ) -> list[Run]:
-        """Wait until every run is final; their final views in the order asked."""
-        from asyncclient.watch import wait_for_runs
+        """Wait until every run is final; returns their final views in the order asked.
 
-        return await wait_for_runs(
-            self,
-            run_ids,
+        Raises WatchTimeoutError when `timeout` passes first, and UnknownRunsError (naming the
+        ids, carrying the final runs of the others) when the service did not know some ids.
+        """
+        if isinstance(run_ids, str | bytes):
+            raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
+        asked = list(run_ids)
+        async with self.watch_runs(
+            asked,
             interval=interval,
             max_interval=max_interval,
             timeout=timeout,
             stop_on_timeout=stop_on_timeout,
             **options,
-        )
+        ) as watcher:
+            async for _ in watcher:
+                pass
+        if watcher.unknown:
+            known = tuple(run for run in watcher.runs.values() if run.id not in watcher.unknown)
+            raise UnknownRunsError(watcher.unknown, known)
+        views = watcher.runs
+        return [views[run_id] for run_id in asked]
 
 
 def _ignore(_payload: Any) -> None:

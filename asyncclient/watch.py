@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
+from asyncclient import _protocol as proto
 from asyncclient._converter import structure_hook
-from asyncclient._protocol import check_id, is_retryable_status
+from asyncclient._protocol import IDS_PER_REQUEST, check_id, is_retryable_status
 from asyncclient.errors import (
     ApiError,
     AsyncClientError,
@@ -25,7 +25,6 @@ from asyncclient.errors import (
     RateLimitedError,
     ServerError,
     TransportError,
-    UnknownRunsError,
     ValidationError,
     WatchTimeoutError,
 )
@@ -41,14 +40,10 @@ __all__ = [
     "IDS_PER_REQUEST",
     "RunWatcher",
     "WatchOptions",
-    "wait_for_runs",
-    "watch_runs",
 ]
 
 log = logging.getLogger("asyncclient.watch")
 
-IDS_PER_REQUEST: Final = 50
-"""The most run ids one List runs request may carry (the service's limit)."""
 DEFAULT_INTERVAL: Final = 3.0
 """Seconds between sweeps while runs keep changing (before jitter)."""
 DEFAULT_MAX_INTERVAL: Final = 30.0
@@ -194,21 +189,6 @@ def _retry_after(error: AsyncClientError) -> float | None:
     return None
 
 
-def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValidationError(f"{name} must be a number of seconds; got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = "0 or more" if allow_zero else "above 0"
-        raise ValidationError(f"{name} must be {bound}; got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: int, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValidationError(f"{name} must be a whole number of at least {minimum}; got {value!r}")
-    return value
-
-
 def _check_ids(run_ids: Iterable[str]) -> list[str]:
     if isinstance(run_ids, str | bytes):
         raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
@@ -271,8 +251,8 @@ class RunWatcher:
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
-        interval = _positive("interval", interval)
-        max_interval = _positive("max_interval", max_interval)
+        interval = proto.check_seconds("interval", interval)
+        max_interval = proto.check_seconds("max_interval", max_interval)
         if max_interval < interval:
             raise ValidationError(
                 f"max_interval ({max_interval:g}) must be at least interval ({interval:g})"
@@ -281,19 +261,19 @@ class RunWatcher:
             raise ValidationError(f"growth must be a number of at least 1; got {growth!r}")
         if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
             raise ValidationError(f"jitter must be a fraction from 0 to below 1; got {jitter!r}")
-        self._timeout = None if timeout is None else _positive("timeout", timeout)
+        self._timeout = None if timeout is None else proto.check_seconds("timeout", timeout)
         self._session = session
-        self._tracker = _Tracker(_count("unknown_after", unknown_after))
+        self._tracker = _Tracker(proto.check_count("unknown_after", unknown_after))
         self._pacer = _Pacer(
             interval, max_interval, float(growth), float(jitter), rng or random.Random()
         )
         self._stop_on_timeout = stop_on_timeout
         self._stop_on_cancel = stop_on_cancel
         self._follow = follow
-        self._max_failed_sweeps = _count("max_failed_sweeps", max_failed_sweeps)
-        self._concurrency = _count("concurrency", concurrency)
-        self._stop_concurrency = _count("stop_concurrency", stop_concurrency)
-        self._stop_timeout = _positive("stop_timeout", stop_timeout)
+        self._max_failed_sweeps = proto.check_count("max_failed_sweeps", max_failed_sweeps)
+        self._concurrency = proto.check_count("concurrency", concurrency)
+        self._stop_concurrency = proto.check_count("stop_concurrency", stop_concurrency)
+        self._stop_timeout = proto.check_seconds("stop_timeout", stop_timeout)
         self._sleep = sleep
         self._clock = clock
         self._tracker.add(_check_ids(run_ids))
@@ -480,7 +460,7 @@ class RunWatcher:
                 self.requests += 1
                 try:
                     # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                    raw = await self._session._list_runs_json(batch, retries=0)
+                    raw = await self._session.list_run_views(batch, retries=0)
                 except AsyncClientError as exc:
                     return exc
             return record(batch, raw)
@@ -599,66 +579,3 @@ class RunWatcher:
             ids[start : start + IDS_PER_REQUEST] for start in range(0, len(ids), IDS_PER_REQUEST)
         ]
         await self._fetch(batches)  # each answer updates the views; errors keep the old ones
-
-
-def watch_runs(
-    session: AsyncSession,
-    run_ids: Iterable[str],
-    *,
-    interval: float = DEFAULT_INTERVAL,
-    max_interval: float = DEFAULT_MAX_INTERVAL,
-    timeout: float | None = None,
-    stop_on_timeout: bool = False,
-    **options: Unpack[WatchOptions],
-) -> RunWatcher:
-    """A RunWatcher over `run_ids`: `async for run in watch_runs(session, ids): ...`.
-
-    Yields a Run whenever a run's status changes; each run's last yield is its final view.
-    See RunWatcher for every option.
-    """
-    return RunWatcher(
-        session,
-        run_ids,
-        interval=interval,
-        max_interval=max_interval,
-        timeout=timeout,
-        stop_on_timeout=stop_on_timeout,
-        **options,
-    )
-
-
-async def wait_for_runs(
-    session: AsyncSession,
-    run_ids: Iterable[str],
-    *,
-    interval: float = DEFAULT_INTERVAL,
-    max_interval: float = DEFAULT_MAX_INTERVAL,
-    # The deadline spans many sweeps and ends with stopping runs: asyncio.timeout cannot.
-    timeout: float | None = None,  # noqa: ASYNC109
-    stop_on_timeout: bool = False,
-    **options: Unpack[WatchOptions],
-) -> list[Run]:
-    """Wait until every run is final; returns their final views in the order asked.
-
-    Raises WatchTimeoutError when `timeout` passes first, and UnknownRunsError (naming the ids,
-    carrying the final runs of the others) when the service did not know some ids.
-    """
-    if isinstance(run_ids, str | bytes):
-        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
-    asked = list(run_ids)
-    async with watch_runs(
-        session,
-        asked,
-        interval=interval,
-        max_interval=max_interval,
-        timeout=timeout,
-        stop_on_timeout=stop_on_timeout,
-        **options,
-    ) as watcher:
-        async for _ in watcher:
-            pass
-    if watcher.unknown:
-        known = tuple(run for run in watcher.runs.values() if run.id not in watcher.unknown)
-        raise UnknownRunsError(watcher.unknown, known)
-    views = watcher.runs
-    return [views[run_id] for run_id in asked]

@@ -75,7 +75,6 @@ def _instrument(session: Any, marks: dict[str, float]) -> None:
 
 async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     from asyncclient import AsyncSession
-    from asyncclient.upload import upload_build, upload_builds
 
     marks: dict[str, float] = {}
     journal = tempfile.mkdtemp(prefix="bench-journal-")
@@ -85,8 +84,7 @@ async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
             cpu0, _ = _usage(resource.RUSAGE_SELF)
             began = time.perf_counter()
             if len(spec["files"]) == 1:
-                build = await upload_build(
-                    session,
+                build = await session.upload_build(
                     spec["project"],
                     spec["files"][0],
                     concurrency=spec["concurrency"],
@@ -94,10 +92,9 @@ async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
                 )
                 builds = [build]
             else:
-                results = await upload_builds(
-                    session,
-                    spec["project"],
+                results = await session.upload_builds(
                     spec["files"],
+                    project_id=spec["project"],
                     max_parts_in_flight=spec["max_parts_in_flight"],
                     journal_dir=journal,
                 )

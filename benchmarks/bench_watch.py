@@ -28,8 +28,9 @@ from typing import Any
 import aiohttp
 
 from asyncclient import AsyncSession
+from asyncclient._protocol import IDS_PER_REQUEST
 from asyncclient.models import Run
-from asyncclient.watch import IDS_PER_REQUEST, RunWatcher
+from asyncclient.watch import RunWatcher
 
 KEY = "bench-run"
 OUTCOMES = ("passed", "failed", "blocked", "inconclusive", "error")

@@ -28,7 +28,7 @@ import attrs
 import pytest
 from body_paths import BodyPath
 
-import asyncclient.upload as upload_module
+import asyncclient.upload._transfer as upload_module
 from asyncclient import AsyncSession, PartBody
 from asyncclient.errors import (
     BuildRejectedError,
@@ -47,8 +47,6 @@ from asyncclient.upload import (
     UploadResult,
     default_journal_dir,
     inspect_build_file,
-    upload_build,
-    upload_builds,
 )
 
 PART = 64 * 1024
@@ -160,8 +158,8 @@ async def test_parts_go_up_in_parallel_up_to_concurrency(
     apk = make_apk(tmp_path / "shop.apk", parts=8)
     svc.conditions = SLOW
     server = ServerInFlight(svc, monkeypatch)
-    build = await upload_build(
-        client, svc.project_id, apk, concurrency=concurrency, label="abc123", journal_dir=journal
+    build = await client.upload_build(
+        svc.project_id, apk, concurrency=concurrency, label="abc123", journal_dir=journal
     )
     if concurrency == 1:
         assert server.peak == 1
@@ -199,7 +197,7 @@ async def test_etags_go_to_complete_in_part_order(
         return await complete(key, build_id, parts)
 
     monkeypatch.setattr(svc.backend, "complete_upload", spy)
-    await upload_build(client, svc.project_id, apk, concurrency=6, journal_dir=journal)
+    await client.upload_build(svc.project_id, apk, concurrency=6, journal_dir=journal)
     data = apk.read_bytes()
     expected = [(n, part_etag(data[(n - 1) * PART : n * PART])) for n in range(1, 7)]
     assert listed == [expected]
@@ -210,8 +208,8 @@ async def test_progress_counts_every_byte_once_and_ends_at_total(
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=5)
     seen: list[tuple[int, int]] = []
-    await upload_build(
-        client, svc.project_id, apk, progress=lambda d, t: seen.append((d, t)), journal_dir=journal
+    await client.upload_build(
+        svc.project_id, apk, progress=lambda d, t: seen.append((d, t)), journal_dir=journal
     )
     size = apk.stat().st_size
     assert seen[0] == (0, size)
@@ -239,7 +237,7 @@ async def test_the_parts_share_one_open_file(
         return await original(self)
 
     monkeypatch.setattr(PartBody, "open", spy)
-    build = await upload_build(client, svc.project_id, apk, concurrency=3, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, apk, concurrency=3, journal_dir=journal)
     assert stored_bytes(svc, build.id) == apk.read_bytes()
     expected = 0 if body_path.mode == "sendfile" else 6
     assert len(opened) == expected
@@ -272,7 +270,7 @@ async def test_a_failed_part_is_resent_alone(
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=6)
     svc.inject("upload_part", fault)
-    build = await upload_build(client, svc.project_id, apk, concurrency=3, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, apk, concurrency=3, journal_dir=journal)
     assert build.sha256 == sha256(apk)
     assert stored_bytes(svc, build.id) == apk.read_bytes()
     counts = part_requests(svc)
@@ -291,8 +289,7 @@ async def test_progress_winds_back_for_a_retried_part(
     apk = make_apk(tmp_path / "shop.apk", parts=4)
     svc.inject("upload_part", Fault("drop"))  # the emulator reads half the body, then cuts
     seen: list[int] = []
-    await upload_build(
-        client,
+    await client.upload_build(
         svc.project_id,
         apk,
         concurrency=1,
@@ -311,7 +308,7 @@ async def test_random_faults_on_a_tenth_of_the_parts(
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=40)
     svc.conditions = NetworkConditions(error_rate=0.05, drop_rate=0.05, ops={"upload_part"}, seed=7)
-    build = await upload_build(client, svc.project_id, apk, concurrency=8, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, apk, concurrency=8, journal_dir=journal)
     assert build.sha256 == sha256(apk)
     failed = [r for r in svc.requests_for("upload_part") if r.status != 200]
     assert failed  # the faults did happen
@@ -327,7 +324,7 @@ async def test_the_first_fatal_error_cancels_the_other_parts(
     before = client_tasks()
     async with AsyncSession(svc.run_key, svc.url, max_retries=0) as session:
         with pytest.raises(ServerError) as caught:
-            await upload_build(session, svc.project_id, apk, concurrency=4, journal_dir=journal)
+            await session.upload_build(svc.project_id, apk, concurrency=4, journal_dir=journal)
         assert caught.value.status == 500
         await asyncio.sleep(0)
         assert client_tasks() <= before  # no part, worker or hash task left running
@@ -347,8 +344,8 @@ async def test_a_progress_callback_that_raises_fails_the_upload(
             raise RuntimeError("the progress bar broke")
 
     with pytest.raises(RuntimeError, match="progress bar broke"):
-        await upload_build(
-            client, svc.project_id, apk, concurrency=1, progress=broken, journal_dir=journal
+        await client.upload_build(
+            svc.project_id, apk, concurrency=1, progress=broken, journal_dir=journal
         )
     assert ops(svc).count("upload_part") == 1  # failed after the part it was reporting
     assert ops(svc).count("complete_upload") == 0
@@ -374,7 +371,7 @@ async def test_a_different_sha256_from_the_service_is_an_error(
 
     monkeypatch.setattr(svc.backend, "complete_upload", damaged)
     with pytest.raises(ChecksumMismatchError) as caught:
-        await upload_build(client, svc.project_id, apk, journal_dir=journal)
+        await client.upload_build(svc.project_id, apk, journal_dir=journal)
     assert caught.value.expected == sha256(apk)
     assert caught.value.actual == "0" * 64
     assert journal_files(journal) == []  # nothing to resume: upload it again
@@ -394,7 +391,9 @@ async def test_sha256_missing_from_complete_is_read_with_get_build(
         return attrs.evolve(await complete(*args), sha256=None)
 
     monkeypatch.setattr(client, "complete_upload", without_sha)
-    (result,) = await upload_builds(client, svc.project_id, [apk], journal_dir=journal)
+    (result,) = await client.upload_builds(
+        project_id=svc.project_id, items=[apk], journal_dir=journal
+    )
     assert result.ok
     assert result.verified
     assert result.build is not None
@@ -420,8 +419,10 @@ async def test_a_service_that_never_reports_sha256_is_unverified_not_failed(
 
     monkeypatch.setattr(svc.backend, "complete_upload", no_sha)
     with caplog.at_level(logging.WARNING, logger="asyncclient.upload"):
-        (result,) = await upload_builds(client, svc.project_id, [apk], journal_dir=journal)
-        build = await upload_build(client, svc.project_id, apk, journal_dir=journal)
+        (result,) = await client.upload_builds(
+            project_id=svc.project_id, items=[apk], journal_dir=journal
+        )
+        build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
     assert result.ok
     assert not result.verified
     assert result.sha256 == sha256(apk)
@@ -441,7 +442,7 @@ async def test_a_file_changed_during_the_upload_is_refused(
         os.utime(apk, ns=(mtime + 10**9, mtime + 10**9))
 
     with pytest.raises(ValidationError, match="changed during the upload"):
-        await upload_build(client, svc.project_id, apk, progress=touch, journal_dir=journal)
+        await client.upload_build(svc.project_id, apk, progress=touch, journal_dir=journal)
     assert ops(svc).count("complete_upload") == 0
     assert journal_files(journal) == []
 
@@ -454,7 +455,7 @@ async def test_a_rejected_build_lists_the_problems(
 ) -> None:
     apk = make_apk(tmp_path / "old.apk", parts=2, abis=("armeabi-v7a",))
     with pytest.raises(BuildRejectedError) as caught:
-        await upload_build(client, svc.project_id, apk, journal_dir=journal)
+        await client.upload_build(svc.project_id, apk, journal_dir=journal)
     (problem,) = caught.value.problems
     assert "armeabi-v7a" in problem.message
     if dialect != "flat":  # flat says it in words only, and sends no build
@@ -543,7 +544,7 @@ async def test_local_problems_are_refused_before_any_request(
 ) -> None:
     temps_before = set(Path(tempfile.gettempdir()).glob("asyncclient-app-*"))
     with pytest.raises(ValidationError, match=re.escape(fix)):
-        await upload_build(client, svc.project_id, make(tmp_path), journal_dir=journal)
+        await client.upload_build(svc.project_id, make(tmp_path), journal_dir=journal)
     assert svc.requests == []
     assert set(Path(tempfile.gettempdir()).glob("asyncclient-app-*")) == temps_before
 
@@ -558,7 +559,7 @@ async def test_a_file_over_max_bytes_costs_only_the_listing(
         AsyncSession(svc.run_key, svc.url) as session,
     ):
         with pytest.raises(ValidationError, match=r"over the service's limit of 131072 bytes"):
-            await upload_build(session, svc.project_id, apk, journal_dir=journal)
+            await session.upload_build(svc.project_id, apk, journal_dir=journal)
         assert ops(svc) == ["list_builds"]
 
 
@@ -581,7 +582,7 @@ async def test_bad_arguments_are_refused_before_any_request(
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=1)
     with pytest.raises(ValidationError, match=fix):
-        await upload_build(client, project_id, apk, journal_dir=journal, **options)
+        await client.upload_build(project_id, apk, journal_dir=journal, **options)
     assert svc.requests == []
 
 
@@ -595,7 +596,7 @@ async def test_an_app_folder_is_zipped_on_the_fly(
     (app / "Frameworks").mkdir()
     (app / "Frameworks" / "Current").symlink_to("..")  # a link is stored, not followed
     temps_before = set(Path(tempfile.gettempdir()).glob("asyncclient-app-*"))
-    build = await upload_build(client, svc.project_id, app, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, app, journal_dir=journal)
     assert build.file_name == "Shop.app.zip"
     assert build.platform == "ios"
     assert build.app_id == "com.example.shop.ios"
@@ -610,7 +611,7 @@ async def test_an_app_folder_is_zipped_on_the_fly(
     assert set(Path(tempfile.gettempdir()).glob("asyncclient-app-*")) == temps_before
     # The zip is the same bytes every time, so skip_existing recognises the folder.
     svc.reset_requests()
-    again = await upload_build(client, svc.project_id, app, skip_existing=True, journal_dir=journal)
+    again = await client.upload_build(svc.project_id, app, skip_existing=True, journal_dir=journal)
     assert again.id == build.id
     assert "upload_part" not in ops(svc)
 
@@ -670,7 +671,7 @@ async def interrupted_upload(
         cancel_after_commits(svc, patch, commits, holder)
         holder.append(
             asyncio.create_task(
-                upload_build(session, svc.project_id, apk, concurrency=1, journal_dir=journal)
+                session.upload_build(svc.project_id, apk, concurrency=1, journal_dir=journal)
             )
         )
         with pytest.raises(asyncio.CancelledError):
@@ -702,10 +703,9 @@ async def test_a_cancelled_upload_resumes_with_only_the_missing_parts(
     svc.reset_requests()
 
     seen: list[int] = []
-    (result,) = await upload_builds(
-        client,
-        svc.project_id,
-        [UploadItem(apk, progress=lambda d, t: seen.append(d))],
+    (result,) = await client.upload_builds(
+        project_id=svc.project_id,
+        items=[UploadItem(apk, progress=lambda d, t: seen.append(d))],
         journal_dir=journal,
     )
     assert result.ok, result.error
@@ -734,7 +734,7 @@ async def test_resume_starts_over_when_the_service_forgot_the_build(
     async with AsyncSession(svc.edit_key, svc.url) as editor:
         await editor.delete_build(kept["buildId"])
     svc.reset_requests()
-    build = await upload_build(client, svc.project_id, apk, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
     assert build.id != kept["buildId"]
     assert build.sha256 == sha256(apk)
     assert ops(svc)[:3] == ["list_builds", "get_build", "start_upload"]
@@ -755,7 +755,7 @@ async def test_resume_starts_over_when_the_service_lost_the_parts(
     kept["etags"]["1"] = "f" * 64  # an etag the service never gave: complete refuses the list
     path.write_text(json.dumps(kept))
     svc.reset_requests()
-    build = await upload_build(client, svc.project_id, apk, journal_dir=journal)
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
     assert build.id != kept["buildId"]
     assert build.sha256 == sha256(apk)
     assert ops(svc).count("start_upload") == 1
@@ -769,11 +769,11 @@ async def test_resume_returns_a_build_the_lost_answer_had_completed(
     svc.inject("complete_upload", Fault("drop_after"))  # completed, then the answer is lost
     async with AsyncSession(svc.run_key, svc.url, max_retries=0) as session:
         with pytest.raises(TransportError):
-            await upload_build(session, svc.project_id, apk, journal_dir=journal)
+            await session.upload_build(svc.project_id, apk, journal_dir=journal)
         (kept,) = journal_files(journal)
         build_id = json.loads(kept.read_text())["buildId"]
         svc.reset_requests()
-        build = await upload_build(session, svc.project_id, apk, journal_dir=journal)
+        build = await session.upload_build(svc.project_id, apk, journal_dir=journal)
     assert build.id == build_id
     assert build.is_ready
     assert ops(svc) == ["list_builds", "get_build"]
@@ -799,13 +799,12 @@ async def test_skip_existing_returns_the_same_build_without_uploading(
     svc: FakeService, client: AsyncSession, tmp_path: Path, journal: Path
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=3)
-    first = await upload_build(client, svc.project_id, apk, journal_dir=journal)
+    first = await client.upload_build(svc.project_id, apk, journal_dir=journal)
     svc.reset_requests()
     seen: list[tuple[int, int]] = []
-    (result,) = await upload_builds(
-        client,
-        svc.project_id,
-        [UploadItem(apk, progress=lambda d, t: seen.append((d, t)))],
+    (result,) = await client.upload_builds(
+        project_id=svc.project_id,
+        items=[UploadItem(apk, progress=lambda d, t: seen.append((d, t)))],
         skip_existing=True,
         journal_dir=journal,
     )
@@ -821,12 +820,10 @@ async def test_skip_existing_uploads_a_same_size_file_with_other_bytes(
     svc: FakeService, client: AsyncSession, tmp_path: Path, journal: Path
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=2, seed=1)
-    first = await upload_build(client, svc.project_id, apk, journal_dir=journal)
+    first = await client.upload_build(svc.project_id, apk, journal_dir=journal)
     make_apk(tmp_path / "shop.apk", parts=2, seed=2)  # same name and size, other content
     svc.reset_requests()
-    second = await upload_build(
-        client, svc.project_id, apk, skip_existing=True, journal_dir=journal
-    )
+    second = await client.upload_build(svc.project_id, apk, skip_existing=True, journal_dir=journal)
     assert second.id != first.id
     assert second.sha256 == sha256(apk)
     assert ops(svc).count("get_build") == 1  # the candidate was checked and did not match
@@ -858,10 +855,9 @@ async def test_upload_builds_one_bad_build_does_not_stop_the_others(
     server = ServerInFlight(svc, monkeypatch)
     finished: list[UploadResult] = []
     progress: dict[Path, int] = {}
-    results = await upload_builds(
-        client,
-        svc.project_id,
-        items,
+    results = await client.upload_builds(
+        project_id=svc.project_id,
+        items=items,
         max_parts_in_flight=3,
         progress=lambda path, done, total: progress.__setitem__(path, done),
         on_result=finished.append,
@@ -893,7 +889,7 @@ async def test_journals_untouched_for_a_week_are_removed(
         path.write_text("{}")
     week_ago = time.time() - 8 * 86400
     os.utime(old, (week_ago, week_ago))
-    await upload_build(client, svc.project_id, make_apk(tmp_path / "a.apk", parts=1),
+    await client.upload_build(svc.project_id, make_apk(tmp_path / "a.apk", parts=1),
                        journal_dir=journal)  # fmt: skip
     assert not old.exists()
     assert recent.exists()
@@ -937,8 +933,8 @@ async def test_upload_builds_reports_a_refused_listing_for_every_item(
 ) -> None:
     apks = [make_apk(tmp_path / f"app{n}.apk", parts=1, seed=n) for n in range(2)]
     async with AsyncSession("wrong-key", svc.url) as session:
-        results = await upload_builds(
-            session, svc.project_id, [*apks, tmp_path / "gone.apk"], journal_dir=journal
+        results = await session.upload_builds(
+            project_id=svc.project_id, items=[*apks, tmp_path / "gone.apk"], journal_dir=journal
         )
     assert [type(r.error) for r in results] == [
         UnauthenticatedError,
@@ -961,7 +957,9 @@ async def test_cancelling_upload_builds_leaves_nothing_running(
     cancel_after_commits(svc, monkeypatch, 5, holder)
     holder.append(
         asyncio.create_task(
-            upload_builds(client, svc.project_id, apks, max_parts_in_flight=4, journal_dir=journal)
+            client.upload_builds(
+                project_id=svc.project_id, items=apks, max_parts_in_flight=4, journal_dir=journal
+            )
         )
     )
     with pytest.raises(asyncio.CancelledError):
@@ -993,7 +991,7 @@ async def test_cancelled_while_the_file_opens_leaves_it_closed(
         return file
 
     monkeypatch.setattr(upload_module, "open", slow_open, raising=False)
-    task = asyncio.create_task(upload_build(client, svc.project_id, apk, journal_dir=journal))
+    task = asyncio.create_task(client.upload_build(svc.project_id, apk, journal_dir=journal))
     assert await asyncio.to_thread(entered.wait, 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -1010,7 +1008,7 @@ async def test_upload_builds_refuses_an_unknown_item_shape(
     svc: FakeService, client: AsyncSession
 ) -> None:
     with pytest.raises(ValidationError, match="each item must be a path"):
-        await upload_builds(client, svc.project_id, [42])  # type: ignore[list-item]
+        await client.upload_builds(project_id=svc.project_id, items=[42])  # type: ignore[list-item]
     assert svc.requests == []
 
 
@@ -1029,8 +1027,8 @@ async def test_memory_stays_bounded_whatever_the_part_size(
     ):
         tracemalloc.start()
         try:
-            build = await upload_build(
-                session, svc.project_id, apk, concurrency=4, journal_dir=journal
+            build = await session.upload_build(
+                svc.project_id, apk, concurrency=4, journal_dir=journal
             )
             _current, peak = tracemalloc.get_traced_memory()
         finally:

@@ -24,7 +24,7 @@ from asyncclient.errors import (
 )
 from asyncclient.models import Run
 from asyncclient.testing import FakeService, Fault
-from asyncclient.watch import RunWatcher, _Pacer, _Tracker, wait_for_runs, watch_runs
+from asyncclient.watch import RunWatcher, _Pacer, _Tracker
 
 # --- pure parts -----------------------------------------------------------------------------------
 
@@ -268,7 +268,7 @@ async def test_sweeps_batch_fifty_ids_and_skip_final_runs(
     ids = create(svc, "t_spread", 120) + create(svc, "t_fast", 15)
     svc.reset_requests()
     marks: list[tuple[int, int]] = []  # (requests so far, runs pending) at each pause
-    watcher = watch_runs(session, ids, **manual.options(interval=2.0))
+    watcher = session.watch_runs(ids, **manual.options(interval=2.0))
     manual.on_sleep = lambda _: marks.append(
         (len(svc.requests_for("list_runs")), len(watcher.pending))
     )
@@ -303,7 +303,7 @@ async def test_each_run_yields_queued_running_final_once(
 ) -> None:
     ids = create(svc, "t_fast", 2) + create(svc, "t_err", 1)
     seen: dict[str, list[str]] = {run_id: [] for run_id in ids}
-    async for run in watch_runs(session, ids, **manual.options()):
+    async for run in session.watch_runs(ids, **manual.options()):
         seen[run.id].append(str(run.status))
     assert seen == {
         ids[0]: ["queued", "running", "passed"],
@@ -317,13 +317,13 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
     svc: FakeService, session: AsyncSession, manual: ManualTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = create(svc, "t_fast", 120)
-    watcher = watch_runs(session, ids, **manual.options())
-    real = session._list_runs_json
+    watcher = session.watch_runs(ids, **manual.options())
+    real = session.list_run_views
     others_taken_in = False
 
-    async def first_answer_last(batch: list[str], retries: int | None = None) -> Any:
+    async def first_answer_last(batch: list[str], *, retries: int | None = None) -> Any:
         nonlocal others_taken_in
-        answer = await real(batch, retries)
+        answer = await real(batch, retries=retries)
         if batch[0] == ids[0]:
             # The other two answers are recorded while this one is still on its way: a sweep
             # does not hold every batch's decoded JSON until the last answer is in.
@@ -334,7 +334,7 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
                 await asyncio.sleep(0)
         return answer
 
-    monkeypatch.setattr(session, "_list_runs_json", first_answer_last)
+    monkeypatch.setattr(session, "list_run_views", first_answer_last)
     first_sweep = [await anext(watcher) for _ in range(120)]
     await watcher.aclose()
     assert others_taken_in
@@ -347,7 +347,7 @@ async def test_final_view_carries_the_results(
 ) -> None:
     (run_id,) = create(svc, "t_slow", 1)
     last: Run | None = None
-    async for run in watch_runs(session, [run_id], **manual.options(interval=5.0)):
+    async for run in session.watch_runs([run_id], **manual.options(interval=5.0)):
         last = run
     assert last is not None
     assert last.is_final
@@ -362,7 +362,7 @@ async def test_the_interval_grows_while_nothing_changes_and_snaps_back(
 ) -> None:
     ids = create(svc, "t_slow", 3)
     options = manual.options(interval=1.0, growth=1.5, max_interval=10.0)
-    async for _ in watch_runs(session, ids, **options):
+    async for _ in session.watch_runs(ids, **options):
         pass
     # t=0 queued (new: 1 s), t=1 same (1.5 s), t=2.5 running (back to 1 s), then growing.
     assert manual.sleeps[:8] == [1.0, 1.5, 1.0, 1.5, 2.25, 3.375, 5.0625, 7.59375]
@@ -375,7 +375,7 @@ async def test_unknown_ids_are_reported_after_three_sweeps(
 ) -> None:
     (known,) = create(svc, "t_fast", 1)
     events: list[str] = []
-    async with watch_runs(session, [known, "j_nosuchrun"], **manual.options()) as watcher:
+    async with session.watch_runs([known, "j_nosuchrun"], **manual.options()) as watcher:
         async for run in watcher:
             events.append(run.id)
     assert set(events) == {known}
@@ -383,7 +383,7 @@ async def test_unknown_ids_are_reported_after_three_sweeps(
     assert sum("j_nosuchrun" in batch for batch in list_requests(svc)) == 3
 
     with pytest.raises(UnknownRunsError) as caught:
-        await wait_for_runs(session, ["j_nosuchrun", known], **manual.options())
+        await session.wait_for_runs(["j_nosuchrun", known], **manual.options())
     assert caught.value.run_ids == ("j_nosuchrun",)
     assert [run.id for run in caught.value.runs] == [known]
     assert "j_nosuchrun" in str(caught.value)
@@ -397,7 +397,7 @@ async def test_429_pauses_the_whole_watcher_for_exactly_retry_after(
     svc.inject("list_runs", Fault("429", retry_after=7))
     paused_at: list[int] = []
     manual.on_sleep = lambda _: paused_at.append(len(svc.requests_for("list_runs")))
-    runs = await wait_for_runs(session, ids, **manual.options(interval=3.0))
+    runs = await session.wait_for_runs(ids, **manual.options(interval=3.0))
     assert [run.status for run in runs] == ["passed"] * 120
     assert manual.sleeps[0] == 7.0
     statuses = [r.status for r in svc.requests_for("list_runs")]
@@ -416,7 +416,7 @@ async def test_a_503_with_retry_after_pauses_the_whole_watcher_for_it(
     svc.inject("list_runs", Fault("503", retry_after=7))
     paused_at: list[int] = []
     manual.on_sleep = lambda _: paused_at.append(len(svc.requests_for("list_runs")))
-    runs = await wait_for_runs(session, ids, **manual.options(interval=3.0))
+    runs = await session.wait_for_runs(ids, **manual.options(interval=3.0))
     assert [run.status for run in runs] == ["passed"] * 120
     # Not the doubling pause of a failed sweep (3 s): the 7 s the service asked for.
     assert manual.sleeps[0] == 7.0
@@ -435,7 +435,7 @@ async def test_a_huge_retry_after_is_capped_by_the_sessions_max_retry_after(
     svc.inject("list_runs", Fault(kind, retry_after=86400))
     async with AsyncSession(KEY, svc.url, max_retry_after=max_retry_after) as capped:
         assert capped.max_retry_after == max_retry_after
-        runs = await wait_for_runs(capped, ids, **manual.options(interval=1.0))
+        runs = await capped.wait_for_runs(ids, **manual.options(interval=1.0))
     assert [run.status for run in runs] == ["passed"] * 3
     assert manual.sleeps[0] == max_retry_after
     assert max(manual.sleeps) == max_retry_after
@@ -448,7 +448,7 @@ async def test_transient_faults_are_retried_with_backoff(
     ids = create(svc, "t_slow", 3)
     svc.reset_requests()
     svc.inject("list_runs", Fault(kind, times=4))
-    runs = await wait_for_runs(session, ids, **manual.options(interval=1.0))
+    runs = await session.wait_for_runs(ids, **manual.options(interval=1.0))
     assert [run.status for run in runs] == ["failed"] * 3
     assert len([r for r in svc.requests_for("list_runs") if r.status != 200]) == 4
     # Doubling pauses after each failed sweep, then back to the interval. aiohttp itself sends
@@ -465,13 +465,13 @@ async def test_gives_up_after_max_failed_sweeps_in_a_row(
     svc.reset_requests()
     svc.inject("list_runs", Fault("503", times=3))
     with pytest.raises(ServerError):
-        await wait_for_runs(session, ids, **manual.options(max_failed_sweeps=3))
+        await session.wait_for_runs(ids, **manual.options(max_failed_sweeps=3))
     assert len(svc.requests_for("list_runs")) == 3
     assert manual.sleeps == [1.0, 2.0]
 
     svc.inject("list_runs", Fault("drop", times=4))
     with pytest.raises(TransportError):
-        await wait_for_runs(session, ids, **manual.options(max_failed_sweeps=2))
+        await session.wait_for_runs(ids, **manual.options(max_failed_sweeps=2))
     assert 2 <= len(svc.requests_for("list_runs")) - 3 <= 4  # see above: aiohttp may resend
 
 
@@ -482,7 +482,7 @@ async def test_an_authentication_error_ends_the_watch_at_once(
     svc.reset_requests()
     async with AsyncSession(api_key="not-a-key", base_url=svc.url) as bad:
         with pytest.raises(UnauthenticatedError):
-            await wait_for_runs(bad, ids, **manual.options())
+            await bad.wait_for_runs(ids, **manual.options())
     assert len(svc.requests) == 1
     assert manual.sleeps == []
 
@@ -492,7 +492,7 @@ async def test_timeout_raises_with_the_latest_views_and_leaves_runs_going(
 ) -> None:
     ids = create(svc, "t_slow", 2) + create(svc, "t_fast", 1)
     with pytest.raises(WatchTimeoutError) as caught:
-        await wait_for_runs(session, ids, **manual.options(interval=4.0), timeout=20)
+        await session.wait_for_runs(ids, **manual.options(interval=4.0), timeout=20)
     assert [(r.id, r.status) for r in caught.value.runs] == [
         (ids[0], "running"),
         (ids[1], "running"),
@@ -507,7 +507,7 @@ async def test_timeout_can_stop_the_runs_still_going(
     svc: FakeService, session: AsyncSession, manual: ManualTime
 ) -> None:
     ids = create(svc, "t_slow", 60) + create(svc, "t_fast", 1)
-    watcher = watch_runs(session, ids, **manual.options(), timeout=15, stop_on_timeout=True)
+    watcher = session.watch_runs(ids, **manual.options(), timeout=15, stop_on_timeout=True)
     with pytest.raises(WatchTimeoutError) as caught:
         async for _ in watcher:
             pass
@@ -557,7 +557,7 @@ async def test_cancelling_can_stop_the_runs_still_going(
     started = asyncio.Event()
 
     async def consume(stop: bool) -> None:
-        async for _ in watch_runs(session, ids, sleep=block_forever, stop_on_cancel=stop):
+        async for _ in session.watch_runs(ids, sleep=block_forever, stop_on_cancel=stop):
             started.set()
 
     task = asyncio.create_task(consume(False))
@@ -582,7 +582,7 @@ async def test_runs_can_be_added_to_a_running_watcher(
     first = create(svc, "t_fast", 1)
     later = create(svc, "t_err", 2)
     seen: list[tuple[str, str]] = []
-    watcher = watch_runs(session, first, **manual.options(interval=5.0))
+    watcher = session.watch_runs(first, **manual.options(interval=5.0))
     async for run in watcher:
         seen.append((run.id, str(run.status)))
         if len(seen) == 1:
@@ -601,7 +601,7 @@ async def test_closing_ends_a_waiting_iteration(svc: FakeService, session: Async
     ids = create(svc, "t_slow", 2)
     events: list[Run] = []
     both_seen = asyncio.Event()
-    watcher = watch_runs(session, ids, sleep=block_forever)
+    watcher = session.watch_runs(ids, sleep=block_forever)
 
     async def consume() -> None:
         async for run in watcher:
@@ -627,7 +627,7 @@ async def test_follow_keeps_waiting_for_added_runs_until_closed(
     first = create(svc, "t_err", 1)
     finals: list[str] = []
     final_seen = asyncio.Event()
-    async with watch_runs(session, first, **manual.options(), follow=True) as watcher:
+    async with session.watch_runs(first, **manual.options(), follow=True) as watcher:
 
         async def feed() -> None:
             await final_seen.wait()
@@ -649,7 +649,7 @@ async def test_wait_for_runs_returns_final_runs_in_the_order_asked(
     svc: FakeService, session: AsyncSession, manual: ManualTime
 ) -> None:
     slow, fast, err = create(svc, "t_slow", 1) + create(svc, "t_fast", 1) + create(svc, "t_err", 1)
-    runs = await wait_for_runs(session, [slow, fast, err, fast], **manual.options())
+    runs = await session.wait_for_runs([slow, fast, err, fast], **manual.options())
     assert [(r.id, str(r.status)) for r in runs] == [
         (slow, "failed"),
         (fast, "passed"),
@@ -657,4 +657,4 @@ async def test_wait_for_runs_returns_final_runs_in_the_order_asked(
         (fast, "passed"),
     ]
     assert all(r.is_final for r in runs)
-    assert await wait_for_runs(session, []) == []
+    assert await session.wait_for_runs([]) == []

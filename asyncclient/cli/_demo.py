@@ -111,7 +111,6 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
 async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
     from asyncclient.cli._upload import _display
     from asyncclient.testing.builders import build_apk
-    from asyncclient.upload import upload_builds
 
     def make_apk() -> int:  # 24 MiB written: in a thread, the emulator serves on this loop
         path = build_apk(
@@ -127,7 +126,10 @@ async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
     size = await asyncio.to_thread(make_apk)
     out.info(f"\n1. Upload a build: {apk} ({size >> 20} MiB, 4 parts in flight)")
     with _display(out, [apk]) as display:
-        result = (await upload_builds(session, project_id, [apk], progress=_per_file(display)))[0]
+        uploads = await session.upload_builds(
+            [apk], project_id=project_id, progress=_per_file(display)
+        )
+        result = uploads[0]
         display.finished(result)
     if result.error is not None:
         raise result.error

@@ -118,7 +118,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def upload(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.upload import UploadItem, default_journal_dir, upload_builds
+    from asyncclient.upload import UploadItem, default_journal_dir
 
     project_id = check_id(args.project_id, "project")
     files = [Path(name) for name in args.files]
@@ -130,10 +130,9 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
     async with open_session(args) as session:
         with display:
             try:
-                results = await upload_builds(
-                    session,
-                    project_id,
+                results = await session.upload_builds(
                     items,
+                    project_id=project_id,
                     max_parts_in_flight=args.max_parts_in_flight,
                     concurrency=args.concurrency,
                     skip_existing=args.skip_existing,

@@ -1,0 +1,292 @@
+"""The uploader's entry points: one build, or many at once across projects, sharing one budget;
+AsyncSession.upload_build / upload_builds call them."""
+
+import asyncio
+import logging
+import math
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from asyncclient import _protocol as proto
+from asyncclient.errors import (
+    ValidationError,
+)
+from asyncclient.models import Build
+from asyncclient.upload._budget import _Budget, _Window
+from asyncclient.upload._preflight import _preflight, _Source, _TempDirs
+from asyncclient.upload._transfer import _Context, _first_error, _Upload
+from asyncclient.upload._values import (
+    _LOOKAHEAD,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_PARTS_IN_FLIGHT,
+    ItemLike,
+    Progress,
+    UploadItem,
+    UploadResult,
+    default_journal_dir,
+)
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+
+
+__all__ = ["upload_many", "upload_one"]
+
+log = logging.getLogger("asyncclient.upload")
+
+
+def _journal_dir(journal_dir: "str | os.PathLike[str] | None") -> Path:
+    return default_journal_dir() if journal_dir is None else Path(journal_dir)
+
+
+async def upload_one(
+    session: "AsyncSession",
+    project_id: str,
+    path: "str | os.PathLike[str]",
+    *,
+    label: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: Progress | None = None,
+    skip_existing: bool = False,
+    journal_dir: "str | os.PathLike[str] | None" = None,
+) -> "Build":
+    """Upload one app build and return it checked and verified.
+
+    path: an .apk, an .app.zip, or an iOS Simulator .app folder (zipped on the fly). Parts go
+    up `concurrency` at a time; `progress(done_bytes, total_bytes)` follows them (see Progress).
+    skip_existing: return a ready build of the project with the same file name, size and sha256
+    instead of uploading. journal_dir: where the resume journal lives (default_journal_dir()).
+
+    Raises ValidationError (found before any upload request), BuildRejectedError (the devices
+    cannot run it; .problems), ChecksumMismatchError, or the session's ApiError/TransportError.
+    A build whose sha256 the service never reports is returned unverified (Build.sha256 None),
+    with a warning logged.
+    """
+    result = await _upload_items(
+        session,
+        project_id,
+        [UploadItem(Path(path), proto.check_label(label), progress)],
+        budget=_Budget(proto.check_count("concurrency", concurrency)),
+        concurrency=concurrency,
+        skip_existing=skip_existing,
+        journal_dir=journal_dir,
+        windowed=False,
+        progress=None,
+        on_result=None,
+        capture=False,
+    )
+    build = result[0].build
+    assert build is not None
+    return build
+
+
+async def upload_many(
+    session: "AsyncSession",
+    items: Iterable["ItemLike"],
+    *,
+    project_id: str | None = None,
+    max_parts_in_flight: int = DEFAULT_MAX_PARTS_IN_FLIGHT,
+    concurrency: int | None = None,
+    progress: Callable[[Path, int, int], object] | None = None,
+    skip_existing: bool = False,
+    journal_dir: "str | os.PathLike[str] | None" = None,
+    on_result: Callable[[UploadResult], object] | None = None,
+) -> list[UploadResult]:
+    """Upload many builds at once (`AsyncSession.upload_builds`); one result per item, in
+    input order.
+
+    items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
+    else to `project_id`. All uploads, of every project, share one budget of
+    `max_parts_in_flight` parts in flight (so 50 builds never open more connections than that);
+    each build sends at most `concurrency` parts at once (default: the whole budget). Builds start
+    in order and the next one starts while the budget still has room, so they finish one after
+    another. A failing build does not stop the others: its result carries the error.
+
+    progress(path, done_bytes, total_bytes) follows every build unless the item has its own
+    (done, total) callback; on_result(result) is called as each build finishes. Cancelling the
+    call cancels every upload and keeps their journals for a later resume.
+    """
+    listed = [_item(value) for value in items]
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(listed):
+        target = item.project_id or project_id
+        if target is None:
+            raise ValidationError(
+                f"no project for {item.path}: pass project_id= or UploadItem(..., project_id=...)"
+            )
+        groups.setdefault(proto.check_id("project", target), []).append(index)
+    budget = _Budget(proto.check_count("max_parts_in_flight", max_parts_in_flight))
+    per_build = (
+        max_parts_in_flight
+        if concurrency is None
+        else proto.check_count("concurrency", concurrency)
+    )
+    results: list[UploadResult | None] = [None] * len(listed)
+
+    async def one_project(target: str, indexes: list[int]) -> None:
+        done = await _upload_items(
+            session,
+            target,
+            [listed[i] for i in indexes],
+            budget=budget,
+            concurrency=per_build,
+            skip_existing=skip_existing,
+            journal_dir=journal_dir,
+            windowed=True,
+            progress=progress,
+            on_result=on_result,
+            capture=True,
+        )
+        for index, result in zip(indexes, done, strict=True):
+            results[index] = result
+
+    async with asyncio.TaskGroup() as group:
+        for target, indexes in groups.items():
+            group.create_task(one_project(target, indexes))
+    return [result for result in results if result is not None]
+
+
+def _item(value: object) -> UploadItem:
+    if isinstance(value, UploadItem):
+        proto.check_label(value.label)
+        return value
+    if isinstance(value, str | os.PathLike):
+        return UploadItem(Path(value))
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str | os.PathLike):
+        return UploadItem(Path(value[0]), proto.check_label(value[1]))
+    raise ValidationError(
+        f"each item must be a path, a (path, label) pair or an UploadItem; got {value!r}"
+    )
+
+
+async def _upload_items(
+    session: "AsyncSession",
+    project_id: str,
+    items: list[UploadItem],
+    *,
+    budget: _Budget,
+    concurrency: int,
+    skip_existing: bool,
+    journal_dir: "str | os.PathLike[str] | None",
+    windowed: bool,
+    progress: Callable[[Path, int, int], object] | None,
+    on_result: Callable[[UploadResult], object] | None,
+    capture: bool,
+) -> list[UploadResult]:
+    project_id = proto.check_id("project", project_id)
+    ctx = _Context(
+        session=session,
+        project_id=project_id,
+        budget=budget,
+        concurrency=concurrency,
+        skip_existing=bool(skip_existing),
+        journal_dir=_journal_dir(journal_dir),
+        window=_Window(_LOOKAHEAD * budget.limit) if windowed else None,
+    )
+    results: list[UploadResult | None] = [None] * len(items)
+    sources: list[_Source | None] = [None] * len(items)
+    temps = _TempDirs()
+
+    def settle(index: int, result: UploadResult) -> None:
+        results[index] = result
+        if on_result is not None:
+            on_result(result)
+
+    def failed(index: int, error: Exception) -> None:
+        item = items[index]
+        source = sources[index]
+        settle(
+            index,
+            UploadResult(
+                path=item.path,
+                label=item.label,
+                error=error,
+                info=None if source is None else source.info,
+            ),
+        )
+
+    try:
+        # 1. Local pre-flight of every item, in threads: no request for a local problem.
+        checked = await asyncio.gather(
+            *(asyncio.to_thread(_preflight, item.path, temps) for item in items),
+            return_exceptions=True,
+        )
+        for index, outcome in enumerate(checked):
+            if isinstance(outcome, _Source):
+                sources[index] = outcome
+            elif isinstance(outcome, Exception) and capture:
+                failed(index, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        pending = [i for i, source in enumerate(sources) if source is not None]
+        if not pending:
+            return [r for r in results if r is not None]
+
+        # 2. One list_builds: the size limit, the part size and the skip_existing candidates.
+        try:
+            ctx.listing = await session.list_builds(project_id)
+        except Exception as exc:
+            if not capture:
+                raise
+            for index in pending:
+                failed(index, exc)
+            return [r for r in results if r is not None]
+
+        # 3. The uploads, started in order while the window has room.
+        uploads: dict[int, _Upload] = {}
+        for index in pending:
+            source = sources[index]
+            assert source is not None
+            item = items[index]
+            callback = item.progress
+            if callback is None and progress is not None:
+                callback = _bind_path(progress, item.path)
+            uploads[index] = _Upload(ctx, index, source, item.label, callback)
+        turns = {index: asyncio.Event() for index in pending}
+
+        async def one(index: int) -> None:
+            upload = uploads[index]
+            await turns[index].wait()
+            try:
+                result = await upload.run()
+            except Exception as exc:
+                if not capture:
+                    raise
+                failed(index, exc)
+            else:
+                settle(index, result)
+            finally:
+                upload._adjust_window(0)
+                if upload.source.temp_dir is not None:
+                    await asyncio.to_thread(upload.source.cleanup)
+
+        async def starter() -> None:
+            part_bytes = max(1, ctx.listing.part_bytes) if ctx.listing else 1
+            for index in pending:
+                upload = uploads[index]
+                if ctx.window is not None:
+                    estimate = max(1, math.ceil(upload.source.size / part_bytes))
+                    await ctx.window.enter(estimate)
+                    upload.window_parts = estimate
+                turns[index].set()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(starter())
+                for index in pending:
+                    group.create_task(one(index))
+        except BaseExceptionGroup as failure:
+            first = _first_error(failure)
+            raise first from first.__cause__
+    finally:
+        await asyncio.to_thread(temps.close)
+    return [r for r in results if r is not None]
+
+
+def _bind_path(progress: Callable[[Path, int, int], object], path: Path) -> Progress:
+    def report(done: int, total: int) -> object:
+        return progress(path, done, total)
+
+    return report

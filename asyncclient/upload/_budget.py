@@ -1,0 +1,124 @@
+"""How many parts go up at once: the budget shared by every build of a call, each build's
+window within it, and the progress sink that reports bytes sent."""
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+from asyncclient.upload._values import Progress
+
+log = logging.getLogger("asyncclient.upload")
+
+
+class _Budget:
+    """At most `limit` parts in flight across every upload sharing it.
+
+    Waiters are served by priority (build order, then part number), not arrival, so the builds of
+    upload_builds finish one after another instead of all at the very end.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._waiters: list[tuple[tuple[int, int], int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, priority: tuple[int, int]) -> AsyncIterator[None]:
+        await self._acquire(priority)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, priority: tuple[int, int]) -> None:
+        if self.in_flight < self.limit and not self._waiters:
+            self._take()
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (priority, next(self._seq), future)
+        heapq.heappush(self._waiters, entry)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._release()  # granted just as we were cancelled: hand the slot on
+            else:
+                self._waiters.remove(entry)
+                heapq.heapify(self._waiters)
+            raise
+
+    def _take(self) -> None:
+        self.in_flight += 1
+
+    def _release(self) -> None:
+        self.in_flight -= 1
+        while self._waiters:
+            _priority, _seq, future = heapq.heappop(self._waiters)
+            if not future.done():
+                self._take()
+                future.set_result(None)
+                return
+
+
+class _Window:
+    """upload_builds: how many parts of started builds are still queued or in flight; the next
+    build starts only while that is below `limit`, so few builds are open at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.outstanding = 0
+        self._room = asyncio.Event()
+
+    async def enter(self, parts: int) -> None:
+        while self.outstanding >= self.limit:
+            self._room.clear()
+            await self._room.wait()
+        self.outstanding += parts
+
+    def leave(self, parts: int) -> None:
+        self.outstanding -= parts
+        if self.outstanding < self.limit:
+            self._room.set()
+
+
+class _ProgressSink:
+    """Counts the bytes of one build and forwards (done, total) to the caller's callback.
+
+    A callback that raises is not called again; its error fails the upload after the part.
+    """
+
+    __slots__ = ("callback", "done", "error", "total")
+
+    def __init__(self, total: int, callback: Progress | None) -> None:
+        self.total = total
+        self.done = 0
+        self.callback = callback
+        self.error: Exception | None = None
+
+    def add(self, delta: int) -> None:
+        self.done += delta
+        self.emit()
+
+    def set(self, done: int) -> None:
+        self.done = done
+        self.emit()
+
+    def emit(self) -> None:
+        if self.callback is None or self.error is not None:
+            return
+        try:
+            self.callback(self.done, self.total)
+        except Exception as exc:
+            self.error = exc
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error

@@ -1,0 +1,135 @@
+"""The resume journal: per build file, the build id, the part size and the etag of every part
+sent, so that an interrupted upload sends only the parts still missing."""
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    pass
+
+from asyncclient.upload._values import _JOURNAL_VERSION
+
+log = logging.getLogger("asyncclient.upload")
+
+_JOURNALS_IN_USE: set[Path] = set()
+
+
+JOURNAL_MAX_AGE: Final = 7 * 86400
+"""Seconds after which a journal that was not resumed is removed (its file changed, or the
+upload was abandoned): a journal is keyed by the file's size and mtime, so it is never reused
+for a changed file, and would otherwise stay forever."""
+_PRUNED: set[Path] = set()
+
+
+def _prune_journals(directory: Path) -> None:
+    """Remove journals (and leftover temp files) untouched for JOURNAL_MAX_AGE; once a process."""
+    if directory in _PRUNED:
+        return
+    _PRUNED.add(directory)
+    cutoff = time.time() - JOURNAL_MAX_AGE
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith((".json", ".tmp")) and entry.stat().st_mtime < cutoff:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+class _Journal:
+    """The resume record of one upload: a JSON file rewritten (temp file + rename) per part."""
+
+    def __init__(self, path: Path, identity: dict[str, Any]) -> None:
+        self.path = path
+        self.identity = identity
+        self.build_id: str | None = None
+        self.part_bytes = 0
+        self.etags: dict[int, str] = {}
+        self.broken = False
+
+    @classmethod
+    def open(cls, directory: Path, identity: dict[str, Any]) -> "_Journal | None":
+        _prune_journals(directory)
+        key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
+        path = directory / name
+        if path in _JOURNALS_IN_USE:
+            return None
+        _JOURNALS_IN_USE.add(path)
+        journal = cls(path, identity)
+        journal._load()
+        return journal
+
+    def close(self) -> None:
+        _JOURNALS_IN_USE.discard(self.path)
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring the unreadable upload journal %s: %s", self.path, exc)
+            return
+        try:
+            if data.get("version") != _JOURNAL_VERSION or data.get("identity") != self.identity:
+                return
+            build_id = data["buildId"]
+            part_bytes = data["partBytes"]
+            etags = {int(n): e for n, e in data["etags"].items()}
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return
+        if (
+            isinstance(build_id, str)
+            and isinstance(part_bytes, int)
+            and part_bytes > 0
+            and all(isinstance(e, str) and e for e in etags.values())
+        ):
+            self.build_id, self.part_bytes, self.etags = build_id, part_bytes, etags
+
+    def begin(self, build_id: str, part_bytes: int) -> None:
+        self.build_id, self.part_bytes, self.etags = build_id, part_bytes, {}
+        self.save()
+
+    def record(self, part_number: int, etag: str) -> None:
+        self.etags[part_number] = etag
+        self.save()
+
+    def forget(self) -> None:
+        self.build_id, self.part_bytes, self.etags = None, 0, {}
+        self.remove()
+
+    def save(self) -> None:
+        if self.broken or self.build_id is None:
+            return
+        data = {
+            "version": _JOURNAL_VERSION,
+            "identity": self.identity,
+            "buildId": self.build_id,
+            "partBytes": self.part_bytes,
+            "etags": {str(n): e for n, e in sorted(self.etags.items())},
+        }
+        # Small and synchronous on purpose: an executor hop per part would cost more than the
+        # write, and no await between the record and the rename keeps parts from interleaving.
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            os.replace(temp, self.path)
+        except OSError as exc:
+            self.broken = True
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            log.warning(
+                "cannot write the upload journal %s (%s): this upload cannot be resumed",
+                self.path,
+                exc.strerror or exc,
+            )
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)

@@ -1,0 +1,395 @@
+"""One build's upload: resume or start, the parts in parallel within the budget, complete, and
+the checksum compared with the service's."""
+
+import asyncio
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import attrs
+
+from asyncclient._bodies import PartBody
+from asyncclient._opening import open_unleaked
+from asyncclient.errors import (
+    BadRequestError,
+    BuildRejectedError,
+    ChecksumMismatchError,
+    NotFoundError,
+    ValidationError,
+)
+from asyncclient.models import Build, BuildList, UploadedPart
+from asyncclient.upload._budget import _Budget, _ProgressSink, _Window
+from asyncclient.upload._hashing import _Hasher
+from asyncclient.upload._journal import _Journal
+from asyncclient.upload._preflight import _Source
+from asyncclient.upload._values import Progress, UploadResult
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+
+
+log = logging.getLogger("asyncclient.upload")
+
+
+@attrs.define
+class _Context:
+    """What the uploads of one call share."""
+
+    session: "AsyncSession"
+    project_id: str
+    budget: _Budget
+    concurrency: int
+    skip_existing: bool
+    journal_dir: Path
+    listing: "BuildList | None" = None
+    window: _Window | None = None
+
+
+class _Restart(Exception):
+    """A resumed upload cannot go on (the service lost its parts): start it over."""
+
+
+class _Upload:
+    """One build: pre-flighted source in, UploadResult out (or an exception)."""
+
+    def __init__(
+        self,
+        ctx: _Context,
+        index: int,
+        source: _Source,
+        label: str | None,
+        progress: Progress | None,
+    ) -> None:
+        self.ctx = ctx
+        self.index = index
+        self.source = source
+        self.label = label
+        self.sink = _ProgressSink(source.size, progress)
+        self.sha256 = source.sha256
+        self.parts_sent = 0
+        self.bytes_sent = 0
+        self.resumed = False
+        self.window_parts = 0  # this build's share of ctx.window still counted
+
+    @property
+    def shown(self) -> str:
+        return os.fspath(self.source.given)
+
+    async def run(self) -> UploadResult:
+        started = time.perf_counter()
+        ctx = self.ctx
+        assert ctx.listing is not None
+        if self.source.size > ctx.listing.max_bytes:
+            raise ValidationError(
+                f"{self.shown} is {self.source.size} bytes, over the service's limit of "
+                f"{ctx.listing.max_bytes} bytes (maxBytes): make the app smaller (strip debug "
+                "symbols, or build one apk per ABI)"
+            )
+        if ctx.skip_existing:
+            existing = await self._find_existing(ctx.listing)
+            if existing is not None:
+                self.sink.set(self.source.size)
+                return self._result(existing, started, verified=True, skipped=True)
+        journal = self._open_journal()
+        try:
+            try:
+                build = await self._upload(journal, resume=True)
+            except _Restart:
+                log.info("%s: the service lost the earlier parts; starting over", self.shown)
+                self.resumed = False
+                if journal is not None:
+                    journal.forget()
+                build = await self._upload(journal, resume=False)
+            if build.sha256 is None:
+                # Complete's answer lacked it; the single view carries it.
+                build = await ctx.session.get_build(build.id)
+            verified = self._verify(build)
+        except (BuildRejectedError, ChecksumMismatchError, ValidationError):
+            # Nothing to resume: the build is checked and refused, or the file is not what was
+            # sent (it changed, or the bytes were damaged on the way).
+            if journal is not None:
+                journal.forget()
+            raise
+        finally:
+            if journal is not None:
+                journal.close()
+        if journal is not None:
+            journal.remove()
+        return self._result(build, started, verified=verified)
+
+    def _result(
+        self, build: "Build", started: float, *, verified: bool, skipped: bool = False
+    ) -> UploadResult:
+        return UploadResult(
+            path=self.source.given,
+            label=self.label,
+            build=build,
+            sha256=self.sha256,
+            verified=verified,
+            skipped=skipped,
+            resumed=self.resumed,
+            parts_sent=self.parts_sent,
+            bytes_sent=self.bytes_sent,
+            elapsed=time.perf_counter() - started,
+            info=self.source.info,
+        )
+
+    def _open_journal(self) -> _Journal | None:
+        src = self.source
+        identity = {
+            "baseUrl": self.ctx.session.base_url,
+            "projectId": self.ctx.project_id,
+            "path": os.path.abspath(src.given),
+            "size": src.size,
+            # A zipped folder has a new temp file each time: its content identifies it.
+            "mtimeNs": src.mtime_ns if src.sha256 is None else None,
+            "sha256": src.sha256,
+            "fileName": src.file_name,
+            "label": self.label,
+        }
+        return _Journal.open(self.ctx.journal_dir, identity)
+
+    async def _local_sha256(self) -> str:
+        if self.sha256 is None:
+            hasher = _Hasher(self.source.send_path, self.source.size)
+            try:
+                self.sha256 = await hasher.result()
+            finally:
+                await hasher.stop()
+        return self.sha256
+
+    async def _find_existing(self, listing: "BuildList") -> "Build | None":
+        """A ready build of the project with this file's name, size and sha256."""
+        candidates = [
+            b
+            for b in listing.builds
+            if b.is_ready and b.file_name == self.source.file_name and b.size == self.source.size
+        ]
+        if not candidates:
+            return None
+        local = await self._local_sha256()
+        for candidate in candidates:
+            try:
+                build = await self.ctx.session.get_build(candidate.id)
+            except NotFoundError:
+                continue  # deleted since the listing
+            if build.is_ready and build.sha256 == local:
+                log.info(
+                    "%s: build %s has the same sha256; not uploading again", self.shown, build.id
+                )
+                return build
+        return None
+
+    async def _upload(self, journal: _Journal | None, *, resume: bool) -> "Build":
+        hashers: list[_Hasher] = []
+        try:
+            return await self._upload_with(hashers, journal, resume=resume)
+        finally:
+            for hasher in hashers:
+                await hasher.stop()
+
+    async def _upload_with(
+        self, hashers: "list[_Hasher]", journal: _Journal | None, *, resume: bool
+    ) -> "Build":
+        session = self.ctx.session
+        src = self.source
+        build_id: str | None = None
+        part_bytes = 0
+        etags: dict[int, str] = {}
+        if resume and journal is not None and journal.build_id is not None:
+            # May hash the file itself (to check a build the lost answer had completed).
+            resumed = await self._resume(journal)
+            if isinstance(resumed, tuple):
+                build_id, part_bytes, etags = resumed
+                self.resumed = True
+            elif resumed is not None:
+                self.sink.set(src.size)
+                return resumed
+        # The hash starts now, so that it runs while start_upload is on its way.
+        hasher = None if self.sha256 is not None else _Hasher(src.send_path, src.size)
+        if hasher is not None:
+            hashers.append(hasher)
+        if build_id is None:
+            start = await session.start_upload(
+                self.ctx.project_id, src.file_name, src.size, label=self.label
+            )
+            build_id, part_bytes = start.id, start.part_bytes
+            if journal is not None:
+                journal.begin(build_id, part_bytes)
+        parts = -(-src.size // part_bytes)
+        missing = [n for n in range(1, parts + 1) if n not in etags]
+        self.sink.set(src.size - sum(self._length(n, part_bytes) for n in missing))
+        self._adjust_window(len(missing))
+        try:
+            if missing:
+                await self._send(build_id, part_bytes, missing, etags, journal)
+            self.sink.check()
+            # The local checksum before completing: a file that changed under the upload is
+            # refused here, before the service holds a ready build made of it.
+            if hasher is not None:
+                self.sha256 = await hasher.result()
+            self._check_unchanged()
+            uploaded = self._part_list(etags, parts)
+            try:
+                build = await session.complete_upload(build_id, uploaded)
+            except BadRequestError as exc:
+                if self.resumed and exc.code == "invalid_parts":
+                    raise _Restart from exc
+                raise
+            return build
+        finally:
+            self._adjust_window(0)
+
+    async def _resume(self, journal: _Journal) -> "tuple[str, int, dict[int, str]] | Build | None":
+        """The journalled upload to continue, a build it already finished, or None (start over)."""
+        assert journal.build_id is not None
+        try:
+            build = await self.ctx.session.get_build(journal.build_id)
+        except NotFoundError:
+            log.info(
+                "%s: the service no longer knows build %s; starting over",
+                self.shown,
+                journal.build_id,
+            )
+            journal.forget()
+            return None
+        if build.status_kind == "uploading" and build.size in (None, self.source.size):
+            parts = -(-self.source.size // journal.part_bytes)
+            etags = {n: e for n, e in journal.etags.items() if 1 <= n <= parts}
+            log.info(
+                "%s: resuming build %s, %d of %d parts already sent",
+                self.shown,
+                build.id,
+                len(etags),
+                parts,
+            )
+            return build.id, journal.part_bytes, etags
+        if build.is_ready and build.sha256 and build.sha256 == await self._local_sha256():
+            self.resumed = True
+            return build  # completed by the earlier run; only its answer was lost
+        journal.forget()
+        return None
+
+    def _length(self, part_number: int, part_bytes: int) -> int:
+        offset = (part_number - 1) * part_bytes
+        return min(part_bytes, self.source.size - offset)
+
+    async def _send(
+        self,
+        build_id: str,
+        part_bytes: int,
+        missing: Sequence[int],
+        etags: dict[int, str],
+        journal: _Journal | None,
+    ) -> None:
+        """Send the missing parts, at most ctx.concurrency at once within the shared budget."""
+        session = self.ctx.session
+        budget = self.ctx.budget
+        queue = deque(missing)
+        path = self.source.send_path
+        # One open file for all the parts: an attempt sends from it (sendfile, explicit
+        # offsets) without a trip to a thread to open and close the file for every part.
+        try:
+            shared = await _open_for_parts(path)
+        except OSError as exc:
+            raise ValidationError(f"cannot read {self.shown}: {exc.strerror}") from None
+
+        async def worker() -> None:
+            while queue:
+                number = queue.popleft()
+                length = self._length(number, part_bytes)
+                body = _part_body(path, (number - 1) * part_bytes, length, self.sink.add, shared)
+                async with budget.slot((self.index, number)):
+                    uploaded = await session.upload_part(build_id, number, body)
+                etags[number] = uploaded.etag
+                self.parts_sent += 1
+                self.bytes_sent += length
+                if journal is not None:
+                    journal.record(number, uploaded.etag)
+                self._adjust_window(self.window_parts - 1)
+                self.sink.check()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(self.ctx.concurrency, len(missing))):
+                    group.create_task(worker())
+        except BaseExceptionGroup as failed:
+            first = _first_error(failed)
+            raise first from first.__cause__
+        finally:
+            # Every attempt has let go of it: each waits for its body to stop going out.
+            shared.close()
+
+    def _adjust_window(self, parts: int) -> None:
+        window = self.ctx.window
+        if window is None or parts == self.window_parts:
+            return
+        window.leave(self.window_parts - parts)
+        self.window_parts = parts
+
+    def _part_list(self, etags: dict[int, str], parts: int) -> list[UploadedPart]:
+        missing = [n for n in range(1, parts + 1) if n not in etags]
+        if missing:  # every worker finished without error, so this is a bug, not the network
+            raise RuntimeError(f"parts {missing} have no etag after the upload")
+        return [UploadedPart(n, etags[n]) for n in range(1, parts + 1)]
+
+    def _check_unchanged(self) -> None:
+        src = self.source
+        try:
+            st = src.send_path.stat()
+        except OSError as exc:
+            raise ValidationError(
+                f"{self.shown} went away during the upload: {exc.strerror}"
+            ) from None
+        if st.st_size != src.size or st.st_mtime_ns != src.mtime_ns:
+            raise ValidationError(
+                f"{self.shown} changed during the upload: upload it again once it is written"
+            )
+
+    def _verify(self, build: "Build") -> bool:
+        """Compare sha256s; True when they match, False when the service reported none."""
+        local = self.sha256
+        assert local is not None
+        remote = build.sha256
+        if remote is None:
+            log.warning(
+                "%s: the service reported no sha256 for build %s: the upload is not verified",
+                self.shown,
+                build.id,
+            )
+            return False
+        if remote.lower() != local:
+            raise ChecksumMismatchError(
+                f"{self.shown}: the service's sha256 of build {build.id} is {remote}, the local "
+                f"file's is {local}: the bytes were damaged on the way; upload it again",
+                expected=local,
+                actual=remote,
+            )
+        return True
+
+
+async def _open_for_parts(path: Path) -> BinaryIO:
+    """open(path, "rb") in a thread that leaks nothing when cancelled."""
+    return await open_unleaked(
+        asyncio.to_thread(open, path, "rb", buffering=0), lambda file: file.close()
+    )
+
+
+def _part_body(
+    path: Path, offset: int, length: int, progress: Callable[[int], object], file: BinaryIO
+) -> Any:
+    # Imported here: importing this module stays free of aiohttp.
+
+    return PartBody(path, offset, length, progress=progress, file=file)
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first real error in a (possibly nested) group from a TaskGroup."""
+    first: BaseException = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first

@@ -1,0 +1,115 @@
+"""The uploader's public values and settings: items, results, local builds, defaults, the
+progress callback's shape, and where resume journals live."""
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeAlias
+
+import attrs
+
+from asyncclient.apps import AppInfo
+from asyncclient.models import Build
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_MAX_PARTS_IN_FLIGHT",
+    "STATE_DIR_ENV",
+    "ItemLike",
+    "LocalBuild",
+    "Progress",
+    "UploadItem",
+    "UploadResult",
+    "default_journal_dir",
+]
+
+log = logging.getLogger("asyncclient.upload")
+
+DEFAULT_CONCURRENCY: Final = 4
+"""Parts of one build in flight at once (upload_build)."""
+DEFAULT_MAX_PARTS_IN_FLIGHT: Final = 16
+"""Parts in flight at once across all the builds of one upload_builds call."""
+STATE_DIR_ENV: Final = "ASYNCCLIENT_STATE_DIR"
+
+ItemLike: TypeAlias = (
+    "str | os.PathLike[str] | tuple[str | os.PathLike[str], str | None] | UploadItem"
+)
+"""What upload_builds accepts per build: a path, a (path, label) pair, or an UploadItem."""
+
+Progress = Callable[[int, int], object]
+"""`progress(done_bytes, total_bytes)`, called as bytes go out. done_bytes goes down again when a
+part is retried (what its failed attempt had sent is wound back) and ends at total_bytes; a
+resumed upload starts at the bytes its earlier run already sent."""
+
+_CHUNK: Final = 1 << 20
+_JOURNAL_VERSION: Final = 1
+# upload_builds starts the next build while fewer than this many parts per budget slot are
+# queued or in flight, so its start request and the completion of the previous one overlap.
+_LOOKAHEAD: Final = 2
+
+
+def _to_path(value: "str | os.PathLike[str]") -> Path:
+    return Path(value)
+
+
+@attrs.frozen
+class UploadItem:
+    """One build for upload_builds: a file (or .app folder), its label, its own progress, and
+    its project when one call uploads to several projects."""
+
+    path: Path = attrs.field(converter=_to_path)
+    label: str | None = None
+    progress: Progress | None = attrs.field(default=None, eq=False)
+    project_id: str | None = None
+
+
+@attrs.frozen(eq=False)
+class UploadResult:
+    """What became of one item of upload_builds: `build` on success, else `error`.
+
+    sha256: the local file's checksum when it was computed; verified: the service reported the
+    same one (False when it reported none: the bytes could not be checked); skipped: an existing
+    ready build with the same checksum was returned and nothing uploaded; resumed: an interrupted
+    upload was continued from its journal; parts_sent: parts sent by this call; info: what the
+    pre-flight read from the app.
+    """
+
+    path: Path
+    label: str | None = None
+    build: "Build | None" = None
+    error: Exception | None = None
+    sha256: str | None = None
+    verified: bool = False
+    skipped: bool = False
+    resumed: bool = False
+    parts_sent: int = 0
+    bytes_sent: int = 0
+    elapsed: float = 0.0
+    info: AppInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.build is not None
+
+
+@attrs.frozen
+class LocalBuild:
+    """What the pre-flight reads from a build file: its upload name, size, app and checksum."""
+
+    path: Path
+    file_name: str
+    size: int
+    info: AppInfo
+    sha256: str | None = None
+
+
+def default_journal_dir() -> Path:
+    """Where resume journals live: $ASYNCCLIENT_STATE_DIR/uploads, else
+    $XDG_STATE_HOME/asyncclient/uploads, else ~/.local/state/asyncclient/uploads."""
+    state = os.environ.get(STATE_DIR_ENV)
+    if state:
+        return Path(state).expanduser() / "uploads"
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "asyncclient" / "uploads"
