@@ -14,6 +14,7 @@ import aiohttp
 
 from asyncclient import _protocol as proto
 from asyncclient._bodies import CHUNK_SIZE
+from asyncclient._operations import OPERATIONS
 from asyncclient._transport import Call, Transport
 from asyncclient.errors import TransportError, ValidationError
 
@@ -34,7 +35,7 @@ async def download_run_file(
             f"cannot save to {target}: the folder {target.parent} does not exist "
             "(create it, or pass an existing folder as dest)"
         )
-    path = f"/runs/{run_id}/files/{rel}"
+    path = OPERATIONS["download_run_file"].path_for(run_id=run_id, file=rel)
     download = _Download(target, transport.api + path)
     call = Call(
         "GET",

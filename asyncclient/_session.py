@@ -24,6 +24,7 @@ from asyncclient import _protocol as proto
 from asyncclient._bodies import PartBody
 from asyncclient._converter import converter
 from asyncclient._download import download_run_file
+from asyncclient._operations import OPERATIONS
 from asyncclient._responses import (
     read_build,
     read_build_list,
@@ -209,20 +210,47 @@ class AsyncSession:
         """Close the connections (a client_session passed in is left open)."""
         await self._t.close()
 
+    async def _call(
+        self,
+        name: str,
+        decode: Callable[[Any], T],
+        /,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        body: bytes | PartBody | None = None,
+        headers: Mapping[str, str] | None = None,
+        retries: int | None = None,
+        transfer: bool = False,
+        ids: Mapping[str, str] | None = None,
+    ) -> T:
+        """One operation of the table (asyncclient._operations): its method and path, with the
+        path's ids filled in, retried as the table says it may be."""
+        operation = OPERATIONS[name]
+        return await self._t.request(
+            operation.method,
+            operation.path_for(**(ids or {})),
+            params=params,
+            json=json,
+            body=body,
+            headers=headers,
+            idempotent=operation.retry_safe,
+            op=name,
+            decode=decode,
+            retries=retries,
+            transfer=transfer,
+        )
+
     # --- builds ---------------------------------------------------------------------------------
 
     async def list_builds(self, project_id: str) -> BuildList:
         """The project's builds (newest first), the largest build size and the part size."""
         project_id = proto.check_id("project", project_id)
-        return await self._t.request(
-            "GET", f"/projects/{project_id}/builds", op="list_builds", decode=read_build_list
-        )
+        return await self._call("list_builds", read_build_list, ids={"project_id": project_id})
 
     async def get_build(self, build_id: str) -> Build:
         build_id = proto.check_id("build", build_id)
-        return await self._t.request(
-            "GET", f"/builds/{build_id}", op="get_build", decode=read_build
-        )
+        return await self._call("get_build", read_build, ids={"build_id": build_id})
 
     async def start_upload(
         self, project_id: str, file_name: str, size: int, label: str | None = None
@@ -239,12 +267,11 @@ class AsyncSession:
         }
         if proto.check_label(label) is not None:
             payload["label"] = label
-        return await self._t.request(
-            "POST",
-            f"/projects/{project_id}/builds",
+        return await self._call(
+            "start_upload",
+            lambda answer: _fitting_start(read_upload_start(answer), payload["size"]),
             json=payload,
-            op="start_upload",
-            decode=lambda answer: _fitting_start(read_upload_start(answer), payload["size"]),
+            ids={"project_id": project_id},
         )
 
     async def upload_part(
@@ -279,14 +306,13 @@ class AsyncSession:
         headers = (
             None if isinstance(body, PartBody) else {"Content-Type": "application/octet-stream"}
         )
-        return await self._t.request(
-            "PUT",
-            f"/builds/{build_id}/parts/{part_number}",
+        return await self._call(
+            "upload_part",
+            lambda answer: _echoing_part(read_uploaded_part(answer), part_number),
             body=body,
             headers=headers,
-            op="upload_part",
-            decode=lambda answer: _echoing_part(read_uploaded_part(answer), part_number),
             transfer=True,
+            ids={"build_id": build_id, "part_number": str(part_number)},
         )
 
     async def complete_upload(self, build_id: str, parts: Sequence[UploadedPart]) -> Build:
@@ -300,22 +326,18 @@ class AsyncSession:
         if not all(isinstance(part, UploadedPart) for part in listed):
             raise ValidationError("parts must hold the UploadedPart values upload_part returned")
         payload = {"parts": [converter.unstructure(part) for part in listed]}
-        return await self._t.request(
-            "POST",
-            f"/builds/{build_id}/complete",
-            json=payload,
-            op="complete_upload",
-            decode=read_build,
+        return await self._call(
+            "complete_upload", read_build, json=payload, ids={"build_id": build_id}
         )
 
     async def delete_build(self, build_id: str) -> None:
         """Delete a build (needs an edit key). A retry that finds it gone counts as done."""
         build_id = proto.check_id("build", build_id)
-        await self._delete(f"/builds/{build_id}", "delete_build")
+        await self._delete("delete_build", {"build_id": build_id})
 
-    async def _delete(self, path: str, op: str) -> None:
+    async def _delete(self, name: str, ids: Mapping[str, str]) -> None:
         try:
-            await self._t.request("DELETE", path, op=op, decode=_ignore)
+            await self._call(name, _ignore, ids=ids)
         except NotFoundError as exc:
             # An earlier attempt may have deleted it before its answer was lost.
             if exc.attempts <= 1:
@@ -334,13 +356,12 @@ class AsyncSession:
         reuses it on every retry, so retries never start a second run."""
         test_id = proto.check_id("test", test_id)
         payload, key = _run_body(mode, None, build_id, idempotency_key)
-        return await self._t.request(
-            "POST",
-            f"/tests/{test_id}/run",
+        return await self._call(
+            "run_test",
+            read_run_start,
             json=payload,
             headers={"Idempotency-Key": key},
-            op="run_test",
-            decode=read_run_start,
+            ids={"test_id": test_id},
         )
 
     async def run_project(
@@ -354,13 +375,12 @@ class AsyncSession:
         """Start a run of every test of a project; NotStartedError when none could start."""
         project_id = proto.check_id("project", project_id)
         payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
-        return await self._t.request(
-            "POST",
-            f"/projects/{project_id}/run",
+        return await self._call(
+            "run_project",
+            read_project_run_start,
             json=payload,
             headers={"Idempotency-Key": key},
-            op="run_project",
-            decode=read_project_run_start,
+            ids={"project_id": project_id},
         )
 
     async def list_runs(
@@ -392,9 +412,7 @@ class AsyncSession:
         if ids is None:
             if limit is not None:
                 params["limit"] = str(proto.check_limit(limit))
-            return await self._t.request(
-                "GET", "/runs", params=params, op="list_runs", decode=read_runs, retries=retries
-            )
+            return await self._call("list_runs", read_runs, params=params, retries=retries)
         if limit is not None:
             proto.check_limit(limit)
         wanted = proto.check_run_ids(ids)
@@ -424,13 +442,8 @@ class AsyncSession:
             raise ValidationError(
                 f"list_run_views takes at most {proto.IDS_PER_REQUEST} run ids; use list_runs"
             )
-        return await self._t.request(
-            "GET",
-            "/runs",
-            params={"ids": ",".join(batch)},
-            op="list_runs",
-            decode=read_raw_runs,
-            retries=retries,
+        return await self._call(
+            "list_runs", read_raw_runs, params={"ids": ",".join(batch)}, retries=retries
         )
 
     async def _list_run_batch(
@@ -438,24 +451,21 @@ class AsyncSession:
     ) -> list[Run]:
         # No limit goes to the service: its default (50) covers a whole batch.
         params = {**filters, "ids": ",".join(batch)}
-        return await self._t.request(
-            "GET", "/runs", params=params, op="list_runs", decode=read_runs, retries=retries
-        )
+        return await self._call("list_runs", read_runs, params=params, retries=retries)
 
     async def get_run(self, run_id: str) -> Run:
         run_id = proto.check_id("run", run_id)
-        return await self._t.request("GET", f"/runs/{run_id}", op="get_run", decode=read_run)
+        return await self._call("get_run", read_run, ids={"run_id": run_id})
 
     async def stop_run(self, run_id: str) -> str:
         """Stop a queued or running run; answers its status (cancelled). If an earlier attempt
         stopped it and only the answer was lost, the run's current status is returned."""
         run_id = proto.check_id("run", run_id)
         try:
-            return await self._t.request(
-                "POST", f"/runs/{run_id}/stop", op="stop_run", decode=read_status
-            )
+            return await self._call("stop_run", read_status, ids={"run_id": run_id})
         except ConflictError as exc:
-            if exc.attempts <= 1 or exc.code != "invalid_state":
+            # Whatever its code: on a retry, a refusal means an earlier attempt stopped it.
+            if exc.attempts <= 1:
                 raise
         return (await self.get_run(run_id)).status
 
@@ -476,9 +486,7 @@ class AsyncSession:
 
     async def list_endpoints(self, project_id: str) -> list[Endpoint]:
         project_id = proto.check_id("project", project_id)
-        return await self._t.request(
-            "GET", f"/projects/{project_id}/endpoints", op="list_endpoints", decode=read_endpoints
-        )
+        return await self._call("list_endpoints", read_endpoints, ids={"project_id": project_id})
 
     async def add_endpoint(
         self,
@@ -495,18 +503,13 @@ class AsyncSession:
         have reached the service (it could not connect)."""
         project_id = proto.check_id("project", project_id)
         payload = proto.check_endpoint(name, description, url, method, headers, body_template)
-        return await self._t.request(
-            "POST",
-            f"/projects/{project_id}/endpoints",
-            json=payload,
-            idempotent=False,
-            op="add_endpoint",
-            decode=read_id,
+        return await self._call(
+            "add_endpoint", read_id, json=payload, ids={"project_id": project_id}
         )
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
         endpoint_id = proto.check_id("endpoint", endpoint_id)
-        await self._delete(f"/endpoints/{endpoint_id}", "delete_endpoint")
+        await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
 
     # --- uploads and watching: the work lives in upload.py and watch.py ----------------------
 

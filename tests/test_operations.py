@@ -1,0 +1,51 @@
+"""The operation table is the one home of each operation's facts: the spec's tools, the
+session's methods and the emulator's routes all agree with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncclient import AsyncSession
+from asyncclient._operations import API_PREFIX, OPERATIONS, op
+from asyncclient.testing import OPERATIONS as FAULTABLE
+from asyncclient.testing import FakeService
+
+SPEC_TOOLS = {
+    "list_builds", "get_build", "delete_build", "run_test", "run_project", "list_runs",
+    "get_run", "stop_run", "list_endpoints", "add_endpoint", "delete_endpoint",
+}  # fmt: skip
+
+
+def test_the_tools_are_the_specs() -> None:
+    assert {name for name, operation in OPERATIONS.items() if operation.tool} == SPEC_TOOLS
+    assert len(OPERATIONS) == 15
+
+
+@pytest.mark.parametrize("name", list(OPERATIONS))
+def test_the_session_has_a_method_per_operation(name: str) -> None:
+    assert callable(getattr(AsyncSession, name))
+
+
+def test_paths_fill_in_their_ids() -> None:
+    assert op("upload_part").path_for(build_id="ab_1", part_number="3") == "/builds/ab_1/parts/3"
+    assert (
+        op("download_run_file").path_for(run_id="j_1", file="a/b.png") == "/runs/j_1/files/a/b.png"
+    )
+    assert op("add_endpoint").retry_safe is False
+    with pytest.raises(KeyError, match="known: list_builds"):
+        op("no_such_operation")
+
+
+async def test_the_emulators_routes_are_the_table() -> None:
+    assert set(FAULTABLE) == set(OPERATIONS)
+    async with FakeService(clock="manual") as svc:
+        app = svc._runner.app  # type: ignore[union-attr]
+        routes = {
+            route.name: (route.method, route.resource.canonical)
+            for route in app.router.routes()
+            if route.name in OPERATIONS
+        }
+    assert routes == {
+        name: (operation.method, API_PREFIX + operation.path.replace("{file:.+}", "{file}"))
+        for name, operation in OPERATIONS.items()
+    }
