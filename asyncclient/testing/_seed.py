@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from asyncclient.testing import builders
+
 __all__ = [
     "ENDPOINT_METHODS",
     "OUTCOMES",
@@ -683,8 +685,6 @@ def demo_seed() -> Seed:
 
 def materialize_build(build: SeedBuild, directory: Path) -> tuple[Path, str]:
     """Write a real app file for a seeded build with the builders; returns (path, file name)."""
-    from asyncclient.testing import builders
-
     directory.mkdir(parents=True, exist_ok=True)
     if build.platform == "android":
         file_name = f"{build.app_id}-{build.version}.apk"
