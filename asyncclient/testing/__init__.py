@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from asyncclient.testing._app import RequestRecord
-    from asyncclient.testing._backend import ServiceSettings
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
     from asyncclient.testing.server import FakeService
 
@@ -29,7 +29,7 @@ _LAZY = {
     "RequestRecord": "asyncclient.testing._app",
     "Seed": "asyncclient.testing._seed",
     "SeedError": "asyncclient.testing._seed",
-    "ServiceSettings": "asyncclient.testing._backend",
+    "ServiceSettings": "asyncclient.testing._state",
     "demo_seed": "asyncclient.testing._seed",
     "demo_seed_data": "asyncclient.testing._seed",
     "load_seed": "asyncclient.testing._seed",

@@ -21,16 +21,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from asyncclient._operations import OPERATIONS as OPERATIONS_TABLE
-from asyncclient.testing._backend import (
-    MODES,
-    RUN_STATUSES,
-    ApiKey,
-    Backend,
-    PartWriter,
-    Run,
-    ServiceError,
-    invalid,
-)
+from asyncclient.testing._auth import ApiKey, bearer_token
+from asyncclient.testing._backend import Backend
+from asyncclient.testing._build_files import PartWriter
 from asyncclient.testing._clock import to_iso
 from asyncclient.testing._conditions import (
     OPERATIONS,
@@ -39,7 +32,10 @@ from asyncclient.testing._conditions import (
     FaultPlan,
     NetworkConditions,
 )
+from asyncclient.testing._errors import ServiceError, invalid
 from asyncclient.testing._files import RangeNotSatisfiable, parse_range
+from asyncclient.testing._idempotency import answer_once
+from asyncclient.testing._runs import MODES, RUN_STATUSES, Run
 from asyncclient.testing._seed import endpoint_problem
 from asyncclient.testing.dialects.base import Dialect, WireAnswer
 
@@ -254,15 +250,7 @@ def _build_id(name: str, value: Any) -> str:
     return value
 
 
-# --- idempotency --------------------------------------------------------------------------------
-
-
-def _fingerprint(op: str, path: str, raw: bytes) -> str:
-    try:
-        canonical = json.dumps(json.loads(raw or b"{}"), sort_keys=True, separators=(",", ":"))
-    except (ValueError, UnicodeDecodeError):
-        canonical = raw.hex()
-    return hashlib.sha256(f"{op} {path}\n{canonical}".encode()).hexdigest()
+# --- idempotency ---------------------------------------------------------------------------------
 
 
 async def _idempotent(
@@ -274,44 +262,15 @@ async def _idempotent(
     work: Callable[[], Awaitable[tuple[int, Any]]],
 ) -> web.Response:
     """Run `work` once per (API key, Idempotency-Key); a retry gets the first answer back."""
-
-    dialect = request.app[STATE].dialect
-
-    async def answer() -> WireAnswer:
-        try:
-            status, value = await work()
-        except ServiceError as exc:
-            return dialect.error_answer(exc)
-        return WireAnswer(status, _JSON, _dumps(value).encode())
-
-    idempotency_key = request.headers.get("Idempotency-Key")
-    if idempotency_key is None:
-        return _wire(await answer())
-    if not 1 <= len(idempotency_key) <= 255:
-        raise invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to 255 characters")
-    fingerprint = _fingerprint(op, request.path, raw)
-    async with backend.idempotency_slot(key, idempotency_key):
-        stored = backend.recall(key, idempotency_key, fingerprint)
-        if stored is not None:
-            return _wire(
-                WireAnswer(
-                    stored.status,
-                    stored.content_type,
-                    stored.body,
-                    {"Idempotent-Replayed": "true"},
-                )
-            )
-        answer_ = await answer()
-        if answer_.status != 429 and answer_.status < 500:
-            backend.remember(
-                key,
-                idempotency_key,
-                fingerprint,
-                answer_.status,
-                answer_.body,
-                answer_.content_type,
-            )
-    return _wire(answer_)
+    answer = await answer_once(
+        backend.answers,
+        request.app[STATE].dialect,
+        key,
+        request.headers.get("Idempotency-Key"),
+        (op, request.path, raw),
+        work,
+    )
+    return _wire(answer)
 
 
 # --- streaming bodies ---------------------------------------------------------------------------
@@ -465,9 +424,8 @@ def _known_key(request: web.BaseRequest, backend: Backend) -> str | None:
     Rate-limit buckets are kept per key: keyed by any string presented, random keys would grow
     the table without end (and an unknown key answers 401 anyway, the first check).
     """
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token in backend.keys else None
+    token = bearer_token(request.headers.get("Authorization"))
+    return token if token is not None and token in backend.keys else None
 
 
 @web.middleware
