@@ -9,8 +9,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from asyncclient.testing._app import RequestRecord
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
+    from asyncclient.testing._http import RequestRecord
     from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
@@ -26,7 +26,7 @@ _LAZY = {
     "FakeService": "asyncclient.testing.server",
     "Fault": "asyncclient.testing._conditions",
     "NetworkConditions": "asyncclient.testing._conditions",
-    "RequestRecord": "asyncclient.testing._app",
+    "RequestRecord": "asyncclient.testing._http",
     "Seed": "asyncclient.testing._seed",
     "SeedError": "asyncclient.testing._seed",
     "ServiceSettings": "asyncclient.testing._state",

@@ -2,8 +2,8 @@
 
 `Dialect` itself is the `asyncclient` dialect, the default: every choice the API spec leaves
 open made as the README lists them. Another dialect subclasses it and overrides only the hooks
-for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers in
-`testing._app` never build a JSON body themselves.
+for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers
+(`testing._builds_http`, `_runs_http`, ...) never build a JSON body themselves.
 """
 
 from __future__ import annotations
