@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._http import RequestRecord
-    from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing._seed import Seed, SeedError
+    from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
     from asyncclient.testing.server import FakeService
@@ -30,9 +31,9 @@ _LAZY = {
     "Seed": "asyncclient.testing._seed",
     "SeedError": "asyncclient.testing._seed",
     "ServiceSettings": "asyncclient.testing._state",
-    "demo_seed": "asyncclient.testing._seed",
-    "demo_seed_data": "asyncclient.testing._seed",
-    "load_seed": "asyncclient.testing._seed",
+    "demo_seed": "asyncclient.testing._seed_load",
+    "demo_seed_data": "asyncclient.testing._seed_load",
+    "load_seed": "asyncclient.testing._seed_load",
 }
 
 __all__ = [

@@ -20,7 +20,8 @@ from asyncclient.testing._backend import Backend
 from asyncclient.testing._clock import Clock, make_clock
 from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
 from asyncclient.testing._http import AppState, RequestRecord
-from asyncclient.testing._seed import Seed, demo_seed, load_seed
+from asyncclient.testing._seed import Seed
+from asyncclient.testing._seed_load import demo_seed, load_seed
 from asyncclient.testing._state import ServiceSettings
 from asyncclient.testing.dialects import Dialect, DialectSpec, get_dialect
 
