@@ -49,7 +49,7 @@ from asyncclient.testing import (
     ServiceSettings,
     demo_seed_data,
 )
-from asyncclient.testing._app import part_etag
+from asyncclient.testing._bodies import part_etag
 
 MakeApk = Callable[..., Path]
 

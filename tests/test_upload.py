@@ -40,7 +40,7 @@ from asyncclient.errors import (
 )
 from asyncclient.models import Build
 from asyncclient.testing import FakeService, Fault, NetworkConditions, ServiceSettings
-from asyncclient.testing._app import part_etag
+from asyncclient.testing._bodies import part_etag
 from asyncclient.testing.builders import build_apk, build_app_dir
 from asyncclient.upload import (
     UploadItem,

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from asyncclient._retry import recorded_retry_waits
-    from asyncclient.testing._app import RequestRecord
-    from asyncclient.testing._backend import ServiceSettings
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
-    from asyncclient.testing._seed import Seed, SeedError, demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing._http import RequestRecord
+    from asyncclient.testing._seed import Seed, SeedError
+    from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
+    from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
     from asyncclient.testing.server import FakeService
 
@@ -27,13 +28,13 @@ _LAZY = {
     "FakeService": "asyncclient.testing.server",
     "Fault": "asyncclient.testing._conditions",
     "NetworkConditions": "asyncclient.testing._conditions",
-    "RequestRecord": "asyncclient.testing._app",
+    "RequestRecord": "asyncclient.testing._http",
     "Seed": "asyncclient.testing._seed",
     "SeedError": "asyncclient.testing._seed",
-    "ServiceSettings": "asyncclient.testing._backend",
-    "demo_seed": "asyncclient.testing._seed",
-    "demo_seed_data": "asyncclient.testing._seed",
-    "load_seed": "asyncclient.testing._seed",
+    "ServiceSettings": "asyncclient.testing._state",
+    "demo_seed": "asyncclient.testing._seed_load",
+    "demo_seed_data": "asyncclient.testing._seed_load",
+    "load_seed": "asyncclient.testing._seed_load",
     "recorded_retry_waits": "asyncclient._retry",
 }
 

@@ -1,7 +1,8 @@
 """pytest fixtures for tests against the embedded service: `fake_service`, `fake_service_factory`.
 
 Registered through the `pytest11` entry point, so every pytest run of a project that installs
-asyncclient imports this module: it stays cheap, and the emulator loads when a fixture is used.
+asyncclient imports this module: it stays cheap, and the emulator loads when a fixture is used
+(`testing.FakeService` is one of the package's lazy names).
 The async fixtures need pytest-asyncio.
 """
 
@@ -11,6 +12,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+
+from asyncclient import testing
+
+_asyncio_fixture: Callable[..., Any] | None
+try:
+    from pytest_asyncio import fixture as _asyncio_fixture
+except ImportError:  # pragma: no cover - only without pytest-asyncio installed
+    _asyncio_fixture = None
 
 if TYPE_CHECKING:
     from asyncclient.testing.server import FakeService, SeedSource
@@ -26,35 +35,29 @@ class FakeServiceFactory(Protocol):
 
 def _async_fixture(func: Callable[[], AsyncIterator[Any]]) -> Any:
     """pytest_asyncio.fixture; without pytest-asyncio, a fixture that says what is missing."""
-    try:
-        import pytest_asyncio
-    except ImportError:  # pragma: no cover - only without pytest-asyncio installed
+    if _asyncio_fixture is None:  # pragma: no cover - only without pytest-asyncio installed
 
         def missing() -> None:
             pytest.fail(f"the {func.__name__} fixture needs pytest-asyncio (pip install it)")
 
         return pytest.fixture(name=func.__name__)(missing)
-    return pytest_asyncio.fixture(func)
+    return _asyncio_fixture(func)
 
 
 @_async_fixture
 async def fake_service() -> AsyncIterator[FakeService]:
     """The emulator with the demo seed at speed 60 (a minute of service time per second)."""
-    from asyncclient.testing.server import FakeService
-
-    async with FakeService() as service:
+    async with testing.FakeService() as service:
         yield service
 
 
 @_async_fixture
 async def fake_service_factory() -> AsyncIterator[FakeServiceFactory]:
     """Starts emulators with any seed and settings; all are stopped after the test."""
-    from asyncclient.testing.server import FakeService
-
     started: list[FakeService] = []
 
     async def make(seed: SeedSource = None, **kwargs: Any) -> FakeService:
-        service = FakeService(seed, **kwargs)
+        service = testing.FakeService(seed, **kwargs)
         await service.start()
         started.append(service)
         return service

@@ -15,11 +15,14 @@ from typing import Any, Self
 from aiohttp import web
 from aiohttp.log import access_logger
 
-from asyncclient.testing._app import AppState, RequestRecord, make_app
-from asyncclient.testing._backend import Backend, ServiceSettings
+from asyncclient.testing._app import make_app
+from asyncclient.testing._backend import Backend
 from asyncclient.testing._clock import Clock, make_clock
 from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
-from asyncclient.testing._seed import Seed, demo_seed, load_seed
+from asyncclient.testing._http import AppState, RequestRecord
+from asyncclient.testing._seed import Seed
+from asyncclient.testing._seed_load import demo_seed, load_seed
+from asyncclient.testing._state import ServiceSettings
 from asyncclient.testing.dialects import Dialect, DialectSpec, get_dialect
 
 __all__ = ["FakeService"]

@@ -12,7 +12,7 @@ import aiohttp
 import attrs
 from multidict import CIMultiDict
 
-from asyncclient.testing._app import part_etag
+from asyncclient.testing._bodies import part_etag
 
 _DEFAULT = object()
 

@@ -9,7 +9,7 @@ import pytest
 from emulator_support import SMALL_SEED, Http, wait_until
 
 from asyncclient.testing import FakeService, ServiceSettings
-from asyncclient.testing._app import part_etag
+from asyncclient.testing._bodies import part_etag
 from asyncclient.testing.builders import build_apk, build_app_zip
 from asyncclient.testing.pytest_plugin import FakeServiceFactory
 

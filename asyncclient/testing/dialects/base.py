@@ -2,8 +2,8 @@
 
 `Dialect` itself is the `asyncclient` dialect, the default: every choice the API spec leaves
 open made as the README lists them. Another dialect subclasses it and overrides only the hooks
-for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers in
-`testing._app` never build a JSON body themselves.
+for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers
+(`testing._builds_http`, `_runs_http`, ...) never build a JSON body themselves.
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from asyncclient.testing._backend import FINAL_STATUSES, BuildRejected, ServiceError, Skip
+from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._clock import to_iso
+from asyncclient.testing._errors import ServiceError
+from asyncclient.testing._runs import FINAL_STATUSES, Skip
 
 if TYPE_CHECKING:
-    from asyncclient.testing._backend import Build, BuildRef, Endpoint, Run
+    from asyncclient.testing._builds import Build
+    from asyncclient.testing._endpoints import Endpoint
+    from asyncclient.testing._runs import BuildRef, Run
 
 __all__ = ["Check", "Dialect", "WireAnswer"]
 

@@ -1,0 +1,177 @@
+"""The built-in demo seed, as the dict a JSON seed file would hold (camelCase).
+
+Data only: p_demo (paid) and p_free (free), keys demo-run and demo-edit, their tests and builds.
+"""
+
+from typing import Any
+
+__all__ = ["DEMO"]
+
+DEMO: dict[str, Any] = {
+    "projects": [
+        {"id": "p_demo", "name": "Demo shop", "plan": "paid", "includedRuns": 100},
+        {"id": "p_free", "name": "Free sandbox", "plan": "free", "includedRuns": 20},
+    ],
+    "keys": [
+        {"key": "demo-run", "capability": "run", "projects": ["p_demo", "p_free"]},
+        {"key": "demo-edit", "capability": "edit", "projects": ["p_demo", "p_free"]},
+    ],
+    "tests": [
+        {
+            "id": "t_login",
+            "project": "p_demo",
+            "title": "Log in with a valid account",
+            "target": "android",
+            "appId": "com.example.shop",
+            "outcome": "passed",
+            "requirements": [
+                {
+                    "title": "The login form accepts a valid account",
+                    "result": "passed",
+                    "reason": "Signed in as demo@example.com without an error message.",
+                },
+                {
+                    "title": "The home screen greets the user by name",
+                    "result": "passed",
+                    "reason": "The home screen showed 'Welcome back, Dana'.",
+                },
+            ],
+            "captures": {"user": "demo@example.com", "greeting": "Welcome back, Dana"},
+            "headline": "Logged in and reached the home screen.",
+            "durationSeconds": 30,
+            "queuedSeconds": 3,
+            "durationJitter": 0.3,
+            "learnedPath": "fresh",
+            "screenshots": 3,
+        },
+        {
+            "id": "t_checkout",
+            "project": "p_demo",
+            "title": "Check out with a voucher",
+            "target": "android",
+            "appId": "com.example.shop",
+            "outcome": "failed",
+            "requirements": [
+                {
+                    "title": "The cart shows the added items",
+                    "result": "passed",
+                    "reason": "Both items and the total of $42.00 were on the cart screen.",
+                },
+                {
+                    "title": "A voucher code reduces the total",
+                    "result": "failed",
+                    "reason": "The voucher SAVE10 from create_voucher was accepted, but the "
+                    "total stayed $42.00 instead of $37.80.",
+                },
+                {
+                    "title": "The order confirmation appears",
+                    "result": "passed",
+                    "reason": "The confirmation screen showed order number 10023.",
+                },
+            ],
+            "captures": {"voucher": "SAVE10", "total": "$42.00", "order": "10023"},
+            "headline": "The voucher was accepted but the total did not change.",
+            "durationSeconds": 50,
+            "queuedSeconds": 4,
+            "durationJitter": 0.2,
+            "learnedPath": "stale",
+            "usesEndpoints": ["create_voucher"],
+            "screenshots": 4,
+        },
+        {
+            "id": "t_search",
+            "project": "p_demo",
+            "title": "Search the catalogue",
+            "target": "web",
+            "url": "https://shop.example.com",
+            "outcome": "passed",
+            "requirements": [
+                {
+                    "title": "Searching 'lamp' lists matching products",
+                    "result": "passed",
+                    "reason": "12 results, all with 'lamp' in the title.",
+                }
+            ],
+            "captures": {"query": "lamp", "results": 12},
+            "headline": "The search returned 12 matching products.",
+            "durationSeconds": 20,
+            "queuedSeconds": 2,
+            "durationJitter": 0.25,
+            "learnedPath": "none",
+            "screenshots": 2,
+        },
+        {
+            "id": "t_onboarding",
+            "project": "p_demo",
+            "title": "Finish onboarding",
+            "target": "ios",
+            "appId": "com.example.shop.ios",
+            "outcome": "passed",
+            "requirements": [
+                {
+                    "title": "Every onboarding page can be passed",
+                    "result": "passed",
+                    "reason": "Passed all 4 pages with Continue.",
+                },
+                {
+                    "title": "Onboarding ends on the shop's front page",
+                    "result": "passed",
+                    "reason": "The front page with 'Today's picks' appeared.",
+                },
+            ],
+            "captures": {"pages": 4},
+            "headline": "Onboarding finished on the front page.",
+            "durationSeconds": 40,
+            "queuedSeconds": 3,
+            "durationJitter": 0.3,
+            "learnedPath": "fresh",
+            "screenshots": 4,
+        },
+        {
+            "id": "t_free_home",
+            "project": "p_free",
+            "title": "Open the home page",
+            "target": "web",
+            "url": "https://free.example.com",
+            "outcome": "passed",
+            "durationSeconds": 20,
+            "queuedSeconds": 2,
+        },
+        {
+            "id": "t_free_voucher",
+            "project": "p_free",
+            "title": "Redeem a voucher",
+            "target": "web",
+            "url": "https://free.example.com/redeem",
+            "outcome": "passed",
+            "usesEndpoints": ["create_voucher"],
+            "durationSeconds": 25,
+            "queuedSeconds": 2,
+        },
+    ],
+    "builds": [
+        {
+            "id": "ab_demo_ios_100",
+            "project": "p_demo",
+            "platform": "ios",
+            "appId": "com.example.shop.ios",
+            "appName": "Shop",
+            "version": "1.0.0",
+            "versionCode": "100",
+            "label": "seed",
+        }
+    ],
+    "endpoints": [
+        {
+            "id": "ep_demo_voucher",
+            "project": "p_demo",
+            "name": "create_voucher",
+            "description": "Creates a one-time voucher code for the demo shop. Use it when a test "
+            'needs a valid voucher; it returns {"code": "..."}.',
+            "method": "POST",
+            "url": "https://shop.example.com/test-hooks/vouchers",
+            "headers": {"X-Hook-Token": "demo-hook-secret"},
+            "bodyTemplate": '{"percent": {{percent}}}',
+        }
+    ],
+}

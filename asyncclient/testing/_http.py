@@ -1,0 +1,216 @@
+"""What every handler of the emulator shares: the app state, JSON answers, request parsing.
+
+`AppState` (the backend, the fault plan, the dialect, the request log) hangs on the app as STATE.
+"""
+
+import json
+from collections import Counter, deque
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+from asyncclient.testing._auth import ApiKey
+from asyncclient.testing._backend import Backend
+from asyncclient.testing._conditions import FaultPlan
+from asyncclient.testing._errors import ServiceError, invalid
+from asyncclient.testing._runs import MODES, Run
+from asyncclient.testing.dialects.base import Dialect, WireAnswer, dumps
+
+__all__ = [
+    "STATE",
+    "AppState",
+    "RequestRecord",
+    "RunViews",
+    "authenticated",
+    "base_url",
+    "build_id_field",
+    "error_response",
+    "json_answer",
+    "json_body",
+    "json_text",
+    "opt_str",
+    "parse_body",
+    "read_body",
+    "req_str",
+    "run_mode",
+    "wire",
+]
+
+_JSON = "application/json"
+
+
+@attrs.frozen
+class RequestRecord:
+    """One request the emulator answered. status is 0 when the connection was dropped."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    status: int
+    op: str | None
+
+
+class RunViews:
+    """JSON text of run views, cached per (run, status, base URL): a view only changes with them."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._full: dict[str, tuple[str, str, str]] = {}
+        self._list: dict[str, tuple[str, str, str]] = {}
+
+    def full(self, run: Run, now: float, base: str) -> str:
+        status = run.status_at(now)
+        cached = self._full.get(run.id)
+        if cached is not None and cached[0] == status and cached[1] == base:
+            return cached[2]
+        text = dumps(self._dialect.run_full_view(run, status, now, base))
+        self._full[run.id] = (status, base, text)
+        return text
+
+    def listed(self, run: Run, now: float, base: str) -> str:
+        status = run.status_at(now)
+        cached = self._list.get(run.id)
+        if cached is not None and cached[0] == status and cached[1] == base:
+            return cached[2]
+        text = dumps(self._dialect.run_list_view(run, status, now, base))
+        self._list[run.id] = (status, base, text)
+        return text
+
+
+class AppState:
+    """Everything the handlers share: the backend, the fault plan, the request log and stats."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        plan: FaultPlan,
+        *,
+        dialect: Dialect | None = None,
+        log_size: int = 100_000,
+    ) -> None:
+        self.backend = backend
+        self.plan = plan
+        self.dialect = dialect or Dialect()
+        self.log: deque[RequestRecord] = deque(maxlen=log_size)
+        self.counts: Counter[str] = Counter()
+        self.max_ids = 0
+        self.views = RunViews(self.dialect)
+        self.incoming = backend.data_dir / "incoming"
+        self.incoming.mkdir(parents=True, exist_ok=True)
+
+    def record(self, request: web.BaseRequest, op: str | None, status: int) -> None:
+        if op is not None:
+            self.counts[op] += 1
+        self.log.append(
+            RequestRecord(request.method, request.path, dict(request.query), status, op)
+        )
+
+
+STATE = web.AppKey("asyncclient_emulator", AppState)
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+
+def json_answer(
+    value: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return json_text(dumps(value), status, headers)
+
+
+def json_text(
+    text: str, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(text=text, status=status, content_type=_JSON, headers=headers)
+
+
+def error_response(state: "AppState", exc: ServiceError) -> web.Response:
+    """The error answer in the service's dialect."""
+    return wire(state.dialect.error_answer(exc))
+
+
+def wire(answer: WireAnswer) -> web.Response:
+    return web.Response(
+        body=answer.body,
+        status=answer.status,
+        content_type=answer.content_type,
+        charset="utf-8",
+        headers=answer.headers,
+    )
+
+
+# --- request parsing ----------------------------------------------------------------------------
+
+
+def base_url(request: web.BaseRequest) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+def authenticated(request: web.Request) -> tuple[Backend, ApiKey]:
+    backend = request.app[STATE].backend
+    return backend, backend.authenticate(request.headers.get("Authorization"))
+
+
+async def read_body(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise invalid("body", "the JSON body is too large") from None
+
+
+def parse_body(raw: bytes, allowed: tuple[str, ...], *, required: bool) -> dict[str, Any]:
+    """The JSON object of a request body; unknown fields are refused so typos do not pass."""
+    if not raw.strip():
+        if required:
+            raise invalid("body", "this operation needs a JSON object body")
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("body", "the body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise invalid("body", "the body must be a JSON object")
+    for name in data:
+        if name not in allowed:
+            raise invalid(
+                name, f"unknown field {name!r}; this operation takes {', '.join(allowed)}"
+            )
+    return data
+
+
+async def json_body(
+    request: web.Request, allowed: tuple[str, ...], *, required: bool
+) -> dict[str, Any]:
+    return parse_body(await read_body(request), allowed, required=required)
+
+
+def opt_str(data: Mapping[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise invalid(name, f"{name} must be a string")
+    return value
+
+
+def req_str(data: Mapping[str, Any], name: str) -> str:
+    value = opt_str(data, name)
+    if not value:
+        raise invalid(name, f"{name} is required and must be a non-empty string")
+    return value
+
+
+def run_mode(data: Mapping[str, Any]) -> str:
+    mode = data.get("mode")
+    if mode is None:
+        return "auto"
+    if mode not in MODES:
+        raise invalid("mode", f"mode must be one of {', '.join(MODES)}")
+    assert isinstance(mode, str)
+    return mode
+
+
+def build_id_field(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith("ab_"):
+        raise invalid(name, f"{name} must hold build ids (ab_...)")
+    return value

@@ -1,0 +1,422 @@
+"""Runs: their states (a function of the clock), how they start, list, stop, and their files.
+
+No HTTP here: `_runs_http` parses each request and calls the `RunStore` (through `Backend`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from asyncclient.testing import _files
+from asyncclient.testing._auth import ApiKey
+from asyncclient.testing._builds import Build, BuildStore
+from asyncclient.testing._errors import (
+    ServiceError,
+    invalid,
+    invalid_state,
+    lookup_error,
+    not_found,
+    show,
+)
+from asyncclient.testing._seed import SeedRequirement, SeedTest
+from asyncclient.testing._state import Project, SharedState, Test
+
+__all__ = ["FINAL_STATUSES", "MODES", "RUN_STATUSES", "BuildRef", "Run", "RunStore", "Skip"]
+
+RUN_STATUSES = (
+    "queued",
+    "running",
+    "passed",
+    "failed",
+    "blocked",
+    "inconclusive",
+    "error",
+    "cancelled",
+)
+FINAL_STATUSES = frozenset({"passed", "failed", "blocked", "inconclusive", "error", "cancelled"})
+MODES = ("auto", "cold", "warm")
+
+
+@attrs.frozen
+class BuildRef:
+    """What a run keeps of its build: it survives the build's deletion."""
+
+    id: str
+    app_id: str | None
+    version: str | None
+    version_code: str | None
+    platform: str | None
+
+
+class Run:
+    """One run. Its status is a function of the clock: no task moves it along."""
+
+    __slots__ = (
+        "build",
+        "created_at",
+        "end_at",
+        "id",
+        "mode",
+        "overage",
+        "project_id",
+        "seq",
+        "source",
+        "start_at",
+        "stopped_at",
+        "test",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        seq: int,
+        test: Test,
+        build: BuildRef | None,
+        mode: str,
+        source: str,
+        created_at: float,
+        queued: float,
+        duration: float,
+        overage: bool,
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.test = test
+        self.project_id = test.seed.project
+        self.build = build
+        self.mode = mode
+        self.source = source
+        self.created_at = created_at
+        self.start_at = created_at + queued
+        self.end_at = self.start_at + duration
+        self.stopped_at: float | None = None
+        self.overage = overage
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.test.seed.id} {self.mode}>"
+
+    def status_at(self, now: float) -> str:
+        if self.stopped_at is not None:
+            return "cancelled"
+        if now < self.start_at:
+            return "queued"
+        if now < self.end_at:
+            return "running"
+        return self.test.seed.outcome
+
+    def started_at(self, now: float) -> float | None:
+        if self.stopped_at is not None:
+            return self.start_at if self.stopped_at >= self.start_at else None
+        return self.start_at if now >= self.start_at else None
+
+    def finished_at(self, now: float) -> float | None:
+        if self.stopped_at is not None:
+            return self.stopped_at
+        return self.end_at if now >= self.end_at else None
+
+    @property
+    def platform(self) -> str:
+        return self.test.seed.target
+
+    def requirements(self, status: str) -> list[SeedRequirement]:
+        """Each check with its result and reason, once final ([] before)."""
+        if status not in FINAL_STATUSES:
+            return []
+        seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
+        if status == "cancelled":
+            return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
+        return seeded
+
+    def file_names(self, status: str) -> list[str]:
+        """The run's files: once final, except when it was stopped."""
+        if status not in FINAL_STATUSES or status == "cancelled":
+            return []
+        return _files.file_names(self.test.seed.screenshots)
+
+
+def _default_requirement(test: SeedTest) -> SeedRequirement:
+    result = {"passed": "passed", "failed": "failed"}.get(test.outcome, "skipped")
+    reason = {
+        "passed": "The goal was reached.",
+        "failed": "The goal was not reached.",
+        "blocked": "The app blocked the tester before this check.",
+        "inconclusive": "The tester could not tell whether the goal was reached.",
+        "error": "The run ended in an error before this check.",
+    }[test.outcome]
+    return SeedRequirement(test.title, result, reason)
+
+
+@attrs.frozen
+class Skip:
+    test_id: str
+    code: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"testId": self.test_id, "reason": self.reason, "code": self.code}
+
+
+def _unit_interval(text: str) -> float:
+    """A number in [0, 1) that depends only on `text`."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest()) / 2**32
+
+
+class RunStore:
+    """Every run of the service, by id and in order, and the rules of starting and stopping them."""
+
+    def __init__(self, state: SharedState, builds: BuildStore) -> None:
+        self._state = state
+        self._builds = builds
+        self.runs: dict[str, Run] = {}
+        self.order: list[Run] = []
+
+    def get(self, key: ApiKey, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        if run is None or run.project_id not in key.projects:
+            raise lookup_error("run", "j_", run_id, run is not None)
+        return run
+
+    def run_test(self, key: ApiKey, test_id: str, mode: str, build_id: str | None) -> Run:
+        test = self._state.test(key, test_id)
+        build = self._builds.get(key, build_id) if build_id is not None else None
+        return self._start(test, mode, build, "test")
+
+    def run_project(
+        self, key: ApiKey, project_id: str, mode: str, build_ids: Sequence[str]
+    ) -> tuple[list[Run], list[Skip]]:
+        """Start every test of the project that can start; the rest are skipped with a reason.
+
+        Raises 400 empty when the project has no tests, 402 not_started when none could start.
+        """
+        project = self._state.project(key, project_id)
+        chosen: dict[tuple[str | None, str | None], Build] = {}
+        for build_id in dict.fromkeys(build_ids):
+            build = self._builds.get(key, build_id)
+            if build.project_id != project.id:
+                raise ServiceError(
+                    400, "build_mismatch", f"build {build.id} belongs to another project"
+                )
+            if build.status != "ready":
+                raise invalid_state(f"build {build.id} is {build.status}, not ready")
+            app = (build.platform, build.app_id)
+            if app in chosen:
+                raise invalid("buildIds", f"two builds of {build.app_id} were named")
+            chosen[app] = build
+        started: list[Run] = []
+        skipped: list[Skip] = []
+        for test in project.tests:
+            named = chosen.get((test.seed.target, test.seed.app_id))
+            try:
+                started.append(self._start(test, mode, named, "project"))
+            except ServiceError as exc:
+                skipped.append(Skip(test.id, exc.code, exc.message))
+        if not started:
+            if not project.tests:
+                raise ServiceError(
+                    400,
+                    "empty",
+                    f"{project.id} has no tests to run",
+                    kind="not_started",
+                    skipped=skipped,
+                )
+            raise ServiceError(
+                402,
+                "not_started",
+                f"no test of {project.id} could start",
+                kind="not_started",
+                skipped=skipped,
+            )
+        return started, skipped
+
+    def create_runs(self, test_id: str, count: int, mode: str = "auto") -> list[Run]:
+        """Many runs of one test at once, without a key (the benchmarks' bulk loader)."""
+        test = self._state.tests.get(test_id)
+        if test is None:
+            raise not_found(f"no test {show(test_id)}")
+        return [self._start(test, mode, None, "test") for _ in range(count)]
+
+    def _start(self, test: Test, mode: str, build: Build | None, source: str) -> Run:
+        project = self._state.projects[test.seed.project]
+        if test.seed.uses_endpoints and project.plan != "paid":
+            raise ServiceError(
+                402,
+                "paid_plan_required",
+                f"{test.id} uses tester endpoints ({', '.join(test.seed.uses_endpoints)}), "
+                f"which need a paid plan; {project.id} is on the {project.plan} plan",
+                kind="plan",
+            )
+        used_mode = self._resolve_mode(test, mode)
+        ref = self._pick_build(test, build)
+        return self._new_run(test, project, used_mode, ref, source)
+
+    def _learned(self, test: Test) -> str:
+        if test.learned != "fresh" and test.passing_cold:
+            now = self._state.now()
+            while test.passing_cold and test.passing_cold[0][0] <= now:
+                _end, _seq, run = heapq.heappop(test.passing_cold)
+                if run.stopped_at is None:
+                    test.learned = "fresh"
+                    test.passing_cold.clear()
+        return test.learned
+
+    def _resolve_mode(self, test: Test, mode: str) -> str:
+        learned = self._learned(test)
+        if mode == "auto":
+            return "warm" if learned == "fresh" else "cold"
+        if mode == "warm" and learned == "none":
+            raise ServiceError(
+                409,
+                "no_learned_path",
+                f"{test.id} has no learned path yet; run it with mode cold or auto first",
+            )
+        return mode
+
+    def _pick_build(self, test: Test, build: Build | None) -> BuildRef | None:
+        seeded = test.seed
+        if seeded.target == "web":
+            if build is not None:
+                raise ServiceError(
+                    400, "build_mismatch", f"{test.id} is a web test; it runs without a build"
+                )
+            return None
+        if build is None and seeded.pinned_build is not None:
+            build = self._builds.builds[seeded.pinned_build]
+        if build is None:
+            ready = [
+                b
+                for b in self._state.projects[seeded.project].builds
+                if b.status == "ready" and b.platform == seeded.target and b.app_id == seeded.app_id
+            ]
+            if not ready:
+                raise ServiceError(
+                    409,
+                    "no_build",
+                    f"no ready {seeded.target} build of {seeded.app_id} in {seeded.project}; "
+                    "upload one",
+                )
+            build = ready[-1]
+        if build.project_id != seeded.project:
+            raise ServiceError(
+                400, "build_mismatch", f"build {build.id} belongs to another project than {test.id}"
+            )
+        if build.status != "ready":
+            raise invalid_state(f"build {build.id} is {build.status}, not ready")
+        if (build.platform, build.app_id) != (seeded.target, seeded.app_id):
+            raise ServiceError(
+                400,
+                "build_mismatch",
+                f"build {build.id} is {build.app_id} ({build.platform}); {test.id} tests "
+                f"{seeded.app_id} ({seeded.target})",
+            )
+        return BuildRef(build.id, build.app_id, build.version, build.version_code, build.platform)
+
+    def _new_run(
+        self, test: Test, project: Project, mode: str, build: BuildRef | None, source: str
+    ) -> Run:
+        seeded = test.seed
+        run_id = self._state.new_id("j_", self.runs)
+        spread = 1.0 + seeded.duration_jitter * (2.0 * _unit_interval(run_id) - 1.0)
+        overage = project.counted_runs >= project.included_runs
+        run = Run(
+            id=run_id,
+            seq=self._state.next_seq(),
+            test=test,
+            build=build,
+            mode=mode,
+            source=source,
+            created_at=self._state.now(),
+            queued=seeded.queued_seconds,
+            duration=max(0.001, seeded.duration_seconds * spread),
+            overage=overage,
+        )
+        project.counted_runs += 1
+        self.runs[run.id] = run
+        self.order.append(run)
+        project.runs.append(run)
+        test.runs.append(run)
+        for endpoint in project.endpoints:
+            if endpoint.name in seeded.uses_endpoints:
+                endpoint.uses.append(run)
+        if mode == "cold" and seeded.outcome == "passed":
+            heapq.heappush(test.passing_cold, (run.end_at, run.seq, run))
+        return run
+
+    def list_runs(
+        self,
+        key: ApiKey,
+        *,
+        ids: Sequence[str] | None = None,
+        test_id: str | None = None,
+        project_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Runs the key may see, newest first; unknown ids are left out."""
+        now = self._state.now()
+        projects = key.projects
+        candidates: Iterable[Run]
+        if ids is not None:
+            found = [self.runs.get(i) for i in dict.fromkeys(ids)]
+            candidates = sorted(
+                (r for r in found if r is not None and r.project_id in projects),
+                key=lambda r: r.seq,
+                reverse=True,
+            )
+        elif test_id is not None:
+            test = self._state.tests.get(test_id)
+            candidates = reversed(test.runs) if test is not None else ()
+        elif project_id is not None:
+            project = self._state.projects.get(project_id)
+            candidates = reversed(project.runs) if project is not None else ()
+        else:
+            candidates = reversed(self.order)
+        selected: list[Run] = []
+        for run in candidates:
+            if run.project_id not in projects:
+                continue
+            if test_id is not None and run.test.seed.id != test_id:
+                continue
+            if project_id is not None and run.project_id != project_id:
+                continue
+            if status is not None and run.status_at(now) != status:
+                continue
+            selected.append(run)
+            if len(selected) >= limit:
+                break
+        return selected
+
+    def find_run(self, run_id: str) -> Run | None:
+        """A run by id regardless of key (the result page, which a browser opens without one)."""
+        return self.runs.get(run_id)
+
+    def stop_run(self, key: ApiKey, run_id: str) -> Run:
+        run = self.get(key, run_id)
+        now = self._state.now()
+        status = run.status_at(now)
+        if status in FINAL_STATUSES:
+            raise invalid_state(
+                f"run {run.id} is already final ({status}); only queued or "
+                "running runs can be stopped"
+            )
+        run.stopped_at = now
+        # A stopped run is not counted toward the plan's included runs.
+        self._state.projects[run.project_id].counted_runs -= 1
+        return run
+
+    def run_file(self, key: ApiKey, run_id: str, name: str) -> tuple[Run, _files.RunFile]:
+        run = self.get(key, run_id)
+        status = run.status_at(self._state.now())
+        if status not in FINAL_STATUSES:
+            raise not_found(f"run {run.id} is {status}; its files exist once it is final")
+        if name not in run.file_names(status):
+            raise not_found(f"run {run.id} has no file {show(name)}")
+        found = _files.run_file(
+            run.id, name, run.test.seed.screenshots, round(run.end_at - run.start_at, 3)
+        )
+        assert found is not None  # every name of file_names() can be made
+        return run, found

@@ -1,0 +1,118 @@
+"""What every resource of the emulator shares: settings, the clock, ids, keys, projects, tests.
+
+`SharedState` is built from the seed; the stores of `_builds`, `_runs` and `_endpoints` read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from asyncclient.apps import DeviceProfile
+from asyncclient.testing._auth import ApiKey
+from asyncclient.testing._clock import Clock
+from asyncclient.testing._errors import lookup_error
+from asyncclient.testing._seed import Seed, SeedTest
+
+if TYPE_CHECKING:
+    from asyncclient.testing._builds import Build
+    from asyncclient.testing._endpoints import Endpoint
+    from asyncclient.testing._runs import Run
+
+__all__ = ["MiB", "Project", "ServiceSettings", "SharedState", "Test"]
+
+MiB = 1 << 20
+
+
+def _positive(_instance: Any, attribute: Any, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ServiceSettings:
+    """Limits and device capabilities of the emulated service."""
+
+    part_bytes: int = attrs.field(default=8 * MiB, validator=_positive)
+    max_bytes: int = attrs.field(default=4 << 30, validator=_positive)
+    devices: DeviceProfile = attrs.field(factory=DeviceProfile)
+    idempotency_ttl: float = attrs.field(default=86400.0, validator=_positive)
+
+
+@attrs.define(eq=False)
+class Project:
+    id: str
+    name: str
+    plan: str
+    included_runs: int
+    counted_runs: int = 0
+    tests: list[Test] = attrs.Factory(list)
+    builds: list[Build] = attrs.Factory(list)
+    endpoints: list[Endpoint] = attrs.Factory(list)
+    runs: list[Run] = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class Test:
+    seed: SeedTest
+    learned: str  # "fresh" | "stale" | "none"
+    # (end time, seq, run) of cold runs that will pass: the first to finish makes the path fresh.
+    passing_cold: list[tuple[float, int, Run]] = attrs.Factory(list)
+    runs: list[Run] = attrs.Factory(list)
+
+    @property
+    def id(self) -> str:
+        return self.seed.id
+
+
+class SharedState:
+    """The seed's keys, projects and tests, with the clock, the settings and the id sequence."""
+
+    def __init__(
+        self, seed: Seed, *, clock: Clock, settings: ServiceSettings, data_dir: Path
+    ) -> None:
+        self.seed = seed
+        self.clock = clock
+        self.settings = settings
+        self.data_dir = data_dir
+        # One sequence numbers runs and makes new ids of every kind.
+        self._seq = itertools.count(1)
+        self.keys = {k.key: ApiKey(k.key, k.capability, frozenset(k.projects)) for k in seed.keys}
+        self.projects = {
+            p.id: Project(p.id, p.name, p.plan, p.included_runs) for p in seed.projects
+        }
+        self.tests: dict[str, Test] = {}
+        for seeded in seed.tests:
+            test = Test(seeded, seeded.learned_path)
+            self.tests[test.id] = test
+            self.projects[seeded.project].tests.append(test)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def new_id(self, prefix: str, taken: Mapping[str, Any]) -> str:
+        while True:
+            seq = self.next_seq()
+            ident = prefix + hashlib.blake2b(f"{prefix}{seq}".encode(), digest_size=6).hexdigest()
+            if ident not in taken:
+                return ident
+
+    def project(self, key: ApiKey, project_id: str) -> Project:
+        project = self.projects.get(project_id)
+        if project is None or project.id not in key.projects:
+            raise lookup_error("project", "p_", project_id, project is not None)
+        return project
+
+    def test(self, key: ApiKey, test_id: str) -> Test:
+        test = self.tests.get(test_id)
+        if test is None or test.seed.project not in key.projects:
+            raise lookup_error("test", "t_", test_id, test is not None)
+        return test
