@@ -4,6 +4,8 @@ A service may send a run's requirements, captures, verdict, files and error deta
 body, in one of many shapes ("dialects"). Each reader here turns any of them into what the models,
 reports and CLI need, never raises, and keeps an unknown shape as compact text rather than nothing.
 Pure functions of JSON values: no I/O, nothing of the package but `asyncclient.apps.Problem`.
+Over 400 lines for one concern: every open shape's reader, and the words and keys services use,
+kept together so that what the client understands of any dialect is read in one place.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The wire protocol without I/O: urls, headers, input checks, decoding and retry decisions.
-Everything here is a plain function of its arguments, so it is tested without a server."""
+Everything here is a plain function of its arguments, so it is tested without a server.
+Over 400 lines: it is the one home of every local check, so that no other module writes one."""
 
 import math
 import re
@@ -49,42 +50,46 @@ _FILES_MARKER = "/files/"
 # --- configuration ------------------------------------------------------------------------------
 
 
-def resolve_api_key(api_key: str | None, environ: Mapping[str, str]) -> str:
-    """The API key from the argument or the environment; refused with the fix when missing."""
-    key = api_key if api_key is not None else environ.get(API_KEY_ENV, "")
+def resolve_api_key(
+    api_key: str | None, environ: Mapping[str, str], *, flag: str = "api_key="
+) -> str:
+    """The API key from the argument or the environment; refused with the fix when missing.
+    `flag` names the argument in messages (the CLI passes "--api-key")."""
+    key = api_key if api_key else environ.get(API_KEY_ENV, "")
     key = key.strip()
     if not key:
-        raise ValidationError(
-            f"no API key: pass api_key= to AsyncSession or set the {API_KEY_ENV} "
-            "environment variable"
-        )
+        raise ValidationError(f"no API key: set {API_KEY_ENV} or pass {flag}")
     # Checked here because a control character would otherwise surface as an aiohttp error
     # at the first request; the message deliberately does not repeat the key.
     if any(ch.isspace() or not ch.isprintable() or not ch.isascii() for ch in key):
         raise ValidationError(
             "the API key contains spaces or control characters: copy it again without them "
-            f"(api_key= or {API_KEY_ENV})"
+            f"({flag} or {API_KEY_ENV})"
         )
     return key
 
 
-def resolve_base_url(base_url: str | None, environ: Mapping[str, str]) -> str:
-    """The service's base URL (scheme and host, no /api/v1) from the argument or environment."""
-    url = base_url if base_url is not None else environ.get(BASE_URL_ENV, "")
+def resolve_base_url(
+    base_url: str | None, environ: Mapping[str, str], *, flag: str = "base_url="
+) -> str:
+    """The service's base URL (scheme and host, no /api/v1) from the argument or environment.
+    `flag` names the argument in messages (the CLI passes "--base-url")."""
+    given = bool(base_url and base_url.strip())
+    url = base_url if given and base_url is not None else environ.get(BASE_URL_ENV, "")
     url = url.strip().rstrip("/")
     if not url:
         raise ValidationError(
-            f"no service URL: pass base_url= to AsyncSession or set the {BASE_URL_ENV} "
-            "environment variable (for example https://service.example)"
+            f"no service address: pass {flag} or set {BASE_URL_ENV} (for example "
+            "https://service.example; `asyncclient serve` runs a local emulator)"
         )
+    source = flag.rstrip("=") if given else BASE_URL_ENV
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValidationError(
-            f"base_url {url!r} is not an http(s) URL: give it as https://host[:port] "
-            f"(base_url= or {BASE_URL_ENV})"
+            f"{source} {url} is not an http(s) address: give it as https://host[:port]"
         )
     if parts.query or parts.fragment:
-        raise ValidationError(f"base_url {url!r} must not carry a query or fragment")
+        raise ValidationError(f"{source} {url} must not carry a query or fragment")
     # People paste the API root; the paths below already carry the version prefix.
     if url.endswith(API_PREFIX):
         url = url[: -len(API_PREFIX)]

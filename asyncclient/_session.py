@@ -1,5 +1,8 @@
 """AsyncSession: one method per operation of the service: check the input, call, structure.
-The request core (transport, retries) is asyncclient._transport; downloads asyncclient._download."""
+The request core (transport, retries) is asyncclient._transport; downloads asyncclient._download.
+Over 400 lines for one concern: fifteen operations and the upload and watch entry points, each
+with the docstring users read, on the one public class.
+"""
 
 import asyncio
 import logging

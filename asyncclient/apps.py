@@ -1,6 +1,8 @@
 """Read app files (an Android .apk, a zipped iOS Simulator .app) and check what devices can run.
 
 Used by the client's pre-flight check before an upload and by the emulator when an upload completes.
+Over 400 lines for one concern: two binary formats (Android's compiled XML in an .apk; Info.plist
+and Mach-O headers in an .app.zip) are read here without an SDK.
 """
 
 import functools

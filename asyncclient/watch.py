@@ -1,6 +1,8 @@
 """Follow many test runs at once: batched `list_runs(ids=...)` sweeps with an adaptive pace.
 
-`watch_runs` yields each status change; `wait_for_runs` returns the final runs in the order asked.
+RunWatcher (made by `session.watch_runs`) yields each status change; `session.wait_for_runs`
+waits on one. Over 400 lines for one concern: the pure pace and tracking cores (_Pacer, _Tracker)
+sit beside the watcher that drives them, so the whole sweep logic reads in one place.
 """
 
 from __future__ import annotations

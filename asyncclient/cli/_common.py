@@ -236,22 +236,11 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     A missing address or key is refused here, naming both the flag and the variable to set.
     """
     from asyncclient import AsyncSession
+    from asyncclient._protocol import resolve_api_key, resolve_base_url
 
-    base_url = getattr(args, "base_url", None) or os.environ.get("ASYNCCLIENT_BASE_URL")
-    api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY")
-    if not base_url or not base_url.strip():
-        raise CommandError(
-            "no service address: pass --base-url or set ASYNCCLIENT_BASE_URL"
-            " (asyncclient serve runs a local emulator)"
-        )
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        source = "--base-url" if getattr(args, "base_url", None) else "ASYNCCLIENT_BASE_URL"
-        raise CommandError(
-            f"{source} {base_url} is not an http(s) address: give it as https://host[:port]"
-        )
-    if not api_key or not api_key.strip():
-        raise CommandError("no API key: set ASYNCCLIENT_API_KEY or pass --api-key")
+    # The library's own resolution, naming the flags: the same rules, the same messages.
+    base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
+    api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
     return AsyncSession(api_key=api_key, base_url=base_url, **options)
 
 
@@ -338,7 +327,6 @@ def api_key_source(args: argparse.Namespace | None) -> str | None:
 def _needs_edit_key(method: str, url: str) -> bool:
     """Whether the request was one of the operations that need an edit key (the API spec:
     Delete a build, Add an endpoint, Delete an endpoint)."""
-    from urllib.parse import urlsplit
 
     path = urlsplit(url).path.rstrip("/")
     return method == "DELETE" or (method == "POST" and path.endswith("/endpoints"))
