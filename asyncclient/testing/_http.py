@@ -5,7 +5,7 @@
 
 import json
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -61,21 +61,25 @@ class RunViews:
         self._list: dict[str, tuple[str, str, str]] = {}
 
     def full(self, run: Run, now: float, base: str) -> str:
-        status = run.status_at(now)
-        cached = self._full.get(run.id)
-        if cached is not None and cached[0] == status and cached[1] == base:
-            return cached[2]
-        text = dumps(self._dialect.run_full_view(run, status, now, base))
-        self._full[run.id] = (status, base, text)
-        return text
+        return self._view(self._full, self._dialect.run_full_view, run, now, base)
 
     def listed(self, run: Run, now: float, base: str) -> str:
+        return self._view(self._list, self._dialect.run_list_view, run, now, base)
+
+    @staticmethod
+    def _view(
+        cache: dict[str, tuple[str, str, str]],
+        make: Callable[[Run, str, float, str], dict[str, Any]],
+        run: Run,
+        now: float,
+        base: str,
+    ) -> str:
         status = run.status_at(now)
-        cached = self._list.get(run.id)
+        cached = cache.get(run.id)
         if cached is not None and cached[0] == status and cached[1] == base:
             return cached[2]
-        text = dumps(self._dialect.run_list_view(run, status, now, base))
-        self._list[run.id] = (status, base, text)
+        text = dumps(make(run, status, now, base))
+        cache[run.id] = (status, base, text)
         return text
 
 

@@ -5,7 +5,6 @@ the devices cannot run on a rejected upload."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from commands_support import read_serve_info
 from conftest import RunCli, service_env
 
 from asyncclient.testing import FakeService, demo_seed_data
@@ -116,17 +116,7 @@ async def test_serve_takes_a_dialect(tmp_path: Path) -> None:
         "--dialect", "enveloped", stdout=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
     try:
-        assert proc.stdout is not None
-        text = ""
-        while True:  # --json prints one object; read until it parses
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
-            assert line, "serve ended before printing its address"
-            text += line.decode()
-            try:
-                info = json.loads(text)
-                break
-            except json.JSONDecodeError:
-                continue
+        info = await read_serve_info(proc)
         assert info["dialect"] == "enveloped"
         async with (
             aiohttp.ClientSession() as http,
