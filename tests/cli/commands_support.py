@@ -90,12 +90,12 @@ def library_message(check: Callable[..., object], *args: object) -> str:
     raise AssertionError(f"{check.__name__}{args!r} accepted what the test expected refused")
 
 
-async def read_serve_info(proc: asyncio.subprocess.Process, timeout: float = 30) -> Any:
+async def read_serve_info(proc: asyncio.subprocess.Process) -> Any:
     """The JSON object `asyncclient serve --json` prints first, read line by line until whole."""
     assert proc.stdout is not None
     text = ""
     while True:
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout=timeout)
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
         assert line, "serve ended before printing its address"
         text += line.decode()
         try:

@@ -9,13 +9,13 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
-from commands_support import read_serve_info
-from conftest import RunCli, service_env
+from commands_support import env_for, read_serve_info
 
 from asyncclient.testing import FakeService, demo_seed_data
 from asyncclient.testing.builders import build_apk
@@ -25,6 +25,8 @@ def one_error_line(stderr: str) -> str:
     [line] = [line for line in stderr.splitlines() if line.startswith("error: ")]
     return line.removeprefix("error: ")
 
+
+RunCli = Callable[..., Awaitable[Any]]
 
 REASON = (
     "The voucher SAVE10 from create_voucher was accepted, but the total stayed $42.00 "
@@ -56,7 +58,7 @@ async def test_failed_requirements_reach_terminal_junit_and_step_summary(
     svc: FakeService, run_cli: RunCli, tmp_path: Path
 ) -> None:
     apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=240)
-    env = service_env(svc)
+    env = env_for(svc)
     uploaded = await run_cli("upload", "p_demo", str(apk), "--quiet", env=env)
     assert uploaded.code == 0, uploaded.stderr
     build_id = uploaded.stdout.strip()
@@ -86,7 +88,7 @@ async def test_failed_requirements_reach_terminal_junit_and_step_summary(
 
 
 async def test_a_402_shows_each_skipped_tests_reason(svc: FakeService, run_cli: RunCli) -> None:
-    result = await run_cli("run", "project", "p_locked", env=service_env(svc))
+    result = await run_cli("run", "project", "p_locked", env=env_for(svc))
 
     assert result.code == 3
     assert re.match(r"402 \w+: no test of p_locked could start", one_error_line(result.stderr))
@@ -102,7 +104,7 @@ async def test_a_rejected_upload_exits_3_and_names_what_the_devices_cannot_run(
 ) -> None:
     apk = build_apk(tmp_path / "old.apk", abis=("armeabi-v7a",))
 
-    result = await run_cli("upload", "p_demo", str(apk), env=service_env(svc))
+    result = await run_cli("upload", "p_demo", str(apk), env=env_for(svc))
 
     assert result.code == 3
     assert "422 build_rejected" in result.stderr
