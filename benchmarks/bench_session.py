@@ -84,7 +84,7 @@ async def bench_bare(
 async def measure(args: argparse.Namespace, url: str, key: str) -> None:
     async with AsyncSession(key, url) as probe:
         build_id = args.build_id or (await probe.list_builds("p_demo")).builds[0].id
-        agent = probe._headers["User-Agent"]  # the bare side sends the very same headers
+        agent = probe._t.headers["User-Agent"]  # the bare side sends the very same headers
     ours: list[float] = []
     bare: list[float] = []
     for round_no in range(args.rounds):
