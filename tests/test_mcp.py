@@ -383,7 +383,8 @@ async def test_every_tool_over_stdio_against_the_emulator(
 async def test_endpoint_and_delete_tools_with_an_edit_key(
     service: FakeService, tmp_path: Path
 ) -> None:
-    async with stdio_server(service, EDIT_KEY, tmp_path) as (client, errlog):
+    # -v: every request is logged on stderr, and the log must hold no secret either.
+    async with stdio_server(service, EDIT_KEY, tmp_path, "-v") as (client, errlog):
         calls = Calls(client)
         added = await calls.ok(
             "add_endpoint",
@@ -430,6 +431,11 @@ async def test_endpoint_and_delete_tools_with_an_edit_key(
 
     texts = "\n".join(calls.texts)
     stderr = errlog.read_text()
+    # One line per request, in the CLI's format: the SDK's root log handler (rich) must not
+    # print each one a second time.
+    requests = [line for line in stderr.splitlines() if "/api/v1/" in line]
+    assert any("POST /api/v1/projects/p_demo/endpoints" in line for line in requests)
+    assert all(re.match(r"\d{4}-\d\d-\d\d [\d:,]+ asyncclient ", line) for line in requests)
     for secret in (EDIT_KEY, HEADER_SECRET, "shop-token"):
         assert secret not in texts
         assert secret not in stderr

@@ -147,15 +147,24 @@ def _load_server_module() -> Any:
 
 
 async def mcp(args: argparse.Namespace, out: Output) -> int:
+    request_log = logging.getLogger("asyncclient")
+    propagates = request_log.propagate
+    if args.verbose:
+        # The request log already has its handler (--verbose): the SDK's root handler must not
+        # print each line a second time.
+        request_log.propagate = False
+    try:
+        return await _serve(args, out)
+    finally:
+        request_log.propagate = propagates
+
+
+async def _serve(args: argparse.Namespace, out: Output) -> int:
     server_module = _load_server_module()
     http = None if args.http is None else parse_http(args.http)
     download_dir = _download_dir(args.download_dir)
     if not args.poll_interval > 0:
         raise CommandError(f"--poll-interval {args.poll_interval:g} must be above 0 seconds")
-    if args.verbose:
-        # The request log already has its handler (--verbose): the SDK's root handler must not
-        # print each line a second time.
-        logging.getLogger("asyncclient").propagate = False
     async with open_session(args) as session:
         api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY", "")
         options = server_module.ServerOptions(
