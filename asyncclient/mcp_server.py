@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final
 
+import attrs
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, WithJsonSchema
@@ -229,24 +230,28 @@ class EndpointAddedResult(TypedDict):
 # --- the server --------------------------------------------------------------------------------
 
 
+def _resolved(path: str | os.PathLike[str]) -> Path:
+    return Path(path).resolve()
+
+
+def _non_empty(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value for value in values if value)
+
+
+@attrs.frozen(kw_only=True)
 class ServerOptions:
     """What `asyncclient mcp` was started with, besides the session."""
 
-    def __init__(
-        self,
-        *,
-        download_dir: str | os.PathLike[str] = ".",
-        read_only: bool = False,
-        poll_interval: float = 3.0,
-        key_source: str | None = None,
-        secrets: Iterable[str] = (),
-    ) -> None:
-        self.download_dir = Path(download_dir).resolve()
-        self.read_only = read_only
-        self.poll_interval = poll_interval
-        self.key_source = key_source
-        # Text that must never reach a client (the API key): scrubbed from every answer.
-        self.secrets = tuple(s for s in secrets if s)
+    download_dir: Path = attrs.field(default=Path("."), converter=_resolved)
+    """The only folder download_run_file writes into (made absolute)."""
+    read_only: bool = False
+    """Offer only READ_TOOLS."""
+    poll_interval: float = 3.0
+    """wait_for_runs: seconds between sweeps, growing while nothing changes."""
+    key_source: str | None = None
+    """Where the key came from ("--api-key" or "ASYNCCLIENT_API_KEY"), named in a 401's advice."""
+    secrets: tuple[str, ...] = attrs.field(default=(), converter=_non_empty)
+    """Text that must never reach a client (the API key): scrubbed from every answer."""
 
 
 def create_server(session: AsyncSession, options: ServerOptions) -> MCPServer[Any]:
