@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "asyncclient.cli._runs",
     "asyncclient.cli._download",
     "asyncclient.cli._endpoints",
+    "asyncclient.cli._mcp",
     "asyncclient.cli._serve",
     "asyncclient.cli._demo",
 )

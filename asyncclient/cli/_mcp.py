@@ -1,0 +1,195 @@
+"""`asyncclient mcp`: serve the service's tools to agents over the Model Context Protocol.
+
+The server itself lives in asyncclient.mcp_server and needs the `mcp` extra; this module only
+parses the options, so `asyncclient --help` and every other command work without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from asyncclient.cli._common import (
+    EXIT_OK,
+    CommandError,
+    Output,
+    add_command,
+    api_key_source,
+    open_session,
+)
+
+INSTALL_HINT = (
+    "asyncclient mcp needs the MCP SDK, which is not installed: pip install 'asyncclient[mcp]'"
+)
+DEFAULT_POLL_INTERVAL = 3.0
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+_EXAMPLES = """\
+  asyncclient mcp                                   # stdio: what an MCP client starts
+  asyncclient mcp --read-only                       # only the tools that change nothing
+  asyncclient mcp --download-dir ~/run-files        # where download_run_file may write
+  asyncclient mcp --http 8765                       # streamable HTTP on 127.0.0.1:8765/mcp
+
+an MCP client's configuration (ASYNCCLIENT_API_KEY stays in the server's environment):
+  {"mcpServers": {"test-runs": {"command": "asyncclient", "args": ["mcp"],
+   "env": {"ASYNCCLIENT_BASE_URL": "https://service.example.com", "ASYNCCLIENT_API_KEY": "..."}}}}
+"""
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "mcp",
+        parents,
+        handler="asyncclient.cli._mcp:mcp",
+        help="serve the service's tools to agents (Model Context Protocol)",
+        description="Serve the service's tools to AI agents over the Model Context Protocol: "
+        "one tool per operation of the service, plus upload_build, wait_for_runs and "
+        "download_run_file. Speaks stdio by default (an MCP client starts the command); "
+        "--http serves the streamable HTTP transport instead. The API key comes from "
+        "--api-key or ASYNCCLIENT_API_KEY and never appears in a tool's answer. "
+        "Needs the mcp extra: pip install 'asyncclient[mcp]'.",
+        examples=_EXAMPLES,
+    )
+    p.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to "
+        "127.0.0.1; PORT 0 picks a free one). There is no authentication: anyone who can "
+        "reach the address acts with the API key, so keep it on loopback",
+    )
+    p.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer only the tools that change nothing on the service (list, get, "
+        "wait_for_runs, download_run_file)",
+    )
+    p.add_argument(
+        "--download-dir",
+        metavar="DIR",
+        default=".",
+        help="the folder download_run_file saves into; it never writes outside it "
+        "(default: the current folder)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        help="seconds between the polls of wait_for_runs; they slow down while nothing "
+        f"changes (default {DEFAULT_POLL_INTERVAL:g})",
+    )
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """`8765`, `:8765`, `HOST:8765` or `[::1]:8765` as (host, port); the host defaults to
+    127.0.0.1."""
+    text = value.strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]") and _is_ip(host[1:-1]):
+        host = host[1:-1]
+    elif ":" in host or "[" in host:
+        raise CommandError(f"--http {value}: write an IPv6 host in brackets, as [::1]:8765")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise CommandError(
+            f"--http {value}: give [HOST:]PORT, such as 8765 or 127.0.0.1:8765"
+        ) from None
+    if not 0 <= port <= 65535:
+        raise CommandError(f"--http {value}: the port must be from 0 to 65535")
+    return host or "127.0.0.1", port
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _download_dir(value: str) -> Path:
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise CommandError(f"--download-dir {value} is not a folder: create it or name another")
+    return folder
+
+
+def _load_server_module() -> Any:
+    """asyncclient.mcp_server, or a CommandError with the install hint when the SDK (or a
+    package it needs) is missing."""
+    try:
+        from asyncclient import mcp_server
+    except ImportError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing == "asyncclient":
+            raise
+        detail = f" (no module named {exc.name!r})" if exc.name else ""
+        raise CommandError(INSTALL_HINT + detail) from None
+    return mcp_server
+
+
+async def mcp(args: argparse.Namespace, out: Output) -> int:
+    request_log = logging.getLogger("asyncclient")
+    propagates = request_log.propagate
+    if args.verbose:
+        # The request log already has its handler (--verbose): the SDK's root handler must not
+        # print each line a second time.
+        request_log.propagate = False
+    try:
+        return await _serve(args, out)
+    finally:
+        request_log.propagate = propagates
+
+
+async def _serve(args: argparse.Namespace, out: Output) -> int:
+    server_module = _load_server_module()
+    http = None if args.http is None else parse_http(args.http)
+    download_dir = _download_dir(args.download_dir)
+    if not args.poll_interval > 0:
+        raise CommandError(f"--poll-interval {args.poll_interval:g} must be above 0 seconds")
+    async with open_session(args) as session:
+        api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY", "")
+        options = server_module.ServerOptions(
+            download_dir=download_dir,
+            read_only=args.read_only,
+            poll_interval=args.poll_interval,
+            key_source=api_key_source(args),
+            secrets=[api_key.strip()],
+        )
+        server = server_module.create_server(session, options)
+        mode = "read-only, " if args.read_only else ""
+        if http is None:
+            out.info(f"asyncclient mcp: serving the Test-Run Service tools ({mode}stdio)")
+            await server_module.serve_stdio(server)
+            return EXIT_OK
+        host, port = http
+        if not is_loopback(host):
+            out.info(
+                f"warning: serving on {host}, not loopback: anyone who can reach it acts with "
+                "this server's API key (there is no authentication)"
+            )
+
+        def announce(line: str) -> None:
+            # Always shown, even with --quiet: with port 0 it is the only way to learn the port.
+            print(f"asyncclient mcp: {mode}{line}", file=out.stderr, flush=True)
+
+        await server_module.serve_http(server, host, port, announce)
+    return EXIT_OK

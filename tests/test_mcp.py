@@ -1,0 +1,645 @@
+"""`asyncclient mcp` as an MCP client sees it: the command runs as a real subprocess (stdio, and
+once streamable HTTP), driven by the mcp SDK's own ClientSession against the emulator.
+
+The emulator runs in the test's event loop on a manual clock: the test moves service time, the
+server's wait_for_runs polls every 0.1 s, so no test waits for minutes of runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent, Tool
+
+from asyncclient.cli._common import CommandError
+from asyncclient.cli._mcp import INSTALL_HINT, is_loopback, parse_http
+from asyncclient.mcp_server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, WRITE_TOOLS
+from asyncclient.testing import FakeService, ServiceSettings, demo_seed_data
+from asyncclient.testing.builders import build_apk
+
+RUN_KEY = "run-key-7f3a9c1e5b0d"
+EDIT_KEY = "edit-key-2d8e6b4a0c91"
+HEADER_SECRET = "Bearer shop-token-9c2f71aa"
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _seed() -> dict[str, Any]:
+    """The demo seed with keys no result could contain by chance."""
+    data = demo_seed_data()
+    for key in data["keys"]:
+        key["key"] = RUN_KEY if key["capability"] == "run" else EDIT_KEY
+    return data
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[FakeService]:
+    # Small parts, so that a sample app goes up in several parts with progress between them.
+    settings = ServiceSettings(part_bytes=64 * 1024)
+    async with FakeService(_seed(), clock="manual", settings=settings) as svc:
+        yield svc
+
+
+def _env(service: FakeService, key: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        "ASYNCCLIENT_BASE_URL": service.url,
+        "ASYNCCLIENT_API_KEY": key,
+        "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
+    }
+
+
+@asynccontextmanager
+async def stdio_server(
+    service: FakeService, key: str, tmp_path: Path, *args: str
+) -> AsyncIterator[tuple[ClientSession, Path]]:
+    """`asyncclient mcp ARGS` over stdio, initialized; yields the session and its stderr file."""
+    errlog = tmp_path / f"stderr-{len(list(tmp_path.glob('stderr-*')))}.txt"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "asyncclient", "mcp", "--poll-interval", "0.1", *args],
+        env=_env(service, key, tmp_path),
+        cwd=tmp_path,
+    )
+    with errlog.open("w") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            yield client, errlog
+
+
+class Calls:
+    """Every tool answer seen, to check afterwards that no secret is in any of them."""
+
+    def __init__(self, client: ClientSession) -> None:
+        self.client = client
+        self.texts: list[str] = []
+
+    async def call(self, name: str, arguments: dict[str, Any], **kw: Any) -> CallToolResult:
+        result = await self.client.call_tool(name, arguments, **kw)
+        self.texts.append(result.model_dump_json())
+        return result
+
+    async def ok(self, name: str, arguments: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        result = await self.call(name, arguments, **kw)
+        assert not result.is_error, f"{name}: {_text(result)}"
+        assert result.structured_content is not None
+        # The text block carries the same JSON, for clients that read only text.
+        assert json.loads(_text(result)) == result.structured_content
+        return result.structured_content
+
+    async def error(self, name: str, arguments: dict[str, Any]) -> str:
+        result = await self.call(name, arguments)
+        assert result.is_error, f"{name} should have failed: {_text(result)}"
+        return _text(result)
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def _by_name(tools: list[Tool]) -> dict[str, Tool]:
+    return {tool.name: tool for tool in tools}
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, float | None, str | None]] = []
+        self.first = asyncio.Event()
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+        self.first.set()
+
+
+# --- the tools and their schemas -----------------------------------------------------------------
+
+
+async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
+    service: FakeService, tmp_path: Path
+) -> None:
+    async with stdio_server(service, RUN_KEY, tmp_path) as (client, _):
+        tools = _by_name((await client.list_tools()).tools)
+
+    assert list(tools) == list(TOOLS)
+    assert set(TOOLS) == {
+        "list_builds",
+        "get_build",
+        "delete_build",
+        "run_test",
+        "run_project",
+        "list_runs",
+        "get_run",
+        "stop_run",
+        "list_endpoints",
+        "add_endpoint",
+        "delete_endpoint",
+        "upload_build",
+        "wait_for_runs",
+        "download_run_file",
+    }
+
+    def props(name: str) -> dict[str, Any]:
+        schema = tools[name].input_schema
+        assert schema["type"] == "object"
+        result: dict[str, Any] = schema["properties"]
+        return result
+
+    assert props("get_build")["build_id"]["pattern"] == "^ab_"
+    assert tools["get_build"].input_schema["required"] == ["build_id"]
+    assert props("list_builds")["project_id"]["pattern"] == "^p_"
+    assert props("run_test")["test_id"]["pattern"] == "^t_"
+    assert props("get_run")["run_id"]["pattern"] == "^j_"
+    assert props("delete_endpoint")["endpoint_id"]["pattern"] == "^ep_"
+    assert props("run_test")["mode"]["enum"] == ["auto", "cold", "warm"]
+    assert props("run_project")["build_ids"]["items"]["pattern"] == "^ab_"
+    assert props("run_project")["build_ids"]["maxItems"] == 50
+    runs = props("list_runs")
+    assert runs["ids"]["maxItems"] == 50
+    assert runs["ids"]["items"]["pattern"] == "^j_"
+    assert runs["limit"] == {**runs["limit"], "type": "integer", "minimum": 1, "maximum": 200}
+    assert set(runs["status"]["enum"]) == {
+        "queued",
+        "running",
+        "passed",
+        "failed",
+        "blocked",
+        "inconclusive",
+        "error",
+        "cancelled",
+    }
+    endpoint = props("add_endpoint")
+    assert endpoint["name"]["maxLength"] == 40
+    assert endpoint["description"]["maxLength"] == 600
+    assert endpoint["url"]["pattern"] == "^https://"
+    assert endpoint["method"]["enum"] == ["DELETE", "GET", "PATCH", "POST", "PUT"]
+    assert endpoint["headers"]["maxProperties"] == 20
+    assert set(tools["add_endpoint"].input_schema["required"]) == {
+        "project_id",
+        "name",
+        "description",
+        "url",
+    }
+    assert "maxItems" not in props("wait_for_runs")["run_ids"]  # any number: batched
+    assert props("wait_for_runs")["timeout_seconds"]["maximum"] == 3600
+    assert "ctx" not in props("upload_build")  # the SDK's context is not an argument
+
+    for name, tool in tools.items():
+        assert tool.description is not None, name
+        assert len(tool.description) > 40, name
+        assert tool.output_schema is not None, name
+        assert tool.output_schema["type"] == "object", name
+        annotations = tool.annotations
+        assert annotations is not None, name
+        if name in DESTRUCTIVE_TOOLS:
+            assert annotations.destructive_hint is True, name
+            assert annotations.read_only_hint is False, name
+        elif name in READ_TOOLS and name != "download_run_file":
+            assert annotations.read_only_hint is True, name
+        else:
+            assert annotations.read_only_hint is False, name
+            assert annotations.destructive_hint is False, name
+    assert {"delete_build", "delete_endpoint", "stop_run"} == DESTRUCTIVE_TOOLS
+    assert set(tools["wait_for_runs"].output_schema["properties"]) >= {"done", "runs", "pending"}
+
+
+async def test_read_only_offers_only_the_read_tools(service: FakeService, tmp_path: Path) -> None:
+    async with stdio_server(service, RUN_KEY, tmp_path, "--read-only") as (client, _):
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        refused = await client.call_tool("delete_build", {"build_id": "ab_x"})
+        listed = await client.call_tool("list_builds", {"project_id": "p_demo"})
+
+    assert set(names) == set(READ_TOOLS)
+    assert not set(names) & set(WRITE_TOOLS)
+    assert refused.is_error
+    assert "delete_build" in _text(refused)
+    assert not listed.is_error
+    assert service.requests_for("delete_build") == []
+
+
+# --- the whole job over stdio ---------------------------------------------------------------------
+
+
+async def test_every_tool_over_stdio_against_the_emulator(
+    service: FakeService, tmp_path: Path
+) -> None:
+    apk = build_apk(tmp_path / "shop.apk", version_code=7, filler_bytes=300_000)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    upload_progress = Progress()
+    wait_progress = Progress()
+
+    async with stdio_server(service, RUN_KEY, tmp_path, "--download-dir", str(downloads)) as (
+        client,
+        errlog,
+    ):
+        calls = Calls(client)
+
+        # Upload a real sample app: parallel parts, checked by the service, progress in bytes.
+        uploaded = await calls.ok(
+            "upload_build",
+            {"project_id": "p_demo", "path": str(apk), "label": "abc123"},
+            progress_callback=upload_progress,
+        )
+        build = uploaded["build"]
+        assert build["id"].startswith("ab_")
+        assert build["status"] == "ready"
+        assert build["appId"] == "com.example.shop"
+        assert build["label"] == "abc123"
+        assert build["sha256"]
+        assert len(service.requests_for("upload_part")) >= 5
+        assert upload_progress.seen
+        assert upload_progress.seen[-1][:2] == (apk.stat().st_size, apk.stat().st_size)
+        assert "shop.apk" in (upload_progress.seen[-1][2] or "")
+
+        listed = await calls.ok("list_builds", {"project_id": "p_demo"})
+        assert build["id"] in [b["id"] for b in listed["builds"]]
+        assert listed["partBytes"] == 64 * 1024
+        got = await calls.ok("get_build", {"build_id": build["id"]})
+        assert got["build"]["versionCode"] == "7"
+
+        # Run the project with that build, then wait for the runs while service time moves.
+        started = await calls.ok("run_project", {"project_id": "p_demo", "build_id": build["id"]})
+        run_ids = started["runIds"]
+        assert len(run_ids) == 4
+        assert started["skipped"] == []
+        assert {s["testId"] for s in started["started"]} >= {"t_login", "t_checkout"}
+
+        async def advance_once_polled() -> None:
+            await wait_progress.first.wait()
+            service.advance(3600)
+
+        mover = asyncio.create_task(advance_once_polled())
+        waited = await calls.ok(
+            "wait_for_runs",
+            {"run_ids": run_ids, "timeout_seconds": 60},
+            progress_callback=wait_progress,
+        )
+        await mover
+        assert waited["done"] is True
+        assert waited["pending"] == []
+        assert waited["unknown"] == []
+        assert [run["id"] for run in waited["runs"]] == run_ids
+        assert waited["summary"] == "4 runs: 3 passed, 1 failed"
+        checkout = next(run for run in waited["runs"] if run["testId"] == "t_checkout")
+        assert checkout["status"] == "failed"
+        assert checkout["headline"] == "The voucher was accepted but the total did not change."
+        assert checkout["failedRequirements"] == [
+            {
+                "id": checkout["failedRequirements"][0]["id"],
+                "title": "A voucher code reduces the total",
+                "reason": "The voucher SAVE10 from create_voucher was accepted, but the total "
+                "stayed $42.00 instead of $37.80.",
+            }
+        ]
+        assert checkout["link"].endswith(f"/runs/{checkout['id']}")
+        assert wait_progress.seen[-1][:2] == (4, 4)
+        assert "4 of 4 runs final" in (wait_progress.seen[-1][2] or "")
+        assert service.requests_for("get_run") == []  # batched list_runs, never one by one
+
+        run = await calls.ok("get_run", {"run_id": checkout["id"]})
+        assert run["run"]["status"] == "failed"
+        assert run["run"]["captures"]["voucher"] == "SAVE10"
+        assert run["failedRequirements"] == checkout["failedRequirements"]
+        assert "screenshots/01.png" in run["files"]
+
+        few = await calls.ok("list_runs", {"project_id": "p_demo", "status": "failed"})
+        assert [r["id"] for r in few["runs"]] == [checkout["id"]]
+        full = await calls.ok("list_runs", {"ids": run_ids})
+        assert [r["id"] for r in full["runs"]] == run_ids
+
+        # Files go into the download folder, and nowhere else.
+        saved = await calls.ok(
+            "download_run_file", {"run_id": checkout["id"], "file": "screenshots/01.png"}
+        )
+        assert saved["path"] == f"{checkout['id']}/screenshots/01.png"
+        on_disk = downloads / saved["path"]
+        assert on_disk.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert saved["size"] == on_disk.stat().st_size
+        for escape in ("../outside.png", str(tmp_path / "abs.png"), "a/../../x.png"):
+            message = await calls.error(
+                "download_run_file",
+                {"run_id": checkout["id"], "file": "screenshots/01.png", "save_as": escape},
+            )
+            assert "download folder" in message
+        (downloads / "link").symlink_to(tmp_path)
+        message = await calls.error(
+            "download_run_file",
+            {"run_id": checkout["id"], "file": "video.mp4", "save_as": "link/video.mp4"},
+        )
+        assert "outside the download folder" in message
+        assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".png", ".mp4")) == []
+
+        endpoints = await calls.ok("list_endpoints", {"project_id": "p_demo"})
+        assert [e["name"] for e in endpoints["endpoints"]] == ["create_voucher"]
+
+        # A run that is still going can be stopped.
+        single = await calls.ok("run_test", {"test_id": "t_search", "mode": "cold"})
+        assert single["runId"].startswith("j_")
+        stopped = await calls.ok("stop_run", {"run_id": single["runId"]})
+        assert stopped == {"id": single["runId"], "status": "cancelled"}
+
+        # Errors come back as tool errors with the CLI's one-line message; the server lives on.
+        capability = await calls.error("delete_build", {"build_id": build["id"]})
+        assert capability.startswith("403 permission_denied")
+        assert "use a key that can also create and edit tests" in capability
+        validation = await calls.error("get_build", {"build_id": "j_1"})
+        assert validation == (
+            "j_1 is not a build id: build ids start with ab_ (j_1 looks like a run id); "
+            "check the build_id argument"
+        )
+        too_many = await calls.error("list_runs", {"ids": [f"j_{i}" for i in range(51)]})
+        assert "at most 50 ids" in too_many
+        assert "limit must be from 1 to 200" in await calls.error("list_runs", {"limit": 500})
+        assert "mode must be one of auto, cold, warm" in await calls.error(
+            "run_test", {"test_id": "t_login", "mode": "hot"}
+        )
+        not_found = await calls.error("get_run", {"run_id": "j_nope"})
+        assert not_found.startswith("404 not_found")
+        assert (await calls.ok("get_build", {"build_id": build["id"]}))["build"]["id"]
+
+    texts = "\n".join(calls.texts)
+    assert RUN_KEY not in texts
+    assert RUN_KEY not in errlog.read_text()
+
+
+async def test_endpoint_and_delete_tools_with_an_edit_key(
+    service: FakeService, tmp_path: Path
+) -> None:
+    # -v: every request is logged on stderr, and the log must hold no secret either.
+    async with stdio_server(service, EDIT_KEY, tmp_path, "-v") as (client, errlog):
+        calls = Calls(client)
+        added = await calls.ok(
+            "add_endpoint",
+            {
+                "project_id": "p_demo",
+                "name": "refund_order",
+                "description": "Refunds an order; call it when a test needs a refunded order.",
+                "url": "https://shop.example.com/test/refunds",
+                "method": "post",
+                "headers": {"Authorization": HEADER_SECRET},
+                "body_template": '{"order": "{{order}}"}',
+            },
+        )
+        assert added["id"].startswith("ep_")
+        listed = await calls.ok("list_endpoints", {"project_id": "p_demo"})
+        refund = next(e for e in listed["endpoints"] if e["id"] == added["id"])
+        assert refund["method"] == "POST"
+        assert "headers" not in refund
+
+        http = await calls.error(
+            "add_endpoint",
+            {
+                "project_id": "p_demo",
+                "name": "plain",
+                "description": "Plain http is refused.",
+                "url": "http://shop.example.com/x",
+                "headers": {"Authorization": HEADER_SECRET},
+            },
+        )
+        assert "https://" in http
+        long_name = await calls.error(
+            "add_endpoint",
+            {"project_id": "p_demo", "name": "n" * 41, "description": "d", "url": "https://a.b"},
+        )
+        assert "1 to 40 characters" in long_name
+
+        assert await calls.ok("delete_endpoint", {"endpoint_id": added["id"]}) == {
+            "id": added["id"],
+            "ok": True,
+        }
+        builds = await calls.ok("list_builds", {"project_id": "p_demo"})
+        ios = builds["builds"][0]["id"]
+        assert await calls.ok("delete_build", {"build_id": ios}) == {"id": ios, "ok": True}
+
+    texts = "\n".join(calls.texts)
+    stderr = errlog.read_text()
+    # One line per request, in the CLI's format: the SDK's root log handler (rich) must not
+    # print each one a second time.
+    requests = [line for line in stderr.splitlines() if "/api/v1/" in line]
+    assert any("POST /api/v1/projects/p_demo/endpoints" in line for line in requests)
+    assert all(re.match(r"\d{4}-\d\d-\d\d [\d:,]+ asyncclient ", line) for line in requests)
+    for secret in (EDIT_KEY, HEADER_SECRET, "shop-token"):
+        assert secret not in texts
+        assert secret not in stderr
+
+
+async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
+    service: FakeService, tmp_path: Path
+) -> None:
+    async with stdio_server(service, RUN_KEY, tmp_path) as (client, _):
+        calls = Calls(client)
+        started = await calls.ok("run_test", {"test_id": "t_search"})
+        waited = await calls.ok(
+            "wait_for_runs", {"run_ids": [started["runId"], "j_unknown"], "timeout_seconds": 0.5}
+        )
+    assert waited["done"] is False
+    assert waited["pending"] == [started["runId"]]
+    assert waited["runs"][0]["status"] == "queued"
+    assert "still going" in waited["summary"]
+
+
+# --- streamable HTTP ------------------------------------------------------------------------------
+
+
+async def test_the_job_over_streamable_http(service: FakeService, tmp_path: Path) -> None:
+    env = {**os.environ, **_env(service, RUN_KEY, tmp_path)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "asyncclient",
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        "--poll-interval",
+        "0.1",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/mcp", line)
+        assert found, line
+        url = found.group(0)
+        progress = Progress()
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            calls = Calls(client)
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert names == list(TOOLS)
+            started = await calls.ok("run_project", {"project_id": "p_demo"})
+            # No Android build yet: the two Android tests are skipped, with the reason.
+            assert {s["testId"] for s in started["skipped"]} == {"t_login", "t_checkout"}
+            assert all(s["reason"] for s in started["skipped"])
+
+            async def advance_once_polled() -> None:
+                await progress.first.wait()
+                service.advance(3600)
+
+            mover = asyncio.create_task(advance_once_polled())
+            waited = await calls.ok(
+                "wait_for_runs",
+                {"run_ids": started["runIds"]},
+                progress_callback=progress,
+            )
+            await mover
+            assert waited["done"] is True
+            assert {run["status"] for run in waited["runs"]} == {"passed"}
+            validation = await calls.error("get_run", {"run_id": "ab_1"})
+            assert validation.startswith("ab_1 is not a run id")
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 30)
+        stderr = line + (await process.stderr.read()).decode() if process.stderr else ""
+    assert RUN_KEY not in "\n".join(calls.texts)
+    assert RUN_KEY not in stderr
+
+
+async def test_http_refuses_a_host_header_that_is_not_loopback(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """DNS rebinding: a page on another origin must not reach the loopback server."""
+    import httpx2
+
+    env = {**os.environ, **_env(service, RUN_KEY, tmp_path)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "mcp", "--http", "0", env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+        found = re.search(r"http://127\.0\.0\.1:\d+/mcp", line)
+        assert found, line
+        async with httpx2.AsyncClient() as http:
+            answer = await http.post(
+                found.group(0),
+                headers={"Host": "evil.example.com", "Content-Type": "application/json"},
+                content=b"{}",
+            )
+        assert answer.status_code in (403, 421)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 30)
+
+
+# --- the command without the SDK, and its options ---------------------------------------------
+
+
+def _without_sdk(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`asyncclient ARGV` in a fresh interpreter where `import mcp` fails, as in a base install."""
+    script = (
+        "import sys\n"
+        "sys.modules['mcp'] = None  # import mcp now raises ImportError\n"
+        "from asyncclient.cli import main\n"
+        f"sys.exit(main({list(argv)!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_without_the_extra_mcp_says_how_to_install_it() -> None:
+    result = _without_sdk("mcp", env={"ASYNCCLIENT_API_KEY": RUN_KEY})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: {INSTALL_HINT}")
+    assert "pip install 'asyncclient[mcp]'" in result.stderr
+
+
+def test_without_the_extra_every_other_command_works() -> None:
+    helped = _without_sdk("--help")
+    assert helped.returncode == 0
+    assert "mcp" in helped.stdout
+    inspected = _without_sdk("mcp", "--help")
+    assert inspected.returncode == 0
+    assert "asyncclient[mcp]" in inspected.stdout
+
+
+def test_the_cli_and_the_package_do_not_load_the_sdk() -> None:
+    script = (
+        "import sys, asyncclient\n"
+        "from asyncclient.cli import build_parser\n"
+        "build_parser()\n"
+        "print('\\n'.join(sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert "mcp" not in loaded
+    assert "asyncclient.mcp_server" not in loaded
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("8765", ("127.0.0.1", 8765)),
+        (":8765", ("127.0.0.1", 8765)),
+        ("0", ("127.0.0.1", 0)),
+        ("localhost:9000", ("localhost", 9000)),
+        ("[::1]:9000", ("::1", 9000)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+    ],
+)
+def test_http_addresses(value: str, expected: tuple[str, int]) -> None:
+    assert parse_http(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "host:", "127.0.0.1:99999", "::1:80", "port"])
+def test_bad_http_addresses_are_refused(value: str) -> None:
+    with pytest.raises(CommandError, match="--http"):
+        parse_http(value)
+
+
+def test_loopback_hosts() -> None:
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.0.2.1")
+
+
+def test_a_missing_download_folder_is_refused(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "asyncclient", "mcp", "--download-dir", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "ASYNCCLIENT_BASE_URL": "http://127.0.0.1:9",
+            "ASYNCCLIENT_API_KEY": "k",
+        },
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "--download-dir" in result.stderr
+    assert "is not a folder" in result.stderr
