@@ -184,6 +184,7 @@ class RunsResult(TypedDict):
 class RunResult(TypedDict):
     run: dict[str, Any]
     failedRequirements: list[FailedRequirement]
+    captures: dict[str, str]
     files: list[str]
 
 
@@ -599,6 +600,7 @@ class _Tools:
             return {
                 "run": _compact(_json(run)),
                 "failedRequirements": _failed(run),
+                "captures": run.capture_values,
                 "files": [f.path or f.link for f in run_files(run)],
             }
 
@@ -917,8 +919,9 @@ def _compact(value: Any) -> Any:
 
 def _failed(run: Run) -> list[FailedRequirement]:
     # Read leniently whatever shape the service gave them (asyncclient._lenient).
+    # title: the check's words; id: its id, when the service gave one besides.
     return [
-        {"id": req.name, "title": req.title, "reason": req.reason}
+        {"id": req.name if req.title else "", "title": req.title or req.name, "reason": req.reason}
         for req in _reports.failed_requirements(run)
     ]
 
