@@ -279,6 +279,23 @@ async def test_runs_stop(svc: FakeService, run_cli: RunCli) -> None:
     assert one_error_line(again.stderr).startswith("409 invalid_state")
 
 
+async def test_runs_stop_takes_several_runs_and_stops_all_it_can(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    done = await finished_run(svc, "t_search")
+    first, second = await start_run(svc, "t_search"), await start_run(svc, "t_login")
+
+    result = await run_cli("runs", "stop", first, done, second, env=env_for(svc))
+
+    assert result.code == 3  # the final run could not be stopped; the others were
+    assert result.stdout.splitlines() == [f"{first}  cancelled", f"{second}  cancelled"]
+    assert f"error: {done}: 409 invalid_state" in result.stderr
+    assert "stopped 2 of 3 run(s)" in result.stderr
+    third = await start_run(svc, "t_search")
+    as_json = await run_cli("runs", "stop", third, first, "--json", env=env_for(svc))
+    assert as_json.json() == {"runs": [{"id": third, "status": "cancelled"}]}
+
+
 async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
     run_id = await start_run(svc, "t_search")
 
