@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
-from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
+from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command, format_time
 
 _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080
@@ -28,6 +29,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "It prints the base URL, the projects and the keys.",
         examples=_EXAMPLES,
     )
+    # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
+    p.set_defaults(ends_on_signal=True)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--seed", metavar="FILE", help="a JSON or TOML seed file (default: demo seed)")
@@ -35,7 +38,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--speed",
         type=float,
         default=10.0,
-        help="service seconds per wall second (default 10: a 60 s run takes 6 s)",
+        help="service seconds per wall second (default 10: a 60 s run takes 6 s); service "
+        "time starts at the wall clock's now and runs this many times faster",
     )
     p.add_argument("--part-bytes", type=int, help="upload part size in bytes (default 8 MiB)")
     p.add_argument("--max-bytes", type=int, help="largest build in bytes (default 4 GiB)")
@@ -59,6 +63,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 async def serve(args: argparse.Namespace, out: Output) -> int:
     from asyncclient.testing import FakeService, NetworkConditions, SeedError, ServiceSettings
+    from asyncclient.testing._clock import to_iso
 
     for name in ("error_rate", "rate_limit_rate", "drop_rate"):
         value = getattr(args, name)
@@ -104,10 +109,19 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         ) from exc
     try:
         info = service.seed_info()
+        started_at = service.clock.started_at
         if args.json:
-            out.json({"baseUrl": service.url, **info})
+            out.json(
+                {
+                    "baseUrl": service.url,
+                    **info,
+                    "speed": args.speed,
+                    "serviceTimeStart": to_iso(started_at),
+                }
+            )
         else:
             out.data(f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g})")
+            out.data(f"  {_time_note(started_at, args.speed)}")
             first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
             out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
             for project in info["projects"]:
@@ -116,7 +130,21 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
                 projects = ", ".join(key["projects"])
                 out.data(f"  key {key['key']}  can {key['capability']}  ({projects})")
             out.data("Ctrl-C stops it.")
-        await asyncio.Event().wait()  # until Ctrl-C cancels us
+        await asyncio.Event().wait()  # until Ctrl-C or SIGTERM cancels us (exit 0: run_handler)
     finally:
         await service.stop()
+        out.info("stopped")
     return EXIT_OK
+
+
+def _time_note(started_at: float, speed: float) -> str:
+    """What a user comparing the service's timestamps with their own clock needs to know."""
+    start = format_time(datetime.fromtimestamp(started_at, UTC))
+    if speed == 1:
+        return f"service time started at {start} UTC (now) and runs at the wall clock's pace"
+    pace = "faster" if speed > 1 else "slower"
+    ahead = "ahead of" if speed > 1 else "behind"
+    return (
+        f"service time started at {start} UTC (now) and runs x{speed:g} {pace} than your "
+        f"clock: run timestamps drift {ahead} it"
+    )
