@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from asyncclient._protocol import LIST_LIMIT_MAX
+from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
@@ -115,6 +116,7 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
         if status not in known:
             raise CommandError(
                 f"--status {args.status} is not a run status: use one of {', '.join(known)}"
+                + did_you_mean(status, known)
             )
     if args.limit is not None:
         try:

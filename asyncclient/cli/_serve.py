@@ -7,6 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command, format_time
 
 _EXAMPLES = """\
@@ -62,7 +63,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def serve(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.testing import FakeService, NetworkConditions, SeedError, ServiceSettings
+    from asyncclient.testing import (
+        OPERATIONS,
+        FakeService,
+        NetworkConditions,
+        SeedError,
+        ServiceSettings,
+    )
     from asyncclient.testing._clock import to_iso
 
     for name in ("error_rate", "rate_limit_rate", "drop_rate"):
@@ -77,6 +84,16 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         settings_kwargs["part_bytes"] = args.part_bytes
     if args.max_bytes:
         settings_kwargs["max_bytes"] = args.max_bytes
+    fault_ops = None
+    if args.fault_ops:
+        fault_ops = frozenset(op.strip() for op in args.fault_ops.split(",") if op.strip())
+        unknown = sorted(fault_ops - OPERATIONS)
+        if unknown:
+            known = sorted(OPERATIONS)
+            raise CommandError(
+                f"--fault-ops {unknown[0]} is not an operation of the service: use "
+                f"{', '.join(known)}{did_you_mean(unknown[0], known)}"
+            )
     try:
         conditions = NetworkConditions(
             latency_ms=args.latency_ms,
@@ -85,7 +102,7 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             rate_limit_rate=args.rate_limit_rate,
             drop_rate=args.drop_rate,
             retry_after=args.retry_after,
-            ops=frozenset(o.strip() for o in args.fault_ops.split(",")) if args.fault_ops else None,
+            ops=fault_ops,
             rate_limit_per_key=args.rate_limit_per_key,
             seed=args.fault_seed,
         )

@@ -15,6 +15,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from asyncclient.testing import OPERATIONS
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -211,6 +213,32 @@ async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
             ["run", "test", "t_x", "--mode", "hot"],
             "error: argument --mode: invalid choice (choose from 'auto', 'cold', 'warm');"
             " see 'asyncclient run test --help'",
+        ),
+        (
+            ["runs", "lsit"],
+            "error: argument COMMAND: invalid choice 'lsit' (did you mean list?);"
+            " see 'asyncclient runs --help'",
+        ),
+        (
+            ["bulds", "list"],
+            "error: argument COMMAND: invalid choice 'bulds' (did you mean builds?);"
+            " see 'asyncclient --help'",
+        ),
+        (
+            ["run", "test", "t_x", "--mode", "clod"],
+            "error: argument --mode: invalid choice 'clod' (did you mean cold?);"
+            " see 'asyncclient run test --help'",
+        ),
+        (
+            ["runs", "list", "--status", "runing"],
+            "error: --status runing is not a run status: use one of queued, running, passed,"
+            " failed, blocked, inconclusive, error, cancelled (did you mean running?)",
+        ),
+        (
+            ["serve", "--port", "0", "--fault-ops", "upload_prt"],
+            "error: --fault-ops upload_prt is not an operation of the service: use "
+            + ", ".join(sorted(OPERATIONS))
+            + " (did you mean upload_part?)",
         ),
         (
             ["runs", "list", "--limit", "abc"],
