@@ -612,6 +612,18 @@ async def test_connection_refused_is_a_transport_error(waits: list[float]) -> No
     assert str(info.value).endswith("(connection refused) (GET /api/v1/builds/ab_1, 3 attempts)")
 
 
+async def test_an_unknown_host_name_says_it_could_not_be_resolved(waits: list[float]) -> None:
+    # .invalid never resolves (RFC 6761).
+    async with AsyncSession("k", "http://nosuch.invalid:8080", max_retries=1) as session:
+        with pytest.raises(TransportError) as info:
+            await session.get_build("ab_1")
+    assert isinstance(info.value.__cause__, aiohttp.ClientConnectorError)
+    assert str(info.value) == (
+        "cannot connect to nosuch.invalid:8080 (the host name could not be resolved)"
+        " (GET /api/v1/builds/ab_1, 2 attempts)"
+    )
+
+
 async def test_timeout_is_a_transport_error(service: FakeService, waits: list[float]) -> None:
     service.conditions = NetworkConditions(latency_ms=1000, ops=frozenset({"get_build"}))
     async with AsyncSession(service.run_key, service.url, timeout=0.2, max_retries=1) as session:

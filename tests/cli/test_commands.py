@@ -687,6 +687,22 @@ async def test_the_api_key_never_appears_in_verbose_output(
         assert svc.run_key not in result.stdout + result.stderr
 
 
+async def test_an_unknown_host_says_its_name_could_not_be_resolved(
+    run_cli: RunCli, waits: list[float]
+) -> None:
+    # .invalid never resolves (RFC 6761): every command, and the watcher, say the same.
+    env = {"ASYNCCLIENT_BASE_URL": "http://nosuch.invalid", "ASYNCCLIENT_API_KEY": "k"}
+    for argv in (["builds", "list", "p_demo"], ["watch", "j_1", "--interval", "0.001"]):
+        result = await run_cli(*argv, env=env)
+
+        assert result.code == 4, result.stderr
+        message = one_error_line(result.stderr)
+        assert message.startswith(
+            "cannot connect to nosuch.invalid:80 (the host name could not be resolved)"
+        )
+        assert "unknown error" not in message.lower()
+
+
 async def test_an_unreachable_service_exits_4(run_cli: RunCli, waits: list[float]) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
 
