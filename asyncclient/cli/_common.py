@@ -297,6 +297,29 @@ def format_size(size: int | None) -> str:
     return f"{value:.1f} GiB"
 
 
+# A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
+# show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
+RATE_MIN_BYTES = 1 << 20
+RATE_MIN_SECONDS = 0.1
+
+
+def format_rate(nbytes: float, seconds: float | None, speed: float | None = None) -> str:
+    """A transfer rate for people (`84.2 MB/s`, `512 kB/s`), or "" when `nbytes` moved in
+    `seconds` are too few or too quick for a rate to mean anything. `speed` (bytes/s), when
+    given, is shown instead of the average nbytes / seconds."""
+    if seconds is None or nbytes < RATE_MIN_BYTES or seconds < RATE_MIN_SECONDS:
+        return ""
+    rate = nbytes / seconds if speed is None else speed
+    if not rate > 0:
+        return ""
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6)):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {unit}"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.0f} kB/s"
+    return f"{rate:.0f} B/s"
+
+
 def format_time(value: object) -> str:
     """A timestamp (datetime or ISO 8601 text) as `2026-11-21 05:00:00` UTC; other text as is."""
     from datetime import UTC, datetime
