@@ -48,23 +48,29 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
-def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    """The options every command accepts, before or after the command name."""
+def add_global_options(
+    parser: argparse.ArgumentParser, *, suppress: bool, service: bool = True
+) -> None:
+    """The options every command accepts, before or after the command name.
+
+    service=False leaves out --base-url and --api-key, for commands that talk to no service.
+    """
 
     def default(value: Any) -> Any:
         return argparse.SUPPRESS if suppress else value
 
     group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--base-url",
-        default=default(None),
-        help="service address (default: $ASYNCCLIENT_BASE_URL)",
-    )
-    group.add_argument(
-        "--api-key",
-        default=default(None),
-        help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
-    )
+    if service:
+        group.add_argument(
+            "--base-url",
+            default=default(None),
+            help="service address (default: $ASYNCCLIENT_BASE_URL)",
+        )
+        group.add_argument(
+            "--api-key",
+            default=default(None),
+            help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
+        )
     group.add_argument(
         "--json",
         action="store_true",
@@ -92,8 +98,18 @@ def add_command(
     help: str,
     description: str | None = None,
     examples: str = "",
+    uses_service: bool = True,
 ) -> argparse.ArgumentParser:
-    """A sub-command whose handler ("module:function") is imported only when it runs."""
+    """A sub-command whose handler ("module:function") is imported only when it runs.
+
+    uses_service=False (serve, demo, inspect): the command talks to no service, so instead of
+    `parents` it takes the global options without --base-url and --api-key, which would mean
+    nothing there and only mislead in its --help.
+    """
+    if not uses_service:
+        local = argparse.ArgumentParser(add_help=False)
+        add_global_options(local, suppress=True, service=False)
+        parents = [local]
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         parents=list(parents),

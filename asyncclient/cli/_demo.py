@@ -41,6 +41,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "verdicts and download a screenshot, all against an emulator started in-process on "
         "127.0.0.1. Needs no account and no network.",
         examples=_EXAMPLES,
+        uses_service=False,
     )
     p.add_argument(
         "--speed",

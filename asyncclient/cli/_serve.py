@@ -29,6 +29,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Run the embedded Test-Run Service emulator on loopback until Ctrl-C. "
         "It prints the base URL, the projects and the keys.",
         examples=_EXAMPLES,
+        uses_service=False,
     )
     # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
     p.set_defaults(ends_on_signal=True)

@@ -111,6 +111,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "made), and check it against the service's default devices.\n\nexit codes: 0 an app "
         "(even one the devices cannot run: see its problems), 2 not an app",
         examples=_INSPECT_EXAMPLES,
+        uses_service=False,
     )
     i.add_argument("file", metavar="FILE", help="an .apk, an .app.zip or an .app folder")
 

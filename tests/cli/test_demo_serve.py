@@ -196,6 +196,27 @@ async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
     assert "examples:" in result.stdout
 
 
+@pytest.mark.parametrize("command", ["serve", "demo", "inspect"])
+async def test_commands_without_a_service_do_not_offer_its_address_or_key(
+    run_cli: Any, command: str
+) -> None:
+    result = await run_cli(command, "--help")
+    assert result.code == 0
+    assert "--base-url" not in result.stdout
+    assert "--api-key" not in result.stdout
+    assert "--json" in result.stdout  # the other global options stay
+    refused = await run_cli(command, "--base-url", "http://127.0.0.1:1")
+    assert refused.code == 2
+    assert "unrecognized arguments: --base-url" in refused.stderr
+
+
+async def test_commands_that_talk_to_the_service_keep_its_address_and_key(run_cli: Any) -> None:
+    for argv in (["upload", "--help"], ["runs", "list", "--help"], ["run", "project", "--help"]):
+        result = await run_cli(*argv)
+        assert "--base-url" in result.stdout
+        assert "--api-key" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
