@@ -544,7 +544,8 @@ def _exit_now(code: int, notes: Sequence[str]) -> None:
     """
     if notes:
         with contextlib.suppress(OSError):
-            os.write(2, ("\n".join(notes) + "\n").encode("utf-8", "replace"))
+            # A new line first: the terminal has just echoed ^C after whatever was drawn.
+            os.write(2, ("\n" + "\n".join(notes) + "\n").encode("utf-8", "replace"))
     os._exit(code)
 
 

@@ -431,7 +431,8 @@ def _still_going_note(watcher: Any, args: argparse.Namespace) -> Callable[[], li
         # The address only when given as a flag: the variable is still set in this shell.
         where = f" --base-url {args.base_url}" if getattr(args, "base_url", None) else ""
         return [
-            f"exiting without stopping {len(going)} run(s), still going on the service: {ids}",
+            f"exiting before the service confirmed the stops: {len(going)} run(s) may still "
+            f"be going: {ids}",
             f"stop them with: asyncclient{where} runs stop {ids}",
         ]
 

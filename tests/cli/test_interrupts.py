@@ -200,5 +200,8 @@ async def test_a_second_ctrl_c_names_the_runs_still_going_and_how_to_stop_them(
     assert {status(svc, run_id) for run_id in ids} == {"running"}
     joined = " ".join(ids)
     lines = err.splitlines()
-    assert f"exiting without stopping 4 run(s), still going on the service: {joined}" in lines
+    assert (
+        f"exiting before the service confirmed the stops: 4 run(s) may still be going: {joined}"
+        in lines
+    )
     assert f"stop them with: asyncclient runs stop {joined}" in lines
