@@ -316,7 +316,7 @@ def format_size(size: int | None) -> str:
 # A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
 # show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
 RATE_MIN_BYTES = 1 << 20
-RATE_MIN_SECONDS = 0.1
+RATE_MIN_SECONDS = 0.02
 
 
 def format_rate(nbytes: float, seconds: float | None, speed: float | None = None) -> str:

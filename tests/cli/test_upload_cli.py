@@ -357,7 +357,7 @@ def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
     ("nbytes", "seconds", "shown"),
     [
         (5 << 10, 0.2, ""),  # a tiny file: no "0.0 MB/s"
-        (64 << 20, 0.01, ""),  # too quick to time
+        (64 << 20, 0.005, ""),  # too quick to time
         (64 << 20, None, ""),
         (64 << 20, 0.5, "134.2 MB/s"),
         (2 << 20, 4.0, "524 kB/s"),
