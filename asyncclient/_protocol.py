@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
+from asyncclient._suggest import did_you_mean
 from asyncclient.errors import ValidationError
 
 API_PREFIX: Final = "/api/v1"
@@ -162,7 +163,8 @@ def check_id(kind: str, value: object, param: str | None = None) -> str:
 def check_choice(name: str, value: object, allowed: frozenset[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         choices = ", ".join(sorted(allowed))
-        raise ValidationError(f"{name} must be one of {choices}; got {value!r}")
+        hint = did_you_mean(value, sorted(allowed)) if isinstance(value, str) else ""
+        raise ValidationError(f"{name} must be one of {choices}; got {value!r}{hint}")
     return value
 
 

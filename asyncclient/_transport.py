@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
@@ -115,6 +116,10 @@ def _describe(
     if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
         exc, aiohttp.ClientSSLError
     ):
+        if isinstance(exc.os_error, socket.gaierror):
+            # The resolver's codes are negative (EAI_NONAME is -2): os.strerror knows none of
+            # them and says "Unknown error -2". aiohttp >= 3.10 raises ClientConnectorDNSError.
+            return f"cannot connect to {exc.host}:{exc.port} (the host name could not be resolved)"
         errno = exc.os_error.errno
         reason = os.strerror(errno) if errno else str(exc.os_error)
         return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"

@@ -224,8 +224,11 @@ class RunWatcher:
     views; with `stop_on_timeout=True` the runs still going are stopped first (`stop_run`,
     `stop_concurrency` at a time, default 8; a run that ended meanwhile is fine) and their
     views fetched again. `stop_on_cancel=True` does the same stopping when the task iterating
-    is cancelled (Ctrl-C), then lets the CancelledError through. Stopping gives up after
-    `stop_timeout` seconds (default 30); what could not be stopped is in `stop_errors`.
+    is cancelled (Ctrl-C), fetches them again (so `runs` holds what the service now says,
+    `cancelled` for a run it stopped), then lets the CancelledError through. Stopping gives up
+    after `stop_timeout` seconds (default 30); what could not be stopped is in `stop_errors`,
+    and `still_going` names the runs not known to be final or stopped (while stopping: those
+    whose stop the service has not answered yet).
 
     `sleep` and `clock` (default asyncio.sleep and time.monotonic) and `rng` may be replaced,
     for example by tests that drive a manual clock.
@@ -290,6 +293,7 @@ class RunWatcher:
         self._last_sweep_done = False  # the one sweep made once the deadline passed
         self._failures = 0
         self._stopping_done = False
+        self._stop_answered: set[str] = set()  # stops the service answered (or found final)
         self._wake = asyncio.Event()  # set by add() and aclose(): re-plan the wait at once
         self._close_event = asyncio.Event()
 
@@ -313,6 +317,14 @@ class RunWatcher:
     def pending(self) -> tuple[str, ...]:
         """The ids still polled: not final and not given up as unknown."""
         return tuple(self._tracker.pending)
+
+    @property
+    def still_going(self) -> tuple[str, ...]:
+        """Runs that may still be going on the service: not seen final, not given up as
+        unknown, and not stopped by this watcher (a stop in flight does not count until the
+        service answers it). What a process that must exit now leaves behind."""
+        answered = self._stop_answered
+        return tuple(run_id for run_id in self._tracker.pending if run_id not in answered)
 
     @property
     def unknown(self) -> tuple[str, ...]:
@@ -372,7 +384,7 @@ class RunWatcher:
             and not self._stopping_done
         ):
             # Cancelled while the consumer was busy with a yielded run, not inside __anext__.
-            await self._stop_pending(refresh=False)
+            await self._stop_pending(refresh=True)
         await self.aclose()
 
     def __aiter__(self) -> RunWatcher:
@@ -388,7 +400,7 @@ class RunWatcher:
         except asyncio.CancelledError:
             self._finished = True
             if self._stop_on_cancel and not self._stopping_done:
-                await self._stop_pending(refresh=False)
+                await self._stop_pending(refresh=True)
             raise
         except BaseException:  # StopAsyncIteration, WatchTimeoutError, a fatal ApiError
             self._finished = True
@@ -553,11 +565,14 @@ class RunWatcher:
                 try:
                     await self._session.stop_run(run_id)
                 except (ConflictError, NotFoundError):
-                    return  # it ended (or went away) meanwhile: nothing left to stop
+                    # It ended (or went away) meanwhile: nothing left to stop.
+                    self._stop_answered.add(run_id)
+                    return
                 except AsyncClientError as exc:
                     self.stop_errors[run_id] = exc
                     log.warning("could not stop run %s: %s", run_id, exc)
                     return
+                self._stop_answered.add(run_id)
                 stopped.append(run_id)
 
         try:

@@ -576,6 +576,30 @@ async def test_cancelling_can_stop_the_runs_still_going(
     assert [emulator_status(svc, i) for i in ids] == ["cancelled"] * 3
 
 
+async def test_cancelling_reads_the_stopped_runs_again(
+    svc: FakeService, session: AsyncSession
+) -> None:
+    ids = create(svc, "t_slow", 3)
+    started = asyncio.Event()
+    watcher = session.watch_runs(ids, sleep=block_forever, stop_on_cancel=True)
+
+    async def consume() -> None:
+        async for _ in watcher:
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    assert watcher.still_going == tuple(ids)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # What the service now says, not what the last sweep before the interrupt saw.
+    assert [watcher.runs[i].status_kind for i in ids] == ["cancelled"] * 3
+    assert all(watcher.runs[i].is_final for i in ids)
+    assert watcher.stopped == tuple(ids)
+    assert watcher.still_going == ()
+
+
 async def test_runs_can_be_added_to_a_running_watcher(
     svc: FakeService, session: AsyncSession, manual: ManualTime
 ) -> None:

@@ -7,7 +7,6 @@ command needs them, so `asyncclient --help` stays quick.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 import sys
@@ -15,6 +14,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
+from asyncclient._suggest import closest, did_you_mean
 from asyncclient._version import __version__
 from asyncclient.cli._common import JSON_OUTPUT, add_global_options
 
@@ -68,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
                 shown = f"{shown} ({hidden} more value(s), not shown)".lstrip()
             message = prefix + shown
             known = self._option_strings()
-            meant = [m for f in flags for m in difflib.get_close_matches(f, known, n=1)]
+            # A flag's name is no secret: a looser match than for values is fine.
+            meant = [m for f in flags if (m := closest(f, known, cutoff=0.6)) is not None]
             if meant:
                 message += f" (did you mean {' '.join(meant)}?)"
         choice = _INVALID_CHOICE.match(message)
@@ -76,10 +77,10 @@ class _Parser(argparse.ArgumentParser):
             # The word may be a secret that followed a mistyped flag: name it only when it is
             # close to a real choice.
             value, choices = choice["value"], _QUOTED.findall(choice["choices"])
-            meant = difflib.get_close_matches(value, choices, n=1, cutoff=0.8)
+            hint = did_you_mean(value, choices)
             message = (
-                f"{choice['head']}invalid choice '{value}' (did you mean {meant[0]}?)"
-                if meant
+                f"{choice['head']}invalid choice '{value}'{hint}"
+                if hint
                 else f"{choice['head']}invalid choice (choose from {choice['choices']})"
             )
         self.exit(2, f"error: {message}; see '{self.prog} --help'\n")

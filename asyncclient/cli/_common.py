@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -14,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
@@ -47,23 +48,29 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
-def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    """The options every command accepts, before or after the command name."""
+def add_global_options(
+    parser: argparse.ArgumentParser, *, suppress: bool, service: bool = True
+) -> None:
+    """The options every command accepts, before or after the command name.
+
+    service=False leaves out --base-url and --api-key, for commands that talk to no service.
+    """
 
     def default(value: Any) -> Any:
         return argparse.SUPPRESS if suppress else value
 
     group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--base-url",
-        default=default(None),
-        help="service address (default: $ASYNCCLIENT_BASE_URL)",
-    )
-    group.add_argument(
-        "--api-key",
-        default=default(None),
-        help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
-    )
+    if service:
+        group.add_argument(
+            "--base-url",
+            default=default(None),
+            help="service address (default: $ASYNCCLIENT_BASE_URL)",
+        )
+        group.add_argument(
+            "--api-key",
+            default=default(None),
+            help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
+        )
     group.add_argument(
         "--json",
         action="store_true",
@@ -91,8 +98,18 @@ def add_command(
     help: str,
     description: str | None = None,
     examples: str = "",
+    uses_service: bool = True,
 ) -> argparse.ArgumentParser:
-    """A sub-command whose handler ("module:function") is imported only when it runs."""
+    """A sub-command whose handler ("module:function") is imported only when it runs.
+
+    uses_service=False (serve, demo, inspect): the command talks to no service, so instead of
+    `parents` it takes the global options without --base-url and --api-key, which would mean
+    nothing there and only mislead in its --help.
+    """
+    if not uses_service:
+        local = argparse.ArgumentParser(add_help=False)
+        add_global_options(local, suppress=True, service=False)
+        parents = [local]
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         parents=list(parents),
@@ -146,6 +163,21 @@ class Output:
         self.quiet = quiet
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
+        self._exit_notes: list[Callable[[], Sequence[str]]] = []
+
+    @contextlib.contextmanager
+    def note_on_forced_exit(self, note: Callable[[], Sequence[str]]) -> Iterator[None]:
+        """While in this block, a second Ctrl-C (which exits at once, skipping the cleanup)
+        first prints the lines `note()` returns: what the cleanup leaves undone."""
+        self._exit_notes.append(note)
+        try:
+            yield
+        finally:
+            self._exit_notes.remove(note)
+
+    def forced_exit_notes(self) -> list[str]:
+        """The lines to print before exiting at once (see note_on_forced_exit)."""
+        return [line for note in self._exit_notes for line in note()]
 
     @property
     def stdout_is_terminal(self) -> bool:
@@ -268,6 +300,29 @@ def format_size(size: int | None) -> str:
             return f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+# A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
+# show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
+RATE_MIN_BYTES = 1 << 20
+RATE_MIN_SECONDS = 0.02
+
+
+def format_rate(nbytes: float, seconds: float | None, speed: float | None = None) -> str:
+    """A transfer rate for people (`84.2 MB/s`, `512 kB/s`), or "" when `nbytes` moved in
+    `seconds` are too few or too quick for a rate to mean anything. `speed` (bytes/s), when
+    given, is shown instead of the average nbytes / seconds."""
+    if seconds is None or nbytes < RATE_MIN_BYTES or seconds < RATE_MIN_SECONDS:
+        return ""
+    rate = nbytes / seconds if speed is None else speed
+    if not rate > 0:
+        return ""
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6)):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {unit}"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.0f} kB/s"
+    return f"{rate:.0f} B/s"
 
 
 def format_time(value: object) -> str:
@@ -413,7 +468,9 @@ def run_handler(args: argparse.Namespace) -> int:
     """Run the command's coroutine; map what escapes to a one-line error and an exit code.
 
     The first Ctrl-C (or SIGTERM) cancels the command, which cleans up (stops runs, keeps the
-    upload journal) and ends with 130 (143); a second one exits at once.
+    upload journal) and ends with 130 (143); a second one exits at once, after printing what
+    the cleanup left undone (Output.note_on_forced_exit). A command whose normal end is a
+    signal (`serve`: its parser sets `ends_on_signal`) ends with 0 instead.
     """
     out = Output(json_mode=args.json, quiet=args.quiet)
     log_handler = setup_logging(args.verbose)
@@ -427,6 +484,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
     handler = resolve_handler(args.handler)
     interrupted = False
     exit_code = EXIT_INTERRUPTED
+    ends_on_signal = bool(getattr(args, "ends_on_signal", False))
 
     async def main() -> int:
         task = asyncio.current_task()
@@ -436,12 +494,22 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             nonlocal interrupted, exit_code
             if interrupted:
-                os._exit(exit_code)
+                _exit_now(exit_code, out.forced_exit_notes())
             interrupted = True
-            # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C does.
-            exit_code = 128 + signum
-            name = "interrupted" if signum == signal.SIGINT else "terminated"
-            print(f"\n{name}: cleaning up (Ctrl-C again to exit at once)", file=sys.stderr)
+            if ends_on_signal:
+                # The way to stop it, as its banner says: not an error. A new line after ^C.
+                exit_code = EXIT_OK
+                if out.stderr_is_terminal:
+                    print(file=sys.stderr, flush=True)
+            else:
+                # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C.
+                exit_code = 128 + signum
+                name = "interrupted" if signum == signal.SIGINT else "terminated"
+                print(
+                    f"\n{name}: cleaning up (Ctrl-C again to exit at once)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             loop.call_soon_threadsafe(task.cancel)
 
         # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
@@ -466,6 +534,19 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return exit_code
         out.error(message)
         return code
+
+
+def _exit_now(code: int, notes: Sequence[str]) -> None:
+    """Exit the process at once (a second Ctrl-C), after writing `notes` to stderr.
+
+    os.write, not print: this runs in a signal handler, which may have interrupted a print
+    to the same stream, and a buffered stream refuses a reentrant write.
+    """
+    if notes:
+        with contextlib.suppress(OSError):
+            # A new line first: the terminal has just echoed ^C after whatever was drawn.
+            os.write(2, ("\n" + "\n".join(notes) + "\n").encode("utf-8", "replace"))
+    os._exit(code)
 
 
 def is_broken_pipe(exc: BaseException) -> bool:

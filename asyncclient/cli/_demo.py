@@ -42,6 +42,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "verdicts and download a screenshot, all against an emulator started in-process on "
         "127.0.0.1. Needs no account and no network.",
         examples=_EXAMPLES,
+        uses_service=False,
     )
     p.add_argument(
         "--speed",
@@ -92,8 +93,8 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
                 build_id = await _upload(session, service.project_id, apk, out)
                 if not keep_all:
                     apk.unlink()  # uploaded: the ~25 MB sample has served its purpose
-                run_ids = await _run_project(session, service.project_id, build_id, out)
-                runs = await _follow(session, run_ids, out)
+                tests = await _run_project(session, service.project_id, build_id, out)
+                runs = await _follow(session, tests, out)
                 screenshot = await _download_screenshot(session, runs, folder, out)
     finally:
         if not keep_all:
@@ -153,24 +154,26 @@ def _per_file(display: Any) -> Any:
     return report
 
 
-async def _run_project(session: Any, project_id: str, build_id: str, out: Output) -> list[str]:
+async def _run_project(session: Any, project_id: str, build_id: str, out: Output) -> dict[str, str]:
+    """Start the project's runs; returns the test id of each run started, in start order."""
     out.info(f"\n2. Run every test of {project_id} on that build")
     started = await session.run_project(project_id, build_id=build_id)
     for run in started.started:
         out.info(f"   started {run.run_id} for {run.test_id} ({run.mode})")
     for skipped in started.skipped:
         out.info(f"   skipped {skipped.test_id}: {skipped.reason}")
-    return [run.run_id for run in started.started]
+    return {run.run_id: run.test_id for run in started.started}
 
 
-async def _follow(session: Any, run_ids: list[str], out: Output) -> list[Any]:
+async def _follow(session: Any, tests: dict[str, str], out: Output) -> list[Any]:
     from asyncclient import _reports
     from asyncclient.cli._run import _Progress
     from asyncclient.watch import RunWatcher
 
+    run_ids = list(tests)
     out.info(f"\n3. Follow {len(run_ids)} runs (one request per sweep for all of them)")
     async with RunWatcher(session, run_ids, interval=0.25, max_interval=1.0) as watcher:
-        with _Progress(out, run_ids) as progress:
+        with _Progress(out, run_ids, tests) as progress:
             async for run in watcher:
                 progress.update(run)
         runs = [watcher.runs[run_id] for run_id in run_ids]

@@ -12,7 +12,7 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -279,6 +279,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             out,
             stop_on_cancel=True,
             report_name=args.test_id,
+            tests={start.run_id: args.test_id},
         )
 
 
@@ -320,6 +321,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             stop_on_cancel=True,
             report_name=args.project_id,
             skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
+            tests={started.run_id: started.test_id for started in result.started},
         )
     if code != EXIT_OK:
         return code
@@ -362,8 +364,12 @@ async def _follow(
     stop_on_cancel: bool,
     report_name: str,
     skipped: Sequence[tuple[str, str]] = (),
+    tests: Mapping[str, str] | None = None,
 ) -> int:
-    """Watch the runs with live progress, then report; returns the exit code."""
+    """Watch the runs with live progress, then report; returns the exit code.
+
+    tests: the test id of each run, when known from the start (shown before the first sweep).
+    """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
     from asyncclient.watch import RunWatcher
 
@@ -378,8 +384,9 @@ async def _follow(
         stop_on_cancel=stop_on_cancel,
     )
     timed_out: WatchTimeoutError | None = None
+    note = _still_going_note(watcher, args) if stop_on_cancel else _no_note
     try:
-        with _Progress(out, run_ids) as progress:
+        with out.note_on_forced_exit(note), _Progress(out, run_ids, tests) as progress:
             async with watcher:
                 async for run in watcher:
                     progress.update(run)
@@ -387,9 +394,11 @@ async def _follow(
         timed_out = exc
     except asyncio.CancelledError:
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-        # A cancelled CI job still publishes what it saw: the runs as last seen go to the
-        # summary, the JUnit report and the step summary. Runs stopped by the interrupt stay
-        # "not final" there (a JUnit error), so an unfinished suite never reads as green.
+        # A cancelled CI job still publishes what happened. With stop_on_cancel the watcher
+        # read the runs again after stopping them, so the summary, the JUnit report and the
+        # step summary show each run as the service now has it: a run it cancelled is
+        # skipped, one still going is an error (not final). The exit code (130/143) fails
+        # the job either way.
         seen = [watcher.runs[run_id] for run_id in run_ids if run_id in watcher.runs]
         with contextlib.suppress(CommandError, OSError):  # the interrupt is what matters now
             _report(seen, args, out, report_name, skipped)
@@ -404,6 +413,30 @@ async def _follow(
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
         return EXIT_NOT_PASSED
     return EXIT_OK if all(run.passed for run in runs) else EXIT_NOT_PASSED
+
+
+def _no_note() -> list[str]:
+    return []
+
+
+def _still_going_note(watcher: Any, args: argparse.Namespace) -> Callable[[], list[str]]:
+    """What a second Ctrl-C prints before exiting at once: the runs that may still be going
+    (their stop not answered yet) and the command that stops them."""
+
+    def note() -> list[str]:
+        going = watcher.still_going
+        if not going:
+            return []
+        ids = " ".join(going)
+        # The address only when given as a flag: the variable is still set in this shell.
+        where = f" --base-url {args.base_url}" if getattr(args, "base_url", None) else ""
+        return [
+            f"exiting before the service confirmed the stops: {len(going)} run(s) may still "
+            f"be going: {ids}",
+            f"stop them with: asyncclient{where} runs stop {ids}",
+        ]
+
+    return note
 
 
 def _tell_stopped(stopped: Sequence[str], errors: dict[str, Any], out: Output) -> None:
@@ -460,6 +493,8 @@ class _Progress:
     The table is drawn at most REFRESH_PER_SECOND times a second, however many changes come in
     (one sweep over 10,000 runs may bring thousands at once): a change within that time is
     drawn by a timer on the running loop, or on exit. Only the rows that fit are built.
+    `tests`: the test id of each run known from its start (`run`, `demo`); those runs show
+    from the first frame with their test, as queued until a sweep says otherwise.
     `clock` (default time.monotonic) may be replaced by tests.
     """
 
@@ -477,11 +512,25 @@ class _Progress:
     }
 
     def __init__(
-        self, out: Output, run_ids: Sequence[str], *, clock: Callable[[], float] = time.monotonic
+        self,
+        out: Output,
+        run_ids: Sequence[str],
+        tests: Mapping[str, str] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._out = out
         self._order = list(run_ids)
         self._views: dict[str, Run] = {}
+        if tests:
+            from asyncclient.models import Run, RunStatus
+
+            # A run just started is queued: the service says so too until it picks it up.
+            self._views = {
+                run_id: Run(id=run_id, status=RunStatus.QUEUED, test_id=tests[run_id])
+                for run_id in self._order
+                if run_id in tests
+            }
         self._live: Any = None
         self._console: Any = None
         self._use_live = out.stderr_is_terminal and not out.quiet

@@ -6,23 +6,28 @@ Tables for people, JSON with --json (_common.JSON_OUTPUT); filters are checked b
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from asyncclient._lenient import text
 from asyncclient._protocol import LIST_LIMIT_MAX
+from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
     Output,
     add_command,
     add_group,
+    api_key_source,
     check_id,
+    describe_error,
     format_time,
     open_session,
     to_json,
 )
 
 if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
     from asyncclient.models import Run
 
 _GROUP_EXAMPLES = """\
@@ -44,7 +49,9 @@ _GET_EXAMPLES = """\
 
 _STOP_EXAMPLES = """\
   asyncclient runs stop j_789                        # prints the new status: cancelled
+  asyncclient runs stop j_1 j_2 j_3                  # several: one "RUN_ID STATUS" line each
 """
+_STOP_CONCURRENCY = 8  # stop requests in flight at once, as the run watcher sends them
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -84,10 +91,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "stop",
         parents,
         handler="asyncclient.cli._runs:stop_run",
-        help="stop a queued or running run (a stopped run is not counted)",
+        help="stop queued or running runs (a stopped run is not counted)",
+        description="Stop queued or running runs (a stopped run is not counted). With one "
+        "RUN_ID print its new status; with several, one line `RUN_ID STATUS` per run stopped "
+        '(--json: {"runs": [{"id", "status"}]}); a run that cannot be stopped (already '
+        "final, unknown) is an error line and does not keep the others from stopping.",
         examples=_STOP_EXAMPLES,
     )
-    p.add_argument("run_id", metavar="RUN_ID", help="the run (j_...)")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="the runs (j_...)")
 
 
 async def list_runs(args: argparse.Namespace, out: Output) -> int:
@@ -105,6 +116,7 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
         if status not in known:
             raise CommandError(
                 f"--status {args.status} is not a run status: use one of {', '.join(known)}"
+                + did_you_mean(status, known)
             )
     if args.limit is not None:
         try:
@@ -155,15 +167,49 @@ async def get_run(args: argparse.Namespace, out: Output) -> int:
 
 
 async def stop_run(args: argparse.Namespace, out: Output) -> int:
-    run_id = check_id(args.run_id, "run")
+    run_ids = list(dict.fromkeys(check_id(run_id, "run") for run_id in args.run_ids))
     async with open_session(args) as session:
-        status = await session.stop_run(run_id)
+        if len(run_ids) == 1:
+            (run_id,) = run_ids
+            status = await session.stop_run(run_id)
+            if out.json_mode:
+                out.json({"id": run_id, "status": status})
+            else:
+                out.data(status)
+            out.info(f"stopped run {run_id}: now {status}")
+            return EXIT_OK
+        results = await _stop_each(session, run_ids)
+    worst = EXIT_OK
+    stopped: list[dict[str, str]] = []
+    for run_id, result in zip(run_ids, results, strict=True):
+        if isinstance(result, BaseException):
+            message, code = describe_error(result, key_source=api_key_source(args))
+            out.error(f"{run_id}: {message}")
+            worst = max(worst, code)
+            continue
+        stopped.append({"id": run_id, "status": result})
+        if not out.json_mode:
+            out.data(f"{run_id}  {result}")
     if out.json_mode:
-        out.json({"id": run_id, "status": status})
-    else:
-        out.data(status)
-    out.info(f"stopped run {run_id}: now {status}")
-    return EXIT_OK
+        out.json({"runs": stopped})
+    out.info(f"stopped {len(stopped)} of {len(run_ids)} run(s)")
+    return worst
+
+
+async def _stop_each(session: AsyncSession, run_ids: list[str]) -> list[str | BaseException]:
+    """Stop every run, _STOP_CONCURRENCY at a time; the new status or the error of each."""
+    from asyncclient.errors import AsyncClientError
+
+    semaphore = asyncio.Semaphore(_STOP_CONCURRENCY)
+
+    async def stop(run_id: str) -> str | BaseException:
+        async with semaphore:
+            try:
+                return await session.stop_run(run_id)
+            except AsyncClientError as exc:
+                return exc
+
+    return list(await asyncio.gather(*(stop(run_id) for run_id in run_ids)))
 
 
 def run_fields(run: Run) -> list[tuple[str, Any]]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
-from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
+from asyncclient._suggest import did_you_mean
+from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command, format_time
 
 _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080
@@ -27,7 +29,10 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Run the embedded Test-Run Service emulator on loopback until Ctrl-C. "
         "It prints the base URL, the projects and the keys.",
         examples=_EXAMPLES,
+        uses_service=False,
     )
+    # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
+    p.set_defaults(ends_on_signal=True)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--seed", metavar="FILE", help="a JSON or TOML seed file (default: demo seed)")
@@ -35,7 +40,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--speed",
         type=float,
         default=10.0,
-        help="service seconds per wall second (default 10: a 60 s run takes 6 s)",
+        help="service seconds per wall second (default 10: a 60 s run takes 6 s); service "
+        "time starts at the wall clock's now and runs this many times faster",
     )
     p.add_argument(
         "--dialect",
@@ -64,7 +70,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def serve(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.testing import FakeService, NetworkConditions, SeedError, ServiceSettings
+    from asyncclient.testing import (
+        OPERATIONS,
+        FakeService,
+        NetworkConditions,
+        SeedError,
+        ServiceSettings,
+    )
+    from asyncclient.testing._clock import to_iso
 
     for name in ("error_rate", "rate_limit_rate", "drop_rate"):
         value = getattr(args, name)
@@ -78,6 +91,16 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         settings_kwargs["part_bytes"] = args.part_bytes
     if args.max_bytes:
         settings_kwargs["max_bytes"] = args.max_bytes
+    fault_ops = None
+    if args.fault_ops:
+        fault_ops = frozenset(op.strip() for op in args.fault_ops.split(",") if op.strip())
+        unknown = sorted(fault_ops - OPERATIONS)
+        if unknown:
+            known = sorted(OPERATIONS)
+            raise CommandError(
+                f"--fault-ops {unknown[0]} is not an operation of the service: use "
+                f"{', '.join(known)}{did_you_mean(unknown[0], known)}"
+            )
     try:
         conditions = NetworkConditions(
             latency_ms=args.latency_ms,
@@ -86,7 +109,7 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             rate_limit_rate=args.rate_limit_rate,
             drop_rate=args.drop_rate,
             retry_after=args.retry_after,
-            ops=frozenset(o.strip() for o in args.fault_ops.split(",")) if args.fault_ops else None,
+            ops=fault_ops,
             rate_limit_per_key=args.rate_limit_per_key,
             seed=args.fault_seed,
         )
@@ -111,13 +134,23 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         ) from exc
     try:
         info = service.seed_info()
+        started_at = service.clock.started_at
         if args.json:
-            out.json({"baseUrl": service.url, "dialect": service.dialect.name, **info})
+            out.json(
+                {
+                    "baseUrl": service.url,
+                    "dialect": service.dialect.name,
+                    **info,
+                    "speed": args.speed,
+                    "serviceTimeStart": to_iso(started_at),
+                }
+            )
         else:
             out.data(
                 f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g}, "
                 f"dialect {service.dialect.name})"
             )
+            out.data(f"  {_time_note(started_at, args.speed)}")
             first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
             out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
             for project in info["projects"]:
@@ -126,7 +159,21 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
                 projects = ", ".join(key["projects"])
                 out.data(f"  key {key['key']}  can {key['capability']}  ({projects})")
             out.data("Ctrl-C stops it.")
-        await asyncio.Event().wait()  # until Ctrl-C cancels us
+        await asyncio.Event().wait()  # until Ctrl-C or SIGTERM cancels us (exit 0: run_handler)
     finally:
         await service.stop()
+        out.info("stopped")
     return EXIT_OK
+
+
+def _time_note(started_at: float, speed: float) -> str:
+    """What a user comparing the service's timestamps with their own clock needs to know."""
+    start = format_time(datetime.fromtimestamp(started_at, UTC))
+    if speed == 1:
+        return f"service time started at {start} UTC (now) and runs at the wall clock's pace"
+    pace = "faster" if speed > 1 else "slower"
+    ahead = "ahead of" if speed > 1 else "behind"
+    return (
+        f"service time started at {start} UTC (now) and runs x{speed:g} {pace} than your "
+        f"clock: run timestamps drift {ahead} it"
+    )

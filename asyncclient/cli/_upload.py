@@ -19,6 +19,7 @@ from asyncclient.cli._common import (
     api_key_source,
     check_id,
     describe_error,
+    format_rate,
     format_size,
     open_session,
     to_json,
@@ -110,6 +111,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "made), and check it against the service's default devices.\n\nexit codes: 0 an app "
         "(even one the devices cannot run: see its problems), 2 not an app",
         examples=_INSPECT_EXAMPLES,
+        uses_service=False,
     )
     i.add_argument("file", metavar="FILE", help="an .apk, an .app.zip or an .app folder")
 
@@ -272,14 +274,13 @@ class _Bars(_Display):
             Progress,
             TextColumn,
             TimeRemainingColumn,
-            TransferSpeedColumn,
         )
 
         self._progress: Progress = Progress(
             TextColumn("{task.description}", markup=False),
             BarColumn(),
             DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
+            _rate_column(),
             TimeRemainingColumn(),
             console=Console(file=out.stderr),
         )
@@ -320,6 +321,21 @@ class _Bars(_Display):
             console.print(Text(f"  {note}"))
 
 
+def _rate_column() -> Any:
+    """A bar's rate, shown only once it means something (format_rate): rich's own column
+    shows "?" until it has a speed, and a tiny file's rate is noise."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            rate = format_rate(task.completed, task.elapsed, speed) if speed else ""
+            return Text(rate, style="progress.data.speed")
+
+    return RateColumn()
+
+
 def _display(out: Output, files: list[Path]) -> _Display:
     if out.quiet:
         return _Display(out, files)
@@ -343,9 +359,8 @@ def _done_line(result: UploadResult) -> str:
     )
     if result.skipped:
         return f"{name}: already uploaded as {build.id} ({app}); not sent again"
-    rate = ""
-    if result.elapsed > 0 and result.bytes_sent:
-        rate = f", {result.bytes_sent / result.elapsed / 1e6:.1f} MB/s"
+    rate = format_rate(result.bytes_sent, result.elapsed)
+    rate = f", {rate}" if rate else ""
     resumed = " (resumed)" if result.resumed else ""
     return (
         f"uploaded {name} -> {build.id}{resumed}: {app}, {format_size(build.size)} "

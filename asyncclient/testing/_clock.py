@@ -16,6 +16,11 @@ class Clock:
         self._base = round(time.time(), 3)
         self._offset = 0.0
 
+    @property
+    def started_at(self) -> float:
+        """The wall-clock time (Unix seconds) service time started from: the clock's creation."""
+        return self._base
+
     def now(self) -> float:
         return self._base + self._offset
 
@@ -30,7 +35,11 @@ class ManualClock(Clock):
 
 
 class ScaledClock(Clock):
-    """Wall time multiplied by `speed` (service seconds per wall second), plus any `advance`."""
+    """Wall time multiplied by `speed` (service seconds per wall second), plus any `advance`.
+
+    Service time starts at the wall clock's now and then runs `speed` times faster, so after a
+    wall minute at speed 10 the service's timestamps are 9 minutes ahead of the wall clock.
+    """
 
     def __init__(self, speed: float) -> None:
         if not speed > 0:

@@ -295,6 +295,24 @@ async def test_runs_stop(svc: FakeService, run_cli: RunCli) -> None:
     assert one_error_line(again.stderr).startswith("409 invalid_state")
 
 
+async def test_runs_stop_takes_several_runs_and_stops_all_it_can(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    done = await finished_run(svc, "t_search")
+    first, second = await start_run(svc, "t_search"), await start_run(svc, "t_login")
+
+    result = await run_cli("runs", "stop", first, done, second, env=env_for(svc))
+
+    assert result.code == 3  # the final run could not be stopped; the others were
+    word = svc.dialect.run_statuses.get("cancelled", "cancelled")  # the service's word
+    assert result.stdout.splitlines() == [f"{first}  {word}", f"{second}  {word}"]
+    assert f"error: {done}: 409 invalid_state" in result.stderr
+    assert "stopped 2 of 3 run(s)" in result.stderr
+    third = await start_run(svc, "t_search")
+    as_json = await run_cli("runs", "stop", third, first, "--json", env=env_for(svc))
+    assert as_json.json() == {"runs": [{"id": third, "status": word}]}
+
+
 async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
     run_id = await start_run(svc, "t_search")
 
@@ -686,6 +704,22 @@ async def test_the_api_key_never_appears_in_verbose_output(
         assert result.code == 0, result.stderr
         assert "GET /api/v1/" in result.stderr  # the request log is on
         assert svc.run_key not in result.stdout + result.stderr
+
+
+async def test_an_unknown_host_says_its_name_could_not_be_resolved(
+    run_cli: RunCli, waits: list[float]
+) -> None:
+    # .invalid never resolves (RFC 6761): every command, and the watcher, say the same.
+    env = {"ASYNCCLIENT_BASE_URL": "http://nosuch.invalid", "ASYNCCLIENT_API_KEY": "k"}
+    for argv in (["builds", "list", "p_demo"], ["watch", "j_1", "--interval", "0.001"]):
+        result = await run_cli(*argv, env=env)
+
+        assert result.code == 4, result.stderr
+        message = one_error_line(result.stderr)
+        assert message.startswith(
+            "cannot connect to nosuch.invalid:80 (the host name could not be resolved)"
+        )
+        assert "unknown error" not in message.lower()
 
 
 async def test_an_unreachable_service_exits_4(run_cli: RunCli, waits: list[float]) -> None:

@@ -9,11 +9,14 @@ import re
 import signal
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+
+from asyncclient.testing import OPERATIONS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -107,10 +110,8 @@ async def test_serve_names_the_bad_seed_file(run_cli: Any, tmp_path: Path) -> No
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-async def test_serve_runs_the_demo_seed_until_stopped(
-    tmp_path: Path, sig: signal.Signals, code: int
-) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_serve_runs_the_demo_seed_until_stopped(tmp_path: Path, sig: signal.Signals) -> None:
     # The emulator's data folder goes under TMPDIR; a clean stop must leave nothing there.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
@@ -156,10 +157,48 @@ async def test_serve_runs_the_demo_seed_until_stopped(
         assert body["partBytes"] == 8 << 20
         assert body["maxBytes"] == 4 << 30
 
+        # Service time starts at the wall clock's now (then runs --speed times faster).
+        started = datetime.fromisoformat(info["serviceTimeStart"])
+        assert abs((started - datetime.now(UTC)).total_seconds()) < 60
+        assert info["speed"] == 10
+
         assert any(tmp_path.iterdir())
         proc.send_signal(sig)
-        assert await asyncio.wait_for(proc.wait(), timeout=30) == code
+        # Stopping it is how it is meant to end, as its banner says: not an error.
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+        assert proc.returncode == 0, err.decode()
+        assert err.decode().splitlines() == ["stopped"]
         assert not any(tmp_path.iterdir())
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_says_how_its_time_relates_to_the_wall_clock(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "serve", "--port", "0", "--speed", "60",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner: list[str] = []
+        async with asyncio.timeout(30):
+            while not banner or banner[-1] != "Ctrl-C stops it.":
+                line = (await proc.stdout.readline()).decode()
+                assert line, "".join(banner)
+                banner.append(line.rstrip("\n"))
+        note = banner[1].strip()
+        prefix, _, rest = note.partition("service time started at ")
+        assert prefix == ""
+        assert rest.endswith(
+            "UTC (now) and runs x60 faster than your clock: run timestamps drift ahead of it"
+        )
+        started = datetime.strptime(rest[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        assert abs((started - datetime.now(UTC)).total_seconds()) < 60
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -171,6 +210,27 @@ async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
     result = await run_cli(*argv)
     assert result.code == 0
     assert "examples:" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["serve", "demo", "inspect"])
+async def test_commands_without_a_service_do_not_offer_its_address_or_key(
+    run_cli: Any, command: str
+) -> None:
+    result = await run_cli(command, "--help")
+    assert result.code == 0
+    assert "--base-url" not in result.stdout
+    assert "--api-key" not in result.stdout
+    assert "--json" in result.stdout  # the other global options stay
+    refused = await run_cli(command, "--base-url", "http://127.0.0.1:1")
+    assert refused.code == 2
+    assert "unrecognized arguments: --base-url" in refused.stderr
+
+
+async def test_commands_that_talk_to_the_service_keep_its_address_and_key(run_cli: Any) -> None:
+    for argv in (["upload", "--help"], ["runs", "list", "--help"], ["run", "project", "--help"]):
+        result = await run_cli(*argv)
+        assert "--base-url" in result.stdout
+        assert "--api-key" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -192,6 +252,32 @@ async def test_help_shows_examples(run_cli: Any, argv: list[str]) -> None:
             " see 'asyncclient run test --help'",
         ),
         (
+            ["runs", "lsit"],
+            "error: argument COMMAND: invalid choice 'lsit' (did you mean list?);"
+            " see 'asyncclient runs --help'",
+        ),
+        (
+            ["bulds", "list"],
+            "error: argument COMMAND: invalid choice 'bulds' (did you mean builds?);"
+            " see 'asyncclient --help'",
+        ),
+        (
+            ["run", "test", "t_x", "--mode", "clod"],
+            "error: argument --mode: invalid choice 'clod' (did you mean cold?);"
+            " see 'asyncclient run test --help'",
+        ),
+        (
+            ["runs", "list", "--status", "runing"],
+            "error: --status runing is not a run status: use one of queued, running, passed,"
+            " failed, blocked, inconclusive, error, cancelled (did you mean running?)",
+        ),
+        (
+            ["serve", "--port", "0", "--fault-ops", "upload_prt"],
+            "error: --fault-ops upload_prt is not an operation of the service: use "
+            + ", ".join(sorted(OPERATIONS))
+            + " (did you mean upload_part?)",
+        ),
+        (
             ["runs", "list", "--limit", "abc"],
             "error: argument --limit: invalid int value: 'abc'; see 'asyncclient runs list --help'",
         ),
@@ -211,3 +297,69 @@ async def test_a_value_after_a_mistyped_flag_is_never_echoed(run_cli: Any) -> No
     assert result.code == 2
     assert "s3cr3t" not in result.stderr + result.stdout
     assert len(result.stderr.splitlines()) == 1
+
+
+def read_terminal(argv: list[str], until: bytes, *, timeout: float = 120) -> bytes:
+    """What `asyncclient ARGV` draws on a terminal (a pty of 160x40), up to `until`."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import subprocess
+    import termios
+    import time
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "asyncclient", *argv],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    screen = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until not in screen and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if not ready:
+                continue
+            try:
+                data = os.read(leader, 1 << 16)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            screen += data
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(leader)
+    return screen
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_the_demos_first_live_frame_lists_every_started_test(tmp_path: Path) -> None:
+    screen = read_terminal(["demo", "--output", str(tmp_path)], until=b"4. Verdicts")
+    head, found, rest = screen.partition(b"3. Follow")
+    assert found, screen.decode(errors="replace")
+    started = {
+        line.split()[1]: line.split()[3]  # run id: test id, from "started j_.. for t_.. (mode)"
+        for line in head.decode().splitlines()
+        if line.strip().startswith("started j_")
+    }
+    assert sorted(started.values()) == ["t_checkout", "t_login", "t_onboarding", "t_search"]
+    # The first frame ends where the live display first moves the cursor up to redraw.
+    first = rest.split(b"\x1b[1A")[0].decode()
+    rows = [line for line in first.splitlines() if "j_" in line]
+    cells = [[cell.strip() for cell in row.split("\u2502")[1:4]] for row in rows]
+    assert [(run, test) for run, test, _ in cells] == list(started.items())
+    assert {status.replace("\x1b[2m", "").replace("\x1b[0m", "") for *_, status in cells} == {
+        "queued"
+    }
+    assert "4 runs: 4 queued" in first
+    assert "not seen yet" not in first

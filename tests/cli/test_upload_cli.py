@@ -350,3 +350,70 @@ def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
         "  big.apk: 50%",
         "uploading small.apk",
     ]
+
+
+# --- rates ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "seconds", "shown"),
+    [
+        (5 << 10, 0.2, ""),  # a tiny file: no "0.0 MB/s"
+        (64 << 20, 0.005, ""),  # too quick to time
+        (64 << 20, None, ""),
+        (64 << 20, 0.5, "134.2 MB/s"),
+        (2 << 20, 4.0, "524 kB/s"),
+        (4 << 30, 2.0, "2.1 GB/s"),
+    ],
+)
+def test_a_rate_is_shown_only_when_it_means_something(
+    nbytes: int, seconds: float | None, shown: str
+) -> None:
+    assert _common.format_rate(nbytes, seconds) == shown
+
+
+def test_a_tiny_upload_reports_no_rate(tmp_path: Path) -> None:
+    from asyncclient.models import Build
+    from asyncclient.upload import UploadResult
+
+    build = Build(id="ab_1", app_id="com.example.tiny", version="1.0", size=5 << 10)
+    result = UploadResult(tmp_path / "tiny.apk", build=build, bytes_sent=5 << 10, elapsed=0.2)
+    line = _upload._done_line(result)
+    assert line.endswith("5.0 KiB in 0.2 s"), line
+    assert "/s" not in line
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, so upload draws rich bars."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_shows_no_question_mark_for_a_rate_it_does_not_know(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    out = _common.Output(stdout=_Terminal(), stderr=_Terminal())  # type: ignore[arg-type]
+    display = _upload._display(out, [tmp_path / "tiny.apk"])
+    assert isinstance(display, _upload._Bars)
+    report = display.progress_for(0)
+    report(0, 5 << 10)
+    report(5 << 10, 5 << 10)
+    progress = display._progress
+    console = Console(width=160, record=True, file=_Terminal())  # type: ignore[arg-type]
+    console.print(progress.make_tasks_table(progress.tasks))
+    row = console.export_text().strip()
+    assert "tiny.apk" in row
+    assert "?" not in row
+    assert "/s" not in row
