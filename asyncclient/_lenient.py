@@ -177,14 +177,16 @@ def result_outcome(value: Any, key: str | None = None) -> Outcome:
         return "passed" if value == 1 else "failed" if value == 0 else "unknown"
     if isinstance(value, str):
         word = _word(value)
-        if key == "failed":
-            word = {"true": "false", "false": "true"}.get(word, word)
-        if word in _PASSED:
-            return "passed"
-        if word in _FAILED:
-            return "failed"
-        if word in _SKIPPED:
-            return "skipped"
+        outcome: Outcome = (
+            "passed" if word in _PASSED
+            else "failed" if word in _FAILED
+            else "skipped" if word in _SKIPPED
+            else "unknown"
+        )  # fmt: skip
+        if key == "failed" and outcome in ("passed", "failed"):
+            # `failed: "yes"` is a failure; `failed: "no"` a pass.
+            return "failed" if outcome == "passed" else "passed"
+        return outcome
     return "unknown"
 
 
@@ -237,10 +239,16 @@ def _requirement(item: Any, fallback: str) -> Requirement:
             title = None
         result_key, result = _first(item, _RESULT_KEYS)
         _reason_key, reason = _first(item, _REASON_KEYS)
+        # `result: null` says the check has no result (a stopped run): skipped, not unknown.
+        outcome: Outcome = (
+            result_outcome(result, result_key)
+            if result_key is not None or not any(k in item for k in _RESULT_KEYS)
+            else "skipped"
+        )
         read = Requirement(
             name=text_of(name) if name is not None else "",
             title=text_of(title) if title is not None else "",
-            outcome=result_outcome(result, result_key),
+            outcome=outcome,
             result=text_of(result) if result is not None else "",
             reason=text_of(reason) if reason is not None else "",
         )
@@ -271,6 +279,8 @@ def requirements(value: Any) -> tuple[Requirement, ...]:
             inner = value.get(key)
             if isinstance(inner, list | tuple):
                 return requirements(inner)
+        if _is_one_requirement(value):
+            return (_requirement(value, "requirement"),)
         read: list[Requirement] = []
         for name, item in value.items():
             one = _requirement(item, str(name))
@@ -279,6 +289,19 @@ def requirements(value: Any) -> tuple[Requirement, ...]:
             read.append(one)
         return tuple(read)
     return (_requirement(value, "requirements"),)
+
+
+def _is_one_requirement(value: Mapping[str, Any]) -> bool:
+    """An object that is itself one check (`{"id", "result", "reason"}`), not `{name: result}`:
+    it has a result key with a plain value and a name or reason beside it."""
+    result_key, result = _first(value, _RESULT_KEYS)
+    plain = (str, bool, int, float)
+    if result_key is None or not isinstance(result, plain):
+        return False
+    others = [k for k in (*_NAME_KEYS, *_TITLE_KEYS, *_REASON_KEYS) if k in value]
+    return bool(others) and all(
+        isinstance(value[k], plain) or value[k] is None for k in value if k in others
+    )
 
 
 def failed_requirements(value: Any) -> tuple[Requirement, ...]:
@@ -450,13 +473,14 @@ def read_error(parsed: Any) -> ErrorBody:
     top = {k: v for k, v in parsed.items() if k not in ("error", "errors")}
     inner = parsed.get("error")
     if isinstance(inner, Mapping):
-        details = {**top, **inner}
+        details = _with_nested({**top, **inner})
         code, message = _code_message(inner)
         top_code, top_message = _code_message(top)
         return ErrorBody(parsed, code or top_code, message or top_message, details)
     errors = parsed.get("errors")
     if isinstance(errors, list) and errors:
         return _from_error_list(errors, top, parsed)
+    top = _with_nested(top)
     code, message = _code_message(top)
     if isinstance(inner, str) and inner.strip():
         # {"error": "not_found", "message": "..."} names a code; {"error": "text"} says it all.
@@ -467,6 +491,22 @@ def read_error(parsed: Any) -> ErrorBody:
     if message is None and isinstance(errors, str) and errors.strip():
         message = " ".join(errors.split())
     return ErrorBody(parsed, code, message, top)
+
+
+#: Keys under which services nest an error's extra fields in an object of their own.
+_NESTED_KEYS: Final = ("details", "detail", "data", "meta", "extra", "extras", "context", "info")
+
+
+def _with_nested(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The error's fields with those of an object nested under details, data, meta, ... lifted
+    beside them (a field already there wins), so lists and problems are found wherever sent."""
+    merged = dict(fields)
+    for key in _NESTED_KEYS:
+        nested = fields.get(key)
+        if isinstance(nested, Mapping):
+            for inner_key, value in nested.items():
+                merged.setdefault(inner_key, value)
+    return merged
 
 
 def _from_error_list(errors: list[Any], top: Mapping[str, Any], parsed: Any) -> ErrorBody:
@@ -482,11 +522,9 @@ def _from_error_list(errors: list[Any], top: Mapping[str, Any], parsed: Any) -> 
     details: dict[str, Any] = dict(top)
     code: str | None = None
     if first is not None:
-        meta = first.get("meta")
         details.update(first)
-        if isinstance(meta, Mapping):
-            details.update(meta)
         code, _message = _code_message(first)
+    details = _with_nested(details)
     if code is None:
         code = _code_message(top)[0]
     message = "; ".join(dict.fromkeys(messages)) or _code_message(top)[1]
@@ -497,7 +535,7 @@ def _from_error_list(errors: list[Any], top: Mapping[str, Any], parsed: Any) -> 
 
 _PROBLEM_KEYS: Final = ("problems", "unsupported", "cannotRun", "cannot_run", "incompatible",
                         "incompatibilities", "reasons", "issues", "violations", "rejections",
-                        "requirements", "missing", "errors")  # fmt: skip
+                        "requirements", "missing", "errors", "details")  # fmt: skip
 _KNOWN_DETAIL_KEYS: Final = frozenset(
     {*_CODE_KEYS, *_MESSAGE_KEYS, "build", "status", "meta", "error", "errors", "field",
      "retryAfter", "source", "links", "id", "documentation_url", "doc_url", "requestId",
@@ -546,11 +584,20 @@ def rejection_problems(details: Mapping[str, Any]) -> tuple[Problem, ...]:
         value = details.get(key)
         if isinstance(value, list | tuple) and value:
             return tuple(_problem(item) for item in value)
+        if key in _MESSAGE_KEYS or key in _NESTED_KEYS:
+            continue  # a string there is the message; an object there was lifted beside it
         if isinstance(value, str) and value.strip():
             return (Problem("", (), (), " ".join(value.split())),)
         if isinstance(value, Mapping) and value:
             return tuple(_problem(item, str(kind)) for kind, item in value.items())
-    rest = {k: v for k, v in details.items() if k not in _KNOWN_DETAIL_KEYS}
+    # What is left: fields no reader knows, and known keys holding more than a plain value.
+    rest = {
+        k: v
+        for k, v in details.items()
+        if k not in _KNOWN_DETAIL_KEYS
+        or (k in _MESSAGE_KEYS and not isinstance(v, str | int | float | bool | None))
+    }
+    rest = {k: v for k, v in rest.items() if k not in _NESTED_KEYS or not isinstance(v, Mapping)}
     return tuple(Problem(str(k), (), (), f"{k}: {text_of(v)}") for k, v in rest.items())
 
 
@@ -573,6 +620,10 @@ def start_lists(
     )[1]
     started = []
     for item in started_raw if isinstance(started_raw, list | tuple) else ():
+        if isinstance(item, str | int) and not isinstance(item, bool) and str(item).strip():
+            # A list of plain run ids: the run is known, its test only by asking for the run.
+            started.append({"testId": "", "runId": str(item).strip(), "buildId": None})
+            continue
         if not isinstance(item, Mapping):
             continue
         one = dict(item)
