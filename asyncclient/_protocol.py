@@ -84,17 +84,47 @@ def resolve_base_url(
             "https://service.example; `asyncclient serve` runs a local emulator)"
         )
     source = flag.rstrip("=") if given else BASE_URL_ENV
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    key_flag = "--api-key" if flag.startswith("--") else "api_key="
+    try:
+        parts = urlsplit(url)
+        shown = _without_userinfo(url)
+        if parts.username is not None or parts.password is not None:
+            # A password in the URL would end up in logs and messages: the key is the header.
+            raise ValidationError(
+                f"{source} {shown} carries a user name or password: give the address alone "
+                f"(https://host[:port]) and the key with {key_flag} or {API_KEY_ENV}"
+            )
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            raise
         raise ValidationError(
-            f"{source} {url} is not an http(s) address: give it as https://host[:port]"
+            f"{source} {_without_userinfo(url)} is not a valid address ({exc}): give it as "
+            "https://host[:port]"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(
+            f"{source} {shown} is not an http(s) address: give it as https://host[:port]"
         )
     if parts.query or parts.fragment:
-        raise ValidationError(f"{source} {url} must not carry a query or fragment")
+        raise ValidationError(f"{source} {shown} must not carry a query or fragment")
     # People paste the API root; the paths below already carry the version prefix.
     if url.endswith(API_PREFIX):
         url = url[: -len(API_PREFIX)]
     return url
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL as it may be shown: any `user:password@` before the host replaced by `***@`."""
+    if "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "***"
+    host_part, slash, path = rest.partition("/")
+    if "@" in host_part:
+        host_part = "***@" + host_part.rpartition("@")[2]
+    return f"{scheme}://{host_part}{slash}{path}"
 
 
 def user_agent(version: str, aiohttp_version: str, suffix: str | None = None) -> str:

@@ -62,10 +62,28 @@ def test_base_url_from_environment() -> None:
     assert proto.resolve_base_url(None, env) == "https://env.example"
 
 
-@pytest.mark.parametrize("bad", ["svc.example", "ftp://svc.example", "https://", "https://h/?q=1"])
+@pytest.mark.parametrize(
+    "bad",
+    ["svc.example", "ftp://svc.example", "https://", "https://h/?q=1", "http://h:abc",
+     "http://h:99999", "http://@h"],
+)  # fmt: skip
 def test_bad_base_url_is_refused(bad: str) -> None:
     with pytest.raises(ValidationError, match="base_url"):
         proto.resolve_base_url(bad, {})
+
+
+@pytest.mark.parametrize(
+    "url", ["https://me:s3cret@svc.example", "https://:s3cret@svc.example/x", "http://s3cret@h"]
+)
+def test_a_base_url_with_a_password_is_refused_without_showing_it(url: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        proto.resolve_base_url(url, {})
+
+    message = str(caught.value)
+    assert "s3cret" not in message
+    assert "***@" in message
+    assert "user name or password" in message
+    assert "ASYNCCLIENT_API_KEY" in message
 
 
 def test_user_agent_names_client_aiohttp_and_python() -> None:

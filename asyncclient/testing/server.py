@@ -15,6 +15,7 @@ from typing import Any, Self
 from aiohttp import web
 from aiohttp.log import access_logger
 
+from asyncclient._operations import OPERATIONS
 from asyncclient.testing._app import make_app
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._clock import Clock, make_clock
@@ -223,6 +224,10 @@ class FakeService:
         return list(self._running().log)
 
     def requests_for(self, op: str) -> list[RequestRecord]:
+        """The requests of one operation (its tool name: list_runs, upload_part, ...)."""
+        if op not in OPERATIONS:
+            # A misspelt name would match nothing and make an assertion of "no request" pass.
+            raise ValueError(f"unknown operation {op!r}: give one of {', '.join(OPERATIONS)}")
         return [r for r in self._running().log if r.op == op]
 
     def reset_requests(self) -> None:

@@ -184,6 +184,11 @@ async def test_runs_list_passes_the_filters(svc: FakeService, run_cli: RunCli) -
     assert re.search(r" (\d+\.\d s|\d+ min \d\d s) ", lines[1])  # the duration, for people
     assert passed not in result.stdout
 
+    for spelling in ("canceled", "stopped", "Cancelled"):
+        other = await run_cli("runs", "list", "--status", spelling, "--json", env=env_for(svc))
+        assert other.code == 0, other.stderr
+        assert dict(svc.requests[-1].query) == {"status": "cancelled"}
+
     by_test = await run_cli("runs", "list", "--test", "t_search", "--json", env=env_for(svc))
     assert by_test.code == 0, by_test.stderr
     assert dict(svc.requests[-1].query) == {"testId": "t_search"}
@@ -636,6 +641,20 @@ async def test_a_base_url_that_is_not_http_names_where_it_came_from(
     assert one_error_line(result.stderr) == (
         f"{source} ftp://files.example is not an http(s) address: give it as https://host[:port]"
     )
+
+
+async def test_a_base_url_with_a_password_is_refused_and_the_password_never_shown(
+    svc: FakeService, run_cli: RunCli
+) -> None:
+    url = svc.url.replace("://", "://ci:s3cret@")
+
+    result = await run_cli("runs", "list", "--base-url", url, "--api-key", svc.run_key)
+
+    assert result.code == 2
+    assert "s3cret" not in result.stderr + result.stdout
+    assert one_error_line(result.stderr).startswith("--base-url http://***@127.0.0.1:")
+    assert "--api-key" in result.stderr
+    assert svc.requests_for("list_runs") == []
 
 
 async def test_missing_key_names_the_flag_and_the_variable(
