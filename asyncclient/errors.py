@@ -129,6 +129,9 @@ class ApiError(AsyncClientError):
             parts = urlsplit(self.url)
             target = parts.path + (f"?{parts.query}" if parts.query else "")
             request = " (" + " ".join(p for p in (self.method, target) if p) + ")"
+        if self.message.lower().startswith(label.lower()):
+            # "Unauthorized: bad key" needs no second "Unauthorized" before it.
+            return f"{self.status} {self.message}{request}"
         return f"{self.status} {label}: {self.message}{request}"
 
     @property

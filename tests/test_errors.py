@@ -111,6 +111,18 @@ def test_str_is_one_line_with_code_message_and_request() -> None:
     assert err.error["code"] == "not_found"
 
 
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        (b"Unauthorized", "401 Unauthorized (GET /api/v1/builds/ab_x)"),
+        (b"unauthorized: bad key", "401 unauthorized: bad key (GET /api/v1/builds/ab_x)"),
+        (b"bad key", "401 Unauthorized: bad key (GET /api/v1/builds/ab_x)"),
+    ],
+)
+def test_the_label_is_not_repeated_when_the_message_starts_with_it(body: bytes, line: str) -> None:
+    assert str(error_from_response(401, {}, body, "GET", URL)) == line
+
+
 def test_query_is_shown_in_the_request() -> None:
     err = error_from_response(
         400, {}, _body("invalid_request", "bad limit"), "GET", "http://h/api/v1/runs?limit=999"
@@ -133,7 +145,7 @@ def test_non_json_body_gives_status_reason_and_excerpt() -> None:
 
 def test_empty_body() -> None:
     err = error_from_response(503, {}, b"", "GET", URL)
-    assert str(err) == "503 Service Unavailable: Service Unavailable (GET /api/v1/builds/ab_x)"
+    assert str(err) == "503 Service Unavailable (GET /api/v1/builds/ab_x)"
     assert err.body is None
 
 

@@ -9,7 +9,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from asyncclient._lenient import text
+from asyncclient._lenient import run_status_kind, text
 from asyncclient._protocol import LIST_LIMIT_MAX
 from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import (
@@ -72,7 +72,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--status",
         metavar="S",
         help="only runs with this status: queued, running, passed, failed, blocked, "
-        "inconclusive, error or cancelled",
+        "inconclusive, error or cancelled (other spellings such as canceled or stopped mean "
+        "cancelled)",
     )
     p.add_argument(
         "--limit", metavar="N", type=int, help=f"at most N runs (1 to {LIST_LIMIT_MAX}; default 50)"
@@ -111,7 +112,9 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
     test_id = None if args.test is None else check_id(args.test, "test", "--test")
     status = None
     if args.status is not None:
-        status = args.status.strip().lower()
+        # Other spellings of a status (canceled, stopped, SUCCESS) mean a documented one: the
+        # filter sends the spec's word.
+        status = run_status_kind(args.status.strip())
         known = [s.value for s in RunStatus]
         if status not in known:
             raise CommandError(
