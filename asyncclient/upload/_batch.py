@@ -52,18 +52,8 @@ async def upload_one(
     skip_existing: bool = False,
     journal_dir: "str | os.PathLike[str] | None" = None,
 ) -> "Build":
-    """Upload one app build and return it checked and verified.
-
-    path: an .apk, an .app.zip, or an iOS Simulator .app folder (zipped on the fly). Parts go
-    up `concurrency` at a time; `progress(done_bytes, total_bytes)` follows them (see Progress).
-    skip_existing: return a ready build of the project with the same file name, size and sha256
-    instead of uploading. journal_dir: where the resume journal lives (default_journal_dir()).
-
-    Raises ValidationError (found before any upload request), BuildRejectedError (the devices
-    cannot run it; .problems), ChecksumMismatchError, or the session's ApiError/TransportError.
-    A build whose sha256 the service never reports is returned unverified (Build.sha256 None),
-    with a warning logged.
-    """
+    """The work behind AsyncSession.upload_build, whose docstring users read: one build as a
+    batch of one, its failure raised rather than returned."""
     result = await _upload_items(
         session,
         project_id,

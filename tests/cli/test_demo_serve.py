@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -15,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from commands_support import read_serve_info
 
 from asyncclient.testing import OPERATIONS
 
@@ -127,18 +127,7 @@ async def test_serve_runs_the_demo_seed_until_stopped(tmp_path: Path, sig: signa
         env=env,
     )
     try:
-        assert proc.stdout is not None
-        text = ""
-        # --json prints one object; read until it parses.
-        while True:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
-            assert line, "serve ended before printing its address"
-            text += line.decode()
-            try:
-                info = json.loads(text)
-                break
-            except json.JSONDecodeError:
-                continue
+        info = await read_serve_info(proc)
         assert info["baseUrl"].startswith("http://127.0.0.1:")
         assert info["projects"][0]["id"] == "p_demo"
         keys = {k["key"]: k["capability"] for k in info["keys"]}
