@@ -541,12 +541,16 @@ async def test_local_problems_are_refused_before_any_request(
     journal: Path,
     make: Callable[[Path], Path],
     fix: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    temps_before = set(Path(tempfile.gettempdir()).glob("asyncclient-app-*"))
+    # A temp folder of this test's own: other tests (or processes) zip .app folders meanwhile.
+    temps = tmp_path / "tmp"
+    temps.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temps))
     with pytest.raises(ValidationError, match=re.escape(fix)):
         await client.upload_build(svc.project_id, make(tmp_path), journal_dir=journal)
     assert svc.requests == []
-    assert set(Path(tempfile.gettempdir()).glob("asyncclient-app-*")) == temps_before
+    assert list(temps.iterdir()) == []  # nothing zipped on the way is left behind
 
 
 async def test_a_file_over_max_bytes_costs_only_the_listing(
@@ -1036,5 +1040,6 @@ async def test_memory_stays_bounded_whatever_the_part_size(
     assert build.sha256 == sha256(apk)
     # Client and emulator together, four 16 MiB parts in flight: a few 1 MiB chunks each (the
     # client's chunk and slice in the socket buffer; the emulator's batch being hashed and
-    # written by a worker thread while the next is read). Holding a part would be 64 MiB.
-    assert peak < 14 << 20, f"peak {peak / 2**20:.1f} MiB"
+    # written by a worker thread while the next is read), about 10 MiB; more when a busy
+    # machine slows the emulator's writer. Holding the parts would be 64 MiB.
+    assert peak < 28 << 20, f"peak {peak / 2**20:.1f} MiB"
