@@ -32,7 +32,8 @@ from asyncclient import _protocol as proto
 from asyncclient import _reports
 from asyncclient._session import AsyncSession
 from asyncclient._version import __version__
-from asyncclient.cli._common import describe_error, format_size, to_json
+from asyncclient.cli._common import describe_error
+from asyncclient.cli._output import format_size, to_json
 from asyncclient.errors import ValidationError, WatchTimeoutError
 from asyncclient.models import Run, RunStatus
 

@@ -8,17 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from asyncclient.cli._common import (
-    EXIT_OK,
-    Output,
-    add_command,
-    add_group,
-    check_id,
-    format_size,
-    format_time,
-    open_session,
-    to_json,
-)
+from asyncclient.cli._common import EXIT_OK, add_command, add_group, check_id, open_session
+from asyncclient.cli._output import Output, format_size, format_time, to_json
 
 if TYPE_CHECKING:
     from asyncclient.models import Build

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command
+from asyncclient.cli._common import EXIT_OK, CommandError, add_command
+from asyncclient.cli._output import Output
 
 _EXAMPLES = """\
   asyncclient demo
@@ -110,7 +111,7 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
 
 
 async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
-    from asyncclient.cli._upload import _display
+    from asyncclient.cli._upload_progress import display_for
     from asyncclient.testing.builders import build_apk
 
     def make_apk() -> int:  # 24 MiB written: in a thread, the emulator serves on this loop
@@ -126,7 +127,7 @@ async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
 
     size = await asyncio.to_thread(make_apk)
     out.info(f"\n1. Upload a build: {apk} ({size >> 20} MiB, 4 parts in flight)")
-    with _display(out, [apk]) as display:
+    with display_for(out, [apk]) as display:
         uploads = await session.upload_builds(
             [apk], project_id=project_id, progress=_per_file(display)
         )
@@ -167,13 +168,13 @@ async def _run_project(session: Any, project_id: str, build_id: str, out: Output
 
 async def _follow(session: Any, tests: dict[str, str], out: Output) -> list[Any]:
     from asyncclient import _reports
-    from asyncclient.cli._run import _Progress
+    from asyncclient.cli._follow import Progress
     from asyncclient.watch import RunWatcher
 
     run_ids = list(tests)
     out.info(f"\n3. Follow {len(run_ids)} runs (one request per sweep for all of them)")
     async with RunWatcher(session, run_ids, interval=0.25, max_interval=1.0) as watcher:
-        with _Progress(out, run_ids, tests) as progress:
+        with Progress(out, run_ids, tests) as progress:
             async for run in watcher:
                 progress.update(run)
         runs = [watcher.runs[run_id] for run_id in run_ids]

@@ -15,13 +15,13 @@ from asyncclient.cli._common import (
     EXIT_OK,
     EXIT_REFUSED,
     CommandError,
-    Output,
     add_command,
     api_key_source,
     check_id,
     describe_error,
     open_session,
 )
+from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession

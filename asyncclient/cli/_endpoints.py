@@ -18,14 +18,12 @@ from asyncclient._protocol import (
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
-    Output,
     add_command,
     add_group,
     check_id,
-    format_time,
     open_session,
-    to_json,
 )
+from asyncclient.cli._output import Output, format_time, to_json
 
 # An HTTP header name (RFC 9110 token).
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")

@@ -13,14 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from asyncclient.cli._common import (
-    EXIT_OK,
-    CommandError,
-    Output,
-    add_command,
-    api_key_source,
-    open_session,
-)
+from asyncclient.cli._common import EXIT_OK, CommandError, add_command, api_key_source, open_session
+from asyncclient.cli._output import Output
 
 INSTALL_HINT = (
     "asyncclient mcp needs the MCP SDK, which is not installed: pip install 'asyncclient[mcp]'"

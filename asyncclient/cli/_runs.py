@@ -15,16 +15,14 @@ from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
-    Output,
     add_command,
     add_group,
     api_key_source,
     check_id,
     describe_error,
-    format_time,
     open_session,
-    to_json,
 )
+from asyncclient.cli._output import Output, format_time, to_json
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession

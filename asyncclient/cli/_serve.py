@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asyncclient._suggest import did_you_mean
-from asyncclient.cli._common import EXIT_OK, CommandError, Output, add_command, format_time
+from asyncclient.cli._common import EXIT_OK, CommandError, add_command
+from asyncclient.cli._output import Output, format_time
 
 _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080

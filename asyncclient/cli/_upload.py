@@ -1,6 +1,6 @@
 """`asyncclient upload` (send app builds, print their ids) and `asyncclient inspect` (read one).
 
-Progress goes to stderr (rich bars on a terminal, a line per file otherwise); data to stdout.
+Data goes to stdout; progress to stderr through asyncclient.cli._upload_progress.
 """
 
 from __future__ import annotations
@@ -8,26 +8,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import (
     EXIT_OK,
-    Output,
     add_command,
     api_key_source,
     check_id,
     describe_error,
-    format_rate,
-    format_size,
     open_session,
-    to_json,
 )
+from asyncclient.cli._output import Output, format_size, to_json
+from asyncclient.cli._upload_progress import display_for
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
-
     from asyncclient.upload import LocalBuild, UploadResult
 
 # asyncclient.upload.DEFAULT_CONCURRENCY / DEFAULT_MAX_PARTS_IN_FLIGHT, not imported to keep
@@ -124,7 +119,7 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
 
     project_id = check_id(args.project_id, "project")
     files = [Path(name) for name in args.files]
-    display = _display(out, files)
+    display = display_for(out, files)
     items = [
         UploadItem(path, args.label, display.progress_for(index))
         for index, path in enumerate(files)
@@ -189,192 +184,6 @@ def _report(out: Output, results: list[UploadResult], key_source: str | None) ->
             }
         )
     return worst
-
-
-# Files this big get a progress line at each quarter in plain (non-terminal) output.
-_QUARTERS_FROM = 64 << 20
-
-
-class _Display:
-    """Where upload progress goes: the base shows nothing (--quiet)."""
-
-    def __init__(self, out: Output, files: list[Path]) -> None:
-        self.out = out
-        self.files = files
-
-    def __enter__(self) -> _Display:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        return None
-
-    def progress_for(self, index: int) -> Any:
-        return None
-
-    def finished(self, result: UploadResult) -> None:
-        return None
-
-
-class _Lines(_Display):
-    """Not a terminal (a CI log): a line when a file starts, one at each quarter of a file of
-    _QUARTERS_FROM bytes or more (so a long upload shows it is moving), and one when it ends."""
-
-    def __init__(self, out: Output, files: list[Path]) -> None:
-        super().__init__(out, files)
-        self._started: dict[int, tuple[float, int]] = {}
-        self._quarter: dict[int, int] = {}
-
-    def progress_for(self, index: int) -> Any:
-        def report(done: int, total: int) -> None:
-            name = os.fspath(self.files[index])
-            if index in self._started:
-                quarter = 4 * done // total if total >= _QUARTERS_FROM else 0
-                # Progress winds back on a retried part: only a new high is reported.
-                if 0 < quarter < 4 and quarter > self._quarter.get(index, 0):
-                    self._quarter[index] = quarter
-                    began, _ = self._started[index]
-                    self.out.info(
-                        f"  {name}: {quarter * 25}% ({format_size(done)} of "
-                        f"{format_size(total)}, {time.perf_counter() - began:.0f} s)"
-                    )
-                return
-            self._started[index] = (time.perf_counter(), done)
-            self._quarter[index] = 4 * done // total if total else 0
-            if done >= total:
-                return
-            if done:
-                self.out.info(
-                    f"resuming {name}: {format_size(done)} of {format_size(total)} already sent"
-                )
-            else:
-                self.out.info(f"uploading {name} ({format_size(total)})")
-
-        return report
-
-    def finished(self, result: UploadResult) -> None:
-        if result.build is None or not result.ok:
-            return  # errors are reported once, at the end
-        self.out.info(_done_line(result))
-        for note in _notes(result):
-            self.out.info(f"  {note}")
-
-
-class _Bars(_Display):
-    """A terminal: a rich progress bar per file (bytes, rate, time left) on stderr."""
-
-    def __init__(self, out: Output, files: list[Path]) -> None:
-        super().__init__(out, files)
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress: Progress = Progress(
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            DownloadColumn(binary_units=True),
-            _rate_column(),
-            TimeRemainingColumn(),
-            console=Console(file=out.stderr),
-        )
-        self._tasks: dict[int, TaskID] = {}
-        self._closed = False
-
-    def __enter__(self) -> _Display:
-        self._progress.start()
-        return self
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._progress.stop()
-
-    def progress_for(self, index: int) -> Any:
-        def report(done: int, total: int) -> None:
-            task = self._tasks.get(index)
-            if task is None:
-                name = self.files[index].name
-                self._tasks[index] = self._progress.add_task(name, total=total, completed=done)
-            else:
-                self._progress.update(task, completed=done)
-
-        return report
-
-    def finished(self, result: UploadResult) -> None:
-        if result.build is None or not result.ok:
-            task = self._tasks.get(self.files.index(result.path))
-            if task is not None:  # the reason is printed with the other errors at the end
-                self._progress.update(task, description=f"{result.path.name} (failed)")
-            return
-        from rich.text import Text
-
-        console = self._progress.console
-        console.print(Text(_done_line(result)))
-        for note in _notes(result):
-            console.print(Text(f"  {note}"))
-
-
-def _rate_column() -> Any:
-    """A bar's rate, shown only once it means something (format_rate): rich's own column
-    shows "?" until it has a speed, and a tiny file's rate is noise."""
-    from rich.progress import ProgressColumn, Task
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        def render(self, task: Task) -> Text:
-            speed = task.finished_speed or task.speed
-            rate = format_rate(task.completed, task.elapsed, speed) if speed else ""
-            return Text(rate, style="progress.data.speed")
-
-    return RateColumn()
-
-
-def _display(out: Output, files: list[Path]) -> _Display:
-    if out.quiet:
-        return _Display(out, files)
-    if out.stderr_is_terminal:
-        return _Bars(out, files)
-    return _Lines(out, files)
-
-
-def _done_line(result: UploadResult) -> str:
-    build = result.build
-    assert build is not None
-    name = os.fspath(result.path)
-    app = " ".join(
-        part
-        for part in (
-            build.app_id,
-            build.version,
-            f"({build.version_code})" if build.version_code else None,
-        )
-        if part
-    )
-    if result.skipped:
-        return f"{name}: already uploaded as {build.id} ({app}); not sent again"
-    rate = format_rate(result.bytes_sent, result.elapsed)
-    rate = f", {rate}" if rate else ""
-    resumed = " (resumed)" if result.resumed else ""
-    return (
-        f"uploaded {name} -> {build.id}{resumed}: {app}, {format_size(build.size)} "
-        f"in {result.elapsed:.1f} s{rate}"
-    )
-
-
-def _notes(result: UploadResult) -> list[str]:
-    build = result.build
-    assert build is not None
-    notes = [f"warning: {warning}" for warning in build.warnings]
-    if not result.verified:
-        notes.append("note: the service reported no sha256, so the upload could not be verified")
-    return notes
 
 
 # --- inspect --------------------------------------------------------------------------------------

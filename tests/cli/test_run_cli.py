@@ -456,7 +456,7 @@ class Terminal(io.StringIO):
 
 async def test_a_terminal_gets_a_live_table(svc: FakeService) -> None:
     from asyncclient.cli import build_parser
-    from asyncclient.cli._common import Output
+    from asyncclient.cli._output import Output
     from asyncclient.cli._run import watch
 
     ids = [run.id for run in svc.backend.create_runs("t_pass", 2)]
@@ -536,14 +536,14 @@ async def test_allow_skipped_needs_wait(
 async def test_the_live_table_is_drawn_a_few_times_a_second_not_per_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from asyncclient.cli._common import Output
-    from asyncclient.cli._run import _Progress
+    from asyncclient.cli._follow import Progress
+    from asyncclient.cli._output import Output
     from asyncclient.models import Run, RunStatus
 
     now = 0.0
     ids = [f"j_{n:04d}" for n in range(1000)]
     stderr = Terminal()
-    progress = _Progress(Output(stdout=io.StringIO(), stderr=stderr), ids, clock=lambda: now)
+    progress = Progress(Output(stdout=io.StringIO(), stderr=stderr), ids, clock=lambda: now)
     renders = 0
     render = progress._render
 

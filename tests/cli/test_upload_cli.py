@@ -7,6 +7,7 @@ to a per-test ASYNCCLIENT_STATE_DIR, never the user's own.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from asyncclient.cli import _common, _upload
+from asyncclient.cli import _common, _output, _upload, _upload_progress
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk, build_app_dir
 
@@ -330,13 +331,13 @@ async def test_inspect_a_file_that_is_not_an_app_exits_2(run_cli: RunCli, tmp_pa
 def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
     import io
 
-    from asyncclient.cli._common import Output
-    from asyncclient.cli._upload import _QUARTERS_FROM, _Lines
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._upload_progress import QUARTERS_FROM, Lines
 
     err = io.StringIO()
     big, small = Path("big.apk"), Path("small.apk")
-    lines = _Lines(Output(stdout=io.StringIO(), stderr=err), [big, small])
-    total = _QUARTERS_FROM * 4
+    lines = Lines(Output(stdout=io.StringIO(), stderr=err), [big, small])
+    total = QUARTERS_FROM * 4
     report = lines.progress_for(0)
     # Start, climb past a quarter, wind back (a retried part), climb again, finish.
     for done in (0, total // 5, total // 4 + 1, total // 8, total // 4 + 2, total // 2, total):
@@ -369,7 +370,7 @@ def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
 def test_a_rate_is_shown_only_when_it_means_something(
     nbytes: int, seconds: float | None, shown: str
 ) -> None:
-    assert _common.format_rate(nbytes, seconds) == shown
+    assert _output.format_rate(nbytes, seconds) == shown
 
 
 def test_a_tiny_upload_reports_no_rate(tmp_path: Path) -> None:
@@ -378,9 +379,24 @@ def test_a_tiny_upload_reports_no_rate(tmp_path: Path) -> None:
 
     build = Build(id="ab_1", app_id="com.example.tiny", version="1.0", size=5 << 10)
     result = UploadResult(tmp_path / "tiny.apk", build=build, bytes_sent=5 << 10, elapsed=0.2)
-    line = _upload._done_line(result)
+    line = _upload_progress.done_line(result)
     assert line.endswith("5.0 KiB in 0.2 s"), line
     assert "/s" not in line
+
+
+def test_warnings_sent_as_objects_are_shown_as_their_text(tmp_path: Path) -> None:
+    from asyncclient.models import Build
+    from asyncclient.upload import UploadResult
+
+    warnings = ({"code": "debuggable", "message": "This is a debug build."}, "plain words")
+    build = Build(id="ab_1", app_id="com.example.shop", size=1, warnings=warnings)
+    out = _output.Output(stdout=io.StringIO(), stderr=io.StringIO())
+    display = _upload_progress.Lines(out, [tmp_path / "shop.apk"])
+
+    display.finished(UploadResult(tmp_path / "shop.apk", build=build, bytes_sent=1, elapsed=0.1))
+
+    notes = out.stderr.getvalue().splitlines()[1:3]
+    assert notes == ["  warning: debuggable: This is a debug build.", "  warning: plain words"]
 
 
 class _Terminal:
@@ -404,9 +420,9 @@ class _Terminal:
 def test_a_bar_shows_no_question_mark_for_a_rate_it_does_not_know(tmp_path: Path) -> None:
     from rich.console import Console
 
-    out = _common.Output(stdout=_Terminal(), stderr=_Terminal())  # type: ignore[arg-type]
-    display = _upload._display(out, [tmp_path / "tiny.apk"])
-    assert isinstance(display, _upload._Bars)
+    out = _output.Output(stdout=_Terminal(), stderr=_Terminal())  # type: ignore[arg-type]
+    display = _upload_progress.display_for(out, [tmp_path / "tiny.apk"])
+    assert isinstance(display, _upload_progress.Bars)
     report = display.progress_for(0)
     report(0, 5 << 10)
     report(5 << 10, 5 << 10)

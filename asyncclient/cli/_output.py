@@ -1,0 +1,220 @@
+"""How a command writes: data to stdout (tables, key/value views, JSON), notes and errors to
+stderr, and the formats people read (sizes, rates, times) and --json writes.
+
+Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TextIO
+
+__all__ = [
+    "RATE_MIN_BYTES",
+    "RATE_MIN_SECONDS",
+    "Output",
+    "format_rate",
+    "format_size",
+    "format_time",
+    "to_json",
+]
+
+
+class Output:
+    """Where a command writes: data to stdout (tables or JSON), everything else to stderr."""
+
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        quiet: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self._exit_notes: list[Callable[[], Sequence[str]]] = []
+
+    @contextlib.contextmanager
+    def note_on_forced_exit(self, note: Callable[[], Sequence[str]]) -> Iterator[None]:
+        """While in this block, a second Ctrl-C (which exits at once, skipping the cleanup)
+        first prints the lines `note()` returns: what the cleanup leaves undone."""
+        self._exit_notes.append(note)
+        try:
+            yield
+        finally:
+            self._exit_notes.remove(note)
+
+    def forced_exit_notes(self) -> list[str]:
+        """The lines to print before exiting at once (see note_on_forced_exit)."""
+        return [line for note in self._exit_notes for line in note()]
+
+    @property
+    def stdout_is_terminal(self) -> bool:
+        return _isatty(self.stdout)
+
+    @property
+    def stderr_is_terminal(self) -> bool:
+        return _isatty(self.stderr)
+
+    def data(self, text: str) -> None:
+        """A line of the command's result, on stdout."""
+        print(text, file=self.stdout, flush=True)
+
+    def json(self, value: Any) -> None:
+        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.stdout, flush=True)
+
+    def info(self, text: str) -> None:
+        """Progress and notes for people, on stderr; silent with --quiet."""
+        if not self.quiet:
+            print(text, file=self.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        print(f"error: {text}", file=self.stderr, flush=True)
+
+    def table(
+        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+    ) -> None:
+        """A rich table on a terminal; aligned plain text when piped."""
+        cells = [["" if v is None else str(v) for v in row] for row in rows]
+        if self.stdout_is_terminal:
+            from rich.console import Console
+            from rich.table import Table
+            from rich.text import Text
+
+            table = Table(*columns, title=title, header_style="bold")
+            for row in cells:
+                # Text, not str: service data such as "[x]" must not be read as rich markup.
+                table.add_row(*(Text(v) for v in row))
+            Console(file=self.stdout).print(table)
+            return
+        widths = [len(c) for c in columns]
+        for row in cells:
+            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+        for row in [list(columns), *cells]:
+            self.data("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+    def fields(self, pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
+        """A key/value view (`builds get`, `runs get`); a value may span several lines.
+
+        Pairs whose value is None are left out; a rich grid on a terminal, aligned text when piped.
+        """
+        items = [(key, str(value)) for key, value in pairs if value is not None]
+        if self.stdout_is_terminal:
+            from rich.console import Console
+            from rich.table import Table
+            from rich.text import Text
+
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column()
+            for key, value in items:
+                grid.add_row(Text(key), Text(value))
+            console = Console(file=self.stdout)
+            if title:
+                console.print(Text(title, style="bold"))
+            console.print(grid)
+            return
+        if title:
+            self.data(title)
+        width = max((len(key) for key, _ in items), default=0)
+        for key, value in items:
+            lines = value.splitlines() or [""]
+            self.data(f"{key.ljust(width)}  {lines[0]}".rstrip())
+            for line in lines[1:]:
+                self.data(f"{' ' * width}  {line}".rstrip())
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def format_size(size: int | None) -> str:
+    """Bytes for people: `512 B`, `1.5 KiB`, `12.0 MiB`."""
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+# A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
+# show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
+RATE_MIN_BYTES = 1 << 20
+RATE_MIN_SECONDS = 0.02
+
+
+def format_rate(nbytes: float, seconds: float | None, speed: float | None = None) -> str:
+    """A transfer rate for people (`84.2 MB/s`, `512 kB/s`), or "" when `nbytes` moved in
+    `seconds` are too few or too quick for a rate to mean anything. `speed` (bytes/s), when
+    given, is shown instead of the average nbytes / seconds."""
+    if seconds is None or nbytes < RATE_MIN_BYTES or seconds < RATE_MIN_SECONDS:
+        return ""
+    rate = nbytes / seconds if speed is None else speed
+    if not rate > 0:
+        return ""
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6)):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {unit}"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.0f} kB/s"
+    return f"{rate:.0f} B/s"
+
+
+def format_time(value: object) -> str:
+    """A timestamp (datetime or ISO 8601 text) as `2026-11-21 05:00:00` UTC; other text as is."""
+    from datetime import UTC, datetime
+
+    if value is None:
+        return ""
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(moment, datetime):
+        return str(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def to_json(value: Any) -> Any:
+    """Models (or lists of them) as JSON values for --json output: see JSON_OUTPUT.
+
+    Rebuilt from the models, not the bytes the service sent: field names come from the converter
+    (the service's names: camelCase; snake_case for endpoints), every field of the model is
+    present and null when the service did not send it, and timestamps are written as ISO 8601
+    UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
+    """
+    from asyncclient._converter import converter
+
+    return _json_ready(converter.unstructure(value))
+
+
+def _json_ready(value: Any) -> Any:
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
+        return text.removesuffix("+00:00") + "Z"
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(item) for item in value]
+    return value
