@@ -101,7 +101,8 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
         if not keep_all:
             # Without --output only the screenshot stays; a tour that failed leaves nothing.
             apk.unlink(missing_ok=True)
-            if screenshot is None:
+            # With --quiet nobody is told where the screenshot is: keep nothing then.
+            if screenshot is None or out.quiet:
                 shutil.rmtree(folder, ignore_errors=True)
     if screenshot is not None and not keep_all:
         out.info(f"   kept: {screenshot} (the sample build was removed once uploaded)")

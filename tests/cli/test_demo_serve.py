@@ -63,6 +63,20 @@ async def test_demo_without_output_keeps_only_the_screenshot(
     assert f"kept: {screenshot}" in result.stderr
 
 
+async def test_demo_quiet_without_output_leaves_nothing_behind(
+    run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # so that tempfile reads TMPDIR again
+
+    result = await run_cli("demo", "--quiet", "--speed", "600")
+
+    assert result.code == 0, result.stderr
+    assert result.stderr == ""
+    # Nobody was told where a screenshot would be, so none is kept.
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_demo_quiet_prints_nothing_and_exits_0(
     run_cli: Any, tmp_path: Path, dialect: str
 ) -> None:
@@ -325,8 +339,13 @@ def read_terminal(argv: list[str], until: bytes, *, timeout: float = 120) -> byt
                 break
             screen += data
     finally:
-        proc.kill()
-        proc.wait()
+        # Ctrl-C, as a person would: the command cleans up (the emulator's folder too).
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         os.close(leader)
     return screen
 
