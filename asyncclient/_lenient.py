@@ -296,7 +296,7 @@ def _is_one_requirement(value: Mapping[str, Any]) -> bool:
     it has a result key with a plain value and a name or reason beside it."""
     result_key, result = _first(value, _RESULT_KEYS)
     plain = (str, bool, int, float)
-    if result_key is None or not isinstance(result, plain):
+    if result_key is None or not isinstance(result, (*plain, Mapping)):
         return False
     others = [k for k in (*_NAME_KEYS, *_TITLE_KEYS, *_REASON_KEYS) if k in value]
     return bool(others) and all(
@@ -576,10 +576,12 @@ def _problem(item: Any, kind_hint: str = "") -> Problem:
     return Problem(kind_hint, (), (), text_of(item))
 
 
-def rejection_problems(details: Mapping[str, Any]) -> tuple[Problem, ...]:
+def rejection_problems(details: Mapping[str, Any], message: str = "") -> tuple[Problem, ...]:
     """What the devices cannot run, from a build_rejected error's details: a list of problem
     objects or of strings under any of the usual keys (or an object of `{kind: message}`);
-    failing those, the details no reader knows, compactly, so nothing the service said is lost."""
+    failing those, the details no reader knows, compactly, so nothing the service said is lost.
+    `message`: the error's message as read; other text under a message key (`details`,
+    `reason`, ...) is not that message but more of what the service said, so it is kept."""
     for key in _PROBLEM_KEYS:
         value = details.get(key)
         if isinstance(value, list | tuple) and value:
@@ -591,11 +593,13 @@ def rejection_problems(details: Mapping[str, Any]) -> tuple[Problem, ...]:
         if isinstance(value, Mapping) and value:
             return tuple(_problem(item, str(kind)) for kind, item in value.items())
     # What is left: fields no reader knows, and known keys holding more than a plain value.
+    said = " ".join(message.split())
     rest = {
         k: v
         for k, v in details.items()
         if k not in _KNOWN_DETAIL_KEYS
         or (k in _MESSAGE_KEYS and not isinstance(v, str | int | float | bool | None))
+        or (k in _MESSAGE_KEYS and isinstance(v, str) and v.strip() and " ".join(v.split()) != said)
     }
     rest = {k: v for k, v in rest.items() if k not in _NESTED_KEYS or not isinstance(v, Mapping)}
     return tuple(Problem(str(k), (), (), f"{k}: {text_of(v)}") for k, v in rest.items())

@@ -198,7 +198,7 @@ def structure_error_details(
     readers of asyncclient._lenient find them under any usual key, inside the error or beside
     it; a part of another shape is left at its default rather than hiding the error itself."""
     if isinstance(err, BuildRejectedError):
-        err.problems = rejection_problems(details)
+        err.problems = rejection_problems(details, message=err.message)
         build = details.get("build")
         if isinstance(build, Mapping):
             try:

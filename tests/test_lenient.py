@@ -124,3 +124,27 @@ def test_started_runs_sent_as_plain_run_ids_are_kept() -> None:
 
 def _error(status: int, body: dict[str, Any]) -> Exception:
     return error_from_response(status, {}, json.dumps(body).encode(), "POST", "http://h/x")
+
+
+def test_one_requirement_whose_result_is_an_object_is_one_requirement() -> None:
+    read = lenient.requirements({"id": "r1", "result": {"status": "fail"}, "reason": "x"})
+
+    assert [(r.name, r.outcome, r.reason) for r in read] == [("r1", "failed", "x")]
+
+
+@pytest.mark.parametrize("key", ["details", "reason", "detail"])
+def test_rejection_words_beside_the_message_are_kept(key: str) -> None:
+    exc = _error(422, {"error": {"code": "build_rejected", "message": "m", key: "armv7 only"}})
+
+    assert isinstance(exc, BuildRejectedError)
+    assert [p.message for p in exc.problems] == [f"{key}: armv7 only"]
+
+
+def test_the_message_itself_is_not_repeated_as_a_problem() -> None:
+    body = {"code": "build_rejected", "detail": "The devices cannot run this build"}
+
+    exc = _error(422, body)
+
+    assert isinstance(exc, BuildRejectedError)
+    assert exc.message == "The devices cannot run this build"
+    assert exc.problems == ()
