@@ -4,6 +4,7 @@ Sans I/O: functions of (status, headers, body); the session calls them, tests ca
 
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 
@@ -16,7 +17,7 @@ from asyncclient._converter import (
     structure_status,
 )
 from asyncclient._lenient import decode_error_body, rejection_problems, start_lists
-from asyncclient._protocol import excerpt, parse_retry_after
+from asyncclient._protocol import API_PREFIX, excerpt, parse_retry_after
 from asyncclient.errors import (
     ApiError,
     BadRequestError,
@@ -27,6 +28,7 @@ from asyncclient.errors import (
     PaymentRequiredError,
     PermissionDeniedError,
     RateLimitedError,
+    RedirectError,
     ServerError,
     UnauthenticatedError,
     reason_phrase,
@@ -167,6 +169,8 @@ def error_from_response(
     "text"}` and `{"errors": [...]}` bodies, details inside the error or beside it, and plain
     text or HTML pages (a proxy's) all give a code (when there is one) and a message.
     """
+    if 300 <= status < 400:
+        return _redirect(status, headers, method, url)
     read = decode_error_body(body, _loads)
     code, message, details = read.code, read.message, read.details
     if not message:
@@ -185,6 +189,48 @@ def error_from_response(
     if isinstance(err, BuildRejectedError | NotStartedError):
         structure_error_details(err, details)
     return err
+
+
+def _redirect(status: int, headers: Mapping[str, str], method: str, url: str) -> RedirectError:
+    """A redirect, never followed (the key would go with it): say where it points and which
+    base URL would reach that place."""
+    raw = (headers.get("Location") or "").strip()
+    if not raw:
+        return RedirectError(status, None, "a redirect without a Location", None, method, url)
+    location = _shown_url(urljoin(url, raw))
+    parts = urlsplit(location)
+    suggested: str | None = None
+    if parts.scheme in ("http", "https") and parts.netloc:
+        prefix, marker, _ = parts.path.partition(API_PREFIX + "/")
+        base = f"{parts.scheme}://{parts.netloc}"
+        if marker:
+            suggested = base + prefix.rstrip("/")
+        elif _path_of(url) == parts.path or parts.path in ("", "/"):
+            suggested = base
+    message = f"a redirect to {location}, not followed (the API key goes nowhere else)"
+    if suggested and suggested != _base_of(url):
+        message += f"; if that is the service, use the base URL {suggested}"
+    return RedirectError(
+        status, None, message, None, method, url, location=location, suggested_base_url=suggested
+    )
+
+
+def _shown_url(url: str) -> str:
+    """A URL without any user name or password in it."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _path_of(url: str) -> str:
+    return urlsplit(url).path
+
+
+def _base_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _loads(body: bytes | str) -> Any:

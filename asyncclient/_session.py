@@ -27,6 +27,7 @@ from asyncclient import _protocol as proto
 from asyncclient._bodies import PartBody
 from asyncclient._converter import converter
 from asyncclient._download import download_run_file
+from asyncclient._network import Network
 from asyncclient._operations import OPERATIONS
 from asyncclient._responses import (
     read_build,
@@ -133,6 +134,13 @@ class AsyncSession:
     the User-Agent), sleep (what waits between retries: asyncio.sleep by default; tests pass a
     recorder, or use asyncclient.testing.recorded_retry_waits()).
 
+    Network: proxy (an http(s) proxy URL, "direct" to ignore the environment; default: the
+    HTTPS_PROXY / HTTP_PROXY / ALL_PROXY / NO_PROXY variables, as curl and pip read them, or
+    ASYNCCLIENT_PROXY), ca_file (a PEM file of CAs to trust besides the system's; default
+    ASYNCCLIENT_CA_FILE; SSL_CERT_FILE and SSL_CERT_DIR work as in OpenSSL), client_cert and
+    client_key (a PEM client certificate and its key, for services that ask for one; default
+    ASYNCCLIENT_CLIENT_CERT / ASYNCCLIENT_CLIENT_KEY). Certificates are always verified.
+
     Timeouts: an ordinary (JSON) request must be answered whole within `timeout` seconds. The
     transfers, upload_part and download_run_file, have no total limit, since a large part or
     file on a slow link may take any time: they fail only when no data moves for `timeout`
@@ -157,9 +165,24 @@ class AsyncSession:
         client_session: aiohttp.ClientSession | None = None,
         user_agent: str | None = None,
         sleep: Sleep | None = None,
+        proxy: str | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+        client_cert: str | os.PathLike[str] | None = None,
+        client_key: str | os.PathLike[str] | None = None,
+        _flags: Mapping[str, str] | None = None,
     ) -> None:
         key = proto.resolve_api_key(api_key, os.environ)
         self._base_url = proto.resolve_base_url(base_url, os.environ)
+        # _flags: how the CLI names these options in messages (--proxy, --ca-file, ...).
+        network = Network.resolve(
+            self._base_url,
+            os.environ,
+            proxy=proxy,
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            flags=_flags,
+        )
         proto.check_number("timeout", timeout, minimum=0.001)
         if connect_timeout is not None:
             proto.check_number("connect_timeout", connect_timeout, minimum=0.001)
@@ -181,6 +204,7 @@ class AsyncSession:
             retry=RetryPolicy(backoff_base, backoff_max, max_retry_after, sleep),
             connection_limit=connection_limit,
             client_session=client_session,
+            network=network,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -194,8 +218,16 @@ class AsyncSession:
         """The longest wait (seconds) a service's Retry-After may impose; longer ones are cut."""
         return self._max_retry_after
 
+    @property
+    def network(self) -> Network:
+        """How requests reach the service: `.proxy` (None: directly; `.proxy.shown` hides the
+        password), `.ssl` (the TLS context), `.ca_file`, `.client_cert`."""
+        return self._t.network
+
     def __repr__(self) -> str:
-        return f"<AsyncSession base_url={self._base_url!r}>"
+        proxy = self._t.network.proxy
+        via = f" proxy={proxy.shown!r}" if proxy is not None else ""
+        return f"<AsyncSession base_url={self._base_url!r}{via}>"
 
     async def __aenter__(self) -> Self:
         self._t.ensure_http()

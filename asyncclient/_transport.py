@@ -16,6 +16,7 @@ import orjson
 
 from asyncclient import _protocol as proto
 from asyncclient._bodies import PartBody, PartPayload, single, watched
+from asyncclient._network import Network
 from asyncclient._responses import error_from_response
 from asyncclient._retry import RetryPolicy, retrying
 from asyncclient.errors import ApiError, TransportError
@@ -149,8 +150,12 @@ class Transport:
         retry: RetryPolicy,
         connection_limit: int,
         client_session: aiohttp.ClientSession | None,
+        network: Network,
     ) -> None:
         self._base_url = base_url
+        self._network = network
+        # A dropped connection is looked at closely once (see Network.diagnose).
+        self._probed = False
         self._headers = proto.base_headers(key, user_agent)
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
@@ -171,6 +176,7 @@ class Transport:
         self._request_options: dict[str, Any] = {
             "allow_redirects": False,
             "raise_for_status": False,
+            **network.request_options(),
         }
         if client_session is not None:
             self._request_options["timeout"] = self._timeout
@@ -184,6 +190,10 @@ class Transport:
     @property
     def headers(self) -> Mapping[str, str]:
         return self._headers
+
+    @property
+    def network(self) -> Network:
+        return self._network
 
     @property
     def closed(self) -> bool:
@@ -332,31 +342,10 @@ class Transport:
                     return body
                 resp_headers = resp.headers
                 url = str(resp.url)
-        except _RETRYABLE_TRANSPORT as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             if debug:
                 self._log_attempt(call, type(exc).__name__, started)
-            tries = f", {call.attempt} attempts" if call.attempt > 1 else ""
-            error = TransportError(
-                f"{self._describe(exc, call)} ({call.method} {call.target()}{tries})",
-                method=call.method,
-                url=call.url,
-                attempts=call.attempt,
-            )
-            if isinstance(exc, _PERMANENT_TRANSPORT) or not proto.should_retry_transport(
-                idempotent=call.idempotent, never_sent=isinstance(exc, _NEVER_SENT)
-            ):
-                raise error from exc
-            error.__cause__ = exc
-            raise proto.RetrySignal(error) from exc
-        except aiohttp.ClientError as exc:
-            if debug:
-                self._log_attempt(call, type(exc).__name__, started)
-            raise TransportError(
-                f"{self._describe(exc, call)} ({call.method} {call.target()})",
-                method=call.method,
-                url=call.url,
-                attempts=call.attempt,
-            ) from exc
+            await self._raise_transport_error(exc, call)
         finally:
             # A stream still running belongs to aiohttp's writer task, whose cancellation
             # unwinds it (closing the file); an idle one is closed here.
@@ -371,6 +360,45 @@ class Transport:
         if call.idempotent and proto.is_retryable_status(status):
             raise proto.RetrySignal(api_error, api_error.retry_after)
         raise api_error
+
+    async def _raise_transport_error(self, exc: BaseException, call: Call) -> None:
+        """Raise the TransportError for a failed attempt: as a RetrySignal when another attempt
+        may help, as itself when not (a certificate, a proxy's refusal, a body not resendable)."""
+        network = self._network
+        failure = network.classify(exc)
+        if failure is not None and failure.kind == "name_mismatch":
+            failure = await network.diagnose(exc, failure) or failure
+        elif (
+            failure is None
+            and isinstance(exc, aiohttp.ServerDisconnectedError)
+            and not self._probed
+        ):
+            self._probed = True
+            failure = await network.diagnose(exc, None)
+        tries = f", {call.attempt} attempts" if call.attempt > 1 else ""
+        reason = failure.reason if failure is not None else self._describe(exc, call)
+        error = TransportError(
+            f"{reason} ({call.method} {call.target()}{tries})",
+            method=call.method,
+            url=call.url,
+            attempts=call.attempt,
+            kind=failure.kind if failure is not None else "",
+            fix=failure.fix if failure is not None else "",
+        )
+        # aiohttp's own words may hold a proxy's address with its password: never chain them.
+        cause = None if any(secret in str(exc) for secret in network.secrets) else exc
+        retryable = (
+            isinstance(exc, _RETRYABLE_TRANSPORT)
+            and not isinstance(exc, _PERMANENT_TRANSPORT)
+            and not (failure is not None and failure.permanent)
+            and proto.should_retry_transport(
+                idempotent=call.idempotent, never_sent=isinstance(exc, _NEVER_SENT)
+            )
+        )
+        if not retryable:
+            raise error from cause
+        error.__cause__ = cause
+        raise proto.RetrySignal(error) from cause
 
     def _describe(self, exc: BaseException, call: Call) -> str:
         return _describe(exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer)

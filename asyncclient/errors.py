@@ -3,8 +3,10 @@ A leaf: it imports nothing of the package; asyncclient._responses maps error ans
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request
-     +-- TransportError           connection failed, dropped or timed out (after retries)
+     +-- TransportError           connection failed, dropped or timed out (after retries);
+     |                            .kind names a network failure (untrusted certificate, proxy...)
      +-- ApiError                 the service answered with an error (after retries)
+     |    +-- RedirectError           3xx, never followed   .location, .suggested_base_url
      |    +-- BadRequestError         400
      |    +-- UnauthenticatedError    401
      |    +-- PaymentRequiredError    402
@@ -41,6 +43,7 @@ __all__ = [
     "PaymentRequiredError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RedirectError",
     "ServerError",
     "TransportError",
     "UnauthenticatedError",
@@ -71,12 +74,28 @@ class TransportError(AsyncClientError):
     """The service could not be reached, the connection broke, or the request timed out.
 
     Raised after the retries allowed for the request were used up; the aiohttp exception is
-    the `__cause__`.
+    the `__cause__`. `kind` names a failure on the way to the service that retrying does not
+    mend, with `fix` saying what to change: "untrusted" (certificate not trusted),
+    "name_mismatch", "cert_expired", "client_cert", "not_tls", "speaks_tls", "tls",
+    "proxy_auth" (407), "proxy_refused", "proxy_unreachable"; "" for the others (refused,
+    dropped, timed out). `detail` is the message without the fix.
     """
 
-    def __init__(self, message: str, *, method: str = "", url: str = "", attempts: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str = "",
+        url: str = "",
+        attempts: int = 1,
+        kind: str = "",
+        fix: str = "",
+    ) -> None:
+        self.detail = message
+        self.kind = kind
+        self.fix = fix
+        self.message = f"{message}: {fix}" if fix else message
+        super().__init__(self.message)
         self.method = method
         self.url = url
         self.attempts = attempts
@@ -85,7 +104,14 @@ class TransportError(AsyncClientError):
         return (_rebuild, (type(self), (self.message,), self._state()))
 
     def _state(self) -> dict[str, Any]:
-        return {"method": self.method, "url": self.url, "attempts": self.attempts}
+        return {
+            "method": self.method,
+            "url": self.url,
+            "attempts": self.attempts,
+            "kind": self.kind,
+            "fix": self.fix,
+            "detail": self.detail,
+        }
 
 
 class ApiError(AsyncClientError):
@@ -152,6 +178,20 @@ class ApiError(AsyncClientError):
 
     def _extra_state(self) -> dict[str, Any]:
         return {}
+
+
+class RedirectError(ApiError):
+    """3xx: the service pointed elsewhere. Never followed, so the API key goes nowhere else;
+    `location` is where it pointed (without any user name or password in it) and
+    `suggested_base_url` the base URL that would reach it, when the location shows one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.location: str | None = kwargs.pop("location", None)
+        self.suggested_base_url: str | None = kwargs.pop("suggested_base_url", None)
+        super().__init__(*args, **kwargs)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"location": self.location, "suggested_base_url": self.suggested_base_url}
 
 
 class BadRequestError(ApiError):

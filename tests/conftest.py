@@ -27,6 +27,22 @@ settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+# The variables that would send a test's requests elsewhere or change what it trusts.
+NETWORK_VARIABLES = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+    "ASYNCCLIENT_PROXY", "ASYNCCLIENT_CA_FILE", "ASYNCCLIENT_CLIENT_CERT", "ASYNCCLIENT_CLIENT_KEY",
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _no_network_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test connects as it says: proxy and trust variables of the machine are cleared
+    (the network tests set their own)."""
+    for name in NETWORK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(params=list(DIALECTS))
 def dialect(request: pytest.FixtureRequest) -> str:
     """Each wire dialect of the emulator in turn: the client must read every one of them."""

@@ -1,5 +1,6 @@
-"""What every command shares: global options, exit codes, sessions, error reporting, Ctrl-C.
-How commands write is asyncclient.cli._output.
+"""What every command shares: global options, sessions, running a command, Ctrl-C.
+How commands write is asyncclient.cli._output; exit codes and error lines asyncclient.cli._errors
+(re-exported here for the command modules).
 
 Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
 """
@@ -18,20 +19,42 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import urlsplit
 
+from asyncclient.cli._errors import (
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_PASSED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    CommandError,
+    api_key_source,
+    describe_error,
+)
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession
 
-EXIT_OK = 0
-EXIT_NOT_PASSED = 1
-EXIT_BAD_INPUT = 2
-EXIT_REFUSED = 3
-EXIT_UNREACHABLE = 4
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_PASSED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_UNREACHABLE",
+    "CommandError",
+    "add_command",
+    "add_global_options",
+    "add_group",
+    "api_key_source",
+    "check_id",
+    "describe_error",
+    "open_session",
+    "run_handler",
+]
 
 # What --json prints, said the same way in every help text that describes it.
 JSON_OUTPUT = (
@@ -40,14 +63,6 @@ JSON_OUTPUT = (
 )
 
 Handler = Callable[[argparse.Namespace, "Output"], Awaitable[int]]
-
-
-class CommandError(Exception):
-    """A command's own refusal, reported as one line with the given exit code."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def add_global_options(
@@ -72,6 +87,36 @@ def add_global_options(
             "--api-key",
             default=default(None),
             help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
+        )
+    if service:
+        net = parser.add_argument_group("network options (each also read from the environment)")
+        net.add_argument(
+            "--proxy",
+            metavar="URL",
+            default=default(None),
+            help="HTTP proxy, http://[user:password@]host:port, or 'direct' to ignore the "
+            "proxy variables (default: $ASYNCCLIENT_PROXY, else HTTPS_PROXY/HTTP_PROXY/ALL_PROXY "
+            "and NO_PROXY as curl reads them)",
+        )
+        net.add_argument(
+            "--ca-file",
+            metavar="FILE",
+            default=default(None),
+            help="PEM file of CA certificates to trust besides the system's, e.g. a company CA "
+            "(default: $ASYNCCLIENT_CA_FILE; SSL_CERT_FILE and SSL_CERT_DIR also work)",
+        )
+        net.add_argument(
+            "--client-cert",
+            metavar="FILE",
+            default=default(None),
+            help="PEM client certificate for services that ask for one (mutual TLS); may hold "
+            "the key too (default: $ASYNCCLIENT_CLIENT_CERT)",
+        )
+        net.add_argument(
+            "--client-key",
+            metavar="FILE",
+            default=default(None),
+            help="PEM key of --client-cert, unencrypted (default: $ASYNCCLIENT_CLIENT_KEY)",
         )
     group.add_argument(
         "--json",
@@ -161,7 +206,25 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     # The library's own resolution, naming the flags: the same rules, the same messages.
     base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
     api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
-    return AsyncSession(api_key=api_key, base_url=base_url, **options)
+    return AsyncSession(
+        api_key=api_key,
+        base_url=base_url,
+        proxy=getattr(args, "proxy", None),
+        ca_file=getattr(args, "ca_file", None),
+        client_cert=getattr(args, "client_cert", None),
+        client_key=getattr(args, "client_key", None),
+        _flags=NETWORK_FLAGS,
+        **options,
+    )
+
+
+# How the session's messages name the network options when the CLI made it.
+NETWORK_FLAGS = {
+    "proxy": "--proxy",
+    "ca_file": "--ca-file",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+}
 
 
 def check_id(value: str, kind: str, argument: str | None = None) -> str:
@@ -174,72 +237,6 @@ def check_id(value: str, kind: str, argument: str | None = None) -> str:
     from asyncclient._protocol import check_id as protocol_check_id
 
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
-
-
-def api_key_source(args: argparse.Namespace | None) -> str | None:
-    """Where the command's API key came from: "--api-key" or "ASYNCCLIENT_API_KEY" (the flag
-    wins, as in open_session); None when unknown."""
-    if args is None:
-        return None
-    return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
-
-
-def _needs_edit_key(method: str, url: str) -> bool:
-    """Whether the request was one of the operations that need an edit key (the API spec:
-    Delete a build, Add an endpoint, Delete an endpoint)."""
-
-    path = urlsplit(url).path.rstrip("/")
-    return method == "DELETE" or (method == "POST" and path.endswith("/endpoints"))
-
-
-def describe_error(exc: BaseException, *, key_source: str | None = None) -> tuple[str, int]:
-    """The one-line message and exit code for an exception a command let escape.
-
-    key_source: where the API key came from (api_key_source), named in a 401's advice.
-    """
-    from asyncclient import errors
-
-    if isinstance(exc, CommandError):
-        return str(exc), exc.exit_code
-    if isinstance(exc, errors.ValidationError):
-        return str(exc), EXIT_BAD_INPUT
-    if isinstance(exc, errors.UnauthenticatedError):
-        if key_source == "--api-key":
-            advice = "check the key given with --api-key"
-        elif key_source:
-            advice = f"check the key in {key_source}"
-        else:
-            advice = "check the key in --api-key or ASYNCCLIENT_API_KEY"
-        return f"{exc}; {advice}", EXIT_REFUSED
-    if isinstance(exc, errors.PermissionDeniedError):
-        if _needs_edit_key(exc.method, exc.url):
-            advice = (
-                "use a key that can also create and edit tests (--api-key or ASYNCCLIENT_API_KEY)"
-            )
-        else:
-            # Some services answer 403 for an id of a project the key does not belong to.
-            advice = "check the id, and that it belongs to one of this key's projects"
-        return f"{exc}; {advice}", EXIT_REFUSED
-    if isinstance(exc, errors.BuildRejectedError):
-        lines = [str(exc)] + [f"  cannot run: {p.message}" for p in exc.problems]
-        return "\n".join(lines), EXIT_REFUSED
-    if isinstance(exc, errors.NotStartedError):
-        lines = [str(exc)] + [f"  skipped {s.test_id}: {s.reason}" for s in exc.skipped]
-        return "\n".join(lines), EXIT_REFUSED
-    if isinstance(exc, errors.ApiError):
-        return str(exc), EXIT_REFUSED
-    if isinstance(exc, errors.TransportError):
-        return (
-            f"{exc}; check --base-url or ASYNCCLIENT_BASE_URL and that the service is up",
-            EXIT_UNREACHABLE,
-        )
-    if isinstance(exc, errors.AsyncClientError):
-        return str(exc), EXIT_REFUSED
-    if isinstance(exc, OSError) and exc.strerror:
-        # A local file problem (a folder that cannot be created, a full disk, ...).
-        where = f": {exc.filename}" if exc.filename else ""
-        return f"{exc.strerror}{where}", EXIT_BAD_INPUT
-    raise exc
 
 
 def setup_logging(verbose: bool, stream: TextIO | None = None) -> logging.Handler | None:

@@ -20,6 +20,7 @@ _EXAMPLES = """\
   asyncclient demo
   asyncclient demo --speed 120 --output ./demo-files
   asyncclient demo --dialect flat        # the same tour against a service that answers otherwise
+  asyncclient demo --tls                 # the same tour over HTTPS, trusting a throwaway CA
 """
 
 _NEXT_STEPS = """\
@@ -59,6 +60,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "flat or enveloped; the client reads each the same",
     )
     p.add_argument(
+        "--tls",
+        action="store_true",
+        help="run the tour over HTTPS: the emulator gets a certificate from a throwaway CA, "
+        "and the client trusts that CA (as --ca-file would)",
+    )
+    p.add_argument(
         "--output",
         metavar="DIR",
         help="keep the sample build and the screenshot in DIR (default: a new temporary "
@@ -85,12 +92,22 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     # Small parts so that the tour shows several of them in flight at once.
     settings = ServiceSettings(part_bytes=4 << 20)
     try:
-        async with FakeService(speed=args.speed, settings=settings, dialect=dialect) as service:
+        async with FakeService(
+            speed=args.speed, settings=settings, dialect=dialect, tls=args.tls
+        ) as service:
             out.info(
                 f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g}, "
                 f"dialect {dialect.name})."
             )
-            async with AsyncSession(api_key=service.run_key, base_url=service.url) as session:
+            if service.ca_file is not None:
+                out.info(f"TLS: its certificate comes from a throwaway CA, {service.ca_file}")
+            async with AsyncSession(
+                api_key=service.run_key,
+                base_url=service.url,
+                ca_file=service.ca_file,
+                # The tour is about the emulator on this machine: no proxy in between.
+                proxy="direct",
+            ) as session:
                 build_id = await _upload(session, service.project_id, apk, out)
                 if not keep_all:
                     apk.unlink()  # uploaded: the ~25 MB sample has served its purpose

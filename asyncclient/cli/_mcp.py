@@ -166,7 +166,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
             read_only=args.read_only,
             poll_interval=args.poll_interval,
             key_source=api_key_source(args),
-            secrets=[api_key.strip()],
+            secrets=[api_key.strip(), *session.network.secrets],
         )
         server = server_module.create_server(session, options)
         mode = "read-only, " if args.read_only else ""

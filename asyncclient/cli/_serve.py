@@ -15,6 +15,9 @@ _EXAMPLES = """\
   asyncclient serve                              # demo seed on http://127.0.0.1:8080
   asyncclient serve --port 0 --speed 60          # a free port; a service minute per second
   asyncclient serve --seed my-project.toml
+  asyncclient serve --tls                        # HTTPS; prints the CA file to trust
+  asyncclient serve --tls --require-client-cert  # mutual TLS; prints a client certificate
+  asyncclient serve --tls-cert server.pem --tls-key server.key --tls-ca ca.pem
   asyncclient serve --latency-ms 50 --part-bandwidth 100000000 \\
       --error-rate 0.1 --fault-ops upload_part
 """
@@ -52,6 +55,30 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--part-bytes", type=int, help="upload part size in bytes (default 8 MiB)")
     p.add_argument("--max-bytes", type=int, help="largest build in bytes (default 4 GiB)")
+    tls = p.add_argument_group("TLS (plain HTTP by default)")
+    tls.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a certificate for 127.0.0.1, ::1 and localhost from a throwaway "
+        "CA made at start; its CA file is printed (give it to clients with --ca-file)",
+    )
+    tls.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate")
+    tls.add_argument("--tls-key", metavar="FILE", help="the key of --tls-cert (if not in it)")
+    tls.add_argument(
+        "--tls-ca", metavar="FILE", help="the CA file of --tls-cert, printed for clients"
+    )
+    tls.add_argument(
+        "--require-client-cert",
+        action="store_true",
+        help="ask every client for a certificate (mutual TLS); with --tls, one the throwaway "
+        "CA issued, whose file is printed",
+    )
+    tls.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="with --tls-cert: accept client certificates from this CA (implies "
+        "--require-client-cert)",
+    )
     net = p.add_argument_group("network conditions (all off by default)")
     net.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
     net.add_argument(
@@ -125,6 +152,12 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             settings=ServiceSettings(**settings_kwargs),
             conditions=conditions,
             dialect=args.dialect,
+            tls=args.tls,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_ca=args.tls_ca,
+            require_client_cert=args.require_client_cert,
+            client_ca=args.client_ca,
         )
         await service.start()
     except (SeedError, ValueError) as exc:
@@ -140,6 +173,8 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             out.json(
                 {
                     "baseUrl": service.url,
+                    "caFile": _path(service.ca_file),
+                    "clientCertFile": _path(service.client_cert_file),
                     "dialect": service.dialect.name,
                     **info,
                     "speed": args.speed,
@@ -154,6 +189,12 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             out.data(f"  {_time_note(started_at, args.speed)}")
             first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
             out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
+            if service.ca_file is not None:
+                out.data(f"  export ASYNCCLIENT_CA_FILE={service.ca_file}")
+            if service.client_cert_file is not None:
+                out.data(f"  export ASYNCCLIENT_CLIENT_CERT={service.client_cert_file}")
+            elif service.tls and (args.require_client_cert or args.client_ca):
+                out.data("  clients must present a certificate from --client-ca (--client-cert)")
             for project in info["projects"]:
                 out.data(f"  project {project['id']}  {project['name']}  ({project['plan']} plan)")
             for key in info["keys"]:
@@ -165,6 +206,10 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         await service.stop()
         out.info("stopped")
     return EXIT_OK
+
+
+def _path(path: Any) -> str | None:
+    return None if path is None else str(path)
 
 
 def _time_note(started_at: float, speed: float) -> str:

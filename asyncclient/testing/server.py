@@ -6,6 +6,7 @@
 import asyncio
 import os
 import shutil
+import ssl
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from asyncclient.testing._http import AppState, RequestRecord
 from asyncclient.testing._seed import Seed
 from asyncclient.testing._seed_load import demo_seed, load_seed
 from asyncclient.testing._state import ServiceSettings
+from asyncclient.testing._tls import TlsFiles
 from asyncclient.testing.dialects import Dialect, DialectSpec, get_dialect
 
 __all__ = ["FakeService"]
@@ -40,6 +42,13 @@ class FakeService:
     takes the seed's "dialect", if it names one.
     speed: service seconds per wall second (clock="scaled"); clock="manual" moves time only
     through `advance`. data_dir: where builds are kept; None is a temp dir removed on stop.
+
+    TLS: tls=True serves HTTPS with a certificate for 127.0.0.1, ::1 and localhost from a
+    throwaway CA made at start; `ca_file` is that CA's PEM file and `ssl_context()` a client
+    context that trusts it. tls_cert/tls_key serve a pair of your own instead (`ca_file` is then
+    tls_ca, if given). require_client_cert=True asks every client for a certificate from the
+    throwaway CA (`client_cert_file` is one, key included); client_ca names the CA file that
+    client certificates must come from when you bring your own.
     """
 
     def __init__(
@@ -55,6 +64,12 @@ class FakeService:
         data_dir: str | os.PathLike[str] | None = None,
         access_log: bool = False,
         dialect: DialectSpec = None,
+        tls: bool = False,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        require_client_cert: bool = False,
+        client_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         # Load now: a bad seed or setting fails at construction, before any port is taken.
         self.seed = demo_seed() if seed is None else load_seed(seed)
@@ -69,6 +84,15 @@ class FakeService:
         self._access_log = access_log
         self._runner: web.AppRunner | None = None
         self._state: AppState | None = None
+        self._tls = TlsFiles.check(
+            tls=tls,
+            cert=tls_cert,
+            key=tls_key,
+            ca=tls_ca,
+            require_client_cert=require_client_cert,
+            client_ca=client_ca,
+        )
+        self._server_ssl: ssl.SSLContext | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -96,7 +120,9 @@ class FakeService:
                 read_bufsize=1 << 20,
             )
             await runner.setup()
-            await web.TCPSite(runner, self.host, self._port).start()
+            if self._tls is not None:
+                self._server_ssl = await asyncio.to_thread(self._tls.server_context)
+            await web.TCPSite(runner, self.host, self._port, ssl_context=self._server_ssl).start()
         except BaseException:
             if runner is not None:
                 await runner.cleanup()
@@ -111,6 +137,8 @@ class FakeService:
             await runner.cleanup()
         if self._state is not None:
             await self._state.backend.aclose()
+        if self._tls is not None:
+            self._tls.cleanup()
         own, self._own_dir = self._own_dir, None
         if own is not None:
             await asyncio.to_thread(shutil.rmtree, own, True)
@@ -158,12 +186,43 @@ class FakeService:
 
     @property
     def url(self) -> str:
-        """The base URL, e.g. http://127.0.0.1:PORT (operation paths start with /api/v1)."""
+        """The base URL, e.g. http://127.0.0.1:PORT or https://... with TLS (operation paths
+        start with /api/v1)."""
         # A wildcard bind is reached through loopback.
         host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
+
+    @property
+    def tls(self) -> bool:
+        return self._tls is not None
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The PEM file of the CA that signed the service's certificate (the throwaway CA, or
+        tls_ca); None without TLS. Give it to clients: ca_file=, --ca-file or SSL_CERT_FILE."""
+        self._running()
+        return self._tls.ca_file if self._tls is not None else None
+
+    @property
+    def client_cert_file(self) -> Path | None:
+        """With require_client_cert and the throwaway CA: a client certificate and its key in
+        one PEM file, which the service accepts (client_cert=, --client-cert)."""
+        self._running()
+        return self._tls.client_cert_file if self._tls is not None else None
+
+    def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
+        """A client SSLContext that trusts the service's CA (and carries the client
+        certificate, when the service asks for one and client_cert is true)."""
+        self._running()
+        if self._tls is None or self._tls.ca_file is None:
+            raise RuntimeError("the service does not serve TLS with a CA it knows (tls=True)")
+        context = ssl.create_default_context(cafile=str(self._tls.ca_file))
+        if client_cert and self._tls.client_cert_file is not None:
+            context.load_cert_chain(str(self._tls.client_cert_file))
+        return context
 
     @property
     def backend(self) -> Backend:
