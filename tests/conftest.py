@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from body_paths import BodyPath
 from hypothesis import HealthCheck, settings
+from network_support import NETWORK_KINDS, ForwardProxy, Network, forward_proxy
 
 from asyncclient import AsyncSession
 from asyncclient.testing import DIALECTS, FakeService, recorded_retry_waits
@@ -43,18 +44,59 @@ def _no_network_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(params=list(DIALECTS))
-def dialect(request: pytest.FixtureRequest) -> str:
-    """Each wire dialect of the emulator in turn: the client must read every one of them."""
-    name: str = request.param
-    return name
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses `dialect` runs in each dialect. Modules marked `networks` run over
+    plain HTTP in every dialect, then over HTTPS and over HTTPS through a forward proxy (in the
+    default dialect: the wire reading is the same)."""
+    marked = metafunc.definition.get_closest_marker("networks") is not None
+    wants_network = marked and "network" in metafunc.fixturenames
+    if "dialect" in metafunc.fixturenames:
+        if wants_network:
+            combos = [(name, "plain") for name in DIALECTS]
+            combos += [("asyncclient", kind) for kind in NETWORK_KINDS if kind != "plain"]
+            ids = [name if kind == "plain" else kind for name, kind in combos]
+            metafunc.parametrize(("dialect", "network_kind"), combos, ids=ids)
+        else:
+            metafunc.parametrize("dialect", list(DIALECTS))
+    elif wants_network:
+        metafunc.parametrize("network_kind", NETWORK_KINDS)
 
 
 @pytest.fixture
-async def service(dialect: str) -> AsyncIterator[FakeService]:
-    """The emulator with the demo seed, in each dialect; time moves only through
-    service.advance(seconds)."""
-    async with FakeService(clock="manual", dialect=dialect) as svc:
+def network_kind() -> str:
+    """plain, tls or proxy: plain unless the module is marked `networks`."""
+    return "plain"
+
+
+@pytest.fixture(scope="session")
+def proxy_with_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForwardProxy]:
+    """A real forward proxy (proxy.py) that wants a user name and password."""
+    with forward_proxy(tmp_path_factory.mktemp("proxy-auth"), credentials=True) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def network(
+    network_kind: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Network:
+    """How the test reaches its emulator (tests/network_support.py)."""
+    proxy = request.getfixturevalue("proxy_with_credentials") if network_kind == "proxy" else None
+    return Network(network_kind, monkeypatch, proxy)
+
+
+@pytest.fixture
+def dialect() -> str:
+    """Each wire dialect of the emulator in turn (pytest_generate_tests above parametrizes
+    every test that uses it): the client must read every one of them."""
+    return "asyncclient"
+
+
+@pytest.fixture
+async def service(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+    """The emulator with the demo seed, in each dialect (and network, in modules marked
+    `networks`); time moves only through service.advance(seconds)."""
+    emulator = FakeService(clock="manual", dialect=dialect, **network.service_options)
+    async with network.serve(emulator) as svc:
         yield svc
 
 
@@ -94,11 +136,13 @@ def make_apk(tmp_path: Path) -> MakeApk:
 
 
 @pytest.fixture(params=["sendfile", "refused", "not implemented"])
-def body_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> "BodyPath":
+def body_path(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, network_kind: str
+) -> "BodyPath":
     """How a PartBody leaves: by sendfile (plain TCP), or read and written because the loop
     refused sendfile as asyncio does (SendfileNotAvailableError) or as uvloop does
     (NotImplementedError). Counts the sendfile slices sent and refused."""
-    counts = BodyPath(request.param)
+    counts = BodyPath(request.param, tls=network_kind != "plain")
     original = asyncio.BaseEventLoop.sendfile
 
     async def sendfile(self: asyncio.BaseEventLoop, *args: Any, **kwargs: Any) -> int:

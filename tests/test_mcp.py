@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from network_support import Network
 
 pytest.importorskip("mcp")
 
@@ -37,7 +38,8 @@ RUN_KEY = "run-key-7f3a9c1e5b0d"
 EDIT_KEY = "edit-key-2d8e6b4a0c91"
 HEADER_SECRET = "Bearer shop-token-9c2f71aa"
 
-pytestmark = pytest.mark.timeout(90)
+# Over HTTPS and a proxy too: the agent-facing upload and download must work on real networks.
+pytestmark = [pytest.mark.timeout(90), pytest.mark.networks]
 
 
 def _seed() -> dict[str, Any]:
@@ -49,20 +51,28 @@ def _seed() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def service(dialect: str) -> AsyncIterator[FakeService]:
+async def service(dialect: str, network: Network) -> AsyncIterator[FakeService]:
     # Small parts, so that a sample app goes up in several parts with progress between them;
-    # in each wire dialect (the `dialect` fixture of tests/conftest.py).
+    # in each wire dialect, and over HTTPS and a proxy (tests/conftest.py).
     settings = ServiceSettings(part_bytes=64 * 1024)
-    async with FakeService(_seed(), clock="manual", settings=settings, dialect=dialect) as svc:
+    emulator = FakeService(
+        _seed(), clock="manual", settings=settings, dialect=dialect, **network.service_options
+    )
+    async with network.serve(emulator) as svc:
         yield svc
 
 
 def _env(service: FakeService, key: str, tmp_path: Path) -> dict[str, str]:
-    return {
+    env = {
         "ASYNCCLIENT_BASE_URL": service.url,
         "ASYNCCLIENT_API_KEY": key,
         "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
     }
+    # The server's trust and proxy, as an agent's configuration would give them.
+    for name in ("ASYNCCLIENT_CA_FILE", "HTTPS_PROXY"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
 
 
 @asynccontextmanager

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from body_paths import BodyPath
+from network_support import PROXY_PASSWORD, raw_client
 
 from asyncclient import (
     FINAL_STATUSES,
@@ -50,6 +51,9 @@ from asyncclient.testing import (
     demo_seed_data,
 )
 from asyncclient.testing._bodies import part_etag
+
+# Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
+pytestmark = pytest.mark.networks
 
 MakeApk = Callable[..., Path]
 
@@ -127,10 +131,13 @@ def test_bad_options_are_refused(options: dict[str, Any]) -> None:
         AsyncSession("k", "http://127.0.0.1:1", **options)
 
 
-async def test_repr_shows_only_the_base_url(service: FakeService) -> None:
+async def test_repr_shows_only_the_base_url_and_proxy(service: FakeService) -> None:
     session = AsyncSession(service.run_key, service.url)
-    assert repr(session) == f"<AsyncSession base_url={service.url!r}>"
+    proxy = session.network.proxy
+    via = f" proxy='http://ci-runner:***@127.0.0.1:{proxy.url.rsplit(':', 1)[1]}'" if proxy else ""
+    assert repr(session) == f"<AsyncSession base_url={service.url!r}{via}>"
     assert service.run_key not in repr(vars(session))
+    assert PROXY_PASSWORD not in repr(session) + repr(session.network)
     await session.close()
 
 
@@ -144,7 +151,7 @@ async def test_explicit_close_and_use_after_close(service: FakeService) -> None:
 
 
 async def test_a_borrowed_client_session_is_used_and_left_open(service: FakeService) -> None:
-    async with aiohttp.ClientSession() as http:
+    async with raw_client(service) as http:
         async with AsyncSession(service.run_key, service.url, client_session=http) as session:
             assert (await session.get_build("ab_demo_ios_100")).is_ready
         assert not http.closed
@@ -493,7 +500,7 @@ async def test_download_resumes_a_partial_file(
     # A first half left by an interrupted download, with the ETag it came with.
     (tmp_path / "v.mp4.part").write_bytes(whole[:1000])
     async with (
-        aiohttp.ClientSession() as http,
+        raw_client(service) as http,
         http.get(
             f"{service.url}/api/v1/runs/{run.id}/files/video.mp4",
             headers={"Authorization": f"Bearer {service.run_key}"},

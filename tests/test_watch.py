@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from network_support import Network
 
 from asyncclient import AsyncSession
 from asyncclient.errors import (
@@ -25,6 +26,9 @@ from asyncclient.errors import (
 from asyncclient.models import Run
 from asyncclient.testing import FakeService, Fault
 from asyncclient.watch import RunWatcher, _Pacer, _Tracker
+
+# Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
+pytestmark = pytest.mark.networks
 
 # --- pure parts -----------------------------------------------------------------------------------
 
@@ -230,9 +234,10 @@ async def block_forever(seconds: float) -> None:
 
 
 @pytest.fixture
-async def svc(dialect: str) -> AsyncIterator[FakeService]:
-    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
-    async with FakeService(SEED, clock="manual", dialect=dialect) as service:
+async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
+    emulator = FakeService(SEED, clock="manual", dialect=dialect, **network.service_options)
+    async with network.serve(emulator) as service:
         yield service
 
 

@@ -59,9 +59,10 @@ async def finished_run(svc: FakeService, test_id: str = "t_checkout") -> str:
 async def plain_get(svc: FakeService, path: str) -> bytes:
     """The bytes the emulator serves at /api/v1/<path>, fetched without asyncclient."""
     headers = {"Authorization": f"Bearer {svc.run_key}"}
+    tls = {"ssl": svc.ssl_context()} if svc.tls else {}
     async with (
         aiohttp.ClientSession() as http,
-        http.get(f"{svc.url}/api/v1/{path}", headers=headers) as resp,
+        http.get(f"{svc.url}/api/v1/{path}", headers=headers, **tls) as resp,
     ):
         assert resp.status == 200, resp.status
         return await resp.read()

@@ -11,9 +11,13 @@ from typing import Any
 
 import pytest
 from commands_support import env_for, finished_run, library_message, plain_get, seed, start_run
+from network_support import Network
 
 from asyncclient import _protocol
 from asyncclient.testing import FakeService, Fault
+
+# Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
+pytestmark = pytest.mark.networks
 
 RunCli = Callable[..., Awaitable[Any]]
 
@@ -27,9 +31,10 @@ CHECKOUT_FILES = [
 
 
 @pytest.fixture
-async def svc(dialect: str) -> AsyncIterator[FakeService]:
-    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
-    async with FakeService(seed(), clock="manual", dialect=dialect) as service:
+async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
+    emulator = FakeService(seed(), clock="manual", dialect=dialect, **network.service_options)
+    async with network.serve(emulator) as service:
         yield service
 
 

@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from network_support import Network
 
 from asyncclient.testing import FakeService
+
+# Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
+pytestmark = pytest.mark.networks
 
 # The run_cli fixture (tests/cli/conftest.py) runs `asyncclient` in a worker thread and returns
 # its exit code, stdout and stderr.
@@ -98,9 +102,10 @@ FAST = ("--interval", "0.01")
 
 
 @pytest.fixture
-async def svc(dialect: str) -> AsyncIterator[FakeService]:
-    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
-    async with FakeService(SEED, speed=1000.0, dialect=dialect) as service:
+async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
+    emulator = FakeService(SEED, speed=1000.0, dialect=dialect, **network.service_options)
+    async with network.serve(emulator) as service:
         yield service
 
 

@@ -18,19 +18,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from network_support import Network
 
 from asyncclient.cli import _common, _output, _upload, _upload_progress
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk, build_app_dir
+
+# Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
+pytestmark = pytest.mark.networks
 
 RunCli = Callable[..., Awaitable[Any]]
 PART = 64 * 1024
 
 
 @pytest.fixture
-async def svc(dialect: str) -> AsyncIterator[FakeService]:
-    """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
-    async with FakeService(settings=ServiceSettings(part_bytes=PART), dialect=dialect) as service:
+async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+    """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
+    emulator = FakeService(
+        settings=ServiceSettings(part_bytes=PART), dialect=dialect, **network.service_options
+    )
+    async with network.serve(emulator) as service:
         yield service
 
 
