@@ -75,6 +75,13 @@ def proxy_with_credentials(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield proxy
 
 
+@pytest.fixture(scope="session")
+def open_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForwardProxy]:
+    """A real forward proxy that asks for no credentials."""
+    with forward_proxy(tmp_path_factory.mktemp("proxy-open"), credentials=False) as proxy:
+        yield proxy
+
+
 @pytest.fixture
 def network(
     network_kind: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
