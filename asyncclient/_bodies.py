@@ -4,10 +4,12 @@ aiofiles, and the idle timer that watches a transfer's body while it goes out.""
 import asyncio
 import contextlib
 import os
+import sys
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, BinaryIO, Final
 
 import aiofiles
+import aiofiles.os
 import aiohttp.payload
 from aiofiles.threadpool.binary import AsyncBufferedReader
 
@@ -192,15 +194,16 @@ class PartPayload(aiohttp.payload.Payload):
                     await asyncio.sleep(0)
                     await asyncio.sleep(0)
             if not native:
-                if self._handle is None:
-                    self._handle = await part.open()
-                await self._handle.seek(offset)
-                chunk = await self._handle.read(min(part.chunk_size, remaining))
-                sent = len(chunk)
+                chunk, sent = await self._read(offset, min(part.chunk_size, remaining))
+                view = memoryview(chunk)
                 for start in range(0, sent, TRANSFER_SLICE):
                     if start:
                         _reschedule(self._timer, loop.time() + self._idle)
-                    await writer.write(memoryview(chunk)[start : start + TRANSFER_SLICE])
+                    await writer.write(view[start : min(sent, start + TRANSFER_SLICE)])
+                view.release()
+                if isinstance(chunk, bytearray):
+                    _give_back(chunk)
+                del chunk
             if not sent:
                 raise ValidationError(
                     f"{part.path} ended {remaining} bytes before the part's end: the file "
@@ -211,8 +214,56 @@ class PartPayload(aiohttp.payload.Payload):
             part._advance(sent)
         _reschedule(self._timer, None)
 
+    async def _read(self, offset: int, size: int) -> tuple[bytearray | bytes, int]:
+        """Up to `size` bytes of the file from `offset`, read in a worker thread, and how many.
+
+        With os.preadv the read is positional: it shares the upload's one open file (no open
+        per part, no seek: one thread hop per chunk) and fills a buffer kept for reuse. A buffer
+        allocated for each chunk costs page faults instead: by a worker thread it moves between
+        malloc's per-thread arenas, and at 1 MiB even the loop's own is mapped and unmapped;
+        over TLS that was ~35,000 faults per GB at concurrency 4.
+        """
+        part = self._part
+        if _preadv is not None:
+            if part.file is not None:
+                fd = part.file.fileno()
+            else:
+                if self._handle is None:
+                    self._handle = await part.open()
+                fd = self._handle.fileno()
+            buffer = _take_buffer(size)
+            got: int = await _preadv(fd, [memoryview(buffer)[:size]], offset)
+            return buffer, got
+        if self._handle is None:
+            self._handle = await part.open()
+        await self._handle.seek(offset)
+        data: bytes = await self._handle.read(size)
+        return data, len(data)
+
+
+# Read buffers free for reuse, each of CHUNK_SIZE bytes or more. A buffer goes back only when
+# nothing else refers to it: a transport that kept a slice of it to send later keeps it whole.
+_SPARE_BUFFERS: list[bytearray] = []
+_SPARE_MAX: Final = 32
+
+
+def _take_buffer(size: int) -> bytearray:
+    while _SPARE_BUFFERS:
+        buffer = _SPARE_BUFFERS.pop()
+        if len(buffer) >= size:
+            return buffer
+    return bytearray(max(size, CHUNK_SIZE))
+
+
+def _give_back(buffer: bytearray) -> None:
+    # References: the caller's, this argument's, getrefcount's own. More: someone holds a view.
+    if sys.getrefcount(buffer) <= 3 and len(_SPARE_BUFFERS) < _SPARE_MAX:
+        _SPARE_BUFFERS.append(buffer)
+
 
 _SENDFILE: Final = hasattr(os, "sendfile")
+# os.preadv in the default executor, as aiofiles runs every file call (aiofiles.os.wrap).
+_preadv: Final = aiofiles.os.wrap(os.preadv) if hasattr(os, "preadv") else None
 
 
 async def _open_binary(path: str) -> AsyncBufferedReader:

@@ -9,6 +9,7 @@ A separate process keeps the emulator's CPU out of the client's getrusage figure
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -24,9 +25,11 @@ from asyncclient.testing import FakeService, ServiceSettings
 async def main():
     options = json.loads(sys.argv[1])
     settings = ServiceSettings(**options.get("settings", {}))
-    async with FakeService(port=0, settings=settings, data_dir=options.get("data_dir")) as svc:
+    async with FakeService(port=0, settings=settings, data_dir=options.get("data_dir"),
+                           tls=options.get("tls", False)) as svc:
+        ca_file = str(svc.ca_file) if svc.ca_file else None
         print(json.dumps({"url": svc.url, "run_key": svc.run_key, "edit_key": svc.edit_key,
-                          "project_id": svc.project_id}), flush=True)
+                          "project_id": svc.project_id, "ca_file": ca_file}), flush=True)
         # Serve until the parent closes stdin (or dies).
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
@@ -46,18 +49,22 @@ class Emulator:
     """The embedded service started with `python -c` in a child process; stopped on exit.
 
     settings: ServiceSettings fields (part_bytes, max_bytes, ...). Its builds are kept in a
-    scratch_dir() removed on exit.
+    scratch_dir() removed on exit. tls=True: HTTPS with a throwaway CA (`ca_file`).
     """
 
-    def __init__(self, **settings: Any) -> None:
+    def __init__(self, *, tls: bool = False, **settings: Any) -> None:
         self.settings = settings
+        self.tls = tls
+        self.ca_file: str | None = None
         self._data_dir: Path | None = None
         self._proc: subprocess.Popen[str] | None = None
         self.url = self.run_key = self.edit_key = self.project_id = ""
 
     def __enter__(self) -> Self:
         self._data_dir = scratch_dir("bench-emulator-")
-        options = json.dumps({"settings": self.settings, "data_dir": str(self._data_dir)})
+        options = json.dumps(
+            {"settings": self.settings, "data_dir": str(self._data_dir), "tls": self.tls}
+        )
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _SERVER, options],
             stdin=subprocess.PIPE,
@@ -72,6 +79,7 @@ class Emulator:
         info = json.loads(line)
         self.url, self.run_key = info["url"], info["run_key"]
         self.edit_key, self.project_id = info["edit_key"], info["project_id"]
+        self.ca_file = info["ca_file"]
         return self
 
     def __exit__(
@@ -99,7 +107,8 @@ class Emulator:
         request.add_header("Content-Type", "application/json")
         if key is not None:
             request.add_header("Authorization", f"Bearer {key}")
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
+        with urllib.request.urlopen(request, timeout=60, context=context) as answer:
             return json.loads(answer.read() or b"null")
 
     def set_conditions(self, **conditions: Any) -> None:

@@ -240,6 +240,51 @@ async def test_a_file_part_goes_over_tls_by_reads(tmp_path: Path) -> None:
     assert part.etag == hashlib.sha256(content[1000:]).hexdigest()
 
 
+class KeepingWriter:
+    """A connection that keeps what it is given without copying it, as a transport may keep a
+    slice until the socket takes it: a read buffer reused under it would change those bytes."""
+
+    transport = None  # no socket: the body is read, not sent by sendfile
+
+    def __init__(self, *, keep: bool) -> None:
+        self.keep = keep
+        self.kept: list[memoryview] = []
+        self.copies: list[bytes] = []
+
+    async def write(self, data: memoryview) -> None:
+        if self.keep:
+            self.kept.append(data)
+        self.copies.append(bytes(data))
+
+    async def drain(self) -> None:
+        return None
+
+
+async def test_read_buffers_are_reused_only_when_nothing_holds_them(tmp_path: Path) -> None:
+    from asyncclient._bodies import _SPARE_BUFFERS, PartPayload
+
+    path = tmp_path / "app.apk"
+    content = os.urandom(5 << 20)
+    path.write_bytes(content)
+    _SPARE_BUFFERS.clear()
+    with path.open("rb") as shared:
+        for holds in (True, False):
+            writer = KeepingWriter(keep=holds)
+            body = PartBody(path, 1000, len(content) - 3000, file=shared)
+            async with asyncio.timeout(None) as timer:
+                payload = PartPayload(body, None, timer, 30.0)
+                await payload.write(writer)
+                await payload.release()
+            sent = content[1000:-2000]
+            assert b"".join(writer.copies) == sent  # what went out when it was written
+            if holds:
+                assert b"".join(writer.kept) == sent  # and still, where a transport kept it
+                assert _SPARE_BUFFERS == []  # each held buffer stayed with its holder
+            del writer
+    # Buffers nobody held went back for reuse: the second body read its 5 chunks into one.
+    assert len(_SPARE_BUFFERS) == 1
+
+
 async def test_a_download_slower_than_the_timeout_completes_while_it_moves(
     serve: Serve, tmp_path: Path
 ) -> None:
