@@ -351,7 +351,8 @@ def scenario_a(work: Path, quick: bool, rounds: int, tls: bool = False) -> None:
     apk = make_apk(work, f"net-{size // MiB}.apk", size)
     real = apk.stat().st_size
     print(
-        f"\n(a) network-bound{OVER_TLS if tls else ''}: {real / MiB:.0f} MiB apk, {part // MiB} MiB parts "
+        f"\n(a) network-bound{OVER_TLS if tls else ''}: {real / MiB:.0f} MiB apk, "
+        f"{part // MiB} MiB parts "
         f"({math.ceil(real / part)}), each connection capped at {bw / MB:.0f} MB/s, "
         f"{latency * 1000:.0f} ms added per request"
     )
