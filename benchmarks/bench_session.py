@@ -2,6 +2,10 @@
 The emulator runs in a separate process, so time.process_time() here measures only the client.
 
     .venv/bin/python benchmarks/bench_session.py [--calls 5000] [--rounds 5] [--concurrency 8]
+    .venv/bin/python benchmarks/bench_session.py --networks tls     # over HTTPS only
+
+By default it measures over plain HTTP, then over HTTPS (the emulator with a throwaway CA; both
+sides trust it), each side by side.
 
 Both sides send the same headers over a connector with the same limit, read the body and parse
 the JSON; the session also validates the id, runs its retry wrapper and builds a Build. Rounds
@@ -11,27 +15,20 @@ alternate which side goes first; the figure is the median CPU per call over the 
 import argparse
 import asyncio
 import json
+import ssl
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _support import Emulator
+
 from asyncclient import AsyncSession
-
-SERVER = """
-import asyncio, sys
-from asyncclient.testing import FakeService
-
-async def main():
-    async with FakeService(port=0) as svc:
-        print(svc.url, svc.run_key, flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-
-asyncio.run(main())
-"""
 
 
 async def _drive(call: Callable[[], Awaitable[object]], calls: int, concurrency: int) -> float:
@@ -52,21 +49,37 @@ async def _drive(call: Callable[[], Awaitable[object]], calls: int, concurrency:
 
 
 async def bench_session(
-    url: str, key: str, build_id: str, calls: int, concurrency: int, limit: int
+    url: str,
+    key: str,
+    build_id: str,
+    calls: int,
+    concurrency: int,
+    limit: int,
+    ca_file: str | None = None,
 ) -> float:
-    async with AsyncSession(key, url, connection_limit=limit) as session:
+    async with AsyncSession(
+        key, url, connection_limit=limit, ca_file=ca_file, proxy="direct"
+    ) as session:
         for _ in range(50):  # warm the connections and code paths
             await session.get_build(build_id)
         return await _drive(lambda: session.get_build(build_id), calls, concurrency)
 
 
 async def bench_bare(
-    url: str, key: str, build_id: str, calls: int, concurrency: int, limit: int, agent: str
+    url: str,
+    key: str,
+    build_id: str,
+    calls: int,
+    concurrency: int,
+    limit: int,
+    agent: str,
+    ca_file: str | None = None,
 ) -> float:
     headers = {"Authorization": f"Bearer {key}", "User-Agent": agent, "Accept": "application/json"}
     target = f"{url}/api/v1/builds/{build_id}"
     timeout = aiohttp.ClientTimeout(total=30.0, connect=10.0)
-    connector = aiohttp.TCPConnector(limit=limit)
+    tls = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    connector = aiohttp.TCPConnector(limit=limit, ssl=tls)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
 
         async def one() -> object:
@@ -81,8 +94,8 @@ async def bench_bare(
         return await _drive(one, calls, concurrency)
 
 
-async def measure(args: argparse.Namespace, url: str, key: str) -> None:
-    async with AsyncSession(key, url) as probe:
+async def measure(args: argparse.Namespace, url: str, key: str, ca_file: str | None = None) -> None:
+    async with AsyncSession(key, url, ca_file=ca_file, proxy="direct") as probe:
         build_id = args.build_id or (await probe.list_builds("p_demo")).builds[0].id
         agent = probe._t.headers["User-Agent"]  # the bare side sends the very same headers
     ours: list[float] = []
@@ -93,13 +106,13 @@ async def measure(args: argparse.Namespace, url: str, key: str) -> None:
             if side == "bare":
                 bare.append(
                     await bench_bare(
-                        url, key, build_id, args.calls, args.concurrency, args.limit, agent
+                        url, key, build_id, args.calls, args.concurrency, args.limit, agent, ca_file
                     )
                 )
             else:
                 ours.append(
                     await bench_session(
-                        url, key, build_id, args.calls, args.concurrency, args.limit
+                        url, key, build_id, args.calls, args.concurrency, args.limit, ca_file
                     )
                 )
         print(
@@ -108,8 +121,9 @@ async def measure(args: argparse.Namespace, url: str, key: str) -> None:
         )
     bare_median = statistics.median(bare)
     ours_median = statistics.median(ours)
+    over = "HTTPS" if url.startswith("https://") else "plain HTTP"
     print(
-        f"\n{args.calls} get_build calls x {args.rounds} rounds, concurrency "
+        f"\n{args.calls} get_build calls over {over} x {args.rounds} rounds, concurrency "
         f"{args.concurrency}, connection limit {args.limit} (client CPU, median of rounds)"
     )
     print(f"bare aiohttp   {bare_median * 1e6:7.1f} us/call")
@@ -119,19 +133,12 @@ async def measure(args: argparse.Namespace, url: str, key: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     if args.url:
-        asyncio.run(measure(args, args.url, args.key))
+        asyncio.run(measure(args, args.url, args.key, args.ca_file))
         return
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        url, key = server.stdout.readline().split()
-        asyncio.run(measure(args, url, key))
-    finally:
-        assert server.stdin is not None
-        server.stdin.close()  # the emulator process stops when its stdin closes
-        server.wait(timeout=10)
+    for network in [n.strip() for n in args.networks.split(",") if n.strip()]:
+        print(f"\n--- over {'HTTPS' if network == 'tls' else 'plain HTTP'} ---")
+        with Emulator(tls=network == "tls") as emu:
+            asyncio.run(measure(args, emu.url, emu.run_key, emu.ca_file))
 
 
 if __name__ == "__main__":
@@ -142,5 +149,7 @@ if __name__ == "__main__":
     parser.add_argument("--limit", type=int, default=64, help="connection limit of both sides")
     parser.add_argument("--url", help="measure against this running service instead")
     parser.add_argument("--key", default="demo-run", help="API key for --url")
+    parser.add_argument("--ca-file", help="CA file for an https --url")
+    parser.add_argument("--networks", default="plain,tls", help="plain, tls or both (default)")
     parser.add_argument("--build-id", help="build to fetch (default: the newest of p_demo)")
     main(parser.parse_args())

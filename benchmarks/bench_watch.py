@@ -4,7 +4,9 @@ The emulator runs in its own process on a manual clock; each watcher's pause mov
 (POST /_emulator/advance), so both see the same service minute of runs finishing and no time is
 spent waiting. Prints both figures side by side with their ratio; exits 1 if a target is missed.
 
-    .venv/bin/python benchmarks/bench_watch.py [--runs 10000] [--rounds 5]
+    .venv/bin/python benchmarks/bench_watch.py [--runs 10000] [--rounds 5] [--networks plain,tls]
+
+By default it runs over plain HTTP, then over HTTPS (the emulator with a throwaway CA).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import math
 import multiprocessing
 import resource
+import ssl
 import statistics
 import sys
 import tempfile
@@ -65,12 +68,12 @@ def seed() -> dict[str, Any]:
 # --- the emulator, in its own process -------------------------------------------------------------
 
 
-def serve(seed_path: str, conn: Connection) -> None:
+def serve(seed_path: str, conn: Connection, tls: bool = False) -> None:
     async def main() -> None:
         from asyncclient.testing import FakeService
 
-        async with FakeService(seed_path, clock="manual") as svc:
-            conn.send(svc.url)
+        async with FakeService(seed_path, clock="manual", tls=tls) as svc:
+            conn.send((svc.url, str(svc.ca_file) if svc.ca_file else None))
             await asyncio.get_running_loop().run_in_executor(None, conn.recv)
 
     asyncio.run(main())
@@ -267,10 +270,18 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-async def bench(url: str, total: int, rounds: int, minutes: int) -> int:
-    async with aiohttp.ClientSession() as http, AsyncSession(api_key=KEY, base_url=url) as s:
+async def bench(url: str, total: int, rounds: int, minutes: int, ca_file: str | None = None) -> int:
+    tls = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls)) as http,
+        AsyncSession(api_key=KEY, base_url=url, ca_file=ca_file, proxy="direct") as s,
+    ):
         emulator = Emulator(url, http)
-        print(f"asyncclient watch benchmark: {total:,} runs, emulator in its own process ({url})")
+        over = "HTTPS" if ca_file else "plain HTTP"
+        print(
+            f"asyncclient watch benchmark over {over}: {total:,} runs, emulator in its own "
+            f"process ({url})"
+        )
         print(
             f"  runs queue 2 s, then take 30 s +-95% of service time ({', '.join(OUTCOMES)};\n"
             f"  {STOP_FRACTION:.0%} stopped at once). Both watchers pause {INTERVAL:g} s of "
@@ -408,21 +419,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--minutes", type=int, default=3, help="rounds of the whole minute (medians; default 3)"
     )
+    parser.add_argument(
+        "--networks",
+        default="plain,tls",
+        help="plain, tls or both (default): over HTTPS the emulator has a throwaway CA",
+    )
     args = parser.parse_args(argv)
     total = max(len(OUTCOMES) * 100, args.runs // len(OUTCOMES) * len(OUTCOMES))
+    codes = [
+        run_over(total, args, tls=network == "tls")
+        for network in [n.strip() for n in args.networks.split(",") if n.strip()]
+    ]
+    return max(codes, default=0)
+
+
+def run_over(total: int, args: argparse.Namespace, *, tls: bool) -> int:
+    """The benchmark against an emulator in its own process, over HTTPS if `tls`."""
     with tempfile.TemporaryDirectory() as tmp:
         seed_path = Path(tmp) / "bench-seed.json"
         seed_path.write_text(json.dumps(seed()))
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=serve, args=(str(seed_path), child), daemon=True)
+        proc = ctx.Process(target=serve, args=(str(seed_path), child, tls), daemon=True)
         proc.start()
         try:
             if not parent.poll(60):
                 print("the emulator did not start within 60 s", file=sys.stderr)
                 return 1
-            url = parent.recv()
-            return asyncio.run(bench(url, total, args.rounds, args.minutes))
+            url, ca_file = parent.recv()
+            return asyncio.run(bench(url, total, args.rounds, args.minutes, ca_file))
         finally:
             parent.send("stop")
             proc.join(10)

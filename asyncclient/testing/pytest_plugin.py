@@ -1,4 +1,5 @@
-"""pytest fixtures for tests against the embedded service: `fake_service`, `fake_service_factory`.
+"""pytest fixtures for tests against the embedded service: `fake_service`, `fake_tls_service`,
+`fake_service_factory`.
 
 Registered through the `pytest11` entry point, so every pytest run of a project that installs
 asyncclient imports this module: it stays cheap, and the emulator loads when a fixture is used
@@ -24,7 +25,7 @@ except ImportError:  # pragma: no cover - only without pytest-asyncio installed
 if TYPE_CHECKING:
     from asyncclient.testing.server import FakeService, SeedSource
 
-__all__ = ["FakeServiceFactory", "fake_service", "fake_service_factory"]
+__all__ = ["FakeServiceFactory", "fake_service", "fake_service_factory", "fake_tls_service"]
 
 
 class FakeServiceFactory(Protocol):
@@ -48,6 +49,15 @@ def _async_fixture(func: Callable[[], AsyncIterator[Any]]) -> Any:
 async def fake_service() -> AsyncIterator[FakeService]:
     """The emulator with the demo seed at speed 60 (a minute of service time per second)."""
     async with testing.FakeService() as service:
+        yield service
+
+
+@_async_fixture
+async def fake_tls_service() -> AsyncIterator[FakeService]:
+    """The emulator over HTTPS (demo seed, speed 60): a certificate for 127.0.0.1, ::1 and
+    localhost from a throwaway CA, whose file is `.ca_file` (give it as ca_file=, --ca-file or
+    ASYNCCLIENT_CA_FILE) and whose client context is `.ssl_context()`."""
+    async with testing.FakeService(tls=True) as service:
         yield service
 
 

@@ -242,6 +242,17 @@ def test_the_pytest_plugin_serves_users_tests(tmp_path: Path) -> None:
                                                                "projects": ["p_x"]}]})
                 assert first.url != second.url
                 assert second.project_id == "p_x"
+
+            @pytest.mark.asyncio
+            async def test_tls(fake_tls_service):
+                from asyncclient import AsyncSession
+
+                assert fake_tls_service.url.startswith("https://127.0.0.1:")
+                async with AsyncSession(
+                    fake_tls_service.run_key, fake_tls_service.url,
+                    ca_file=fake_tls_service.ca_file,
+                ) as session:
+                    assert (await session.list_builds("p_demo")).part_bytes > 0
             """
         )
     )
@@ -263,4 +274,4 @@ def test_the_pytest_plugin_serves_users_tests(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "3 passed" in result.stdout
