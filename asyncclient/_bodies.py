@@ -244,7 +244,7 @@ class PartPayload(aiohttp.payload.Payload):
 # Read buffers free for reuse, each of CHUNK_SIZE bytes or more. A buffer goes back only when
 # nothing else refers to it: a transport that kept a slice of it to send later keeps it whole.
 _SPARE_BUFFERS: list[bytearray] = []
-_SPARE_MAX: Final = 32
+_SPARE_MAX: Final = 8
 
 
 def _take_buffer(size: int) -> bytearray:

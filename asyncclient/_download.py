@@ -1,8 +1,16 @@
 """Downloading a run file: streamed to `<dest>.part`, resumed with Range/If-Range, and renamed
-to its name only once whole."""
+to its name only once whole.
+
+The partial file and its validator (`<dest>.part.etag`) never follow a link: each is opened with
+O_NOFOLLOW, a new one is created with O_EXCL after whatever stood at its name is removed (a
+removed link leaves its target alone), and a partial file is resumed only when it is a regular
+file with no other name (a hard link would let the download append to someone else's file). The
+final rename replaces whatever is at the destination's name, a link included, without writing
+through it."""
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -72,10 +80,11 @@ class _Download:
     async def prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         """Per attempt: ask for what is not yet on disk."""
         self.validator = None
-        try:
-            self.offset = (await aiofiles.os.stat(self.part)).st_size
-        except FileNotFoundError:
-            self.offset = 0
+        size = await _resumable_size(self.part)
+        if size is None:  # a link, a folder, a second name of a file: not ours to extend
+            await self._discard()
+            size = 0
+        self.offset = size
         if self.offset == 0:
             return headers
         extra = {"Range": f"bytes={self.offset}-"}
@@ -120,11 +129,17 @@ class _Download:
             self.total = resp.content_length
             mode = "wb"
         etag = resp.headers.get("ETag")
+        await _remove(self.etag_file)
         if etag:
-            async with aiofiles.open(self.etag_file, "w") as handle:
+            async with aiofiles.open(self.etag_file, "w", opener=_create_new) as handle:
                 await handle.write(etag)
         written = self.offset
-        async with aiofiles.open(self.part, mode) as handle:
+        if mode == "wb":
+            await _remove(self.part)
+        opener = _create_new if mode == "wb" else _append_existing
+        async with aiofiles.open(self.part, mode, opener=opener) as handle:
+            if mode == "ab" and not _still_resumable(handle.fileno(), self.offset):
+                raise self._retry("the partial file changed under the download", at_once=True)
             async for chunk in resp.content.iter_chunked(CHUNK_SIZE):
                 await handle.write(chunk)
                 written += len(chunk)
@@ -144,17 +159,16 @@ class _Download:
 
     async def _read_etag(self) -> str | None:
         try:
-            async with aiofiles.open(self.etag_file) as handle:
+            async with aiofiles.open(self.etag_file, opener=_open_no_follow) as handle:
                 text: str = await handle.read()
-        except FileNotFoundError:
+        except OSError:  # missing, or a link (ELOOP): no validator to trust
             return None
         text = text.strip()
         return text or None
 
     async def _discard(self) -> None:
         for path in (self.part, self.etag_file):
-            with contextlib.suppress(FileNotFoundError):
-                await aiofiles.os.remove(path)
+            await _remove(path)
         self.offset = 0
 
     def _retry(self, reason: str, *, at_once: bool = False) -> proto.RetrySignal:
@@ -162,3 +176,45 @@ class _Download:
             f"download of {self.target.name}: {reason}", method="GET", url=self.url
         )
         return proto.RetrySignal(error, 0.0 if at_once else None)
+
+
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _create_new(path: str, flags: int) -> int:
+    """aiofiles' opener for a file that must be new: nothing at the name is written through."""
+    flags = (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
+    return os.open(path, flags, 0o666)
+
+
+def _append_existing(path: str, flags: int) -> int:
+    """aiofiles' opener for the partial file being resumed: a link is refused (ELOOP)."""
+    return os.open(path, (flags & ~os.O_CREAT) | _NO_FOLLOW)
+
+
+def _open_no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | _NO_FOLLOW)
+
+
+async def _resumable_size(path: Path) -> int | None:
+    """The size of the partial file at `path`: 0 when there is none, None when what stands
+    there is not a partial file of ours (a link, a folder, a file with another name too)."""
+    try:
+        st = await aiofiles.os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return None
+    return int(st.st_size)
+
+
+def _still_resumable(fd: int, offset: int) -> bool:
+    """The opened partial file is the regular, single-named file of `offset` bytes it was."""
+    st = os.fstat(fd)
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == offset
+
+
+async def _remove(path: Path) -> None:
+    """Remove the name (a link's target is left alone); nothing there is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        await aiofiles.os.remove(path)

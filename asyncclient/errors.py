@@ -250,15 +250,34 @@ class ServerError(ApiError):
 
 
 class ChecksumMismatchError(AsyncClientError):
-    """The sha256 the service computed for an uploaded build differs from the local file's."""
+    """The sha256 the service computed for an uploaded build differs from the local file's.
 
-    def __init__(self, message: str, *, expected: str = "", actual: str = "") -> None:
+    `build_id`: that build; `deleted`: whether the client could delete it (with a key that can
+    also create and edit tests). A build that was not deleted must not be used.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected: str = "",
+        actual: str = "",
+        build_id: str = "",
+        deleted: bool = False,
+    ) -> None:
         super().__init__(message)
         self.expected = expected
         self.actual = actual
+        self.build_id = build_id
+        self.deleted = deleted
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = {"expected": self.expected, "actual": self.actual}
+        state = {
+            "expected": self.expected,
+            "actual": self.actual,
+            "build_id": self.build_id,
+            "deleted": self.deleted,
+        }
         return (_rebuild, (type(self), (self.args[0],), state))
 
 

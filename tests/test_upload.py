@@ -382,9 +382,37 @@ async def test_a_different_sha256_from_the_service_is_an_error(
     monkeypatch.setattr(svc.backend, "complete_upload", damaged)
     with pytest.raises(ChecksumMismatchError) as caught:
         await client.upload_build(svc.project_id, apk, journal_dir=journal)
-    assert caught.value.expected == sha256(apk)
-    assert caught.value.actual == "0" * 64
+    error = caught.value
+    assert error.expected == sha256(apk)
+    assert error.actual == "0" * 64
     assert journal_files(journal) == []  # nothing to resume: upload it again
+    # The run key may not delete builds: the build stays, and the line says not to use it.
+    assert not error.deleted
+    assert error.build_id in svc.backend.builds
+    assert f"build {error.build_id} does not hold this file" in str(error)
+    assert "must not be used" in str(error)
+    assert f"asyncclient builds delete {error.build_id}" in str(error)
+    assert "\n" not in str(error)
+
+
+async def test_a_mismatched_build_is_deleted_when_the_key_may(
+    svc: FakeService, tmp_path: Path, journal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=2)
+    complete = svc.backend.complete_upload
+
+    async def damaged(*args: Any) -> Any:
+        build = await complete(*args)
+        build.sha256 = "0" * 64
+        return build
+
+    monkeypatch.setattr(svc.backend, "complete_upload", damaged)
+    async with AsyncSession(svc.edit_key, svc.url) as editor:
+        with pytest.raises(ChecksumMismatchError) as caught:
+            await editor.upload_build(svc.project_id, apk, journal_dir=journal)
+    assert caught.value.deleted
+    assert caught.value.build_id not in svc.backend.builds
+    assert "the build was deleted; upload the file again" in str(caught.value)
 
 
 async def test_sha256_missing_from_complete_is_read_with_get_build(
@@ -734,6 +762,121 @@ async def test_a_cancelled_upload_resumes_with_only_the_missing_parts(
     assert seen[0] == 2 * PART  # progress starts at what was already sent
     assert first_parts + part_requests(svc) == Counter({**dict.fromkeys(range(1, 9), 1), 3: 2})
     assert journal_files(journal) == []
+
+
+async def test_a_replaced_file_of_the_same_size_and_time_is_never_mixed_in(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As a cache restore, `cp -p`, `rsync -a` or a reproducible build leaves it: another build
+    # of the same size with the same modification time, after 3 of 6 parts went up.
+    apk = make_apk(tmp_path / "shop.apk", parts=6, seed=1)
+    old_sha = sha256(apk)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
+    assert set(kept["prefixes"]) >= set(kept["etags"])  # each kept part has its proof
+    stat = apk.stat()
+    other = make_apk(tmp_path / "other.apk", parts=6, seed=2)
+    assert other.stat().st_size == stat.st_size
+    apk.write_bytes(other.read_bytes())
+    os.utime(apk, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    new_sha = sha256(apk)
+    svc.reset_requests()
+
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
+
+    assert build.sha256 == new_sha
+    assert build.id != kept["buildId"]  # a new upload: not one part of the old file in it
+    assert stored_bytes(svc, build.id) == apk.read_bytes()
+    assert part_requests(svc) == Counter(range(1, 7))
+    old_build = svc.backend.builds[kept["buildId"]]
+    assert old_build.status != "ready"  # never completed
+    listing = await client.list_builds(svc.project_id)
+    for listed in listing.builds:
+        if listed.is_ready and listed.file_name == "shop.apk":
+            full = await client.get_build(listed.id)
+            assert full.sha256 in (old_sha, new_sha)  # no ready build that matches neither
+    assert journal_files(journal) == []
+
+
+async def test_a_resume_keeps_only_the_parts_its_journal_proves(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=6)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=4)
+    assert sorted(kept["etags"]) == ["1", "2", "3"]
+    # As if the hashing had been behind the network: proofs only up to the end of part 1.
+    (path,) = journal_files(journal)
+    data = json.loads(path.read_text())
+    data["prefixes"] = {"1": data["prefixes"]["1"]}
+    path.write_text(json.dumps(data))
+    svc.reset_requests()
+
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
+
+    assert build.id == kept["buildId"]  # the same upload, resumed
+    assert build.sha256 == sha256(apk)
+    assert part_requests(svc) == Counter(range(2, 7))  # parts 2 and 3 are not proven: again
+
+
+async def test_a_journal_without_proofs_resends_every_part(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=4)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
+    (path,) = journal_files(journal)
+    data = json.loads(path.read_text())
+    data["prefixes"] = {}
+    path.write_text(json.dumps(data))
+    svc.reset_requests()
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
+    assert build.id == kept["buildId"]
+    assert build.sha256 == sha256(apk)
+    assert part_requests(svc) == Counter(range(1, 5))
+
+
+async def test_a_link_at_the_journal_name_is_never_written_through(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=4)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=2)
+    (path,) = journal_files(journal)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    path.unlink()
+    path.symlink_to(victim)  # planted where the journal will be read and written again
+    # ... and at the temporary names it is written to first (the process id is no secret).
+    from asyncclient.upload import _journal
+
+    counter = next(_journal._TEMP_NAMES)
+    temps = [path.with_name(f".{path.name}.{os.getpid()}.tmp")]
+    temps += [
+        path.with_name(f".{path.name}.{os.getpid()}.{n}.tmp") for n in range(counter, counter + 50)
+    ]
+    for temp in temps:
+        temp.symlink_to(victim)
+    svc.reset_requests()
+
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
+
+    assert victim.read_text() == "precious"
+    assert build.sha256 == sha256(apk)
+    assert build.id != kept["buildId"]  # the link is not a journal: a new upload
+    assert all(temp.is_symlink() for temp in temps)  # refused, not followed nor replaced
 
 
 async def test_resume_starts_over_when_the_service_forgot_the_build(

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,12 +22,26 @@ from asyncclient.upload._values import _CHUNK
 log = logging.getLogger("asyncclient.upload")
 
 
-def _hash_file(path: Path, size: int | None = None, stop: threading.Event | None = None) -> str:
-    """sha256 of the first `size` bytes (all with None). Blocking; releases the GIL as it goes."""
+def _hash_file(
+    path: Path,
+    size: int | None = None,
+    stop: threading.Event | None = None,
+    part_bytes: int | None = None,
+    on_prefix: "Callable[[int, str], object] | None" = None,
+) -> str:
+    """sha256 of the first `size` bytes (all with None). Blocking; releases the GIL as it goes.
+
+    With `part_bytes`, `on_prefix(k, hex)` is called as the reading passes the end of part k:
+    the sha256 of every byte up to there (the last part ends at the end of the file). A resumed
+    upload compares these with the journal's to prove the parts it kept came from these bytes.
+    """
     digest = hashlib.sha256()
     buffer = bytearray(_CHUNK)
     view = memoryview(buffer)
     remaining = size
+    done = 0
+    step = part_bytes if part_bytes and on_prefix is not None else 0
+    boundary = step  # the end of the next part (0: no prefixes wanted)
     with path.open("rb", buffering=0) as handle:
         while remaining is None or remaining > 0:
             if stop is not None and stop.is_set():
@@ -40,9 +55,21 @@ def _hash_file(path: Path, size: int | None = None, stop: threading.Event | None
                         "written"
                     )
                 break
-            digest.update(view[:got])
+            start = 0
+            while step and done + got >= boundary:
+                cut = boundary - done
+                digest.update(view[start:cut])
+                start = cut
+                assert on_prefix is not None
+                on_prefix(boundary // step, digest.copy().hexdigest())
+                boundary += step
+            digest.update(view[start:got])
+            done += got
             if remaining is not None:
                 remaining -= got
+    if step and done % step:
+        assert on_prefix is not None
+        on_prefix(done // step + 1, digest.copy().hexdigest())  # the last, shorter part
     return digest.hexdigest()
 
 
@@ -57,11 +84,15 @@ class _Hasher:
     whole-file hash holding one of its few workers for seconds would stall them.
     """
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, part_bytes: int | None = None) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._future: asyncio.Future[str] = loop.create_future()
         self._stop = threading.Event()
+        self.part_bytes = part_bytes
+        # Part number -> sha256 of the file up to that part's end, as the thread passes it.
+        self.prefixes: dict[int, str] = {}
+        self._prefix_waiters: dict[int, asyncio.Future[str]] = {}
         self._thread = threading.Thread(
             target=self._run, args=(path, size), name="asyncclient-sha256", daemon=True
         )
@@ -71,11 +102,41 @@ class _Hasher:
         result: str | None = None
         error: BaseException | None = None
         try:
-            result = _hash_file(path, size, self._stop)
+            result = _hash_file(path, size, self._stop, self.part_bytes, self._passed)
         except BaseException as exc:  # handed to the loop, which re-raises it where awaited
             error = exc
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._settle, result, error)
+
+    def _passed(self, part: int, digest: str) -> None:
+        """In the thread: the reading passed the end of `part`."""
+        self.prefixes[part] = digest  # one dict store: atomic, read by the loop as it is
+        if self._prefix_waiters:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake, part, digest)
+
+    def _wake(self, part: int, digest: str) -> None:
+        waiter = self._prefix_waiters.pop(part, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(digest)
+
+    async def prefix(self, part: int) -> str:
+        """The sha256 of the file up to the end of `part`, once the reading has passed it."""
+        known = self.prefixes.get(part)
+        if known is not None:
+            return known
+        waiter = self._prefix_waiters.get(part)
+        if waiter is None:
+            waiter = self._prefix_waiters[part] = self._loop.create_future()
+            known = self.prefixes.get(part)  # passed while the waiter was being made
+            if known is not None:
+                del self._prefix_waiters[part]
+                return known
+        done, _ = await asyncio.wait({waiter, self._future}, return_when=asyncio.FIRST_COMPLETED)
+        if waiter in done:
+            return waiter.result()
+        await self._future  # the hash ended (or failed: this raises) before the part's end
+        return self.prefixes.get(part, "")
 
     def _settle(self, result: str | None, error: BaseException | None) -> None:
         if self._future.done():

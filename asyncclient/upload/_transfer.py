@@ -15,11 +15,14 @@ import attrs
 from asyncclient._bodies import PartBody
 from asyncclient._opening import open_unleaked
 from asyncclient.errors import (
+    ApiError,
     BadRequestError,
     BuildRejectedError,
     ChecksumMismatchError,
     NotFoundError,
+    TransportError,
     ValidationError,
+    reason_phrase,
 )
 from asyncclient.models import Build, BuildList, UploadedPart
 from asyncclient.upload._budget import _Budget, _ProgressSink, _Window
@@ -107,7 +110,7 @@ class _Upload:
             if build.sha256 is None:
                 # Complete's answer lacked it; the single view carries it.
                 build = await ctx.session.get_build(build.id)
-            verified = self._verify(build)
+            verified = await self._verify(build)
         except (BuildRejectedError, ChecksumMismatchError, ValidationError):
             # Nothing to resume: the build is checked and refused, or the file is not what was
             # sent (it changed, or the bytes were damaged on the way).
@@ -209,10 +212,21 @@ class _Upload:
             elif resumed is not None:
                 self.sink.set(src.size)
                 return resumed
-        # The hash starts now, so that it runs while start_upload is on its way.
-        hasher = None if self.sha256 is not None else _Hasher(src.send_path, src.size)
-        if hasher is not None:
+        # The hash starts now, so that it runs while start_upload is on its way. It also notes
+        # the sha256 up to each part's end, for the journal (the listing's part size: a start
+        # that answers another one leaves the journal without them, and a resume starts over).
+        listing = self.ctx.listing
+        expected_part_bytes = part_bytes or (listing.part_bytes if listing is not None else 0)
+        hasher = None
+        if self.sha256 is None:
+            hasher = _Hasher(src.send_path, src.size, expected_part_bytes or None)
             hashers.append(hasher)
+        if build_id is not None and hasher is not None:
+            proven = await self._provable(journal, hasher, etags)
+            if proven is None:  # the file is not the one the journal's parts came from
+                build_id, etags, self.resumed = None, {}, False
+            else:
+                etags = proven
         if build_id is None:
             start = await session.start_upload(
                 self.ctx.project_id, src.file_name, src.size, label=self.label
@@ -220,18 +234,20 @@ class _Upload:
             build_id, part_bytes = start.id, start.part_bytes
             if journal is not None:
                 journal.begin(build_id, part_bytes)
+        if hasher is not None and hasher.part_bytes != part_bytes:
+            hasher = None  # its prefixes are of other parts: none go to the journal
         parts = -(-src.size // part_bytes)
         missing = [n for n in range(1, parts + 1) if n not in etags]
         self.sink.set(src.size - sum(self._length(n, part_bytes) for n in missing))
         self._adjust_window(len(missing))
         try:
             if missing:
-                await self._send(build_id, part_bytes, missing, etags, journal)
+                await self._send(build_id, part_bytes, missing, etags, journal, hasher)
             self.sink.check()
             # The local checksum before completing: a file that changed under the upload is
             # refused here, before the service holds a ready build made of it.
-            if hasher is not None:
-                self.sha256 = await hasher.result()
+            if hashers:
+                self.sha256 = await hashers[-1].result()
             self._check_unchanged()
             uploaded = self._part_list(etags, parts)
             try:
@@ -243,6 +259,41 @@ class _Upload:
             return build
         finally:
             self._adjust_window(0)
+
+    async def _provable(
+        self, journal: _Journal | None, hasher: _Hasher, etags: dict[int, str]
+    ) -> dict[int, str] | None:
+        """The journal's parts whose bytes are proven to be the file's now, or None when the
+        file differs from what they were sent from (a new upload must start).
+
+        The journal holds the sha256 of the file up to the end of each part its hashing had
+        passed; the same digests of the file on disk now must match every one. The parts up to
+        the last digest are proven; any later ones are sent again.
+        """
+        assert journal is not None
+        recorded = journal.prefixes
+        if not recorded:
+            log.info("%s: the journal proves no part; sending every part again", self.shown)
+            return {}
+        for part in sorted(recorded):
+            if await hasher.prefix(part) != recorded[part]:
+                log.warning(
+                    "%s: the file is not the one the journal's parts came from (its bytes differ "
+                    "before the end of part %d); starting a new upload",
+                    self.shown,
+                    part,
+                )
+                journal.forget()
+                return None
+        proven = max(recorded)
+        kept = {n: e for n, e in etags.items() if n <= proven}
+        if len(kept) < len(etags):
+            log.info(
+                "%s: %d part(s) sent after the last proof are sent again",
+                self.shown,
+                len(etags) - len(kept),
+            )
+        return kept
 
     async def _resume(self, journal: _Journal) -> "tuple[str, int, dict[int, str]] | Build | None":
         """The journalled upload to continue, a build it already finished, or None (start over)."""
@@ -285,6 +336,7 @@ class _Upload:
         missing: Sequence[int],
         etags: dict[int, str],
         journal: _Journal | None,
+        hasher: _Hasher | None = None,
     ) -> None:
         """Send the missing parts, at most ctx.concurrency at once within the shared budget."""
         session = self.ctx.session
@@ -309,7 +361,7 @@ class _Upload:
                 self.parts_sent += 1
                 self.bytes_sent += length
                 if journal is not None:
-                    journal.record(number, uploaded.etag)
+                    journal.record(number, uploaded.etag, hasher.prefixes if hasher else None)
                 self._adjust_window(self.window_parts - 1)
                 self.sink.check()
 
@@ -350,8 +402,12 @@ class _Upload:
                 f"{self.shown} changed during the upload: upload it again once it is written"
             )
 
-    def _verify(self, build: "Build") -> bool:
-        """Compare sha256s; True when they match, False when the service reported none."""
+    async def _verify(self, build: "Build") -> bool:
+        """Compare sha256s; True when they match, False when the service reported none.
+
+        A build that does not hold the file is deleted when the key may; otherwise the error
+        says plainly that it must not be used, and how to delete it.
+        """
         local = self.sha256
         assert local is not None
         remote = build.sha256
@@ -362,14 +418,35 @@ class _Upload:
                 build.id,
             )
             return False
-        if remote.lower() != local:
+        if remote.lower() == local:
+            return True
+        head = (
+            f"{self.shown}: build {build.id} does not hold this file (the service's sha256 is "
+            f"{remote}, the file's {local})"
+        )
+        try:
+            await self.ctx.session.delete_build(build.id)
+        except (ApiError, TransportError) as exc:
+            why = (
+                f"{exc.status} {exc.code or reason_phrase(exc.status)}"
+                if isinstance(exc, ApiError)
+                else "the service could not be reached"
+            )
             raise ChecksumMismatchError(
-                f"{self.shown}: the service's sha256 of build {build.id} is {remote}, the local "
-                f"file's is {local}: the bytes were damaged on the way; upload it again",
+                f"{head} and must not be used; it could not be deleted ({why}): delete it with "
+                f"a key that can also create and edit tests (asyncclient builds delete "
+                f"{build.id}), then upload again",
                 expected=local,
                 actual=remote,
-            )
-        return True
+                build_id=build.id,
+            ) from None
+        raise ChecksumMismatchError(
+            f"{head}: the build was deleted; upload the file again",
+            expected=local,
+            actual=remote,
+            build_id=build.id,
+            deleted=True,
+        )
 
 
 async def _open_for_parts(path: Path) -> BinaryIO:

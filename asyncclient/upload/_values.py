@@ -43,7 +43,10 @@ part is retried (what its failed attempt had sent is wound back) and ends at tot
 resumed upload starts at the bytes its earlier run already sent."""
 
 _CHUNK: Final = 1 << 20
-_JOURNAL_VERSION: Final = 1
+# 2: the journal keeps the sha256 of the file up to the end of each part ("prefixes"), so that a
+# resume proves the parts it keeps came from the bytes on disk now. A version 1 journal proves
+# nothing: its upload starts over.
+_JOURNAL_VERSION: Final = 2
 # upload_builds starts the next build while fewer than this many parts per budget slot are
 # queued or in flight, so its start request and the completion of the previous one overlap.
 _LOOKAHEAD: Final = 2

@@ -5,6 +5,7 @@ Bytes are compared with what a plain GET of the emulator serves; retries run wit
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,52 @@ async def test_a_partial_file_is_resumed_with_a_range(
     assert [r.status for r in svc.requests_for("download_run_file")] == [206]
     assert dest.read_bytes() == whole
     assert files_under(tmp_path) == ["video.mp4"]
+
+
+@pytest.mark.parametrize("planted", ["part", "etag", "both", "destination"])
+async def test_links_planted_at_the_names_it_writes_leave_their_targets_alone(
+    svc: FakeService, run_cli: RunCli, tmp_path: Path, planted: str
+) -> None:
+    run_id = await finished_run(svc)
+    whole = await served(svc, run_id, "video.mp4")
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {name: tmp_path / f"victim-{name}.txt" for name in ("part", "etag", "destination")}
+    for victim in victims.values():
+        victim.write_text("precious")
+    names = {
+        "part": out / "video.mp4.part",
+        "etag": out / "video.mp4.part.etag",
+        "destination": out / "video.mp4",
+    }
+    chosen = ["part", "etag"] if planted == "both" else [planted]
+    for name in chosen:
+        names[name].symlink_to(victims[name])
+
+    result = await run_cli("download", run_id, "video.mp4", "-o", str(out), env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    assert all(victim.read_text() == "precious" for victim in victims.values())
+    dest = out / "video.mp4"
+    assert not dest.is_symlink()
+    assert dest.read_bytes() == whole
+    assert files_under(out) == ["video.mp4"]
+
+
+async def test_a_partial_file_with_a_second_name_is_not_extended(
+    svc: FakeService, run_cli: RunCli, tmp_path: Path
+) -> None:
+    run_id = await finished_run(svc)
+    whole = await served(svc, run_id, "video.mp4")
+    other = tmp_path / "someone-elses.bin"
+    other.write_bytes(whole[:1000])
+    os.link(other, tmp_path / "video.mp4.part")  # a hard link: appending would change `other`
+
+    result = await run_cli("download", run_id, "video.mp4", "-o", str(tmp_path), env=env_for(svc))
+
+    assert result.code == 0, result.stderr
+    assert other.read_bytes() == whole[:1000]
+    assert (tmp_path / "video.mp4").read_bytes() == whole
 
 
 async def test_a_whole_run_resumes_its_partial_files(
