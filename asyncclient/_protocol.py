@@ -114,6 +114,35 @@ def resolve_base_url(
     return url
 
 
+MAX_RESPONSE_BYTES_ENV: Final = "ASYNCCLIENT_MAX_RESPONSE_BYTES"
+DEFAULT_MAX_RESPONSE_BYTES: Final = 32 << 20
+
+
+def resolve_max_response_bytes(
+    value: object, environ: Mapping[str, str], *, flag: str = "max_response_bytes="
+) -> int:
+    """The largest answer read into memory: the argument, the variable, or 32 MiB."""
+    source = flag.rstrip("=")
+    if value is None:
+        text = environ.get(MAX_RESPONSE_BYTES_ENV, "").strip()
+        if not text:
+            return DEFAULT_MAX_RESPONSE_BYTES
+        source = MAX_RESPONSE_BYTES_ENV
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValidationError(
+                f"{source} {text!r} is not a number of bytes: give a whole number such as "
+                f"{DEFAULT_MAX_RESPONSE_BYTES}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
+        raise ValidationError(
+            f"{source} must be a whole number of bytes, at least 1024 (default "
+            f"{DEFAULT_MAX_RESPONSE_BYTES}, 32 MiB)"
+        )
+    return value
+
+
 def _without_userinfo(url: str) -> str:
     """The URL as it may be shown: any `user:password@` before the host replaced by `***@`."""
     if "@" not in url:

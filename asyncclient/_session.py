@@ -141,6 +141,11 @@ class AsyncSession:
     client_key (a PEM client certificate and its key, for services that ask for one; default
     ASYNCCLIENT_CLIENT_CERT / ASYNCCLIENT_CLIENT_KEY). Certificates are always verified.
 
+    max_response_bytes: the largest answer read into memory (default 32 MiB, or
+    ASYNCCLIENT_MAX_RESPONSE_BYTES), checked on its Content-Length and on the bytes as they
+    arrive, after decompression; past it, ResponseTooLargeError, not retried. Error answers are
+    read only as far as their message (64 KiB). Downloads stream to disk and have no limit.
+
     Timeouts: an ordinary (JSON) request must be answered whole within `timeout` seconds. The
     transfers, upload_part and download_run_file, have no total limit, since a large part or
     file on a slow link may take any time: they fail only when no data moves for `timeout`
@@ -169,6 +174,7 @@ class AsyncSession:
         ca_file: str | os.PathLike[str] | None = None,
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
+        max_response_bytes: int | None = None,
         _flags: Mapping[str, str] | None = None,
     ) -> None:
         key = proto.resolve_api_key(api_key, os.environ)
@@ -191,6 +197,7 @@ class AsyncSession:
         proto.check_number("backoff_max", backoff_max, minimum=0)
         proto.check_number("max_retry_after", max_retry_after, minimum=0)
         proto.check_number("connection_limit", connection_limit, minimum=1, integer=True)
+        response_limit = proto.resolve_max_response_bytes(max_response_bytes, os.environ)
         if client_session is not None and not isinstance(client_session, aiohttp.ClientSession):
             raise ValidationError("client_session must be an aiohttp.ClientSession")
         self._max_retry_after = float(max_retry_after)
@@ -205,6 +212,7 @@ class AsyncSession:
             connection_limit=connection_limit,
             client_session=client_session,
             network=network,
+            max_response_bytes=response_limit,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """The request core: one aiohttp session with the service's headers and timeouts, one attempt
-of a request (errors mapped onto the error tree), and the retry loop around the attempts."""
+of a request (errors mapped onto the error tree), and the retry loop around the attempts.
+Over 400 lines: one attempt is one control flow (the body going out, the answer coming in
+within its limit, each failure mapped and classed as retryable or not); the pieces that stand
+alone live beside it (_bodies, _bounded, _network, _retry, _responses)."""
 
 import asyncio
 import contextlib
@@ -16,10 +19,11 @@ import orjson
 
 from asyncclient import _protocol as proto
 from asyncclient._bodies import PartBody, PartPayload, single, watched
+from asyncclient._bounded import ERROR_BODY_LIMIT, read_answer, read_error
 from asyncclient._network import Network
 from asyncclient._responses import error_from_response
 from asyncclient._retry import RetryPolicy, retrying
-from asyncclient.errors import ApiError, TransportError
+from asyncclient.errors import ApiError, ResponseTooLargeError, TransportError
 
 __all__ = ["Call", "Transport"]
 
@@ -151,7 +155,9 @@ class Transport:
         connection_limit: int,
         client_session: aiohttp.ClientSession | None,
         network: Network,
+        max_response_bytes: int = proto.DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
+        self._max_response_bytes = max_response_bytes
         self._base_url = base_url
         self._network = network
         # A dropped connection is looked at closely once (see Network.diagnose).
@@ -335,11 +341,16 @@ class Transport:
                     if debug:
                         self._log_attempt(call, status, started)
                     return result
-                body = await resp.read()
                 if 200 <= status < 300:
+                    body = await read_answer(resp, self._max_response_bytes, call, self._too_large)
                     if debug:
                         self._log_attempt(call, status, started)
                     return body
+                # Enough for the error's message; the rest is dropped as it arrives, and an
+                # error page over the limit is not fetched again by a retry.
+                body = await read_error(
+                    resp, ERROR_BODY_LIMIT, self._max_response_bytes, call, self._too_large
+                )
                 resp_headers = resp.headers
                 url = str(resp.url)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -360,6 +371,21 @@ class Transport:
         if call.idempotent and proto.is_retryable_status(status):
             raise proto.RetrySignal(api_error, api_error.retry_after)
         raise api_error
+
+    def _too_large(self, call: "Call", seen: str) -> ResponseTooLargeError:
+        flag = self._network.flags.get("max_response_bytes", "max_response_bytes=")
+        status = call.status
+        answer = "the answer" if 200 <= status < 300 else f"the {status} answer"
+        return ResponseTooLargeError(
+            f"{answer} to {call.method} {call.target()} is larger than the limit of "
+            f"{self._max_response_bytes:,} bytes ({seen})",
+            method=call.method,
+            url=call.url,
+            attempts=call.attempt,
+            kind="too_large",
+            fix=f"if it is genuine, raise the limit with {flag} or ASYNCCLIENT_MAX_RESPONSE_BYTES",
+            limit=self._max_response_bytes,
+        )
 
     async def _raise_transport_error(self, exc: BaseException, call: Call) -> None:
         """Raise the TransportError for a failed attempt: as a RetrySignal when another attempt

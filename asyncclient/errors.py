@@ -5,6 +5,7 @@ A leaf: it imports nothing of the package; asyncclient._responses maps error ans
      +-- ValidationError          (also ValueError) input refused locally, before any request
      +-- TransportError           connection failed, dropped or timed out (after retries);
      |                            .kind names a network failure (untrusted certificate, proxy...)
+     |    +-- ResponseTooLargeError   an answer over max_response_bytes   .limit
      +-- ApiError                 the service answered with an error (after retries)
      |    +-- RedirectError           3xx, never followed   .location, .suggested_base_url
      |    +-- BadRequestError         400
@@ -44,6 +45,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitedError",
     "RedirectError",
+    "ResponseTooLargeError",
     "ServerError",
     "TransportError",
     "UnauthenticatedError",
@@ -112,6 +114,18 @@ class TransportError(AsyncClientError):
             "fix": self.fix,
             "detail": self.detail,
         }
+
+
+class ResponseTooLargeError(TransportError):
+    """An answer larger than the session's max_response_bytes (`limit`): not read further and
+    not retried, since the next answer would be as large."""
+
+    def __init__(self, message: str, *, limit: int = 0, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.limit = limit
+
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "limit": self.limit}
 
 
 class ApiError(AsyncClientError):

@@ -357,6 +357,17 @@ async def test_every_tool_over_stdio_against_the_emulator(
         )
         assert "outside the download folder" in message
         assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".png", ".mp4")) == []
+        # Links planted at the partial file and its validator are replaced, never written through.
+        victims = [tmp_path / "victim-part.txt", tmp_path / "victim-etag.txt"]
+        for victim, name in zip(victims, ("video.mp4.part", "video.mp4.part.etag"), strict=True):
+            victim.write_text("precious")
+            (downloads / checkout["id"] / name).symlink_to(victim)
+        video = await calls.ok("download_run_file", {"run_id": checkout["id"], "file": "video.mp4"})
+        assert [victim.read_text() for victim in victims] == ["precious", "precious"]
+        saved_video = downloads / video["path"]
+        assert not saved_video.is_symlink()
+        assert saved_video.stat().st_size == video["size"]
+        assert sorted(p.name for p in saved_video.parent.iterdir()) == ["screenshots", "video.mp4"]
 
         endpoints = await calls.ok("list_endpoints", {"project_id": "p_demo"})
         assert [e["name"] for e in endpoints["endpoints"]] == ["create_voucher"]

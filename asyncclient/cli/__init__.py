@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"asyncclient {__version__}")
-    add_global_options(parser, suppress=False)
+    # Before the command name --timeout is not --request-timeout: run and watch use it for
+    # the whole wait, and `asyncclient --timeout 60 run ...` must not mean something else.
+    add_global_options(parser, suppress=False, timeout_alias=False)
     # Sub-commands and command groups accept the global options too (`asyncclient builds list
     # P --json`, `asyncclient builds --json list P`); their defaults are suppressed there so
     # they never overwrite what was given earlier on the line.

@@ -18,8 +18,9 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from asyncclient.cli._connection import add_network_options, open_session
 from asyncclient.cli._errors import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -33,9 +34,6 @@ from asyncclient.cli._errors import (
     describe_error,
 )
 from asyncclient.cli._output import Output
-
-if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -66,11 +64,16 @@ Handler = Callable[[argparse.Namespace, "Output"], Awaitable[int]]
 
 
 def add_global_options(
-    parser: argparse.ArgumentParser, *, suppress: bool, service: bool = True
+    parser: argparse.ArgumentParser,
+    *,
+    suppress: bool,
+    service: bool = True,
+    timeout_alias: bool = True,
 ) -> None:
     """The options every command accepts, before or after the command name.
 
-    service=False leaves out --base-url and --api-key, for commands that talk to no service.
+    service=False leaves out --base-url and --api-key, for commands that talk to no service;
+    timeout_alias=False leaves out --timeout as a name of --request-timeout (run, watch).
     """
 
     def default(value: Any) -> Any:
@@ -89,35 +92,7 @@ def add_global_options(
             help="API key (default: $ASYNCCLIENT_API_KEY; prefer the variable: flags show in ps)",
         )
     if service:
-        net = parser.add_argument_group("network options (each also read from the environment)")
-        net.add_argument(
-            "--proxy",
-            metavar="URL",
-            default=default(None),
-            help="HTTP proxy, http://[user:password@]host:port, or 'direct' to ignore the "
-            "proxy variables (default: $ASYNCCLIENT_PROXY, else HTTPS_PROXY/HTTP_PROXY/ALL_PROXY "
-            "and NO_PROXY as curl reads them)",
-        )
-        net.add_argument(
-            "--ca-file",
-            metavar="FILE",
-            default=default(None),
-            help="PEM file of CA certificates to trust besides the system's, e.g. a company CA "
-            "(default: $ASYNCCLIENT_CA_FILE; SSL_CERT_FILE and SSL_CERT_DIR also work)",
-        )
-        net.add_argument(
-            "--client-cert",
-            metavar="FILE",
-            default=default(None),
-            help="PEM client certificate for services that ask for one (mutual TLS); may hold "
-            "the key too (default: $ASYNCCLIENT_CLIENT_CERT)",
-        )
-        net.add_argument(
-            "--client-key",
-            metavar="FILE",
-            default=default(None),
-            help="PEM key of --client-cert, unencrypted (default: $ASYNCCLIENT_CLIENT_KEY)",
-        )
+        add_network_options(parser, default, timeout_alias=timeout_alias)
     group.add_argument(
         "--json",
         action="store_true",
@@ -193,38 +168,6 @@ def add_group(
     group = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
     group.required = True
     return group
-
-
-def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
-    """An AsyncSession from --base-url/--api-key or the environment.
-
-    A missing address or key is refused here, naming both the flag and the variable to set.
-    """
-    from asyncclient import AsyncSession
-    from asyncclient._protocol import resolve_api_key, resolve_base_url
-
-    # The library's own resolution, naming the flags: the same rules, the same messages.
-    base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
-    api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
-    return AsyncSession(
-        api_key=api_key,
-        base_url=base_url,
-        proxy=getattr(args, "proxy", None),
-        ca_file=getattr(args, "ca_file", None),
-        client_cert=getattr(args, "client_cert", None),
-        client_key=getattr(args, "client_key", None),
-        _flags=NETWORK_FLAGS,
-        **options,
-    )
-
-
-# How the session's messages name the network options when the CLI made it.
-NETWORK_FLAGS = {
-    "proxy": "--proxy",
-    "ca_file": "--ca-file",
-    "client_cert": "--client-cert",
-    "client_key": "--client-key",
-}
 
 
 def check_id(value: str, kind: str, argument: str | None = None) -> str:

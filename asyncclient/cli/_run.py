@@ -10,21 +10,19 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asyncclient.cli._common import (
     EXIT_NOT_PASSED,
     EXIT_OK,
     CommandError,
     add_command,
+    add_global_options,
     add_group,
     open_session,
 )
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL, follow
 from asyncclient.cli._output import Output, to_json
-
-if TYPE_CHECKING:
-    pass
 
 _TEST_EXAMPLES = """\
   asyncclient run test t_login                         # prints the run id
@@ -78,6 +76,11 @@ passed. Ctrl-C stops watching; with --stop-on-interrupt it stops the runs too.
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    # Here --timeout bounds the whole wait, so the global options come without their --timeout
+    # (another name of --request-timeout on the other commands).
+    waiting = argparse.ArgumentParser(add_help=False)
+    add_global_options(waiting, suppress=True, timeout_alias=False)
+    parents = [waiting]
     run = add_group(
         sub,
         "run",
@@ -173,7 +176,10 @@ def _add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> 
             "--wait", action="store_true", help="follow the runs until final, then report"
         )
     group.add_argument(
-        "--timeout", type=float, metavar="S", help="give up after S seconds (exit 1)"
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="give up waiting after S seconds (exit 1); one request's limit is --request-timeout",
     )
     group.add_argument(
         "--interval",

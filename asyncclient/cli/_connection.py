@@ -1,0 +1,146 @@
+"""How the CLI makes its session: the network options (each also read from the environment)
+and the session built from them by the library's own rules, so the messages name the flags."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+
+__all__ = ["NETWORK_FLAGS", "add_network_options", "open_session"]
+
+
+def add_network_options(
+    parser: argparse.ArgumentParser, default: Callable[[Any], Any], *, timeout_alias: bool = True
+) -> None:
+    """--proxy, --ca-file, --client-cert, --client-key, --request-timeout, --retries and
+    --max-response-bytes, in their own group of the help.
+
+    timeout_alias=False leaves out --timeout as another name of --request-timeout, for the
+    commands where --timeout bounds the whole wait (run, watch) and before the command name.
+    """
+    net = parser.add_argument_group("network options (each also read from the environment)")
+    net.add_argument(
+        "--proxy",
+        metavar="URL",
+        default=default(None),
+        help="HTTP proxy, http://[user:password@]host:port, or 'direct' to ignore the "
+        "proxy variables (default: $ASYNCCLIENT_PROXY, else HTTPS_PROXY/HTTP_PROXY/ALL_PROXY "
+        "and NO_PROXY as curl reads them)",
+    )
+    net.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        default=default(None),
+        help="PEM file of CA certificates to trust besides the system's, e.g. a company CA "
+        "(default: $ASYNCCLIENT_CA_FILE; SSL_CERT_FILE and SSL_CERT_DIR also work)",
+    )
+    net.add_argument(
+        "--client-cert",
+        metavar="FILE",
+        default=default(None),
+        help="PEM client certificate for services that ask for one (mutual TLS); may hold "
+        "the key too (default: $ASYNCCLIENT_CLIENT_CERT)",
+    )
+    net.add_argument(
+        "--client-key",
+        metavar="FILE",
+        default=default(None),
+        help="PEM key of --client-cert, unencrypted (default: $ASYNCCLIENT_CLIENT_KEY)",
+    )
+    net.add_argument(
+        "--request-timeout",
+        *(["--timeout"] if timeout_alias else []),
+        dest="request_timeout",
+        metavar="SECONDS",
+        type=float,
+        default=default(None),
+        help="how long one request may take (a part upload or a download: how long no data "
+        "may move) before it is retried or fails (default: $ASYNCCLIENT_REQUEST_TIMEOUT, else "
+        "30)" + ("; also --timeout" if timeout_alias else ""),
+    )
+    net.add_argument(
+        "--retries",
+        metavar="N",
+        type=int,
+        default=default(None),
+        help="retries of a failed request after the first attempt (default: "
+        "$ASYNCCLIENT_RETRIES, else 4)",
+    )
+    net.add_argument(
+        "--max-response-bytes",
+        metavar="N",
+        type=int,
+        default=default(None),
+        help="the largest answer read into memory (default: "
+        "$ASYNCCLIENT_MAX_RESPONSE_BYTES, else 33554432, 32 MiB)",
+    )
+
+
+def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
+    """An AsyncSession from --base-url/--api-key or the environment.
+
+    A missing address or key is refused here, naming both the flag and the variable to set.
+    """
+    from asyncclient import AsyncSession
+    from asyncclient._protocol import resolve_api_key, resolve_base_url
+
+    # The library's own resolution, naming the flags: the same rules, the same messages.
+    base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
+    api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
+    options = {**_request_options(args), **options}
+    return AsyncSession(
+        api_key=api_key,
+        base_url=base_url,
+        proxy=getattr(args, "proxy", None),
+        ca_file=getattr(args, "ca_file", None),
+        client_cert=getattr(args, "client_cert", None),
+        client_key=getattr(args, "client_key", None),
+        _flags=NETWORK_FLAGS,
+        **options,
+    )
+
+
+def _request_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--request-timeout, --retries, --max-response-bytes or their variables, checked."""
+    from asyncclient.errors import ValidationError
+
+    options: dict[str, Any] = {}
+    for flag, env, option, kind in (
+        ("--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", "timeout", float),
+        ("--retries", "ASYNCCLIENT_RETRIES", "max_retries", int),
+        ("--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", "max_response_bytes", int),
+    ):
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        source = flag
+        if value is None:
+            text = os.environ.get(env, "").strip()
+            if not text:
+                continue
+            source = env
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValidationError(
+                    f"{env} {text!r} is not a {'number' if kind is float else 'whole number'}"
+                ) from None
+        minimum = 1024 if option == "max_response_bytes" else 0
+        if value < minimum or (option == "timeout" and value <= 0):
+            least = "above 0" if option == "timeout" else f"at least {minimum}"
+            raise ValidationError(f"{source} {value:g} is out of range: give a number {least}")
+        options[option] = value
+    return options
+
+
+# How the session's messages name the network options when the CLI made it.
+NETWORK_FLAGS = {
+    "proxy": "--proxy",
+    "ca_file": "--ca-file",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+    "max_response_bytes": "--max-response-bytes",
+}
