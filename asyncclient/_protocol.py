@@ -449,6 +449,7 @@ class RetrySignal(Exception):
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
+        self.wait = 0.0  # the wait the retry policy chose after it (asyncclient._retry)
 
 
 def is_retryable_status(status: int) -> bool:

@@ -15,23 +15,43 @@ def _signal(retry_after: float | None = None) -> RetrySignal:
     return RetrySignal(ServerError(503, None, "busy"), retry_after)
 
 
+def _waits(policy: RetryPolicy, signals: list[RetrySignal]) -> list[float]:
+    """The waits backoff would be told after each of these failures, in turn."""
+    waits = policy.waits()
+    assert next(waits) == 0.0  # backoff primes the generator first
+    return [waits.send(signal) for signal in signals]
+
+
 def test_retry_after_is_obeyed_exactly_and_capped() -> None:
-    policy = RetryPolicy(max_retry_after=30.0, rand=lambda lo, hi: hi)
-    assert policy.wait(0, _signal(7.0)) == 7.0
-    assert policy.wait(3, _signal(0.0)) == 0.0
-    assert policy.wait(0, _signal(3600.0)) == 30.0
+    policy = RetryPolicy(max_retry_after=30.0, jitter=lambda step: step)
+    signals = [_signal(7.0), _signal(), _signal(), _signal(0.0), _signal(3600.0)]
+    assert _waits(policy, signals) == [7.0, 1.0, 2.0, 0.0, 30.0]
+    assert [signal.wait for signal in signals] == [7.0, 1.0, 2.0, 0.0, 30.0]
 
 
 def test_backoff_is_exponential_up_to_the_cap_with_full_jitter() -> None:
-    bounds: list[tuple[float, float]] = []
+    steps: list[float] = []
 
-    def rand(lo: float, hi: float) -> float:
-        bounds.append((lo, hi))
-        return hi
+    def jitter(step: float) -> float:
+        steps.append(step)
+        return step
 
-    policy = RetryPolicy(base=0.5, cap=3.0, rand=rand)
-    assert [policy.wait(n, _signal()) for n in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
-    assert all(lo == 0.0 for lo, _hi in bounds)
+    policy = RetryPolicy(base=0.5, cap=3.0, jitter=jitter)
+    assert _waits(policy, [_signal() for _ in range(5)]) == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert steps == [0.5, 1.0, 2.0, 3.0, 3.0]  # each step went through the jitter
+    # backoff.full_jitter, the default: uniform in [0, step].
+    jittered = _waits(RetryPolicy(base=0.5, cap=3.0), [_signal() for _ in range(200)])
+    assert all(0.0 <= wait <= 3.0 for wait in jittered)
+    assert len(set(jittered)) > 150  # drawn, not fixed
+    assert max(jittered[:1]) <= 0.5
+
+
+def test_own_sleep_tells_backoff_zero_and_records_the_wait_on_the_signal() -> None:
+    waits = RetryPolicy(jitter=lambda step: step).waits(own_sleep=True)
+    next(waits)
+    signal = _signal(4.0)
+    assert waits.send(signal) == 0.0
+    assert signal.wait == 4.0
 
 
 async def test_the_loop_retries_then_raises_the_last_error_with_its_cause() -> None:
@@ -90,3 +110,65 @@ async def test_a_sessions_own_sleep_wins_over_the_recorder() -> None:
     with recorded_retry_waits() as recorded, pytest.raises(ServerError):
         await retrying(attempt, RetryPolicy(sleep=sleep), 1)
     assert (own, recorded) == ([2.0], [])
+
+
+async def test_without_a_sleep_of_its_own_backoff_sleeps_with_asyncio() -> None:
+    """The production path: backoff's own asyncio.sleep waits (here a Retry-After of 10 ms,
+    seen as loop time passing, not measured against a bound)."""
+    loop = asyncio.get_running_loop()
+    answers = iter([_signal(0.01), "done"])
+
+    async def attempt() -> str:
+        answer = next(answers)
+        if isinstance(answer, RetrySignal):
+            raise answer
+        return answer
+
+    started = loop.time()
+    assert await retrying(attempt, RetryPolicy(), 1) == "done"
+    assert loop.time() - started >= 0.01
+
+
+async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """retrying() hands the loop to backoff.aretry_context, with the tries it was given."""
+    import backoff
+
+    from asyncclient import _retry
+
+    seen: dict[str, object] = {}
+    real = backoff.aretry_context
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.update(kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_retry.backoff, "aretry_context", spy)
+
+    async def attempt() -> None:
+        raise _signal(0.0)
+
+    with recorded_retry_waits() as waits, pytest.raises(ServerError):
+        await retrying(attempt, RetryPolicy(), 3)
+    assert seen["max_tries"] == 4
+    assert waits == [0.0, 0.0, 0.0]
+
+    # A first attempt that succeeds never sets the loop up; one that fails hands it over.
+    seen.clear()
+
+    async def fine() -> str:
+        return "ok"
+
+    assert await retrying(fine, RetryPolicy(), 3) == "ok"
+    assert seen == {}
+    answers = iter([_signal(0.0), "ok"])
+
+    async def once() -> object:
+        answer = next(answers)
+        if isinstance(answer, RetrySignal):
+            raise answer
+        return answer
+
+    with recorded_retry_waits() as waits:
+        assert await retrying(once, RetryPolicy(), 3) == "ok"
+    assert seen["max_tries"] == 4
+    assert waits == [0.0]
