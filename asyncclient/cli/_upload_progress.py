@@ -1,6 +1,7 @@
-"""Upload progress on stderr for `asyncclient upload`: rich bars (bytes, rate, time left) on a
-terminal, a line per file and per quarter of a big one otherwise (a CI log), nothing with
---quiet; and the line that says a file is done.
+"""Upload progress on stderr for `asyncclient upload`: on a terminal an overall bar and rich
+bars (bytes, rate, time left) for the files in flight, as many as fit; a line per file and per
+quarter of a big one otherwise (a CI log); nothing with --quiet; and the line that says a file
+is done.
 """
 
 from __future__ import annotations
@@ -90,9 +91,16 @@ class Lines(Display):
 
 
 class Bars(Display):
-    """A terminal: a rich progress bar per file (bytes, rate, time left) on stderr."""
+    """A terminal: one overall bar (bytes, rate, time left; files done of all, failures) and a
+    bar for each file in flight, as many as fit the terminal (`rows`); a file that has no row
+    yet takes the first one freed. Each file's line when done is printed above the bars while
+    the files are few enough to read them (PRINT_EACH_UP_TO); past that, one summary at the end.
+    What one refresh draws is bounded by the rows, not by the number of files."""
 
-    def __init__(self, out: Output, files: list[Path]) -> None:
+    PRINT_EACH_UP_TO = 20
+    MAX_FILE_ROWS = 10
+
+    def __init__(self, out: Output, files: list[Path], *, height: int | None = None) -> None:
         super().__init__(out, files)
         from rich.console import Console
         from rich.progress import (
@@ -103,49 +111,112 @@ class Bars(Display):
             TimeRemainingColumn,
         )
 
+        console = Console(file=out.stderr)
+        height = height or console.size.height
+        # The overall bar, the lines printed above, and the shell's prompt need room too.
+        self.rows = max(1, min(self.MAX_FILE_ROWS, height - 4))
         self._progress: Progress = Progress(
             TextColumn("{task.description}", markup=False),
             BarColumn(),
             DownloadColumn(binary_units=True),
             _rate_column(),
             TimeRemainingColumn(),
-            console=Console(file=out.stderr),
+            console=console,
         )
+        self._print_each = len(files) <= self.PRINT_EACH_UP_TO
+        self._sizes = [_size(path) for path in files]
+        self._done_bytes = [0] * len(files)
+        self._bytes_total = sum(self._sizes)
+        self._bytes_done = 0
+        self._finished = 0
+        self._failed = 0
+        self._sent = 0
+        self._started = time.perf_counter()
+        self._overall: TaskID | None = None
+        if len(files) > 1:
+            self._overall = self._progress.add_task(
+                self._overall_text(), total=self._bytes_total or None
+            )
         self._tasks: dict[int, TaskID] = {}
         self._closed = False
+
+    def _overall_text(self) -> str:
+        text = f"{self._finished} of {len(self.files)} files"
+        return f"{text}, {self._failed} failed" if self._failed else text
 
     def __enter__(self) -> Display:
         self._progress.start()
         return self
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._progress.stop()
+        if self._closed:
+            return
+        self._closed = True
+        self._progress.stop()
+        if not self._print_each and self._finished:
+            from rich.text import Text
+
+            elapsed = time.perf_counter() - self._started
+            rate = format_rate(self._sent, elapsed)
+            ok = self._finished - self._failed
+            line = f"uploaded {ok} of {len(self.files)} files, {format_size(self._sent)}"
+            line += f" in {elapsed:.1f} s" + (f", {rate}" if rate else "")
+            if self._failed:
+                line += f"; {self._failed} failed (see below)"
+            self._progress.console.print(Text(line))
 
     def progress_for(self, index: int) -> Any:
         def report(done: int, total: int) -> None:
-            task = self._tasks.get(index)
-            if task is None:
+            progress = self._progress
+            if self._overall is not None:
+                # An .app folder is zipped on the fly: its size is known only now.
+                self._bytes_total += total - self._sizes[index]
+                self._sizes[index] = total
+                self._bytes_done += done - self._done_bytes[index]  # winds back on a retry
+                self._done_bytes[index] = done
+                progress.update(
+                    self._overall, completed=self._bytes_done, total=self._bytes_total or None
+                )
+            row = self._tasks.get(index)
+            if row is not None:
+                progress.update(row, completed=done)
+            elif len(self._tasks) < self.rows:
                 name = self.files[index].name
-                self._tasks[index] = self._progress.add_task(name, total=total, completed=done)
-            else:
-                self._progress.update(task, completed=done)
+                self._tasks[index] = progress.add_task(name, total=total, completed=done)
 
         return report
 
     def finished(self, result: UploadResult) -> None:
-        if result.build is None or not result.ok:
-            task = self._tasks.get(self.files.index(result.path))
-            if task is not None:  # the reason is printed with the other errors at the end
-                self._progress.update(task, description=f"{result.path.name} (failed)")
+        index = self.files.index(result.path)
+        row = self._tasks.pop(index, None)
+        if row is not None:
+            self._progress.remove_task(row)
+        self._finished += 1
+        ok = result.build is not None and result.ok
+        if ok:
+            self._sent += result.bytes_sent
+        else:
+            self._failed += 1  # the reason is printed with the other errors at the end
+        if self._overall is not None:
+            self._progress.update(self._overall, description=self._overall_text())
+        if not ok:
             return
         from rich.text import Text
 
         console = self._progress.console
-        console.print(Text(done_line(result)))
-        for note in _notes(result):
-            console.print(Text(f"  {note}"))
+        if self._print_each:
+            console.print(Text(done_line(result)))
+        for note in _notes(result):  # a warning is shown however many files there are
+            shown = f"  {note}" if self._print_each else f"{os.fspath(result.path)}: {note}"
+            console.print(Text(shown))
+
+
+def _size(path: Path) -> int:
+    """The file's size for the overall bar; a folder (zipped on the fly) counts once reported."""
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
 
 
 def _rate_column() -> Any:

@@ -440,3 +440,73 @@ def test_a_bar_shows_no_question_mark_for_a_rate_it_does_not_know(tmp_path: Path
     assert "tiny.apk" in row
     assert "?" not in row
     assert "/s" not in row
+
+
+def _drawn_lines(display: _upload_progress.Bars, height: int) -> list[str]:
+    """What one refresh of the live display draws, as a terminal of `height` lines shows it."""
+    from rich.console import Console
+
+    console = Console(width=120, height=height, record=True, file=_Terminal())  # type: ignore[arg-type]
+    console.print(display._progress.get_renderable())
+    return console.export_text().rstrip("\n").splitlines()
+
+
+@pytest.mark.parametrize("height", [12, 24, 60])
+def test_two_hundred_files_draw_a_bounded_number_of_lines(tmp_path: Path, height: int) -> None:
+    from asyncclient.models import Build
+    from asyncclient.upload import UploadResult
+
+    files = []
+    for n in range(200):
+        path = tmp_path / f"app{n:03}.apk"
+        path.write_bytes(b"x" * 1000)
+        files.append(path)
+    out = _output.Output(stdout=_Terminal(), stderr=_Terminal())  # type: ignore[arg-type]
+    display = _upload_progress.Bars(out, files, height=height)
+    assert display.rows == min(10, height - 4)
+    reports = [display.progress_for(n) for n in range(200)]
+
+    # Every file in flight at once: one overall line and at most `rows` file lines.
+    for report in reports:
+        report(500, 1000)
+    drawn = _drawn_lines(display, height)
+    assert len(drawn) == 1 + display.rows
+    assert drawn[0].startswith("0 of 200 files")
+    assert "97.7/195.3 KiB" in drawn[0]  # the bytes of all 200, halfway
+
+    # As files finish, their rows go to files still in flight; the count never grows.
+    for n, path in enumerate(files[:150]):
+        reports[n](1000, 1000)
+        build = Build(id=f"ab_{n}", app_id="com.example.shop", size=1000)
+        display.finished(UploadResult(path, build=build, bytes_sent=1000, elapsed=0.1))
+        for report in reports[150:]:
+            report(600, 1000)
+        assert len(_drawn_lines(display, height)) <= 1 + display.rows
+    drawn = _drawn_lines(display, height)
+    assert drawn[0].startswith("150 of 200 files")
+    assert len(drawn) == 1 + display.rows
+
+    # Past PRINT_EACH_UP_TO files, no line per finished file: one summary when it closes.
+    display.close()
+    printed = out.stderr.buffer.getvalue()
+    assert "uploaded app000.apk" not in printed
+    assert "uploaded 150 of 200 files, 146.5 KiB" in printed
+
+
+def test_a_few_files_each_leave_their_line(tmp_path: Path) -> None:
+    from asyncclient.models import Build
+    from asyncclient.upload import UploadResult
+
+    files = [tmp_path / f"app{n}.apk" for n in range(3)]
+    for path in files:
+        path.write_bytes(b"x" * 1000)
+    out = _output.Output(stdout=_Terminal(), stderr=_Terminal())  # type: ignore[arg-type]
+    display = _upload_progress.Bars(out, files, height=24)
+    for n, path in enumerate(files):
+        display.progress_for(n)(1000, 1000)
+        build = Build(id=f"ab_{n}", app_id="com.example.shop", size=1000)
+        display.finished(UploadResult(path, build=build, bytes_sent=1000, elapsed=0.1))
+    display.close()
+    printed = " ".join(out.stderr.buffer.getvalue().split())  # rich wraps long paths
+    assert [printed.count(f"-> ab_{n}:") for n in range(3)] == [1, 1, 1]
+    assert "uploaded 3 of 3 files" not in printed
