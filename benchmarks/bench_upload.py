@@ -21,10 +21,13 @@ Scenarios:
   (c) memory: 64 MiB parts at concurrency 8
   (d) many builds: 20 builds of 32 MiB, max_parts_in_flight=16, against one of 640 MiB at c16
   (e) faults: 10% of part requests fail (5% answered 500/503, 5% dropped mid-body)
+  (f) the many-builds curve: the same bytes in 1, 20 and 200 builds; and `asyncclient upload` of
+      200 builds on a pseudo-terminal against the same with stderr to a file
 """
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -519,7 +522,100 @@ def scenario_e(work: Path, quick: bool, rounds: int) -> None:
     )
 
 
-SCENARIOS = {"a": scenario_a, "b": scenario_b, "c": scenario_c, "d": scenario_d, "e": scenario_e}
+def _cli_wall(emu: Emulator, files: Sequence[Path], terminal: bool) -> float:
+    """Wall time of `asyncclient upload` of these files, its stderr a pseudo-terminal (what a
+    person sees: the live bars) or a file (a CI log), stdout (the build ids) to a file."""
+    import pty
+
+    command = Path(sys.executable).with_name("asyncclient")
+    argv = [str(command), "upload", emu.project_id, *map(str, files)]
+    env = {
+        **os.environ,
+        "ASYNCCLIENT_BASE_URL": emu.url,
+        "ASYNCCLIENT_API_KEY": emu.run_key,
+        "ASYNCCLIENT_STATE_DIR": tempfile.mkdtemp(prefix="bench-state-"),
+        "ASYNCCLIENT_PROXY": "direct",
+        "COLUMNS": "120",
+        "LINES": "40",
+    }
+    with tempfile.TemporaryFile() as ids, tempfile.TemporaryFile() as log:
+        began = time.perf_counter()
+        if terminal:
+            main_fd, side_fd = pty.openpty()
+            proc = subprocess.Popen(argv, stdout=ids, stderr=side_fd, env=env)
+            os.close(side_fd)
+            with contextlib.suppress(OSError):  # EIO once the command has closed its side
+                while os.read(main_fd, 65536):
+                    pass
+            os.close(main_fd)
+        else:
+            proc = subprocess.Popen(argv, stdout=ids, stderr=log, env=env)
+        code = proc.wait()
+        wall = time.perf_counter() - began
+        ids.seek(0)
+        build_ids = ids.read().decode().split()
+    shutil.rmtree(env["ASYNCCLIENT_STATE_DIR"], ignore_errors=True)
+    if code != 0 or len(build_ids) != len(files):
+        raise RuntimeError(f"asyncclient upload exited {code} with {len(build_ids)} build ids")
+    emu.delete_builds(build_ids)
+    return wall
+
+
+def scenario_f(work: Path, quick: bool, rounds: int) -> None:
+    total = (64 if quick else 256) * MiB
+    counts = (1, 20, 200)
+    part = 8 * MiB
+    print(
+        f"\n(f) many builds, the curve: {total // MiB} MiB in 1, 20 and 200 apks, "
+        f"max_parts_in_flight=16 (one build: concurrency 16); {part // MiB} MiB parts, unbounded "
+        "loopback; then the CLI with 200 builds on a pseudo-terminal and with stderr to a file"
+    )
+    sets = {
+        n: [make_apk(work, f"curve-{n}-{i}.apk", total // n, seed=1000 + i) for i in range(n)]
+        for n in counts
+    }
+    summary: dict[str, dict[str, Any]] = {}
+    with Emulator(part_bytes=part) as emu:
+        for n in counts:
+            config = (
+                Config("asyncclient 1 build c16", "ours", concurrency=16)
+                if n == 1
+                else Config(f"asyncclient {n} builds", "ours", max_parts_in_flight=16)
+            )
+            summary.update(measure(emu, [config], sets[n], rounds))
+        print_table(summary)
+        one, many = summary["asyncclient 1 build c16"], summary["asyncclient 200 builds"]
+        rate = (many["bytes"] / many["wall"]) / (one["bytes"] / one["wall"])
+        cpu = (many["cpu"] / many["bytes"]) / (one["cpu"] / one["bytes"])
+        fixed = (many["cpu"] - one["cpu"] * many["bytes"] / one["bytes"]) / 199 * 1000
+        rss = many["rss"] / MiB
+        print(
+            f"  200 builds against one of the same bytes: throughput {rate:.2f}x (target >= 0.9x): "
+            f"{verdict(rate >= 0.9)}; client CPU per GB {cpu:.2f}x (target <= 1.5x): "
+            f"{verdict(cpu <= 1.5)}; fixed CPU per extra build {fixed:.2f} ms (target <= 1 ms): "
+            f"{verdict(fixed <= 1.0)}; peak RSS {rss:.0f} MiB (target < 80 MiB): "
+            f"{verdict(rss < 80)}"
+        )
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        for round_no in range(rounds):
+            for terminal in (True, False) if round_no % 2 == 0 else (False, True):
+                walls[terminal].append(_cli_wall(emu, sets[200], terminal))
+    on_tty, off_tty = statistics.median(walls[True]), statistics.median(walls[False])
+    print(
+        f"  asyncclient upload, 200 builds: {on_tty:.2f} s on a terminal, {off_tty:.2f} s with "
+        f"stderr to a file: {on_tty / off_tty:.2f}x (target <= 1.15x): "
+        f"{verdict(on_tty <= 1.15 * off_tty)}"
+    )
+
+
+SCENARIOS = {
+    "a": scenario_a,
+    "b": scenario_b,
+    "c": scenario_c,
+    "d": scenario_d,
+    "e": scenario_e,
+    "f": scenario_f,
+}
 # Scenarios that also run over TLS (--networks), with their baselines over the same TLS server.
 OVER_TLS_TOO = frozenset("ab")
 OVER_TLS = " over TLS"
@@ -530,7 +626,7 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="smaller files, one round")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per scenario (default 5)")
-    parser.add_argument("--only", default="abcde", help="scenarios to run, e.g. a,c")
+    parser.add_argument("--only", default="abcdef", help="scenarios to run, e.g. a,c")
     parser.add_argument("--workdir", help="where to keep the test apps (default: a temp dir)")
     parser.add_argument(
         "--networks",

@@ -121,8 +121,12 @@ def client_tasks() -> set[asyncio.Task[Any]]:
     }
 
 
-def sha_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "asyncclient-sha256" and t.is_alive()]
+def sha_threads() -> list[str]:
+    """The hashes still being computed (the hashing threads themselves stay, idle, for the next
+    upload): none may be left running once an upload has ended, however it ended."""
+    from asyncclient.upload import _hashing
+
+    return ["sha256"] * _hashing.running()
 
 
 class ServerInFlight:

@@ -5,18 +5,13 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from asyncclient.errors import (
-    ValidationError,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from asyncclient.errors import ValidationError
 from asyncclient.upload._values import _CHUNK
 
 log = logging.getLogger("asyncclient.upload")
@@ -77,8 +72,32 @@ class _Stopped(Exception):
     """The hashing thread was told to stop (the upload ended early)."""
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_running = 0  # hashes being computed now, in any thread (tests check that none is left)
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The hashing threads, shared by every upload of the process and started once: a thread of
+    its own per build cost about 1 ms of the event loop's time at each start (Thread.start
+    waits for the thread), which 200 builds paid 200 times. As many as there are cores: more
+    hashes at once than that only take turns."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(
+                max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="asyncclient-sha256"
+            )
+        return _POOL
+
+
+def running() -> int:
+    """How many hashes are being computed now."""
+    return _running
+
+
 class _Hasher:
-    """sha256 of a file computed by a thread of its own, reading the file sequentially.
+    """sha256 of a file computed in one of the hashing threads, reading the file sequentially.
 
     Not the loop's default executor: aiofiles reads every chunk of every part there, and a
     whole-file hash holding one of its few workers for seconds would stall them.
@@ -93,18 +112,21 @@ class _Hasher:
         # Part number -> sha256 of the file up to that part's end, as the thread passes it.
         self.prefixes: dict[int, str] = {}
         self._prefix_waiters: dict[int, asyncio.Future[str]] = {}
-        self._thread = threading.Thread(
-            target=self._run, args=(path, size), name="asyncclient-sha256", daemon=True
-        )
-        self._thread.start()
+        self._job = _pool().submit(self._run, path, size)
 
     def _run(self, path: Path, size: int) -> None:
+        global _running
         result: str | None = None
         error: BaseException | None = None
+        with _POOL_LOCK:
+            _running += 1
         try:
             result = _hash_file(path, size, self._stop, self.part_bytes, self._passed)
         except BaseException as exc:  # handed to the loop, which re-raises it where awaited
             error = exc
+        finally:
+            with _POOL_LOCK:
+                _running -= 1
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._settle, result, error)
 
@@ -154,9 +176,11 @@ class _Hasher:
     async def stop(self) -> None:
         """Stop early and wait for the thread to let go of the file (within one chunk)."""
         self._stop.set()
+        if self._job.cancel():  # still queued behind other hashes: it never opens the file
+            self._settle(None, _Stopped())
         with contextlib.suppress(Exception):
             await asyncio.shield(self._future)
         if self._future.done() and not self._future.cancelled():
             self._future.exception()  # retrieved: no "exception was never retrieved" warning
-        # Settled means the thread is returning: this join takes microseconds.
-        self._thread.join()
+        if not self._job.cancelled():
+            await asyncio.wrap_future(self._job)  # settled, so returning: microseconds

@@ -76,6 +76,7 @@ class _Journal:
         self.etags: dict[int, str] = {}
         self.prefixes: dict[int, str] = {}
         self.broken = False
+        self._dir_made = False
 
     @classmethod
     def open(cls, directory: Path, identity: dict[str, Any]) -> "_Journal | None":
@@ -151,7 +152,9 @@ class _Journal:
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
         written = False
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self._dir_made:  # once per journal, not per part
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._dir_made = True
             _write_new(temp, json.dumps(data, separators=(",", ":")).encode("utf-8"))
             written = True
             os.replace(temp, self.path)
