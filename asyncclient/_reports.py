@@ -8,7 +8,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -165,16 +165,27 @@ def report_fields(run: Run) -> dict[str, Any]:
 
 
 def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:
-    counts = Counter(status_of(run) for run in runs)
-    known = [(status, counts.pop(status)) for status in _STATUS_ORDER if status in counts]
-    return known + sorted(counts.items())
+    return _ordered(Counter(status_of(run) for run in runs))
+
+
+def _ordered(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    left = {status: count for status, count in counts.items() if count}
+    known = [(status, left.pop(status)) for status in _STATUS_ORDER if status in left]
+    return known + sorted(left.items())
 
 
 def counts_line(runs: Sequence[Run]) -> str:
     """ "3 runs: 2 passed, 1 failed" """
-    parts = ", ".join(f"{count} {status}" for status, count in _ordered_counts(runs))
-    noun = "run" if len(runs) == 1 else "runs"
-    return f"{len(runs)} {noun}: {parts}" if runs else "0 runs"
+    return counts_text(Counter(status_of(run) for run in runs))
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """counts_line from counts by status (status_of) kept as runs change, for a live display
+    that must not go over every run at each frame."""
+    total = sum(counts.values())
+    parts = ", ".join(f"{count} {status}" for status, count in _ordered(counts))
+    noun = "run" if total == 1 else "runs"
+    return f"{total} {noun}: {parts}" if total else "0 runs"
 
 
 # --- text summary --------------------------------------------------------------------------------

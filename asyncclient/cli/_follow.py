@@ -205,6 +205,15 @@ class Progress:
                 for run_id in self._order
                 if run_id in tests
             }
+        # Kept as runs change, so that a frame costs the rows it shows, not the runs watched:
+        # the counts by status, the runs still going (in order) and the latest to finish.
+        from collections import Counter, deque
+
+        from asyncclient._reports import status_of
+
+        self._counts: Counter[str] = Counter(status_of(run) for run in self._views.values())
+        self._going: dict[str, None] = dict.fromkeys(self._order)
+        self._finished: deque[str] = deque(maxlen=64)
         self._live: Any = None
         self._console: Any = None
         self._use_live = out.stderr_is_terminal and not out.quiet
@@ -241,7 +250,16 @@ class Progress:
             self._live.__exit__(exc_type, exc, tb)
 
     def update(self, run: Run) -> None:
+        from asyncclient._reports import status_of
+
+        before = self._views.get(run.id)
+        if before is not None:
+            self._counts[status_of(before)] -= 1
+        self._counts[status_of(run)] += 1
         self._views[run.id] = run
+        if run.is_final and run.id in self._going:
+            del self._going[run.id]
+            self._finished.append(run.id)
         if self._live is None:
             self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}")
             return
@@ -270,22 +288,24 @@ class Progress:
         from rich.table import Table
         from rich.text import Text
 
-        from asyncclient._reports import counts_line, duration_seconds, format_duration
+        from asyncclient._reports import counts_text, duration_seconds, format_duration
 
         views = self._views
-        seen = [views[run_id] for run_id in self._order if run_id in views]
-        caption = counts_line(seen)
-        unseen = len(self._order) - len(seen)
+        caption = counts_text(self._counts)
+        unseen = len(self._order) - len(views)
         if unseen:
             caption += f" ({unseen} not seen yet)"
         table = Table("run", "test", "status", "duration", caption=caption)
-        # A terminal holds only so many rows: the runs still going come first, and only the
-        # rows shown are built.
+        # A terminal holds only so many rows: the runs still going come first, then the ones
+        # that finished, and only the rows shown are built. When they all fit, the finished
+        # ones in the order given; otherwise the latest to finish, newest first.
         height = self._console.height if self._console is not None else 40
         room = max(5, height - 8)
-        going = (i for i in self._order if i not in views or not views[i].is_final)
-        done = (i for i in self._order if i in views and views[i].is_final)
-        shown = list(itertools.islice(itertools.chain(going, done), room))
+        if len(self._order) <= room:
+            done: Any = (i for i in self._order if i not in self._going)
+        else:
+            done = reversed(self._finished)
+        shown = list(itertools.islice(itertools.chain(self._going, done), room))
         for run_id in shown:
             run = views.get(run_id)
             if run is None:

@@ -568,3 +568,28 @@ async def test_the_live_table_is_drawn_a_few_times_a_second_not_per_change(
     screen = stderr.getvalue()
     assert "1000 runs: 1000 passed" in screen  # the final state was drawn
     assert render().row_count < 50  # only the rows a terminal can show are built
+
+
+def test_following_thousands_of_runs_shows_counts_the_going_and_the_latest_finished() -> None:
+    """10,000 runs on a 30-line terminal: the caption counts every run, the rows are the runs
+    still going, then the ones that finished last, newest first; never thousands of rows."""
+    from rich.console import Console
+
+    from asyncclient.cli._follow import Progress
+    from asyncclient.cli._output import Output
+    from asyncclient.models import Run, RunStatus
+
+    ids = [f"j_{n:05d}" for n in range(10_000)]
+    progress = Progress(Output(stdout=io.StringIO(), stderr=io.StringIO()), ids)
+    progress._console = Console(height=30, file=io.StringIO())
+    for run_id in ids:
+        progress.update(Run(id=run_id, status=RunStatus.RUNNING, test_id="t"))
+    for n, run_id in enumerate(ids[:9_990]):
+        status = RunStatus.FAILED if n % 1000 == 0 else RunStatus.PASSED
+        progress.update(Run(id=run_id, status=status, test_id="t"))
+    table = progress._render()
+    assert table.row_count == 22 + 1  # room for 22 rows on 30 lines, and "... more"
+    shown = [str(cell) for cell in table.columns[0]._cells][:22]
+    assert shown[:10] == ids[9_990:]  # the 10 still going first
+    assert shown[10:] == list(reversed(ids[9_978:9_990]))  # then the latest to finish
+    assert str(table.caption) == "10000 runs: 9980 passed, 10 failed, 10 running"
