@@ -5,6 +5,7 @@ The emulator runs in its own process on a manual clock; each watcher's pause mov
 spent waiting. Prints both figures side by side with their ratio; exits 1 if a target is missed.
 
     .venv/bin/python benchmarks/bench_watch.py [--runs 10000] [--rounds 5] [--networks plain,tls]
+    .venv/bin/python benchmarks/bench_watch.py --scale --networks plain --rounds 3
 
 By default it runs over plain HTTP, then over HTTPS (the emulator with a throwaway CA).
 """
@@ -410,6 +411,64 @@ async def bench(url: str, total: int, rounds: int, minutes: int, ca_file: str | 
     return 0 if all(passed for _, passed, _ in targets) else 1
 
 
+def _rss() -> int:
+    """This process's resident memory now, in bytes (Linux: /proc/self/statm)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+async def scale(url: str, sizes: list[int], rounds: int, ca_file: str | None = None) -> int:
+    """One RunWatcher sweep over 1k / 10k / 100k unfinished runs, side by side: client CPU per
+    run, wall time, and for the largest the memory the watch holds per run."""
+    over = "HTTPS" if ca_file else "plain HTTP"
+    print(f"asyncclient watch, the curve over {over}: one first sweep over N unfinished runs")
+    tls = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    rows: list[tuple[int, float, float, float]] = []
+    held = 0.0
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls)) as http,
+        AsyncSession(api_key=KEY, base_url=url, ca_file=ca_file, proxy="direct") as s,
+    ):
+        emulator = Emulator(url, http)
+        for size in sizes:
+            parked = await emulator.create("t_parked", size)
+            sweeps = []
+            for _ in range(rounds):
+                before = _rss()
+                watcher = RunWatcher(s, parked)
+                cpu0, wall0 = cpu(), time.perf_counter()
+                await watcher.__anext__()  # the first sweep: every run is new
+                sweeps.append((time.perf_counter() - wall0, cpu() - cpu0))
+                if size == sizes[-1]:
+                    held = max(held, (_rss() - before) / size)
+                await watcher.aclose()
+                del watcher
+            wall = statistics.median(w for w, _ in sweeps)
+            used = statistics.median(c for _, c in sweeps)
+            rows.append((size, wall, used, used / size * 1e6))
+    print(f"  {'runs':>9}{'sweep s':>10}{'client CPU s':>14}{'CPU us/run':>12}")
+    for size, wall, used, per_run in rows:
+        print(f"  {size:>9,}{wall:>10.3f}{used:>14.3f}{per_run:>12.2f}")
+    first, last = rows[0], rows[-1]
+    growth = last[3] / first[3]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"  a watch of {last[0]:,} runs: peak RSS of this process {peak:.0f} MiB; "
+        f"{held:,.0f} bytes held per run after its first sweep"
+    )
+    targets = [
+        (
+            f"CPU per run at {last[0]:,} <= 1.25x at {first[0]:,}",
+            growth <= 1.25,
+            f"{growth:.2f}x",
+        ),
+        (f"one sweep over {last[0]:,} unfinished < 1 s", last[1] < 1.0, f"{last[1]:.3f} s"),
+    ]
+    for name, passed, figure in targets:
+        print(f"  {'PASS' if passed else 'FAIL'}  {name}  {figure}")
+    return 0 if all(passed for _, passed, _ in targets) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -423,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
         "--networks",
         default="plain,tls",
         help="plain, tls or both (default): over HTTPS the emulator has a throwaway CA",
+    )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead: one sweep over 1,000, 10,000 and 100,000 runs, side by side",
     )
     args = parser.parse_args(argv)
     total = max(len(OUTCOMES) * 100, args.runs // len(OUTCOMES) * len(OUTCOMES))
@@ -447,6 +511,9 @@ def run_over(total: int, args: argparse.Namespace, *, tls: bool) -> int:
                 print("the emulator did not start within 60 s", file=sys.stderr)
                 return 1
             url, ca_file = parent.recv()
+            if args.scale:
+                sizes = [1_000, 10_000, 100_000]
+                return asyncio.run(scale(url, sizes, args.rounds, ca_file))
             return asyncio.run(bench(url, total, args.rounds, args.minutes, ca_file))
         finally:
             parent.send("stop")

@@ -244,18 +244,15 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             if ends_on_signal:
                 # The way to stop it, as its banner says: not an error. A new line after ^C.
                 exit_code = EXIT_OK
-                if out.stderr_is_terminal:
-                    print(file=sys.stderr, flush=True)
+                line = "" if out.stderr_is_terminal else None
             else:
                 # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C.
                 exit_code = 128 + signum
                 name = "interrupted" if signum == signal.SIGINT else "terminated"
-                print(
-                    f"\n{name}: cleaning up (Ctrl-C again to exit at once)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            loop.call_soon_threadsafe(task.cancel)
+                line = f"\n{name}: cleaning up (Ctrl-C again to exit at once)"
+            # Said from the loop, not here: the handler may have interrupted a print to the
+            # same stream, and a buffered stream refuses a reentrant write.
+            loop.call_soon_threadsafe(_say_and_cancel, line, task)
 
         # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
         if threading.current_thread() is not threading.main_thread():
@@ -279,6 +276,12 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return exit_code
         out.error(message)
         return code
+
+
+def _say_and_cancel(line: str | None, task: asyncio.Task[Any]) -> None:
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)
+    task.cancel()
 
 
 def _exit_now(code: int, notes: Sequence[str]) -> None:
