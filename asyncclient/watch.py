@@ -466,20 +466,25 @@ class RunWatcher:
         soon as it is decoded, so a sweep never holds every batch's JSON at once (10,000 decoded
         runs kept alive together would only feed Python's GC); per batch comes back the runs
         that changed, or the error, in batch order."""
-        semaphore = asyncio.Semaphore(self._concurrency)
         record = self._tracker.record
+        results: list[list[Run] | AsyncClientError] = [[] for _ in batches]
+        # `concurrency` workers take the batches in turn from one iterator: a sweep over
+        # 100,000 runs keeps a few tasks alive, not 2,000 (each a frame for the GC to walk).
+        todo = iter(enumerate(batches))
 
-        async def one(batch: Sequence[str]) -> list[Run] | AsyncClientError:
-            async with semaphore:
+        async def worker() -> None:
+            for index, batch in todo:
                 self.requests += 1
                 try:
                     # retries=0: a 429 must reach the watcher, which pauses every batch for it.
                     raw = await self._session.list_run_views(batch, retries=0)
                 except AsyncClientError as exc:
-                    return exc
-            return record(batch, raw)
+                    results[index] = exc
+                    continue
+                results[index] = record(batch, raw)
 
-        return await asyncio.gather(*(one(batch) for batch in batches))
+        await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(batches)))))
+        return results
 
     async def _sweep(self) -> None:
         batches = self._tracker.batches(IDS_PER_REQUEST)

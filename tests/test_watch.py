@@ -6,6 +6,7 @@ Time is the emulator's manual clock, moved by the watcher's own (injected) sleep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 from collections.abc import AsyncIterator, Callable
@@ -331,13 +332,24 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
         answer = await real(batch, retries=retries)
         if batch[0] == ids[0]:
             # The other two answers are recorded while this one is still on its way: a sweep
-            # does not hold every batch's decoded JSON until the last answer is in.
-            for _ in range(200):
-                if len(watcher.runs) == 70:
-                    others_taken_in = True
-                    break
-                await asyncio.sleep(0)
+            # does not hold every batch's decoded JSON until the last answer is in. Waited for
+            # as long as they take (a proxy adds a real hop); a sweep that held them back
+            # would never get here, and the bound below ends the test instead.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(recorded_70.wait(), timeout=30)
+                others_taken_in = len(watcher.runs) == 70
         return answer
+
+    recorded_70 = asyncio.Event()
+    record = watcher._tracker.record
+
+    def recording(batch: Any, runs: Any) -> Any:
+        changed = record(batch, runs)
+        if len(watcher.runs) == 70:
+            recorded_70.set()
+        return changed
+
+    monkeypatch.setattr(watcher._tracker, "record", recording)
 
     monkeypatch.setattr(session, "list_run_views", first_answer_last)
     first_sweep = [await anext(watcher) for _ in range(120)]
