@@ -125,7 +125,7 @@ class _Upload:
             if journal is not None:
                 journal.close()
         if journal is not None:
-            journal.remove()
+            await journal.remove_soon()
         return self._result(build, started, verified=verified)
 
     def _result(
