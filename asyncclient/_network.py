@@ -143,7 +143,9 @@ class Network:
     # How the options are named in messages: "ca_file=" in the library, "--ca-file" in the CLI.
     flags: Mapping[str, str] = attrs.field(factory=dict)
 
-    def _name(self, option: str, env: str) -> str:
+    def option_name(self, option: str, env: str) -> str:
+        """An option and its variable as a message names them: "ca_file= or ASYNCCLIENT_CA_FILE"
+        in the library, "--ca-file or ASYNCCLIENT_CA_FILE" from the CLI."""
         return f"{self.flags.get(option, option + '=')} or {env}"
 
     def __repr__(self) -> str:
@@ -277,11 +279,11 @@ class Network:
             if self.ca_file is not None:
                 fix = (
                     f"the CA file {self.ca_file} does not hold the CA that signed it: give "
-                    f"the right one with {self._name('ca_file', CA_FILE_ENV)}"
+                    f"the right one with {self.option_name('ca_file', CA_FILE_ENV)}"
                 )
             else:
                 fix = (
-                    f"trust the CA that signed it with {self._name('ca_file', CA_FILE_ENV)} "
+                    f"trust the CA that signed it with {self.option_name('ca_file', CA_FILE_ENV)} "
                     "(SSL_CERT_FILE works too)"
                 )
             return Failure(
@@ -306,13 +308,14 @@ class Network:
             return Failure(
                 "client_cert",
                 f"{self.where} {asks} for a client certificate ({words})",
-                f"give one with {self._name('client_cert', CLIENT_CERT_ENV)} (and the key in "
+                f"give one with {self.option_name('client_cert', CLIENT_CERT_ENV)} (and the key in "
                 f"the same file or with {self.flags.get('client_key', 'client_key=')})",
             )
         return Failure(
             "client_cert",
             f"{self.where} most likely refused the client certificate {self.client_cert} ({words})",
-            f"give a certificate its CA accepts with {self._name('client_cert', CLIENT_CERT_ENV)}",
+            "give a certificate its CA accepts with "
+            + self.option_name("client_cert", CLIENT_CERT_ENV),
         )
 
     async def diagnose(self, exc: BaseException, failure: Failure | None) -> Failure | None:

@@ -197,7 +197,11 @@ class AsyncSession:
         proto.check_number("backoff_max", backoff_max, minimum=0)
         proto.check_number("max_retry_after", max_retry_after, minimum=0)
         proto.check_number("connection_limit", connection_limit, minimum=1, integer=True)
-        response_limit = proto.resolve_max_response_bytes(max_response_bytes, os.environ)
+        response_limit = proto.resolve_max_response_bytes(
+            max_response_bytes,
+            os.environ,
+            flag=network.flags.get("max_response_bytes", "max_response_bytes="),
+        )
         if client_session is not None and not isinstance(client_session, aiohttp.ClientSession):
             raise ValidationError("client_session must be an aiohttp.ClientSession")
         self._max_retry_after = float(max_retry_after)

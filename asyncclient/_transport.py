@@ -19,7 +19,7 @@ import orjson
 
 from asyncclient import _protocol as proto
 from asyncclient._bodies import PartBody, PartPayload, single, watched
-from asyncclient._bounded import ERROR_BODY_LIMIT, read_answer, read_error
+from asyncclient._bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._network import Network
 from asyncclient._responses import error_from_response
 from asyncclient._retry import RetryPolicy, retrying
@@ -342,14 +342,14 @@ class Transport:
                         self._log_attempt(call, status, started)
                     return result
                 if 200 <= status < 300:
-                    body = await read_answer(resp, self._max_response_bytes, call, self._too_large)
+                    body = await read_bounded(resp, self._max_response_bytes, call, self._too_large)
                     if debug:
                         self._log_attempt(call, status, started)
                     return body
                 # Enough for the error's message; the rest is dropped as it arrives, and an
                 # error page over the limit is not fetched again by a retry.
-                body = await read_error(
-                    resp, ERROR_BODY_LIMIT, self._max_response_bytes, call, self._too_large
+                body = await read_bounded(
+                    resp, self._max_response_bytes, call, self._too_large, keep=ERROR_BODY_LIMIT
                 )
                 resp_headers = resp.headers
                 url = str(resp.url)
@@ -373,7 +373,6 @@ class Transport:
         raise api_error
 
     def _too_large(self, call: "Call", seen: str) -> ResponseTooLargeError:
-        flag = self._network.flags.get("max_response_bytes", "max_response_bytes=")
         status = call.status
         answer = "the answer" if 200 <= status < 300 else f"the {status} answer"
         return ResponseTooLargeError(
@@ -383,7 +382,8 @@ class Transport:
             url=call.url,
             attempts=call.attempt,
             kind="too_large",
-            fix=f"if it is genuine, raise the limit with {flag} or ASYNCCLIENT_MAX_RESPONSE_BYTES",
+            fix="if it is genuine, raise the limit with "
+            + self._network.option_name("max_response_bytes", proto.MAX_RESPONSE_BYTES_ENV),
             limit=self._max_response_bytes,
         )
 

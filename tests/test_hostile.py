@@ -429,11 +429,15 @@ async def test_a_stalled_answer_holds_the_command_only_as_long_as_it_is_told(
             {"ASYNCCLIENT_REQUEST_TIMEOUT": "soon"},
             "ASYNCCLIENT_REQUEST_TIMEOUT 'soon' is not a number",
         ),
-        (["--max-response-bytes", "10"], {}, "--max-response-bytes 10 is out of range"),
+        (
+            ["--max-response-bytes", "10"],
+            {},
+            "--max-response-bytes must be a whole number of bytes, at least 1024",
+        ),
         (
             [],
             {"ASYNCCLIENT_MAX_RESPONSE_BYTES": "lots"},
-            "ASYNCCLIENT_MAX_RESPONSE_BYTES 'lots' is not a whole number",
+            "ASYNCCLIENT_MAX_RESPONSE_BYTES 'lots' is not a number of bytes: give a whole number",
         ),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -13,6 +14,19 @@ from asyncclient.errors import ServerError, TransportError
 
 def _signal(retry_after: float | None = None) -> RetrySignal:
     return RetrySignal(ServerError(503, None, "busy"), retry_after)
+
+
+def _scripted(*answers: RetrySignal | str) -> Callable[[], Awaitable[str]]:
+    """An attempt that raises or returns the next of `answers` each time it is made."""
+    script = iter(answers)
+
+    async def attempt() -> str:
+        answer = next(script)
+        if isinstance(answer, RetrySignal):
+            raise answer
+        return answer
+
+    return attempt
 
 
 def _waits(policy: RetryPolicy, signals: list[RetrySignal]) -> list[float]:
@@ -78,13 +92,7 @@ async def test_the_loop_retries_then_raises_the_last_error_with_its_cause() -> N
 
 
 async def test_the_loop_returns_the_first_success_and_never_retries_cancellation() -> None:
-    answers = iter([_signal(1.0), "done"])
-
-    async def attempt() -> str:
-        answer = next(answers)
-        if isinstance(answer, RetrySignal):
-            raise answer
-        return answer
+    attempt = _scripted(_signal(1.0), "done")
 
     with recorded_retry_waits() as waits:
         assert await retrying(attempt, RetryPolicy(), 4) == "done"
@@ -116,13 +124,7 @@ async def test_without_a_sleep_of_its_own_backoff_sleeps_with_asyncio() -> None:
     """The production path: backoff's own asyncio.sleep waits (here a Retry-After of 10 ms,
     seen as loop time passing, not measured against a bound)."""
     loop = asyncio.get_running_loop()
-    answers = iter([_signal(0.01), "done"])
-
-    async def attempt() -> str:
-        answer = next(answers)
-        if isinstance(answer, RetrySignal):
-            raise answer
-        return answer
+    attempt = _scripted(_signal(0.01), "done")
 
     started = loop.time()
     assert await retrying(attempt, RetryPolicy(), 1) == "done"
@@ -133,8 +135,6 @@ async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> No
     """retrying() hands the loop to backoff.aretry_context, with the tries it was given."""
     import backoff
 
-    from asyncclient import _retry
-
     seen: dict[str, object] = {}
     real = backoff.aretry_context
 
@@ -142,7 +142,7 @@ async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> No
         seen.update(kwargs)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_retry.backoff, "aretry_context", spy)
+    monkeypatch.setattr(backoff, "aretry_context", spy)  # the module _retry calls it through
 
     async def attempt() -> None:
         raise _signal(0.0)
@@ -160,13 +160,7 @@ async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> No
 
     assert await retrying(fine, RetryPolicy(), 3) == "ok"
     assert seen == {}
-    answers = iter([_signal(0.0), "ok"])
-
-    async def once() -> object:
-        answer = next(answers)
-        if isinstance(answer, RetrySignal):
-            raise answer
-        return answer
+    once = _scripted(_signal(0.0), "ok")
 
     with recorded_retry_waits() as waits:
         assert await retrying(once, RetryPolicy(), 3) == "ok"

@@ -370,14 +370,8 @@ async def test_a_progress_callback_that_raises_fails_the_upload(
 # --- sha256 verification --------------------------------------------------------------------------
 
 
-async def test_a_different_sha256_from_the_service_is_an_error(
-    svc: FakeService,
-    client: AsyncSession,
-    tmp_path: Path,
-    journal: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    apk = make_apk(tmp_path / "shop.apk", parts=3)
+def report_a_wrong_sha256(svc: FakeService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulator completes uploads as ever but reports a sha256 of zeros for the build."""
     complete = svc.backend.complete_upload
 
     async def damaged(*args: Any) -> Any:
@@ -386,6 +380,17 @@ async def test_a_different_sha256_from_the_service_is_an_error(
         return build
 
     monkeypatch.setattr(svc.backend, "complete_upload", damaged)
+
+
+async def test_a_different_sha256_from_the_service_is_an_error(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=3)
+    report_a_wrong_sha256(svc, monkeypatch)
     with pytest.raises(ChecksumMismatchError) as caught:
         await client.upload_build(svc.project_id, apk, journal_dir=journal)
     error = caught.value
@@ -405,14 +410,7 @@ async def test_a_mismatched_build_is_deleted_when_the_key_may(
     svc: FakeService, tmp_path: Path, journal: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=2)
-    complete = svc.backend.complete_upload
-
-    async def damaged(*args: Any) -> Any:
-        build = await complete(*args)
-        build.sha256 = "0" * 64
-        return build
-
-    monkeypatch.setattr(svc.backend, "complete_upload", damaged)
+    report_a_wrong_sha256(svc, monkeypatch)
     async with AsyncSession(svc.edit_key, svc.url) as editor:
         with pytest.raises(ChecksumMismatchError) as caught:
             await editor.upload_build(svc.project_id, apk, journal_dir=journal)

@@ -96,6 +96,8 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     return AsyncSession(
         api_key=api_key,
         base_url=base_url,
+        # The library reads ASYNCCLIENT_MAX_RESPONSE_BYTES itself, naming the flag (_flags).
+        max_response_bytes=getattr(args, "max_response_bytes", None),
         proxy=getattr(args, "proxy", None),
         ca_file=getattr(args, "ca_file", None),
         client_cert=getattr(args, "client_cert", None),
@@ -106,14 +108,14 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
 
 
 def _request_options(args: argparse.Namespace) -> dict[str, Any]:
-    """--request-timeout, --retries, --max-response-bytes or their variables, checked."""
+    """--request-timeout, --retries or their variables, checked (the library has these
+    options but not their variables)."""
     from asyncclient.errors import ValidationError
 
     options: dict[str, Any] = {}
     for flag, env, option, kind in (
         ("--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", "timeout", float),
         ("--retries", "ASYNCCLIENT_RETRIES", "max_retries", int),
-        ("--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", "max_response_bytes", int),
     ):
         value = getattr(args, flag[2:].replace("-", "_"), None)
         source = flag
@@ -128,9 +130,8 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
                 raise ValidationError(
                     f"{env} {text!r} is not a {'number' if kind is float else 'whole number'}"
                 ) from None
-        minimum = 1024 if option == "max_response_bytes" else 0
-        if value < minimum or (option == "timeout" and value <= 0):
-            least = "above 0" if option == "timeout" else f"at least {minimum}"
+        if value < 0 or (option == "timeout" and value == 0):
+            least = "above 0" if option == "timeout" else "at least 0"
             raise ValidationError(f"{source} {value:g} is out of range: give a number {least}")
         options[option] = value
     return options

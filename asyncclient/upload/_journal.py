@@ -177,4 +177,4 @@ class _Journal:
     async def remove_soon(self) -> None:
         """remove(), in a worker thread: unlinking a file just written can take milliseconds
         (7 ms seen on this machine's disk), which 200 builds would spend on the event loop."""
-        await asyncio.get_running_loop().run_in_executor(None, self.remove)
+        await asyncio.to_thread(self.remove)
