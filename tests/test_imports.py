@@ -117,3 +117,34 @@ def test_each_module_says_its_concern(name: str) -> None:
     # A module of more than about 400 lines says in its docstring why it stays one module.
     if len(text.splitlines()) > 420:
         assert "Over 400 lines" in doc or "over 400 lines" in doc, f"{name}: say why it is long"
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        node = todo.pop()
+        for nxt in graph.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
+    # Split by resource, each module small enough to read; the wording both share lives below
+    # both (asyncclient._wording), so nothing of the server reaches asyncclient.cli.
+    graph = edges()
+    server = sorted(name for name in MODULES if name.startswith("asyncclient.mcp_server"))
+    assert {
+        "asyncclient.mcp_server._builds",
+        "asyncclient.mcp_server._runs",
+        "asyncclient.mcp_server._endpoints",
+        "asyncclient.mcp_server._files",
+    } <= set(server)
+    for name in server:
+        assert len(MODULES[name].read_text().splitlines()) <= 600, name
+        reached = _reachable(graph, name)
+        assert not {m for m in reached if m.startswith("asyncclient.cli")}, name
+    assert "asyncclient._wording" in _reachable(graph, "asyncclient.mcp_server")
+    assert "asyncclient._wording" in _reachable(graph, "asyncclient.cli._errors")

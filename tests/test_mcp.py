@@ -8,25 +8,22 @@ server's wait_for_runs polls every 0.1 s, so no test waits for minutes of runs.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_support import Calls, Progress, by_name, env_for, stdio_server, text_of
 from network_support import Network
 
 pytest.importorskip("mcp")
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent, Tool
 
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._mcp import INSTALL_HINT, is_loopback, parse_http
@@ -62,84 +59,6 @@ async def service(dialect: str, network: Network) -> AsyncIterator[FakeService]:
         yield svc
 
 
-def _env(service: FakeService, key: str, tmp_path: Path) -> dict[str, str]:
-    env = {
-        "ASYNCCLIENT_BASE_URL": service.url,
-        "ASYNCCLIENT_API_KEY": key,
-        "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
-    }
-    # The server's trust and proxy, as an agent's configuration would give them.
-    for name in ("ASYNCCLIENT_CA_FILE", "HTTPS_PROXY"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
-@asynccontextmanager
-async def stdio_server(
-    service: FakeService, key: str, tmp_path: Path, *args: str
-) -> AsyncIterator[tuple[ClientSession, Path]]:
-    """`asyncclient mcp ARGS` over stdio, initialized; yields the session and its stderr file."""
-    errlog = tmp_path / f"stderr-{len(list(tmp_path.glob('stderr-*')))}.txt"
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "asyncclient", "mcp", "--poll-interval", "0.1", *args],
-        env=_env(service, key, tmp_path),
-        cwd=tmp_path,
-    )
-    with errlog.open("w") as err:
-        async with (
-            stdio_client(params, errlog=err) as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            yield client, errlog
-
-
-class Calls:
-    """Every tool answer seen, to check afterwards that no secret is in any of them."""
-
-    def __init__(self, client: ClientSession) -> None:
-        self.client = client
-        self.texts: list[str] = []
-
-    async def call(self, name: str, arguments: dict[str, Any], **kw: Any) -> CallToolResult:
-        result = await self.client.call_tool(name, arguments, **kw)
-        self.texts.append(result.model_dump_json())
-        return result
-
-    async def ok(self, name: str, arguments: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        result = await self.call(name, arguments, **kw)
-        assert not result.is_error, f"{name}: {_text(result)}"
-        assert result.structured_content is not None
-        # The text block carries the same JSON, for clients that read only text.
-        assert json.loads(_text(result)) == result.structured_content
-        return result.structured_content
-
-    async def error(self, name: str, arguments: dict[str, Any]) -> str:
-        result = await self.call(name, arguments)
-        assert result.is_error, f"{name} should have failed: {_text(result)}"
-        return _text(result)
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-def _by_name(tools: list[Tool]) -> dict[str, Tool]:
-    return {tool.name: tool for tool in tools}
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, float | None, str | None]] = []
-        self.first = asyncio.Event()
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        self.seen.append((progress, total, message))
-        self.first.set()
-
-
 # --- the tools and their schemas -----------------------------------------------------------------
 
 
@@ -147,7 +66,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
     service: FakeService, tmp_path: Path
 ) -> None:
     async with stdio_server(service, RUN_KEY, tmp_path) as (client, _):
-        tools = _by_name((await client.list_tools()).tools)
+        tools = by_name((await client.list_tools()).tools)
 
     assert list(tools) == list(TOOLS)
     assert set(TOOLS) == {
@@ -228,7 +147,18 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
             assert annotations.read_only_hint is False, name
             assert annotations.destructive_hint is False, name
     assert {"delete_build", "delete_endpoint", "stop_run"} == DESTRUCTIVE_TOOLS
-    assert set(tools["wait_for_runs"].output_schema["properties"]) >= {"done", "runs", "pending"}
+    assert set(tools["wait_for_runs"].output_schema["properties"]) >= {
+        "done",
+        "counts",
+        "notPassed",
+        "passed",
+        "pending",
+        "leftOut",
+    }
+    assert {"offset", "page_size", "status", "app_id", "platform", "label"} <= set(
+        props("list_builds")
+    )
+    assert props("list_builds")["page_size"]["maximum"] == 100
 
 
 async def test_read_only_offers_only_the_read_tools(service: FakeService, tmp_path: Path) -> None:
@@ -240,7 +170,7 @@ async def test_read_only_offers_only_the_read_tools(service: FakeService, tmp_pa
     assert set(names) == set(READ_TOOLS)
     assert not set(names) & set(WRITE_TOOLS)
     assert refused.is_error
-    assert "delete_build" in _text(refused)
+    assert "delete_build" in text_of(refused)
     assert not listed.is_error
     assert service.requests_for("delete_build") == []
 
@@ -307,9 +237,17 @@ async def test_every_tool_over_stdio_against_the_emulator(
         assert waited["done"] is True
         assert waited["pending"] == []
         assert waited["unknown"] == []
-        assert [run["id"] for run in waited["runs"]] == run_ids
         assert waited["summary"] == "4 runs: 3 passed, 1 failed"
-        checkout = next(run for run in waited["runs"] if run["testId"] == "t_checkout")
+        assert waited["counts"] == {"passed": 3, "failed": 1}
+        assert "leftOut" not in waited  # everything fits
+        # The run that did not pass in full, the passed ones in one line each.
+        (checkout,) = waited["notPassed"]
+        assert checkout["testId"] == "t_checkout"
+        assert [line.split()[0] for line in waited["passed"]] == [
+            run_id for run_id in run_ids if run_id != checkout["id"]
+        ]
+        assert all(line.split()[1] == "passed" for line in waited["passed"])
+        assert any('t_login "Log in with a valid account"' in line for line in waited["passed"])
         assert checkout["status"] == "failed"
         assert checkout["headline"] == "The voucher was accepted but the total did not change."
         assert checkout["failedRequirements"] == [
@@ -475,7 +413,9 @@ async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
         )
     assert waited["done"] is False
     assert waited["pending"] == [started["runId"]]
-    assert waited["runs"][0]["status"] == "queued"
+    assert waited["unknown"] == ["j_unknown"]
+    assert waited["counts"] == {"queued": 1}
+    assert waited["notPassed"] == waited["passed"] == []
     assert "still going" in waited["summary"]
 
 
@@ -483,7 +423,7 @@ async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
 
 
 async def test_the_job_over_streamable_http(service: FakeService, tmp_path: Path) -> None:
-    env = {**os.environ, **_env(service, RUN_KEY, tmp_path)}
+    env = {**os.environ, **env_for(service, RUN_KEY, tmp_path)}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -530,7 +470,8 @@ async def test_the_job_over_streamable_http(service: FakeService, tmp_path: Path
             )
             await mover
             assert waited["done"] is True
-            assert {run["status"] for run in waited["runs"]} == {"passed"}
+            assert waited["counts"] == {"passed": len(started["runIds"])}
+            assert waited["notPassed"] == []
             validation = await calls.error("get_run", {"run_id": "ab_1"})
             assert validation.startswith("ab_1 is not a run id")
     finally:
@@ -547,7 +488,7 @@ async def test_http_refuses_a_host_header_that_is_not_loopback(
     """DNS rebinding: a page on another origin must not reach the loopback server."""
     import httpx2
 
-    env = {**os.environ, **_env(service, RUN_KEY, tmp_path)}
+    env = {**os.environ, **env_for(service, RUN_KEY, tmp_path)}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "asyncclient", "mcp", "--http", "0", env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Any
 
+from asyncclient._wording import RunFile, file_path, run_files
 from asyncclient.cli._common import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -37,13 +37,6 @@ _EXAMPLES = """\
   asyncclient download j_789 video.mp4 -o run.mp4
   asyncclient download j_789 "$(asyncclient runs get j_789 --json | jq -r .run.video)"
 """
-
-
-class RunFile(NamedTuple):
-    """A file of a run: its path under the run (None if the link has another form) and link."""
-
-    path: str | None
-    link: str
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -125,38 +118,6 @@ async def download(args: argparse.Namespace, out: Output) -> int:
             }
         )
     return EXIT_OK
-
-
-def file_path(value: str, run_id: str) -> str:
-    """The path of a run file under its run (`screenshots/01.png`), from a path or a full link.
-
-    The library parses it (asyncclient._protocol.run_file_path: it refuses `..`, empty parts
-    and links of other runs, with a ValidationError, exit 2); the path is then decoded for
-    local file names, where a backslash is refused too (a folder separator on Windows).
-    """
-    from asyncclient._protocol import run_file_path
-
-    rel = unquote(run_file_path(run_id, value.strip()))
-    if "\\" in rel:
-        raise CommandError(
-            f"{value!r} is not a run file path: a backslash cannot be part of one here"
-        )
-    return rel
-
-
-def run_files(run: Run) -> list[RunFile]:
-    """The video, then the screenshots, of a run (empty before it is final)."""
-    links = run.file_refs
-    from asyncclient.errors import ValidationError
-
-    files = []
-    for link in links:
-        try:
-            path: str | None = file_path(link, run.id)
-        except (CommandError, ValidationError):
-            path = None
-        files.append(RunFile(path, link))
-    return files
 
 
 def _check_wanted(run: Run, files: list[RunFile], wanted: str) -> None:

@@ -20,17 +20,35 @@ INSTALL_HINT = (
     "asyncclient mcp needs the MCP SDK, which is not installed: pip install 'asyncclient[mcp]'"
 )
 DEFAULT_POLL_INTERVAL = 3.0
+TOOLSETS_ENV = "ASYNCCLIENT_MCP_TOOLSETS"
+TOOLS_ENV = "ASYNCCLIENT_MCP_TOOLS"
+EXCLUDE_ENV = "ASYNCCLIENT_MCP_EXCLUDE_TOOLS"
+READ_ONLY_ENV = "ASYNCCLIENT_MCP_READ_ONLY"
+# The server's own defaults (asyncclient.mcp_server._budget), repeated here so that --help does
+# not load the SDK; a test checks they agree.
+LIST_BUDGET_DEFAULT = 16_000
+MIN_RESULT_CHARS = 2_000
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
 _EXAMPLES = """\
   asyncclient mcp                                   # stdio: what an MCP client starts
   asyncclient mcp --read-only                       # only the tools that change nothing
+  asyncclient mcp --toolsets builds,runs            # only these groups of tools
+  asyncclient mcp --tools wait_for_runs,get_run     # only these tools
+  asyncclient mcp --toolsets all --exclude-tools delete_build,delete_endpoint
   asyncclient mcp --download-dir ~/run-files        # where download_run_file may write
   asyncclient mcp --http 8765                       # streamable HTTP on 127.0.0.1:8765/mcp
 
 an MCP client's configuration (ASYNCCLIENT_API_KEY stays in the server's environment):
-  {"mcpServers": {"test-runs": {"command": "asyncclient", "args": ["mcp"],
+  {"mcpServers": {"test-runs": {"command": "asyncclient",
+   "args": ["mcp", "--toolsets", "builds,runs,files"],
    "env": {"ASYNCCLIENT_BASE_URL": "https://service.example.com", "ASYNCCLIENT_API_KEY": "..."}}}}
+
+toolsets: builds (list_builds, get_build, upload_build, delete_build), runs (run_test,
+run_project, list_runs, get_run, stop_run, wait_for_runs), endpoints (list_endpoints,
+add_endpoint, delete_endpoint), files (download_run_file); all is every tool.
 """
 
 
@@ -57,10 +75,39 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "reach the address acts with the API key, so keep it on loopback",
     )
     p.add_argument(
+        "--toolsets",
+        metavar="NAME,...",
+        action="append",
+        help="offer the tools of these toolsets: builds, runs, endpoints, files, or all "
+        f"(default: every tool; env {TOOLSETS_ENV})",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="NAME,...",
+        action="append",
+        help=f"offer these tools, besides those of --toolsets (env {TOOLS_ENV})",
+    )
+    p.add_argument(
+        "--exclude-tools",
+        metavar="NAME,...",
+        action="append",
+        help=f"never offer these tools (env {EXCLUDE_ENV})",
+    )
+    p.add_argument(
         "--read-only",
         action="store_true",
+        default=None,
         help="offer only the tools that change nothing on the service (list, get, "
-        "wait_for_runs, download_run_file)",
+        "wait_for_runs, download_run_file); wins over --toolsets and --tools "
+        f"(env {READ_ONLY_ENV}=1)",
+    )
+    p.add_argument(
+        "--result-chars",
+        metavar="N",
+        type=int,
+        help="the most characters of one tool result: lists come in pages and long results "
+        f"are cut to fit, saying what they left out (default {LIST_BUDGET_DEFAULT:,}; "
+        "wait_for_runs and run_project get twice as many)",
     )
     p.add_argument(
         "--download-dir",
@@ -153,25 +200,77 @@ async def mcp(args: argparse.Namespace, out: Output) -> int:
         request_log.propagate = propagates
 
 
+def _listed(given: list[str] | None, env: str, flag: str) -> tuple[list[str], str]:
+    """The names given with a flag (repeatable, comma-separated), else in its variable."""
+    if given:
+        return given, flag
+    value = os.environ.get(env, "")
+    return ([value] if value.strip() else []), env
+
+
+def _read_only(given: bool | None) -> bool:
+    if given:
+        return True
+    value = os.environ.get(READ_ONLY_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise CommandError(f"{READ_ONLY_ENV}={value!r}: give 1 (read-only) or 0")
+
+
+def choose_tools(server_module: Any, args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
+    """The tools to offer from --toolsets, --tools, --exclude-tools, --read-only and their
+    variables, and whether read-only; an unknown name is a one-line error naming the valid ones."""
+    toolsets, toolsets_from = _listed(args.toolsets, TOOLSETS_ENV, "--toolsets")
+    tools, tools_from = _listed(args.tools, TOOLS_ENV, "--tools")
+    exclude, exclude_from = _listed(args.exclude_tools, EXCLUDE_ENV, "--exclude-tools")
+    read_only = _read_only(args.read_only)
+    chosen = server_module.select_tools(
+        toolsets=toolsets,
+        tools=tools,
+        exclude=exclude,
+        read_only=read_only,
+        flags=(toolsets_from, tools_from, exclude_from),
+    )
+    return chosen, read_only
+
+
+def _result_chars(value: int | None) -> int:
+    if value is None:
+        return LIST_BUDGET_DEFAULT
+    if value < MIN_RESULT_CHARS:
+        raise CommandError(
+            f"--result-chars {value} is too small: give at least {MIN_RESULT_CHARS:,}"
+        )
+    return value
+
+
 async def _serve(args: argparse.Namespace, out: Output) -> int:
     server_module = _load_server_module()
     http = None if args.http is None else parse_http(args.http)
     download_dir = _download_dir(args.download_dir)
     if not args.poll_interval > 0:
         raise CommandError(f"--poll-interval {args.poll_interval:g} must be above 0 seconds")
+    tools, read_only = choose_tools(server_module, args)
+    result_chars = _result_chars(args.result_chars)
     async with open_session(args) as session:
         api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY", "")
         options = server_module.ServerOptions(
             download_dir=download_dir,
-            read_only=args.read_only,
+            read_only=read_only,
+            tools=tools,
             poll_interval=args.poll_interval,
             key_source=api_key_source(args),
             secrets=[api_key.strip(), *session.network.secrets],
+            result_chars=result_chars,
+            wait_result_chars=2 * result_chars,
         )
         server = server_module.create_server(session, options)
-        mode = "read-only, " if args.read_only else ""
+        count = f"{len(tools)} of {len(server_module.TOOLS)} tools"
+        mode = "read-only, " if read_only else ""
         if http is None:
-            out.info(f"asyncclient mcp: serving the Test-Run Service tools ({mode}stdio)")
+            out.info(f"asyncclient mcp: serving {count} of the Test-Run Service ({mode}stdio)")
             await server_module.serve_stdio(server)
             return EXIT_OK
         host, port = http
@@ -183,7 +282,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
 
         def announce(line: str) -> None:
             # Always shown, even with --quiet: with port 0 it is the only way to learn the port.
-            print(f"asyncclient mcp: {mode}{line}", file=out.stderr, flush=True)
+            print(f"asyncclient mcp: {mode}{count}, {line}", file=out.stderr, flush=True)
 
         await server_module.serve_http(server, host, port, announce)
     return EXIT_OK

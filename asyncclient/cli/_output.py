@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
+from asyncclient._wording import format_size, to_json
+
 __all__ = [
     "RATE_MIN_BYTES",
     "RATE_MIN_SECONDS",
@@ -137,20 +139,6 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def format_size(size: int | None) -> str:
-    """Bytes for people: `512 B`, `1.5 KiB`, `12.0 MiB`."""
-    if size is None:
-        return ""
-    if size < 1024:
-        return f"{size} B"
-    value = size / 1024
-    for unit in ("KiB", "MiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
 # A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
 # show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
 RATE_MIN_BYTES = 1 << 20
@@ -191,30 +179,3 @@ def format_time(value: object) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def to_json(value: Any) -> Any:
-    """Models (or lists of them) as JSON values for --json output: see JSON_OUTPUT.
-
-    Rebuilt from the models, not the bytes the service sent: field names come from the converter
-    (the service's names: camelCase; snake_case for endpoints), every field of the model is
-    present and null when the service did not send it, and timestamps are written as ISO 8601
-    UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
-    """
-    from asyncclient._converter import converter
-
-    return _json_ready(converter.unstructure(value))
-
-
-def _json_ready(value: Any) -> Any:
-    from datetime import UTC, datetime
-
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
-        return text.removesuffix("+00:00") + "Z"
-    if isinstance(value, dict):
-        return {key: _json_ready(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_ready(item) for item in value]
-    return value

@@ -216,7 +216,7 @@ async def _stop_each(session: AsyncSession, run_ids: list[str]) -> list[str | Ba
 def run_fields(run: Run) -> list[tuple[str, Any]]:
     """The key/value view of a run; the verdict and results once it is final."""
     from asyncclient._reports import duration_seconds, format_duration
-    from asyncclient.cli._download import run_files
+    from asyncclient._wording import run_files
 
     test = run.test_id
     if run.test_title:

@@ -1,0 +1,42 @@
+"""The Model Context Protocol server behind `asyncclient mcp`: the service's tools for agents,
+plus upload_build, wait_for_runs and download_run_file, all on one AsyncSession.
+
+Needs the `mcp` extra (`pip install 'asyncclient[mcp]'`); nothing else in asyncclient imports
+this package, so the base install never loads the SDK. It imports nothing from
+`asyncclient.cli`: the wording both share is in `asyncclient._wording`.
+
+One module per toolset (`_builds`, `_runs`, `_endpoints`, `_files`), each with its tools'
+schemas and descriptions; `_base` holds what they share (argument types, the bounded and
+scrubbed answer, progress), `_budget` the size rules every result keeps, `_wait` the shape of
+wait_for_runs, `_server` the choice of tools and the transports.
+"""
+
+from asyncclient.mcp_server._base import ServerOptions
+from asyncclient.mcp_server._budget import LIST_BUDGET, MIN_BUDGET, WAIT_BUDGET
+from asyncclient.mcp_server._server import (
+    DESTRUCTIVE_TOOLS,
+    READ_TOOLS,
+    TOOLS,
+    TOOLSETS,
+    WRITE_TOOLS,
+    create_server,
+    select_tools,
+    serve_http,
+    serve_stdio,
+)
+
+__all__ = [
+    "DESTRUCTIVE_TOOLS",
+    "LIST_BUDGET",
+    "MIN_BUDGET",
+    "READ_TOOLS",
+    "TOOLS",
+    "TOOLSETS",
+    "WAIT_BUDGET",
+    "WRITE_TOOLS",
+    "ServerOptions",
+    "create_server",
+    "select_tools",
+    "serve_http",
+    "serve_stdio",
+]

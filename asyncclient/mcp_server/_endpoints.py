@@ -1,0 +1,152 @@
+"""The endpoints toolset: list_endpoints (paged), add_endpoint and delete_endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from mcp.types import CallToolResult
+from pydantic import WithJsonSchema
+
+from asyncclient import _protocol as proto
+from asyncclient.mcp_server import _budget
+from asyncclient.mcp_server._base import (
+    DEFAULT_PAGE,
+    Bounded,
+    EndpointId,
+    Offset,
+    PageSize,
+    ProjectId,
+    ToolKit,
+    check_page,
+    compact,
+    page_of,
+    string,
+)
+from asyncclient.mcp_server._builds import DeletedResult
+
+__all__ = ["TOOLS", "EndpointTools"]
+
+TOOLS: Final = ("list_endpoints", "add_endpoint", "delete_endpoint")
+
+
+class EndpointsResult(Bounded):
+    total: int
+    offset: int
+    nextOffset: int | None
+    endpoints: list[dict[str, Any]]
+
+
+class EndpointAddedResult(Bounded):
+    id: str
+
+
+class EndpointTools(ToolKit):
+    async def list_endpoints(
+        self, project_id: ProjectId, offset: Offset = 0, page_size: PageSize = DEFAULT_PAGE
+    ) -> Annotated[CallToolResult, EndpointsResult]:
+        """List a project's tester endpoints (calls into the customer's own systems that the
+        tester may make during a run), one page at a time (20 by default): id, name,
+        description, method, url and times. Header values are never returned. total is how many
+        there are; while nextOffset is not null, call again with offset=nextOffset."""
+
+        async def work() -> EndpointsResult:
+            check_page(offset, page_size)
+            found = [
+                compact(endpoint) for endpoint in await self._session.list_endpoints(project_id)
+            ]
+            head: EndpointsResult = {
+                "total": len(found),
+                "offset": offset,
+                "nextOffset": None,
+                "endpoints": [],
+            }
+            shown, after, notes = page_of(
+                found,
+                offset=offset,
+                page_size=page_size,
+                room=self._options.result_chars - _budget.size(head) - 400,
+                what="endpoints",
+                again="list_endpoints",
+            )
+            result: EndpointsResult = {**head, "endpoints": shown, "nextOffset": after}
+            if notes:
+                result["leftOut"] = notes
+            return result
+
+        return await self._answer(work())
+
+    async def add_endpoint(
+        self,
+        project_id: ProjectId,
+        name: Annotated[
+            str,
+            string(
+                "Short name, such as create_voucher",
+                minLength=1,
+                maxLength=proto.ENDPOINT_NAME_MAX,
+            ),
+        ],
+        description: Annotated[
+            str,
+            string(
+                "What the call does and when the tester should use it",
+                minLength=1,
+                maxLength=proto.ENDPOINT_DESCRIPTION_MAX,
+            ),
+        ],
+        url: Annotated[str, string("The address to call: https:// only", pattern="^https://")],
+        method: Annotated[
+            str, string("HTTP method (default POST)", enum=sorted(proto.ENDPOINT_METHODS))
+        ] = "POST",
+        # Any, so that a malformed value is refused by the library, which never echoes header
+        # values (the SDK's own validation error would quote them).
+        headers: Annotated[
+            Any,
+            WithJsonSchema(
+                {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "maxProperties": proto.ENDPOINT_HEADERS_MAX,
+                    "description": "Request headers (up to 20), such as an Authorization "
+                    "token: stored encrypted, never returned or shown",
+                }
+            ),
+        ] = None,
+        body_template: Annotated[
+            str,
+            string(
+                "Optional request body text, often JSON; {{param}} placeholders are filled in "
+                "by the tester"
+            ),
+        ] = "",
+    ) -> Annotated[CallToolResult, EndpointAddedResult]:
+        """Register a tester endpoint in a project: a call into the customer's own system (for
+        example creating a voucher) that the automated tester may make during a run. The tester
+        sees only its name, description and what the call returned. Using endpoints in runs
+        needs a paid plan; adding one needs a key that can also create and edit tests."""
+
+        async def work() -> EndpointAddedResult:
+            endpoint_id = await self._session.add_endpoint(
+                project_id,
+                name,
+                description,
+                url,
+                method=method,
+                headers=headers,
+                body_template=body_template or None,
+            )
+            return {"id": endpoint_id}
+
+        # Header values are secrets: the library never puts them in a result or an error.
+        return await self._answer(work())
+
+    async def delete_endpoint(
+        self, endpoint_id: EndpointId
+    ) -> Annotated[CallToolResult, DeletedResult]:
+        """Delete a tester endpoint. Needs a key that can also create and edit tests."""
+
+        async def work() -> DeletedResult:
+            await self._session.delete_endpoint(endpoint_id)
+            return {"id": endpoint_id, "ok": True}
+
+        return await self._answer(work())

@@ -1,0 +1,206 @@
+"""The server: which tools it offers (toolsets, single tools, read-only), their annotations, and
+the stdio and streamable HTTP transports."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from asyncclient._session import AsyncSession
+from asyncclient._suggest import did_you_mean
+from asyncclient._version import __version__
+from asyncclient.errors import ValidationError
+from asyncclient.mcp_server import _builds, _endpoints, _files, _runs
+from asyncclient.mcp_server._base import ServerOptions, ToolKit
+
+__all__ = [
+    "DESTRUCTIVE_TOOLS",
+    "READ_TOOLS",
+    "TOOLS",
+    "TOOLSETS",
+    "WRITE_TOOLS",
+    "create_server",
+    "select_tools",
+    "serve_http",
+    "serve_stdio",
+]
+
+TOOLSETS: Final = {
+    "builds": _builds.TOOLS,
+    "runs": _runs.TOOLS,
+    "endpoints": _endpoints.TOOLS,
+    "files": _files.TOOLS,
+}
+"""The tools by resource; `--toolsets` picks among them ("all" is every one)."""
+_KITS: Final[dict[str, type[ToolKit]]] = {
+    "builds": _builds.BuildTools,
+    "runs": _runs.RunTools,
+    "endpoints": _endpoints.EndpointTools,
+    "files": _files.FileTools,
+}
+# Every tool, in the order of the spec's operations (the three extras where they fit).
+TOOLS: Final = (
+    "list_builds",
+    "get_build",
+    "upload_build",
+    "delete_build",
+    "run_test",
+    "run_project",
+    "list_runs",
+    "get_run",
+    "stop_run",
+    "wait_for_runs",
+    "download_run_file",
+    "list_endpoints",
+    "add_endpoint",
+    "delete_endpoint",
+)
+READ_TOOLS: Final = (
+    "list_builds",
+    "get_build",
+    "list_runs",
+    "get_run",
+    "wait_for_runs",
+    "download_run_file",
+    "list_endpoints",
+)
+"""Tools that change nothing on the service (download_run_file writes only into the server's
+download folder); the only ones `--read-only` offers."""
+WRITE_TOOLS: Final = tuple(name for name in TOOLS if name not in READ_TOOLS)
+DESTRUCTIVE_TOOLS: Final = frozenset({"delete_build", "stop_run", "delete_endpoint"})
+# Calling these again with the same arguments changes nothing more (upload_build resumes or, with
+# skip_existing, finds the same build; the deletes and the stop are no-ops the second time).
+_IDEMPOTENT: Final = frozenset(
+    {"delete_build", "stop_run", "delete_endpoint", "download_run_file", "upload_build"}
+)
+
+_INSTRUCTIONS = """\
+Tools of the Test-Run Service, which runs automated tests against apps and reports a verdict per \
+run. Ids carry their kind: p_ project, ab_ build, t_ test, j_ run, ep_ endpoint. The usual job: \
+upload_build (an .apk or .app.zip on this machine) -> run_project (or run_test) with that build \
+-> wait_for_runs with the started run ids -> read each run's verdict and failed requirements \
+with their reasons -> get_run or download_run_file for details. Errors say what to fix. Results \
+are kept short: lists come in pages, and leftOut says what a result left out and how to ask for \
+it."""
+
+
+def _names(values: Iterable[str]) -> list[str]:
+    """Comma-separated lists, as given on the command line or in the environment."""
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def select_tools(
+    *,
+    toolsets: Iterable[str] = (),
+    tools: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    read_only: bool = False,
+    flags: tuple[str, str, str] = ("--toolsets", "--tools", "--exclude-tools"),
+) -> tuple[str, ...]:
+    """The tools to offer, in TOOLS order: those of `toolsets` and those named in `tools`
+    (every tool when both are empty), less `exclude`; with read_only only READ_TOOLS, whatever
+    was asked. Values may be comma-separated. An unknown name, or a choice that leaves no tool,
+    is a ValidationError naming the flag (`flags`) and the valid names."""
+    sets, singles, dropped = _names(toolsets), _names(tools), _names(exclude)
+    for name in sets:
+        if name != "all" and name not in TOOLSETS:
+            raise ValidationError(
+                f"{flags[0]} {name}: no such toolset{did_you_mean(name, [*TOOLSETS, 'all'])}; "
+                f"the toolsets are {', '.join(TOOLSETS)} (or all)"
+            )
+    for flag, names in ((flags[1], singles), (flags[2], dropped)):
+        for name in names:
+            if name not in TOOLS:
+                raise ValidationError(
+                    f"{flag} {name}: no such tool{did_you_mean(name, TOOLS)}; "
+                    f"the tools are {', '.join(TOOLS)}"
+                )
+    if sets or singles:
+        wanted = set(singles)
+        for name in sets:
+            wanted.update(TOOLS if name == "all" else TOOLSETS[name])
+    else:
+        wanted = set(TOOLS)
+    wanted -= set(dropped)
+    if read_only:
+        wanted &= set(READ_TOOLS)
+    chosen = tuple(name for name in TOOLS if name in wanted)
+    if not chosen:
+        if read_only:
+            raise ValidationError(
+                "no tool is left to offer read-only (--read-only or ASYNCCLIENT_MCP_READ_ONLY), "
+                f"which keeps only the tools that change nothing: choose among "
+                f"{', '.join(READ_TOOLS)}"
+            )
+        raise ValidationError(f"no tool is left to offer: choose among {', '.join(TOOLS)}")
+    return chosen
+
+
+def create_server(session: AsyncSession, options: ServerOptions) -> MCPServer[Any]:
+    """An MCPServer whose tools call `session`: options.tools (every tool when None), and with
+    options.read_only only those of READ_TOOLS."""
+    server: MCPServer[Any] = MCPServer(
+        "asyncclient",
+        title="Test-Run Service",
+        instructions=_INSTRUCTIONS,
+        version=__version__,
+        # The SDK's own log lines (tool failures at INFO) would repeat what the client is told.
+        log_level="WARNING",
+    )
+    offered = select_tools(tools=options.tools or (), read_only=options.read_only)
+    kits = {toolset: kit(session, options) for toolset, kit in _KITS.items()}
+    toolset_of = {name: toolset for toolset, names in TOOLSETS.items() for name in names}
+    for name in offered:
+        fn = getattr(kits[toolset_of[name]], name)
+        read_only = name in READ_TOOLS and name != "download_run_file"
+        server.add_tool(
+            fn,
+            name=name,
+            description=_describe(fn),
+            annotations=ToolAnnotations(
+                title=name.replace("_", " ").capitalize(),
+                read_only_hint=read_only,
+                destructive_hint=None if read_only else name in DESTRUCTIVE_TOOLS,
+                idempotent_hint=None if read_only else name in _IDEMPOTENT,
+                open_world_hint=False,
+            ),
+        )
+    return server
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    """A tool's description: its docstring as one paragraph per blank-line-separated block."""
+    doc = fn.__doc__ or ""
+    blocks = [" ".join(block.split()) for block in doc.strip().split("\n\n")]
+    return "\n\n".join(block for block in blocks if block)
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    await server.run_stdio_async()
+
+
+async def serve_http(
+    server: MCPServer[Any], host: str, port: int, announce: Callable[[str], None]
+) -> None:
+    """Serve the streamable HTTP transport on host:port (0: a free port) until cancelled.
+
+    The socket is bound here so that the address announced is the real one; on a loopback
+    host the SDK also refuses requests whose Host or Origin is not loopback (DNS rebinding).
+    """
+    import uvicorn
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.create_server((host, port), family=family)
+    try:
+        bound = sock.getsockname()[1]
+        app = server.streamable_http_app(host=host)
+        shown = f"[{host}]" if ":" in host else host
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        announce(f"MCP server on http://{shown}:{bound}/mcp (streamable HTTP)")
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,156 @@
+"""The result of wait_for_runs, whatever the number of runs: counts by status, then the runs that
+did not pass with their reasons and failed requirements, then the runs still going, then the
+passed ones in one short line each, cut at the budget with a note of what was left out.
+
+Pure: it reads finished `Run` values through asyncclient._reports, as the CLI's reports do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Final
+
+from typing_extensions import TypedDict
+
+from asyncclient import _reports
+from asyncclient.mcp_server import _budget
+from asyncclient.mcp_server._base import Bounded
+from asyncclient.models import Run, RunStatus
+
+__all__ = ["FailedRequirement", "RunVerdict", "WaitResult", "failed", "verdict", "wait_result"]
+
+STATUS_ORDER: Final = [status.value for status in RunStatus]
+# Each run that did not pass is shown with texts up to 400 characters and 10 failed requirements.
+VERDICT_LEVEL: Final = (400, 10)
+LINE_CHARS: Final = 160
+# Room the notes of what was left out may take.
+NOTES_ROOM: Final = 900
+
+
+class FailedRequirement(TypedDict):
+    id: str
+    title: str
+    reason: str
+
+
+class RunVerdict(TypedDict):
+    id: str
+    testId: str | None
+    testTitle: str | None
+    status: str
+    outcome: str
+    final: bool
+    verdict: str | None
+    headline: str | None
+    durationMs: int | None
+    failedRequirements: list[FailedRequirement]
+    error: dict[str, str] | None
+    link: str | None
+
+
+class WaitResult(Bounded):
+    done: bool
+    summary: str
+    counts: dict[str, int]
+    notPassed: list[RunVerdict]
+    pending: list[str]
+    unknown: list[str]
+    passed: list[str]
+
+
+def failed(run: Run) -> list[FailedRequirement]:
+    # Read leniently whatever shape the service gave them (asyncclient._lenient).
+    # title: the check's words; id: its id, when the service gave one besides.
+    return [
+        {"id": req.name if req.title else "", "title": req.title or req.name, "reason": req.reason}
+        for req in _reports.failed_requirements(run)
+    ]
+
+
+def verdict(run: Run) -> RunVerdict:
+    code, message = _reports.error_details(run)
+    return {
+        "id": run.id,
+        "testId": run.test_id,
+        "testTitle": run.test_title,
+        "status": _reports.status_of(run),
+        "outcome": _reports.outcome(run),
+        "final": run.is_final,
+        "verdict": run.verdict_text or None,
+        "headline": run.headline_text or None,
+        "durationMs": run.duration_ms,
+        "failedRequirements": failed(run),
+        "error": {"code": code, "message": message} if code or message else None,
+        "link": run.link,
+    }
+
+
+def line(run: Run) -> str:
+    """One short line: `j_1 passed t_login "Log in": Logged in (30.1 s)`."""
+    parts = [run.id, _reports.status_of(run)]
+    if run.test_id:
+        parts.append(run.test_id)
+    text = " ".join(parts)
+    if run.test_title:
+        text += f' "{run.test_title}"'
+    if run.headline_text:
+        text += f": {run.headline_text}"
+    if run.duration_ms is not None:
+        text += f" ({run.duration_ms / 1000:.1f} s)"
+    return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + _budget.ELLIPSIS
+
+
+def _counts(runs: Sequence[Run]) -> dict[str, int]:
+    found = Counter(_reports.status_of(run) for run in runs)
+    known = {status: found.pop(status) for status in STATUS_ORDER if status in found}
+    return {**known, **dict(sorted(found.items()))}
+
+
+def wait_result(
+    runs: Sequence[Run], unknown: Sequence[str], *, done: bool, seconds: float, budget: int
+) -> WaitResult:
+    """What wait_for_runs answers for `runs` (in the order asked), within `budget` characters."""
+    pending = [run.id for run in runs if not run.is_final]
+    not_passed = [run for run in runs if run.is_final and _reports.outcome(run) != "passed"]
+    passed = [run for run in runs if run.is_final and _reports.outcome(run) == "passed"]
+    summary = _reports.counts_line(runs)
+    if unknown:
+        summary += f"; {len(unknown)} unknown"
+    if pending:
+        summary += f"; still going after {seconds:g} s: {len(pending)}"
+    result: WaitResult = {
+        "done": done and not pending,
+        "summary": summary,
+        "counts": _counts(runs),
+        "notPassed": [],
+        "pending": [],
+        "unknown": [],
+        "passed": [],
+    }
+    room = budget - _budget.size(result) - NOTES_ROOM
+    notes: list[str] = []
+
+    def fill(key: str, items: list[Any], share: int, advice: str) -> None:
+        nonlocal room
+        count = _budget.take(items, max(min(room, share), 0))
+        result[key] = items[:count]  # type: ignore[literal-required]
+        room -= _budget.size(items[:count])
+        if count < len(items):
+            notes.append(f"{key}: {count:,} of {len(items):,} shown; {advice}")
+
+    # The ids still going and not known come first, within a quarter of the room each: they
+    # are what the next call needs; then the failures in detail, then the passed runs.
+    again = "call wait_for_runs again with the same run_ids (final runs come back at once)"
+    fill("pending", pending, room // 4, again)
+    fill("unknown", list(unknown), room // 4, "the service knows none of these ids")
+    verdicts = [_budget.clip(verdict(run), VERDICT_LEVEL, "", _budget.Cuts()) for run in not_passed]
+    fill("notPassed", verdicts, room, "get_run gives any run in full")
+    cuts = _budget.Cuts()  # what was cut inside the runs shown
+    for i, run in enumerate(not_passed[: len(result["notPassed"])]):
+        _budget.clip(verdict(run), VERDICT_LEVEL, f"notPassed[{i}]", cuts)
+    fill("passed", [line(run) for run in passed], room, "get_run gives any run in full")
+    notes.extend(cuts.notes())
+    if notes:
+        result["leftOut"] = notes[: _budget.NOTES_MAX]
+    return result
