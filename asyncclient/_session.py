@@ -489,6 +489,13 @@ class AsyncSession:
             raise ValidationError(
                 f"list_run_views takes at most {proto.IDS_PER_REQUEST} run ids; use list_runs"
             )
+        return await self._run_views(batch, retries=retries)
+
+    async def _run_views(
+        self, batch: Sequence[str], *, retries: int | None
+    ) -> list[Mapping[str, Any]]:
+        """list_run_views of ids already checked (the run watcher checks them once, not per
+        sweep)."""
         return await self._call(
             "list_runs", read_raw_runs, params={"ids": ",".join(batch)}, retries=retries
         )
@@ -673,8 +680,7 @@ class AsyncSession:
             stop_on_timeout=stop_on_timeout,
             **options,
         ) as watcher:
-            async for _ in watcher:
-                pass
+            await watcher.wait()
         if watcher.unknown:
             known = tuple(run for run in watcher.runs.values() if run.id not in watcher.unknown)
             raise UnknownRunsError(watcher.unknown, known)

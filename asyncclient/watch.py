@@ -8,6 +8,7 @@ sit beside the watcher that drives them, so the whole sweep logic reads in one p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -76,6 +77,27 @@ class WatchOptions(TypedDict, total=False):
 
 
 _structure_run: Final = structure_hook(Run)
+# Whether a (status, final) pair as sent is final, computed once per pair: a sweep over 100,000
+# runs sees a handful of pairs. Bounded, in case a service sends a new word every time.
+_FINAL_BY_STATE: dict[tuple[Any, Any], bool] = {}
+_FINAL_MEMO_MAX: Final = 256
+_STATES: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+Raw = Mapping[str, Any]
+
+
+def _is_final(status: Any, final: Any) -> bool:
+    """Run.is_final for a run sent with this status and final flag, read as a Run reads them."""
+    key = (status, final)
+    try:
+        return _FINAL_BY_STATE[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable status (an object): read it, do not remember it
+        return _structure_run({"id": "j_", "status": status, "final": final}).is_final
+    value = _structure_run({"id": "j_", "status": status, "final": final}).is_final
+    if len(_FINAL_BY_STATE) < _FINAL_MEMO_MAX:
+        _FINAL_BY_STATE[key] = value
+    return value
 
 
 class _Tracker:
@@ -84,7 +106,9 @@ class _Tracker:
     def __init__(self, unknown_after: int) -> None:
         self.unknown_after = unknown_after
         self.order: dict[str, None] = {}  # every id ever watched, first-seen order
-        self.views: dict[str, Run] = {}
+        # The latest view of each run: the service's JSON until someone reads it as a Run
+        # (view()), then that Run. A first sweep over 100,000 runs builds no Run at all.
+        self.views: dict[str, Run | Raw] = {}
         self.pending: dict[str, None] = {}  # ids the next sweep asks for (a dict keeps order)
         self.missing: dict[str, int] = {}  # consecutive answers that left the id out
         self.unknown: dict[str, None] = {}
@@ -102,18 +126,19 @@ class _Tracker:
         ids = tuple(self.pending)
         return [ids[start : start + size] for start in range(0, len(ids), size)]
 
-    def record(self, batch: Sequence[str], runs: Iterable[Mapping[str, Any]]) -> list[Run]:
-        """Take in one answer (the service's JSON runs) for `batch`; returns the runs whose status
-        changed, in batch order.
+    def record(self, batch: Sequence[str], runs: Iterable[Raw]) -> list[Raw]:
+        """Take in one answer (the service's JSON runs) for `batch`; returns the JSON of the runs
+        whose status changed, in batch order.
 
-        A run seen for the first time counts as changed. A Run is built only for a changed run:
-        most runs of a sweep are unchanged, and structuring them is most of a sweep's CPU. A
-        final run leaves `pending`; so does an id the answer left out `unknown_after` times in a
-        row, into `unknown`.
+        A run seen for the first time counts as changed. No Run is built here: structuring is
+        most of a sweep's CPU (and its objects most of the collector's work), so a Run is built
+        when an event is handed out or a view is read (view()), and a run that changes twice
+        between reads is built once. A final run leaves `pending`; so does an id the answer left
+        out `unknown_after` times in a row, into `unknown`.
         """
         by_id = {raw["id"]: raw for raw in runs}
         pending, views, missing, states = self.pending, self.views, self.missing, self.states
-        changed: list[Run] = []
+        changed: list[Raw] = []
         for run_id in batch:
             if run_id not in pending:
                 continue
@@ -131,17 +156,37 @@ class _Tracker:
             state = (raw.get("status"), raw.get("final"))
             if states.get(run_id) == state:
                 continue
+            # One shared tuple per pair seen: 100,000 runs hold a handful of tuples, not 100,000
+            # more objects for the garbage collector to walk.
+            with contextlib.suppress(TypeError):  # an unhashable status: kept as it is
+                if len(_STATES) < _FINAL_MEMO_MAX:
+                    state = _STATES.setdefault(state, state)
             states[run_id] = state
-            run = _structure_run(raw)
-            views[run_id] = run
-            changed.append(run)
-            if run.is_final:
+            views[run_id] = raw
+            changed.append(raw)
+            if _is_final(*state):
                 del pending[run_id]
         return changed
 
+    def view(self, run_id: str) -> Run:
+        """The latest view of `run_id` as a Run (built once, then kept)."""
+        view = self.views[run_id]
+        if isinstance(view, Run):
+            return view
+        run = _structure_run(view)
+        self.views[run_id] = run
+        return run
+
+    def as_run(self, raw: Raw) -> Run:
+        """An event's run: the latest view when it is still that one (built once), else its own."""
+        run_id = raw["id"]
+        if self.views.get(run_id) is raw:
+            return self.view(run_id)
+        return _structure_run(raw)
+
     def latest(self) -> tuple[Run, ...]:
         """The latest view of every run seen, in the order the ids were added."""
-        return tuple(self.views[run_id] for run_id in self.order if run_id in self.views)
+        return tuple(self.view(run_id) for run_id in self.order if run_id in self.views)
 
 
 class _Pacer:
@@ -283,7 +328,7 @@ class RunWatcher:
         self._clock = clock
         self._tracker.add(_check_ids(run_ids))
 
-        self._events: deque[Run] = deque()
+        self._events: deque[Raw] = deque()  # the JSON of each change not yet handed out
         self._started = False
         self._finished = False
         self._closed = False
@@ -391,6 +436,21 @@ class RunWatcher:
         return self
 
     async def __anext__(self) -> Run:
+        return self._tracker.as_run(await self._advance())
+
+    async def wait(self) -> dict[str, Run]:
+        """Follow until every run is final (or the watch ends as iterating it would: a timeout,
+        a fatal error), without handing out each change; returns `runs`. Builds a Run only for
+        the views it returns, so it is the cheap way to wait for thousands of runs."""
+        while True:
+            try:
+                await self._advance()
+            except StopAsyncIteration:
+                break
+            self._events.clear()
+        return self.runs
+
+    async def _advance(self) -> Raw:
         if self._events:
             return self._events.popleft()
         if self._finished or self._closed:
@@ -408,7 +468,7 @@ class RunWatcher:
 
     # --- the loop -------------------------------------------------------------------------------
 
-    async def _next_event(self) -> Run:
+    async def _next_event(self) -> Raw:
         if not self._started:
             self._started = True
             now = self._clock()
@@ -461,13 +521,13 @@ class RunWatcher:
         await asyncio.gather(main, return_exceptions=True)
         return None
 
-    async def _fetch(self, batches: Sequence[Sequence[str]]) -> list[list[Run] | AsyncClientError]:
+    async def _fetch(self, batches: Sequence[Sequence[str]]) -> list[list[Raw] | AsyncClientError]:
         """One List runs request per batch, `concurrency` at a time. Each answer is recorded as
         soon as it is decoded, so a sweep never holds every batch's JSON at once (10,000 decoded
         runs kept alive together would only feed Python's GC); per batch comes back the runs
         that changed, or the error, in batch order."""
         record = self._tracker.record
-        results: list[list[Run] | AsyncClientError] = [[] for _ in batches]
+        results: list[list[Raw] | AsyncClientError] = [[] for _ in batches]
         # `concurrency` workers take the batches in turn from one iterator: a sweep over
         # 100,000 runs keeps a few tasks alive, not 2,000 (each a frame for the GC to walk).
         todo = iter(enumerate(batches))
@@ -477,7 +537,8 @@ class RunWatcher:
                 self.requests += 1
                 try:
                     # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                    raw = await self._session.list_run_views(batch, retries=0)
+                    # The ids were checked when they were added: not again per sweep.
+                    raw = await self._session._run_views(batch, retries=0)
                 except AsyncClientError as exc:
                     results[index] = exc
                     continue

@@ -56,16 +56,16 @@ def test_tracker_reports_first_sight_and_changes_only() -> None:
     tracker = _Tracker(unknown_after=3)
     tracker.add(["j_a", "j_b"])
     first = tracker.record(["j_a", "j_b"], [view("j_b", "queued"), view("j_a", "queued")])
-    assert [r.id for r in first] == ["j_a", "j_b"]  # batch order, not answer order
+    assert [r["id"] for r in first] == ["j_a", "j_b"]  # batch order, not answer order
     assert tracker.record(["j_a", "j_b"], [view("j_a", "queued"), view("j_b", "queued")]) == []
     changed = tracker.record(["j_a", "j_b"], [view("j_a", "running"), view("j_b", "queued")])
-    assert [(r.id, r.status) for r in changed] == [("j_a", "running")]
+    assert [(r["id"], r["status"]) for r in changed] == [("j_a", "running")]
     final = tracker.record(["j_a", "j_b"], [view("j_a", "passed", True), view("j_b", "queued")])
-    assert [r.id for r in final] == ["j_a"]
+    assert [r["id"] for r in final] == ["j_a"]
     assert list(tracker.pending) == ["j_b"]
     # A late answer about a run that is no longer polled changes nothing.
     assert tracker.record(["j_a"], [view("j_a", "failed", True)]) == []
-    assert tracker.views["j_a"].status == "passed"
+    assert tracker.view("j_a").status == "passed"
 
 
 def test_tracker_unknown_after_consecutive_misses_only() -> None:
@@ -88,10 +88,14 @@ def test_tracker_unknown_status_is_not_final_unless_flagged() -> None:
     tracker = _Tracker(unknown_after=3)
     tracker.add(["j_a"])
     [paused] = tracker.record(["j_a"], [view("j_a", "paused")])
-    assert paused.status == "paused"
+    assert tracker.as_run(paused).status == "paused"
     assert list(tracker.pending) == ["j_a"]
     [archived] = tracker.record(["j_a"], [view("j_a", "archived", True)])
-    assert archived.is_final
+    assert tracker.as_run(archived).is_final
+    assert list(tracker.pending) == []
+    # A final status word without the flag is final too; an unknown word is not.
+    tracker.add(["j_b", "j_c"])
+    tracker.record(["j_b", "j_c"], [view("j_b", "Canceled"), view("j_c", "SUCCESS")])
     assert list(tracker.pending) == []
 
 
@@ -100,9 +104,17 @@ def test_tracker_builds_a_run_only_for_runs_that_changed() -> None:
     tracker.add(["j_a"])
     [first] = tracker.record(["j_a"], [{**view("j_a", "running"), "durationMs": 1000}])
     assert tracker.record(["j_a"], [{**view("j_a", "running"), "durationMs": 2000}]) == []
-    # The kept view is the one built when the status last changed.
+    # The kept view is the one of the last status change, still the service's JSON: no Run is
+    # built until one is read, and then once.
     assert tracker.views["j_a"] is first
-    assert first.duration_ms == 1000
+    run = tracker.as_run(first)
+    assert run.duration_ms == 1000
+    assert tracker.views["j_a"] is run
+    assert tracker.view("j_a") is run
+    # An event older than the latest view is built from its own JSON.
+    [second] = tracker.record(["j_a"], [view("j_a", "passed", True)])
+    assert tracker.as_run(first).status == "running"
+    assert tracker.as_run(second).status == "passed"
 
 
 def test_pacer_grows_while_nothing_changes_and_snaps_back() -> None:
@@ -324,7 +336,7 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
 ) -> None:
     ids = create(svc, "t_fast", 120)
     watcher = session.watch_runs(ids, **manual.options())
-    real = session.list_run_views
+    real = session._run_views
     others_taken_in = False
 
     async def first_answer_last(batch: list[str], *, retries: int | None = None) -> Any:
@@ -351,7 +363,7 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
 
     monkeypatch.setattr(watcher._tracker, "record", recording)
 
-    monkeypatch.setattr(session, "list_run_views", first_answer_last)
+    monkeypatch.setattr(session, "_run_views", first_answer_last)
     first_sweep = [await anext(watcher) for _ in range(120)]
     await watcher.aclose()
     assert others_taken_in
@@ -699,3 +711,32 @@ async def test_wait_for_runs_returns_final_runs_in_the_order_asked(
     ]
     assert all(r.is_final for r in runs)
     assert await session.wait_for_runs([]) == []
+
+
+async def test_waiting_builds_one_run_per_run_however_often_it_changed(
+    svc: FakeService, session: AsyncSession, manual: ManualTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run goes queued -> running -> final, seen by several sweeps; a first sweep builds no
+    # Run at all, and waiting builds one per run: its final view.
+
+    from asyncclient import watch
+
+    built: list[str] = []
+    real = watch._structure_run
+
+    def counting(raw: Any) -> Any:
+        if raw["id"] != "j_":  # the few (status, final) pairs read once each are not runs
+            built.append(raw["id"])
+        return real(raw)
+
+    monkeypatch.setattr(watch, "_structure_run", counting)
+    ids = create(svc, "t_spread", 120)
+    watcher = session.watch_runs(ids, **manual.options(interval=1.0))
+    runs = await watcher.wait()
+    assert watcher.sweeps > 3
+    assert sorted(built) == sorted(ids)  # one Run each, the final one
+    assert all(run.is_final for run in runs.values())
+    built.clear()
+    finished = await session.wait_for_runs(ids, **manual.options(interval=1.0))
+    assert [run.id for run in finished] == ids
+    assert sorted(built) == sorted(ids)
