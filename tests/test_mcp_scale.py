@@ -283,6 +283,9 @@ async def test_every_tool_stays_within_its_budget_at_scale(
         assert last["nextOffset"] is None
 
         # The small results stay small; a file of the huge run still downloads.
+        single = await calls.within(LIST_BUDGET, "run_test", {"test_id": "t_big_0001"})
+        stopped = await calls.within(LIST_BUDGET, "stop_run", {"run_id": single["runId"]})
+        assert stopped["id"] == single["runId"]
         assert (await calls.within(LIST_BUDGET, "get_build", {"build_id": "ab_big_001"}))["build"][
             "id"
         ] == "ab_big_001"
