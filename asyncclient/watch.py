@@ -8,7 +8,6 @@ sit beside the watcher that drives them, so the whole sweep logic reads in one p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -77,27 +76,27 @@ class WatchOptions(TypedDict, total=False):
 
 
 _structure_run: Final = structure_hook(Run)
-# Whether a (status, final) pair as sent is final, computed once per pair: a sweep over 100,000
-# runs sees a handful of pairs. Bounded, in case a service sends a new word every time.
-_FINAL_BY_STATE: dict[tuple[Any, Any], bool] = {}
-_FINAL_MEMO_MAX: Final = 256
-_STATES: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+# Each (status, final) pair as sent, once: the one tuple every run in that state shares (100,000
+# runs hold a handful of tuples, not 100,000 more objects for the garbage collector to walk) and
+# whether it is final, read as a Run reads it. Bounded, in case a service sends a new word
+# every time.
+_STATES: dict[tuple[Any, Any], tuple[tuple[Any, Any], bool]] = {}
+_STATES_MAX: Final = 256
 Raw = Mapping[str, Any]
 
 
-def _is_final(status: Any, final: Any) -> bool:
-    """Run.is_final for a run sent with this status and final flag, read as a Run reads them."""
-    key = (status, final)
+def _state_of(pair: tuple[Any, Any]) -> tuple[tuple[Any, Any], bool]:
+    """A run's (status, final) pair, shared, and whether it is final."""
     try:
-        return _FINAL_BY_STATE[key]
+        return _STATES[pair]
     except KeyError:
-        pass
+        remember = len(_STATES) < _STATES_MAX
     except TypeError:  # an unhashable status (an object): read it, do not remember it
-        return _structure_run({"id": "j_", "status": status, "final": final}).is_final
-    value = _structure_run({"id": "j_", "status": status, "final": final}).is_final
-    if len(_FINAL_BY_STATE) < _FINAL_MEMO_MAX:
-        _FINAL_BY_STATE[key] = value
-    return value
+        remember = False
+    known = pair, _structure_run({"id": "j_", "status": pair[0], "final": pair[1]}).is_final
+    if remember:
+        _STATES[pair] = known
+    return known
 
 
 class _Tracker:
@@ -153,18 +152,14 @@ class _Tracker:
             if missing:
                 missing.pop(run_id, None)
             # status and the final flag decide is_final, so comparing them is enough.
-            state = (raw.get("status"), raw.get("final"))
-            if states.get(run_id) == state:
+            pair = (raw.get("status"), raw.get("final"))
+            if states.get(run_id) == pair:
                 continue
-            # One shared tuple per pair seen: 100,000 runs hold a handful of tuples, not 100,000
-            # more objects for the garbage collector to walk.
-            with contextlib.suppress(TypeError):  # an unhashable status: kept as it is
-                if len(_STATES) < _FINAL_MEMO_MAX:
-                    state = _STATES.setdefault(state, state)
+            state, final = _state_of(pair)
             states[run_id] = state
             views[run_id] = raw
             changed.append(raw)
-            if _is_final(*state):
+            if final:
                 del pending[run_id]
         return changed
 

@@ -147,4 +147,4 @@ def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
         reached = _reachable(graph, name)
         assert not {m for m in reached if m.startswith("asyncclient.cli")}, name
     assert "asyncclient._wording" in _reachable(graph, "asyncclient.mcp_server")
-    assert "asyncclient._wording" in _reachable(graph, "asyncclient.cli._errors")
+    assert "asyncclient._wording" in _reachable(graph, "asyncclient.cli._common")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 pytest.importorskip("mcp")
 
 from asyncclient.mcp_server import _budget
-from asyncclient.mcp_server._base import page_of
+from asyncclient.mcp_server._base import paged
 from asyncclient.mcp_server._wait import wait_result
 from asyncclient.models import Run
 
@@ -90,24 +90,35 @@ def test_any_payload_fits_any_budget(payload: Any, budget: int) -> None:
 
 def test_a_page_says_where_the_next_one_starts() -> None:
     items = [{"id": f"ab_{i}", "label": "l" * 100} for i in range(300)]
-    shown, after, notes = page_of(
-        items, offset=40, page_size=20, room=100_000, what="builds", again="list_builds"
-    )
-    assert shown == items[40:60]
-    assert after == 60
-    assert notes == ["builds 41-60 of 300 shown: call list_builds and offset=60 for the next page"]
-    shown, after, notes = page_of(
-        items, offset=280, page_size=100, room=100_000, what="builds", again="list_builds"
-    )
-    assert (len(shown), after, notes) == (20, None, [])
-    shown, after, notes = page_of(
-        items, offset=0, page_size=100, room=1000, what="builds", again="list_builds"
-    )
-    assert after == len(shown) < 10
-    shown, after, notes = page_of(
-        items, offset=500, page_size=10, room=1000, what="builds", again="list_builds"
-    )
-    assert (shown, after, notes) == ([], None, ["offset 500 is past the last of 300 builds"])
+
+    def page(offset: int, page_size: int, budget: int) -> dict[str, Any]:
+        return paged(
+            items, key="builds", offset=offset, page_size=page_size, budget=budget,
+            again="list_builds", maxBytes=7,
+        )  # fmt: skip
+
+    assert page(40, 20, 100_000) == {
+        "total": 300,
+        "offset": 40,
+        "nextOffset": 60,
+        "builds": items[40:60],
+        "maxBytes": 7,
+        "leftOut": ["builds 41-60 of 300 shown: call list_builds and offset=60 for the next page"],
+    }
+    last = page(280, 100, 100_000)
+    assert (len(last["builds"]), last["nextOffset"], "leftOut" in last) == (20, None, False)
+    small = page(0, 100, 2000)
+    assert _size(small) <= 2000
+    assert small["nextOffset"] == len(small["builds"])
+    assert 5 < len(small["builds"]) < 20
+    assert page(500, 10, 2000)["leftOut"] == ["offset 500 is past the last of 300 builds"]
+    # A cut inside an item is named only for the items shown.
+    items[0]["label"] = items[99]["label"] = "x" * 5000
+    first = page(0, 100, 4000)
+    assert first["builds"][0]["label"].endswith(_budget.ELLIPSIS)
+    assert len(first["builds"]) < 99
+    assert first["leftOut"][1] == "builds[].label: 1,000 of 5,000 characters"  # one cut, not two
+    assert len(first["leftOut"]) == 2
 
 
 def _run(i: int, status: str) -> Run:

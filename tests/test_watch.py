@@ -99,6 +99,18 @@ def test_tracker_unknown_status_is_not_final_unless_flagged() -> None:
     assert list(tracker.pending) == []
 
 
+def test_tracker_reads_a_status_sent_as_an_object() -> None:
+    # An unhashable status cannot be remembered as a state: it is read each time, never refused.
+    tracker = _Tracker(unknown_after=3)
+    tracker.add(["j_a", "j_b"])
+    raws = [{"id": "j_a", "status": {"name": "passed"}, "final": True}, view("j_b", "queued")]
+    assert [raw["id"] for raw in tracker.record(["j_a", "j_b"], raws)] == ["j_a", "j_b"]
+    assert list(tracker.pending) == ["j_b"]
+    assert tracker.view("j_a").status == "{'name': 'passed'}"  # kept as text
+    assert tracker.record(["j_b"], [{"id": "j_b", "status": ["odd"]}]) != []
+    assert list(tracker.pending) == ["j_b"]
+
+
 def test_tracker_builds_a_run_only_for_runs_that_changed() -> None:
     tracker = _Tracker(unknown_after=3)
     tracker.add(["j_a"])

@@ -1,6 +1,7 @@
-"""What every command shares: global options, sessions, running a command, Ctrl-C.
-How commands write is asyncclient.cli._output; exit codes and error lines asyncclient.cli._errors
-(re-exported here for the command modules).
+"""What every command shares: global options, sessions, running a command, its refusals
+(CommandError) and its one-line errors, Ctrl-C. How commands write is asyncclient.cli._output;
+the exit codes and the wording of the library's errors are asyncclient._wording, which the MCP
+tool server shares.
 
 Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
 """
@@ -20,8 +21,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
-from asyncclient.cli._connection import add_network_options, open_session
-from asyncclient.cli._errors import (
+from asyncclient import _wording
+from asyncclient._wording import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -29,10 +30,8 @@ from asyncclient.cli._errors import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
-    CommandError,
-    api_key_source,
-    describe_error,
 )
+from asyncclient.cli._connection import add_network_options, open_session
 from asyncclient.cli._output import Output
 
 __all__ = [
@@ -53,6 +52,33 @@ __all__ = [
     "open_session",
     "run_handler",
 ]
+
+
+class CommandError(Exception):
+    """A command's own refusal, reported as one line with the given exit code."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def api_key_source(args: argparse.Namespace | None) -> str | None:
+    """Where the command's API key came from: "--api-key" or "ASYNCCLIENT_API_KEY" (the flag
+    wins, as in open_session); None when unknown."""
+    if args is None:
+        return None
+    return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
+
+
+def describe_error(exc: BaseException, *, key_source: str | None = None) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command let escape.
+
+    key_source: where the API key came from (api_key_source), named in a 401's advice.
+    """
+    if isinstance(exc, CommandError):
+        return str(exc), exc.exit_code
+    return _wording.describe_error(exc, key_source=key_source)
+
 
 # What --json prints, said the same way in every help text that describes it.
 JSON_OUTPUT = (

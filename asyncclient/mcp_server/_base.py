@@ -37,7 +37,7 @@ __all__ = [
     "ToolKit",
     "check_page",
     "compact",
-    "page_of",
+    "paged",
     "string",
 ]
 
@@ -161,17 +161,16 @@ class ToolKit:
         except Exception as exc:
             return self._error(exc)
         limit = self._options.result_chars if budget is None else budget
-        bounded = _budget.bound(value, limit, parts, advice=advice)
+        bounded = dict(value)
         text = _budget.dumps(bounded)
-        scrubbed = self._scrub(text)
-        if scrubbed != text:  # never expected: the session keeps the key to itself
-            bounded = _budget.bound(
-                {key: _scrub_value(item, self._scrub) for key, item in bounded.items()},
-                limit,
-            )
-            scrubbed = _budget.dumps(bounded)
+        if len(text) > limit:
+            bounded = _budget.bound(bounded, limit, parts, advice=advice)
+            text = _budget.dumps(bounded)
+        if self._scrub(text) != text:  # never expected: the session keeps the key to itself
+            bounded = _budget.bound(_scrub_value(bounded, self._scrub), limit)
+            text = _budget.dumps(bounded)
         return CallToolResult(
-            content=[TextContent(type="text", text=scrubbed)], structured_content=bounded
+            content=[TextContent(type="text", text=text)], structured_content=bounded
         )
 
     def _error(self, exc: Exception) -> CallToolResult:
@@ -226,35 +225,39 @@ def check_page(offset: Any, page_size: Any) -> None:
         raise ValidationError(f"page_size must be from 1 to {MAX_PAGE}; got {page_size}")
 
 
-def page_of(
+def paged(
     items: list[dict[str, Any]],
     *,
+    key: str,
     offset: int,
     page_size: int,
-    room: int,
-    what: str,
+    budget: int,
     again: str,
-) -> tuple[list[dict[str, Any]], int | None, list[str]]:
-    """One page of `items`: at most page_size from offset, as many whole ones as fit in `room`
-    characters (each clipped to _budget.ITEM_LEVEL first), the next offset (None at the end)
-    and the notes that say what is left and how to ask for it (`again`: the call, such as
-    "list_builds with the same filters")."""
-    cuts = _budget.Cuts()
-    window = [
-        _budget.clip(item, _budget.ITEM_LEVEL, f"{what}[{i}]", cuts)
-        for i, item in enumerate(items[offset : offset + page_size])
-    ]
-    shown = window[: _budget.take(window, room)]
+    **extra: Any,
+) -> dict[str, Any]:
+    """A list tool's result over the service's one answer: `total`, `offset`, `nextOffset` (None
+    at the end), under `key` at most page_size items from offset, as many whole ones as fit the
+    budget (each clipped to _budget.ITEM_LEVEL), `extra` fields, and in `leftOut` what is left
+    and how to ask for it (`again`: the call, such as "list_builds with the same filters")."""
+    result: dict[str, Any] = {"total": len(items), "offset": offset, "nextOffset": None, key: []}
+    result.update(extra)
+    room = budget - _budget.size(result) - 400  # the notes
+    window = items[offset : offset + page_size]
+    shown, cuts = _budget.fit_items(window, _budget.ITEM_LEVEL, key, room)
     end = offset + len(shown)
     notes = cuts.notes()
     if end < len(items):
         first = offset + 1
         last = f"-{end}" if end > first else ""
-        span = f"{what} {first}{last} of {len(items):,} shown" if shown else f"no {what} shown"
+        span = f"{key} {first}{last} of {len(items):,} shown" if shown else f"no {key} shown"
         notes.insert(0, f"{span}: call {again} and offset={end} for the next page")
+        result["nextOffset"] = end
     elif offset and not shown:
-        notes.insert(0, f"offset {offset} is past the last of {len(items):,} {what}")
-    return shown, (end if end < len(items) else None), notes
+        notes.insert(0, f"offset {offset} is past the last of {len(items):,} {key}")
+    result[key] = shown
+    if notes:
+        result["leftOut"] = notes
+    return result
 
 
 # --- progress ------------------------------------------------------------------------------------

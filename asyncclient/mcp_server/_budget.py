@@ -29,8 +29,8 @@ __all__ = [
     "bound",
     "clip",
     "dumps",
+    "fit_items",
     "size",
-    "take",
 ]
 
 LIST_BUDGET: Final = 16_000
@@ -81,6 +81,11 @@ class Cuts:
     def cut(self, path: str, kind: str, kept: int, total: int) -> None:
         """kind: "text" (characters), "list" (items) or "map" (entries)."""
         self._seen.setdefault((_INDEX.sub("[]", path), kind), []).append((kept, total))
+
+    def merge(self, other: Cuts) -> None:
+        for key, cuts in other._seen.items():
+            self._seen.setdefault(key, []).extend(cuts)
+        self._notes.extend(other._notes)
 
     def note(self, text: str) -> None:
         """A note in the tool's own words (a page, the ids left out)."""
@@ -135,14 +140,24 @@ def clip(value: Any, level: tuple[int, int], path: str, cuts: Cuts) -> Any:
     return value
 
 
-def take(items: Sequence[Any], room: int) -> int:
-    """How many of `items`, in order, fit in `room` characters as the elements of a JSON list."""
+def fit_items(
+    items: Iterable[Any], level: tuple[int, int], path: str, room: int
+) -> tuple[list[Any], Cuts]:
+    """As many of `items`, in order, each clipped to `level`, as fit in `room` characters as the
+    elements of a JSON list, and the cuts made inside the items kept. Items are read (and
+    clipped) only until the room is full, so a list of 100,000 costs what a page costs."""
+    shown: list[Any] = []
+    cuts = Cuts()
     used = 2  # the brackets
-    for count, item in enumerate(items):
-        used += size(item) + (1 if count else 0)
+    for i, item in enumerate(items):
+        own = Cuts()
+        clipped = clip(item, level, f"{path}[{i}]", own)
+        used += size(clipped) + (1 if shown else 0)
         if used > room:
-            return count
-    return len(items)
+            break
+        shown.append(clipped)
+        cuts.merge(own)
+    return shown, cuts
 
 
 def _with_notes(result: Mapping[str, Any], cuts: Cuts) -> dict[str, Any]:
@@ -222,13 +237,11 @@ def _take_whole(
     """As many whole items of the list `value` as fit beside the rest of `out`, each clipped to
     `level` (and at least to ITEM_LEVEL); the cuts of the items kept, and a note of those left."""
     item_level = (min(level[0], ITEM_LEVEL[0]), min(level[1], ITEM_LEVEL[1]))
-    scratch = [clip(item, item_level, "", Cuts()) for item in value]
     others = size({**_with_notes(out, cuts), key: []})
     room = budget - others - 120 - len(advice or "")
-    count = take(scratch, max(room, 0))
-    for i, item in enumerate(value[:count]):  # the cuts inside the items shown
-        clip(item, item_level, f"{key}[{i}]", cuts)
-    if count < len(value):
+    shown, inside = fit_items(value, item_level, key, max(room, 0))
+    cuts.merge(inside)
+    if len(shown) < len(value):
         more = f"; {advice}" if advice else ""
-        cuts.note(f"{key}: {count:,} of {len(value):,} shown{more}")
-    return scratch[:count]
+        cuts.note(f"{key}: {len(shown):,} of {len(value):,} shown{more}")
+    return shown

@@ -10,7 +10,6 @@ from pydantic import Field
 
 from asyncclient import _wording
 from asyncclient.errors import ValidationError
-from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import (
     DEFAULT_PAGE,
     Bounded,
@@ -23,7 +22,7 @@ from asyncclient.mcp_server._base import (
     ToolKit,
     check_page,
     compact,
-    page_of,
+    paged,
     string,
 )
 from asyncclient.models import Build
@@ -94,39 +93,27 @@ class BuildTools(ToolKit):
         many match the filters, and while nextOffset is not null, call again with the same
         filters and offset=nextOffset for the next page. leftOut says what a page left out."""
 
-        async def work() -> BuildsResult:
+        async def work() -> dict[str, Any]:
             check_page(offset, page_size)
             if platform and platform.strip().lower() not in PLATFORMS:
                 raise ValidationError(
                     f"platform must be android or ios; got {platform!r}: leave it out for both"
                 )
             found = await self._session.list_builds(project_id)
-            chosen = [
-                compact(build)
-                for build in found.builds
-                if _matches(build, status, app_id, platform, label)
-            ]
-            head: BuildsResult = {
-                "total": len(chosen),
-                "offset": offset,
-                "nextOffset": None,
-                "builds": [],
-                "maxBytes": found.max_bytes,
-                "partBytes": found.part_bytes,
-            }
-            room = self._options.result_chars - _budget.size(head) - 400
-            shown, after, notes = page_of(
-                chosen,
+            return paged(
+                [
+                    compact(build)
+                    for build in found.builds
+                    if _matches(build, status, app_id, platform, label)
+                ],
+                key="builds",
                 offset=offset,
                 page_size=page_size,
-                room=room,
-                what="builds",
+                budget=self._options.result_chars,
                 again="list_builds with the same filters",
+                maxBytes=found.max_bytes,
+                partBytes=found.part_bytes,
             )
-            result: BuildsResult = {**head, "builds": shown, "nextOffset": after}
-            if notes:
-                result["leftOut"] = notes
-            return result
 
         return await self._answer(work())
 

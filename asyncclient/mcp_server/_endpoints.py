@@ -8,7 +8,6 @@ from mcp.types import CallToolResult
 from pydantic import WithJsonSchema
 
 from asyncclient import _protocol as proto
-from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import (
     DEFAULT_PAGE,
     Bounded,
@@ -19,7 +18,7 @@ from asyncclient.mcp_server._base import (
     ToolKit,
     check_page,
     compact,
-    page_of,
+    paged,
     string,
 )
 from asyncclient.mcp_server._builds import DeletedResult
@@ -49,29 +48,17 @@ class EndpointTools(ToolKit):
         description, method, url and times. Header values are never returned. total is how many
         there are; while nextOffset is not null, call again with offset=nextOffset."""
 
-        async def work() -> EndpointsResult:
+        async def work() -> dict[str, Any]:
             check_page(offset, page_size)
-            found = [
-                compact(endpoint) for endpoint in await self._session.list_endpoints(project_id)
-            ]
-            head: EndpointsResult = {
-                "total": len(found),
-                "offset": offset,
-                "nextOffset": None,
-                "endpoints": [],
-            }
-            shown, after, notes = page_of(
-                found,
+            endpoints = await self._session.list_endpoints(project_id)
+            return paged(
+                [compact(endpoint) for endpoint in endpoints],
+                key="endpoints",
                 offset=offset,
                 page_size=page_size,
-                room=self._options.result_chars - _budget.size(head) - 400,
-                what="endpoints",
+                budget=self._options.result_chars,
                 again="list_endpoints",
             )
-            result: EndpointsResult = {**head, "endpoints": shown, "nextOffset": after}
-            if notes:
-                result["leftOut"] = notes
-            return result
 
         return await self._answer(work())
 

@@ -8,7 +8,7 @@ Pure: it reads finished `Run` values through asyncclient._reports, as the CLI's 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from typing_extensions import TypedDict
@@ -130,26 +130,26 @@ def wait_result(
     }
     room = budget - _budget.size(result) - NOTES_ROOM
     notes: list[str] = []
+    cuts = _budget.Cuts()  # what was cut inside the items shown
 
-    def fill(key: str, items: list[Any], share: int, advice: str) -> None:
+    def fill(key: str, items: Iterable[Any], total: int, share: int, advice: str) -> None:
         nonlocal room
-        count = _budget.take(items, max(min(room, share), 0))
-        result[key] = items[:count]  # type: ignore[literal-required]
-        room -= _budget.size(items[:count])
-        if count < len(items):
-            notes.append(f"{key}: {count:,} of {len(items):,} shown; {advice}")
+        shown, inside = _budget.fit_items(items, VERDICT_LEVEL, key, max(min(room, share), 0))
+        result[key] = shown  # type: ignore[literal-required]
+        cuts.merge(inside)
+        room -= _budget.size(shown)
+        if len(shown) < total:
+            notes.append(f"{key}: {len(shown):,} of {total:,} shown; {advice}")
 
     # The ids still going and not known come first, within a quarter of the room each: they
-    # are what the next call needs; then the failures in detail, then the passed runs.
+    # are what the next call needs; then the failures in detail (a verdict is made only for
+    # the runs that fit), then the passed runs.
     again = "call wait_for_runs again with the same run_ids (final runs come back at once)"
-    fill("pending", pending, room // 4, again)
-    fill("unknown", list(unknown), room // 4, "the service knows none of these ids")
-    verdicts = [_budget.clip(verdict(run), VERDICT_LEVEL, "", _budget.Cuts()) for run in not_passed]
-    fill("notPassed", verdicts, room, "get_run gives any run in full")
-    cuts = _budget.Cuts()  # what was cut inside the runs shown
-    for i, run in enumerate(not_passed[: len(result["notPassed"])]):
-        _budget.clip(verdict(run), VERDICT_LEVEL, f"notPassed[{i}]", cuts)
-    fill("passed", [line(run) for run in passed], room, "get_run gives any run in full")
+    fill("pending", pending, len(pending), room // 4, again)
+    fill("unknown", unknown, len(unknown), room // 4, "the service knows none of these ids")
+    every = "get_run gives any run in full"
+    fill("notPassed", (verdict(run) for run in not_passed), len(not_passed), room, every)
+    fill("passed", (line(run) for run in passed), len(passed), room, every)
     notes.extend(cuts.notes())
     if notes:
         result["leftOut"] = notes[: _budget.NOTES_MAX]
