@@ -46,6 +46,7 @@ from asyncclient.testing.builders import build_apk, build_app_dir
 from asyncclient.upload import (
     UploadItem,
     UploadResult,
+    _journal,
     default_journal_dir,
     inspect_build_file,
 )
@@ -347,7 +348,7 @@ async def test_the_first_fatal_error_cancels_the_other_parts(
         assert sha_threads() == []
     assert sum(part_requests(svc).values()) < 12  # the parts not yet started were never sent
     (kept,) = journal_files(journal)  # the journal stays for a resume
-    assert json.loads(kept.read_text())["buildId"].startswith("ab_")
+    assert _journal.merged(kept.read_text())["buildId"].startswith("ab_")
 
 
 async def test_a_progress_callback_that_raises_fails_the_upload(
@@ -723,7 +724,7 @@ async def interrupted_upload(
         with pytest.raises(asyncio.CancelledError):
             await holder[0]
     (kept,) = journal_files(journal)
-    data: dict[str, Any] = json.loads(kept.read_text())
+    data: dict[str, Any] = _journal.merged(kept.read_text())
     return data
 
 
@@ -817,7 +818,7 @@ async def test_a_resume_keeps_only_the_parts_its_journal_proves(
     assert sorted(kept["etags"]) == ["1", "2", "3"]
     # As if the hashing had been behind the network: proofs only up to the end of part 1.
     (path,) = journal_files(journal)
-    data = json.loads(path.read_text())
+    data = _journal.merged(path.read_text())
     data["prefixes"] = {"1": data["prefixes"]["1"]}
     path.write_text(json.dumps(data))
     svc.reset_requests()
@@ -839,7 +840,7 @@ async def test_a_journal_without_proofs_resends_every_part(
     apk = make_apk(tmp_path / "shop.apk", parts=4)
     kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
     (path,) = journal_files(journal)
-    data = json.loads(path.read_text())
+    data = _journal.merged(path.read_text())
     data["prefixes"] = {}
     path.write_text(json.dumps(data))
     svc.reset_requests()
@@ -864,8 +865,6 @@ async def test_a_link_at_the_journal_name_is_never_written_through(
     path.unlink()
     path.symlink_to(victim)  # planted where the journal will be read and written again
     # ... and at the temporary names it is written to first (the process id is no secret).
-    from asyncclient.upload import _journal
-
     counter = next(_journal._TEMP_NAMES)
     temps = [path.with_name(f".{path.name}.{os.getpid()}.tmp")]
     temps += [
@@ -881,6 +880,78 @@ async def test_a_link_at_the_journal_name_is_never_written_through(
     assert build.sha256 == sha256(apk)
     assert build.id != kept["buildId"]  # the link is not a journal: a new upload
     assert all(temp.is_symlink() for temp in temps)  # refused, not followed nor replaced
+
+
+async def test_a_journal_is_created_once_and_a_line_appended_per_part(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created: list[Path] = []
+    create = _journal._create
+
+    def counting(path: Path) -> int:
+        fd = create(path)
+        created.append(path)
+        return fd
+
+    monkeypatch.setattr(_journal, "_create", counting)
+    apk = make_apk(tmp_path / "shop.apk", parts=6)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=4)
+    (path,) = journal_files(journal)
+    assert created == [path]  # one file for the upload, not one per part
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + 3  # the state, then parts 1 to 3 (part 4's answer never read)
+    assert [json.loads(line)["part"] for line in lines[1:]] == [1, 2, 3]
+    assert sorted(kept["etags"]) == ["1", "2", "3"]
+
+
+async def test_a_journal_line_cut_short_by_a_crash_keeps_the_lines_before_it(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apk = make_apk(tmp_path / "shop.apk", parts=6)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=4)
+    (path,) = journal_files(journal)
+    text = path.read_bytes()
+    path.write_bytes(text[: text.rindex(b'{"part":3') + 12])  # part 3's line half written
+    svc.reset_requests()
+
+    build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
+
+    assert build.id == kept["buildId"]  # resumed with parts 1 and 2
+    assert build.sha256 == sha256(apk)
+    assert part_requests(svc) == Counter(range(3, 7))
+    assert journal_files(journal) == []
+
+
+async def test_a_resumed_journal_is_never_appended_to(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A journal another run wrote may have a second name (a hard link O_NOFOLLOW does not
+    see): the resume writes its state to a new file instead of appending to that one."""
+    apk = make_apk(tmp_path / "shop.apk", parts=6)
+    kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
+    (path,) = journal_files(journal)
+    other_name = tmp_path / "other-name.json"
+    os.link(path, other_name)
+    before = other_name.read_bytes()
+
+    again = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=2)
+
+    assert again["buildId"] == kept["buildId"]  # resumed, and interrupted once more
+    assert sorted(again["etags"]) == ["1", "2", "3"]  # part 3 sent again, its answer read
+    assert other_name.read_bytes() == before  # not written through the other name
+    assert path.stat().st_ino != other_name.stat().st_ino  # a new file took the journal's name
 
 
 async def test_resume_starts_over_when_the_service_forgot_the_build(
@@ -932,7 +1003,7 @@ async def test_resume_returns_a_build_the_lost_answer_had_completed(
         with pytest.raises(TransportError):
             await session.upload_build(svc.project_id, apk, journal_dir=journal)
         (kept,) = journal_files(journal)
-        build_id = json.loads(kept.read_text())["buildId"]
+        build_id = _journal.merged(kept.read_text())["buildId"]
         svc.reset_requests()
         build = await session.upload_build(svc.project_id, apk, journal_dir=journal)
     assert build.id == build_id
@@ -1129,6 +1200,65 @@ async def test_cancelling_upload_builds_leaves_nothing_running(
     assert client_tasks() <= before
     assert sha_threads() == []
     assert journal_files(journal)  # kept for a resume
+
+
+async def test_finished_journals_are_removed_once_at_the_end_of_the_call(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apks = [make_apk(tmp_path / f"app{n}.apk", parts=2, seed=n) for n in range(6)]
+    removals: list[int] = []
+    remove = _journal.remove_finished
+
+    def counting(journals: list[Any]) -> None:
+        removals.append(len(journals))
+        remove(journals)
+
+    monkeypatch.setattr("asyncclient.upload._batch.remove_finished", counting)
+    seen: list[int] = []
+    results = await client.upload_builds(
+        project_id=svc.project_id,
+        items=apks,
+        journal_dir=journal,
+        on_result=lambda _: seen.append(len(journal_files(journal))),
+    )
+    assert all(r.ok for r in results)
+    assert seen[-1] >= 1  # still there as the last build finished ...
+    assert removals == [6]  # ... then all six removed in one go
+    assert journal_files(journal) == []
+
+
+async def test_journals_left_by_a_killed_call_return_its_finished_builds(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call killed after some builds completed, before it removed their journals: the next
+    run returns those builds without sending a byte, and uploads the rest."""
+    apks = [make_apk(tmp_path / f"app{n}.apk", parts=2, seed=n) for n in range(3)]
+    with monkeypatch.context() as patch:
+        patch.setattr("asyncclient.upload._batch.remove_finished", lambda journals: None)
+        first = await client.upload_builds(project_id=svc.project_id, items=apks[:2],
+                                           journal_dir=journal)  # fmt: skip
+    assert len(journal_files(journal)) == 2
+    svc.reset_requests()
+
+    again = await client.upload_builds(project_id=svc.project_id, items=apks, journal_dir=journal)
+
+    assert [r.resumed for r in again] == [True, True, False]
+    assert [r.build.id for r in again[:2] if r.build] == [r.build.id for r in first if r.build]
+    assert [r.parts_sent for r in again] == [0, 0, 2]
+    assert ops(svc).count("start_upload") == 1  # only the third file's
+    assert all(
+        r.build is not None and r.build.sha256 == sha256(p)
+        for r, p in zip(again, apks, strict=True)
+    )
+    assert journal_files(journal) == []
 
 
 async def test_cancelled_while_the_file_opens_leaves_it_closed(

@@ -7,7 +7,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from asyncclient import _protocol as proto
 from asyncclient.errors import (
@@ -15,6 +15,8 @@ from asyncclient.errors import (
 )
 from asyncclient.models import Build
 from asyncclient.upload._budget import _Budget, _Window
+from asyncclient.upload._hashing import _Stopped
+from asyncclient.upload._journal import _Journal, release, remove_finished
 from asyncclient.upload._preflight import _preflight, _Source, _TempDirs
 from asyncclient.upload._transfer import _Context, _first_error, _Upload
 from asyncclient.upload._values import (
@@ -199,10 +201,7 @@ async def _upload_items(
 
     try:
         # 1. Local pre-flight of every item, in threads: no request for a local problem.
-        checked = await asyncio.gather(
-            *(asyncio.to_thread(_preflight, item.path, temps) for item in items),
-            return_exceptions=True,
-        )
+        checked = await _preflight_all([item.path for item in items], temps)
         for index, outcome in enumerate(checked):
             if isinstance(outcome, _Source):
                 sources[index] = outcome
@@ -271,8 +270,43 @@ async def _upload_items(
             first = _first_error(failure)
             raise first from first.__cause__
     finally:
-        await asyncio.to_thread(temps.close)
+        finished, ctx.finished = ctx.finished, []
+        await asyncio.to_thread(_clean_up, temps, finished)
+        release(finished)
     return [r for r in results if r is not None]
+
+
+def _clean_up(temps: _TempDirs, journals: list[_Journal]) -> None:
+    """Blocking: the call's temporary folders and the journals of the builds it finished."""
+    temps.close()
+    remove_finished(journals)
+
+
+# Pre-flights per thread hop: a hop costs the event loop and the threads about as much as reading
+# a small apk, so 200 builds go to the default executor in a few batches, not one at a time.
+_PREFLIGHT_BATCHES: Final = 4
+
+
+async def _preflight_all(paths: list[Path], temps: _TempDirs) -> list[_Source | BaseException]:
+    """_preflight of every path, in _PREFLIGHT_BATCHES worker threads at most; each outcome is
+    the _Source or the exception (a KeyboardInterrupt or the like stops the batch and is raised)."""
+    size = max(1, -(-len(paths) // _PREFLIGHT_BATCHES))
+    batches = [paths[start : start + size] for start in range(0, len(paths), size)]
+    done = await asyncio.gather(*(asyncio.to_thread(_preflight_batch, b, temps) for b in batches))
+    return [outcome for batch in done for outcome in batch]
+
+
+def _preflight_batch(paths: list[Path], temps: _TempDirs) -> list[_Source | BaseException]:
+    outcomes: list[_Source | BaseException] = []
+    for path in paths:
+        if temps.closed:  # the call ended (cancelled): the rest are not read
+            outcomes.append(_Stopped())
+            continue
+        try:
+            outcomes.append(_preflight(path, temps))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
 
 
 def _bind_path(progress: Callable[[Path, int, int], object], path: Path) -> Progress:

@@ -51,6 +51,10 @@ class _TempDirs:
             self._dirs.append(made)
             return made
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Blocking: remove every folder made so far."""
         with self._lock:

@@ -54,6 +54,8 @@ class _Context:
     journal_dir: Path
     listing: "BuildList | None" = None
     window: _Window | None = None
+    # Journals of the uploads that succeeded, removed together at the end of the call.
+    finished: list[_Journal] = attrs.Factory(list)
 
 
 class _Restart(Exception):
@@ -102,6 +104,7 @@ class _Upload:
                 self.sink.set(self.source.size)
                 return self._result(existing, started, verified=True, skipped=True)
         journal = self._open_journal()
+        done = False
         try:
             try:
                 build = await self._upload(journal, resume=True)
@@ -115,6 +118,7 @@ class _Upload:
                 # Complete's answer lacked it; the single view carries it.
                 build = await ctx.session.get_build(build.id)
             verified = await self._verify(build)
+            done = True
         except (BuildRejectedError, ChecksumMismatchError, ValidationError):
             # Nothing to resume: the build is checked and refused, or the file is not what was
             # sent (it changed, or the bytes were damaged on the way).
@@ -123,9 +127,11 @@ class _Upload:
             raise
         finally:
             if journal is not None:
-                journal.close()
-        if journal is not None:
-            await journal.remove_soon()
+                if done:
+                    journal.finish()
+                    ctx.finished.append(journal)
+                else:
+                    journal.close()
         return self._result(build, started, verified=verified)
 
     def _result(

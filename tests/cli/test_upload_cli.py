@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from network_support import Network
 from asyncclient.cli import _common, _output, _upload, _upload_progress
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk, build_app_dir
+from asyncclient.upload import _journal
 
 # Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
 pytestmark = pytest.mark.networks
@@ -269,7 +269,7 @@ async def test_ctrl_c_keeps_the_journal_and_the_same_command_resumes(
     assert out == b""
     assert "run the same command again to resume" in rest.decode()
     (journal,) = (tmp_path / "state" / "uploads").glob("*.json")
-    kept = json.loads(journal.read_text())
+    kept = _journal.merged(journal.read_text())
     assert kept["etags"]
 
     svc.conditions = NetworkConditions()
