@@ -271,8 +271,10 @@ async def _upload_items(
             raise first from first.__cause__
     finally:
         finished, ctx.finished = ctx.finished, []
-        await asyncio.to_thread(_clean_up, temps, finished)
-        release(finished)
+        try:
+            await asyncio.to_thread(_clean_up, temps, finished)
+        finally:  # cancelled while it runs: the thread still removes them
+            release(finished)
     return [r for r in results if r is not None]
 
 
