@@ -134,7 +134,17 @@ class FakeService:
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
+            # A TLS connection whose peer ended the stream while the TLS layer had paused
+            # reading for a full body buffer waits for that reading to resume, and asyncio's
+            # close() then does nothing: the graceful shutdown would leave its socket to the
+            # garbage collector. Whatever is still open after it is aborted.
+            server = runner.server
+            transports = [h.transport for h in server.connections] if server is not None else []
             await runner.cleanup()
+            for transport in transports:
+                if transport is not None:
+                    transport.abort()  # nothing when it is closed already
+            await asyncio.sleep(0)  # an aborted transport closes its socket on the next turn
         if self._state is not None:
             await self._state.backend.aclose()
         if self._tls is not None:

@@ -114,6 +114,7 @@ class _Journal:
         self.prefixes: dict[int, str] = {}
         self.broken = False
         self._fd: int | None = None  # the file this journal created, open for appending
+        self._next_prefix = 1  # the first part whose digest record() has not looked for yet
         self._name_taken = True  # something may be at self.path (False: the load found nothing)
 
     @classmethod
@@ -171,6 +172,7 @@ class _Journal:
     def begin(self, build_id: str, part_bytes: int) -> None:
         self._close_file()  # a new upload: a new file
         self.build_id, self.part_bytes, self.etags, self.prefixes = build_id, part_bytes, {}, {}
+        self._next_prefix = 1
         self._write_state()
 
     def record(self, part_number: int, etag: str, prefixes: dict[int, str] | None = None) -> None:
@@ -178,11 +180,18 @@ class _Journal:
         self.etags[part_number] = etag
         line: dict[str, Any] = {"part": part_number, "etag": etag}
         if prefixes:
-            # dict(): one copy under the GIL, while the hashing thread may be adding to it.
-            new = {n: d for n, d in dict(prefixes).items() if self.prefixes.get(n) != d}
+            # The hashing thread adds parts 1, 2, 3, ... in order as it reads: only those past
+            # the last one seen are looked at (one dict.get each, safe while it adds more).
+            new: dict[int, str] = {}
+            part = self._next_prefix
+            while (digest := prefixes.get(part)) is not None:
+                if self.prefixes.get(part) != digest:
+                    new[part] = digest
+                part += 1
+            self._next_prefix = part
             if new:
                 self.prefixes.update(new)
-                line["prefixes"] = {str(n): d for n, d in sorted(new.items())}
+                line["prefixes"] = {str(n): d for n, d in new.items()}
         if self.broken or self.build_id is None:
             return
         if self._fd is None:  # resumed from a file another run wrote: never appended to
@@ -196,6 +205,7 @@ class _Journal:
     def forget(self) -> None:
         self._close_file()
         self.build_id, self.part_bytes, self.etags, self.prefixes = None, 0, {}, {}
+        self._next_prefix = 1
         self.remove()
 
     def _write_state(self) -> None:
