@@ -174,13 +174,17 @@ class _Hasher:
         return await asyncio.shield(self._future)
 
     async def stop(self) -> None:
-        """Stop early and wait for the thread to let go of the file (within one chunk)."""
+        """Stop early and wait for the thread to let go of the file (within one chunk).
+
+        The thread settles the future only after it has closed the file, so a settled future
+        is all there is to wait for: not the thread's job, whose own future would cost one more
+        wake-up of the loop from the thread for every build.
+        """
         self._stop.set()
         if self._job.cancel():  # still queued behind other hashes: it never opens the file
             self._settle(None, _Stopped())
-        with contextlib.suppress(Exception):
-            await asyncio.shield(self._future)
+        if not self._future.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._future)
         if self._future.done() and not self._future.cancelled():
             self._future.exception()  # retrieved: no "exception was never retrieved" warning
-        if not self._job.cancelled():
-            await asyncio.wrap_future(self._job)  # settled, so returning: microseconds

@@ -375,10 +375,14 @@ class _Upload:
                 self._adjust_window(self.window_parts - 1)
                 self.sink.check()
 
+        workers = min(self.ctx.concurrency, len(missing))
         try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(self.ctx.concurrency, len(missing))):
-                    group.create_task(worker())
+            if workers == 1:  # one part (most apks of a batch), or concurrency 1: no tasks
+                await worker()
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(workers):
+                        group.create_task(worker())
         except BaseExceptionGroup as failed:
             first = _first_error(failed)
             raise first from first.__cause__
