@@ -189,10 +189,12 @@ class PartPayload(aiohttp.payload.Payload):
                         ) from exc
                     native = False  # refused (a loop or transport without it): read instead
                 else:
-                    # Reading is paused during a sendfile: two loop turns let an answer that
-                    # came early (an error before the whole body) be read and end the body.
-                    await asyncio.sleep(0)
-                    await asyncio.sleep(0)
+                    if sent < remaining:
+                        # Reading is paused during a sendfile: two loop turns let an answer
+                        # that came early (an error before the whole body) be read and end
+                        # the body. After the last slice aiohttp reads the answer anyway.
+                        await asyncio.sleep(0)
+                        await asyncio.sleep(0)
             if not native:
                 chunk, sent = await self._read(offset, min(part.chunk_size, remaining))
                 view = memoryview(chunk)

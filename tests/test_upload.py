@@ -1136,6 +1136,64 @@ async def test_journals_untouched_for_a_week_are_removed(
     assert recent.exists()
 
 
+async def test_journals_are_looked_for_in_one_listing_of_the_folder_per_call(
+    svc: FakeService,
+    client: AsyncSession,
+    tmp_path: Path,
+    journal: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a journal that is there is opened (one failed open per build is gone), and one
+    that comes to its name after the listing is replaced, never written through."""
+    apks = [make_apk(tmp_path / f"app{n}.apk", parts=2, seed=n) for n in range(5)]
+    kept = await interrupted_upload(svc, client, apks[0], journal, monkeypatch, commits=1)
+    (kept_path,) = journal_files(journal)
+    reads: list[str] = []
+    read = _journal._read_no_follow
+
+    def counting(path: Path) -> str:
+        reads.append(path.name)
+        return read(path)
+
+    monkeypatch.setattr(_journal, "_read_no_follow", counting)
+    listings: list[Path] = []
+    listed = _journal.journal_names
+
+    def listing(directory: Path) -> frozenset[str]:
+        listings.append(directory)
+        return listed(directory)
+
+    monkeypatch.setattr("asyncclient.upload._batch.journal_names", listing)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    links: list[Path] = []
+    opened = _journal._Journal.open
+
+    def open_then_plant(*args: Any) -> Any:
+        found = opened(*args)
+        if found is not None and not found._name_taken and not links:
+            found.path.symlink_to(victim)  # came to the name after the listing
+            links.append(found.path)
+        return found
+
+    monkeypatch.setattr(_journal._Journal, "open", open_then_plant)
+
+    results = await client.upload_builds(project_id=svc.project_id, items=apks,
+                                         journal_dir=journal)  # fmt: skip
+
+    assert all(r.ok for r in results)
+    assert [r.resumed for r in results] == [True, False, False, False, False]
+    assert results[0].build is not None
+    assert results[0].build.id == kept["buildId"]
+    assert reads == [kept_path.name]  # the one journal there was; no open for the rest
+    assert listings == [journal]  # listed once for the call
+    assert len(links) == 1
+    assert victim.read_text() == "precious"  # the link was replaced, not written through
+    assert all(r.build is not None and r.build.sha256 == sha256(p)
+               for r, p in zip(results, apks, strict=True))  # fmt: skip
+    assert journal_files(journal) == []
+
+
 async def test_session_upload_builds_takes_items_of_several_projects(
     svc: FakeService,
     client: AsyncSession,

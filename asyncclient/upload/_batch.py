@@ -16,7 +16,7 @@ from asyncclient.errors import (
 from asyncclient.models import Build
 from asyncclient.upload._budget import _Budget, _Window
 from asyncclient.upload._hashing import _Stopped
-from asyncclient.upload._journal import _Journal, release, remove_finished
+from asyncclient.upload._journal import _Journal, journal_names, release, remove_finished
 from asyncclient.upload._preflight import _preflight, _Source, _TempDirs
 from asyncclient.upload._transfer import _Context, _first_error, _Upload
 from asyncclient.upload._values import (
@@ -200,8 +200,11 @@ async def _upload_items(
         )
 
     try:
-        # 1. Local pre-flight of every item, in threads: no request for a local problem.
-        checked = await _preflight_all([item.path for item in items], temps)
+        # 1. Local pre-flight of every item, in a thread: no request for a local problem.
+        # The same thread lists the journals there are to resume.
+        checked, ctx.journals_listed = await _preflight_all(
+            [item.path for item in items], temps, ctx.journal_dir
+        )
         for index, outcome in enumerate(checked):
             if isinstance(outcome, _Source):
                 sources[index] = outcome
@@ -284,16 +287,25 @@ def _clean_up(temps: _TempDirs, journals: list[_Journal]) -> None:
     remove_finished(journals)
 
 
-async def _preflight_all(paths: list[Path], temps: _TempDirs) -> list[_Source | BaseException]:
-    """_preflight of every path, all in one worker thread; each outcome is the _Source or the
-    exception (a KeyboardInterrupt or the like stops the batch and is raised).
+async def _preflight_all(
+    paths: list[Path], temps: _TempDirs, journal_dir: Path
+) -> tuple[list[_Source | BaseException], frozenset[str]]:
+    """_preflight of every path, all in one worker thread, and the journals in `journal_dir`;
+    each outcome is the _Source or the exception (a KeyboardInterrupt or the like stops the
+    batch and is raised).
 
     One thread, not one per file nor a few in parallel: reading an apk's manifest is Python
     work that holds the GIL, so threads only take turns, and each turn costs both of them.
     200 apks took 31 to 35 ms of CPU in one thread against 68 to 80 ms (and 57 to 65 ms of
     wall time) in four, which spent most of it handing the GIL to one another.
     """
-    return await asyncio.to_thread(_preflight_batch, paths, temps)
+    return await asyncio.to_thread(_preflight_and_list, paths, temps, journal_dir)
+
+
+def _preflight_and_list(
+    paths: list[Path], temps: _TempDirs, journal_dir: Path
+) -> tuple[list[_Source | BaseException], frozenset[str]]:
+    return _preflight_batch(paths, temps), journal_names(journal_dir)
 
 
 def _preflight_batch(paths: list[Path], temps: _TempDirs) -> list[_Source | BaseException]:

@@ -65,17 +65,27 @@ for a changed file, and would otherwise stay forever."""
 _PRUNED: set[Path] = set()
 
 
-def _prune_journals(directory: Path) -> None:
-    """Remove journals (and leftover temp files) untouched for JOURNAL_MAX_AGE; once a process."""
-    if directory in _PRUNED:
-        return
+def journal_names(directory: Path) -> frozenset[str]:
+    """Blocking: the names of the journals in `directory` now (none when it does not exist),
+    once per upload call, so that each build looks for its journal in this set and only opens
+    a file that is there: a failed open per build cost a system call and an exception on the
+    event loop. Journals untouched for JOURNAL_MAX_AGE (and leftover temp files) are removed
+    first, on the first call of the process for that folder."""
+    prune = directory not in _PRUNED
     _PRUNED.add(directory)
     cutoff = time.time() - JOURNAL_MAX_AGE
+    names: set[str] = set()
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
-            if entry.name.endswith((".json", ".tmp")) and entry.stat().st_mtime < cutoff:
+            if not entry.name.endswith((".json", ".tmp")):
+                continue
+            if prune:
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        continue
+            names.add(entry.name)
+    return frozenset(names)
 
 
 def merged(text: str) -> Any:
@@ -118,8 +128,12 @@ class _Journal:
         self._name_taken = True  # something may be at self.path (False: the load found nothing)
 
     @classmethod
-    def open(cls, directory: Path, identity: dict[str, Any]) -> "_Journal | None":
-        _prune_journals(directory)
+    def open(
+        cls, directory: Path, identity: dict[str, Any], listed: "frozenset[str] | None" = None
+    ) -> "_Journal | None":
+        """The journal of `identity` in `directory`, loaded if it is there; None when another
+        upload of this process holds it. listed: journal_names(directory) from the start of
+        the call (None: look on disk)."""
         key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
         path = directory / name
@@ -127,7 +141,12 @@ class _Journal:
             return None
         _JOURNALS_IN_USE.add(path)
         journal = cls(path, identity)
-        journal._load()
+        if listed is None or name in listed:
+            journal._load()
+        else:
+            # Not there when the call began. Should one come to the name since, the journal is
+            # created at a temporary name and renamed over it (see _write_state).
+            journal._name_taken = False
         return journal
 
     def close(self) -> None:

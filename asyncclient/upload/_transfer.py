@@ -53,6 +53,8 @@ class _Context:
     skip_existing: bool
     journal_dir: Path
     listing: "BuildList | None" = None
+    # The journals in journal_dir as the call began (None: each build looks on disk).
+    journals_listed: frozenset[str] | None = None
     window: _Window | None = None
     # Journals of the uploads that succeeded, removed together at the end of the call.
     finished: list[_Journal] = attrs.Factory(list)
@@ -164,7 +166,7 @@ class _Upload:
             "fileName": src.file_name,
             "label": self.label,
         }
-        return _Journal.open(self.ctx.journal_dir, identity)
+        return _Journal.open(self.ctx.journal_dir, identity, self.ctx.journals_listed)
 
     async def _local_sha256(self) -> str:
         if self.sha256 is None:
