@@ -21,8 +21,12 @@ Scenarios:
   (c) memory: 64 MiB parts at concurrency 8
   (d) many builds: 20 builds of 32 MiB, max_parts_in_flight=16, against one of 640 MiB at c16
   (e) faults: 10% of part requests fail (5% answered 500/503, 5% dropped mid-body)
-  (f) the many-builds curve: the same bytes in 1, 20 and 200 builds; and `asyncclient upload` of
-      200 builds on a pseudo-terminal against the same with stderr to a file
+  (f) the many-builds curve: the same bytes in 1, 20 and 200 builds, beside the floor (the three
+      calls alone, for 1 and 200 builds); and `asyncclient upload` of 200 builds on a
+      pseudo-terminal against the same with stderr to a file
+
+The uploader's resume journals go to the work folder (in memory where /dev/shm exists), or to
+--journal-dir.
 """
 
 import argparse
@@ -85,7 +89,7 @@ async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     from asyncclient import AsyncSession
 
     marks: dict[str, float] = {}
-    journal = tempfile.mkdtemp(prefix="bench-journal-")
+    journal = tempfile.mkdtemp(prefix="bench-journal-", dir=spec.get("journal_base"))
     try:
         async with AsyncSession(
             spec["key"], spec["url"], timeout=600.0, ca_file=spec.get("ca_file"), proxy="direct"
@@ -125,6 +129,52 @@ async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
         "build_ids": [b.id for b in builds],
         "parts_phase": marks["upload_part_last_end"] - marks["start_upload_first_end"],
         "complete_time": marks.get("complete_upload_total", 0.0),
+    }
+
+
+async def _calls(spec: dict[str, Any]) -> dict[str, Any]:
+    """The protocol's three requests alone, through the same AsyncSession: start, each part
+    (sent from the open file as the uploader sends it), complete; at most 16 parts in flight.
+    No pre-flight, no hashing, no journal, no sha256 check: the floor under the uploader."""
+    from asyncclient import AsyncSession
+    from asyncclient._bodies import PartBody
+
+    parts_at_once = asyncio.Semaphore(16)
+    async with AsyncSession(
+        spec["key"], spec["url"], timeout=600.0, ca_file=spec.get("ca_file"), proxy="direct"
+    ) as session:
+        part_bytes = (await session.list_builds(spec["project"])).part_bytes
+
+        async def part(build_id: str, number: int, path: str, file: Any, size: int) -> Any:
+            offset = (number - 1) * part_bytes
+            body = PartBody(path, offset, min(part_bytes, size - offset), file=file)
+            async with parts_at_once:
+                return await session.upload_part(build_id, number, body)
+
+        async def one(path: str) -> Any:
+            size = os.path.getsize(path)
+            start = await session.start_upload(spec["project"], os.path.basename(path), size)
+            with open(path, "rb", buffering=0) as file:
+                count = -(-size // start.part_bytes)
+                sent = await asyncio.gather(
+                    *(part(start.id, n, path, file, size) for n in range(1, count + 1))
+                )
+            return await session.complete_upload(start.id, sent)
+
+        cpu0, _ = _usage(resource.RUSAGE_SELF)
+        began = time.perf_counter()
+        builds = await asyncio.gather(*(one(path) for path in spec["files"]))
+        wall = time.perf_counter() - began
+        cpu1, rss = _usage(resource.RUSAGE_SELF)
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "rss": rss,
+        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
+        "server_sha256": [b.sha256 for b in builds],
+        "build_ids": [b.id for b in builds],
+        "parts_phase": None,
+        "complete_time": None,
     }
 
 
@@ -201,6 +251,8 @@ def child_main(spec: dict[str, Any]) -> None:
     kind = spec["kind"]
     if kind == "ours":
         result = asyncio.run(_ours(spec))
+    elif kind == "calls":
+        result = asyncio.run(_calls(spec))
     elif kind == "aiohttp_put":
         result = asyncio.run(_aiohttp_put(spec))
     elif kind == "curl":
@@ -220,6 +272,12 @@ class Config:
         self.options = options
 
 
+# Where the uploader's journals go: --journal-dir, else the work folder (in memory, like the
+# apps and the emulator's files). Creating a file on this machine's disk costs 15 us in most
+# folders and up to 650 us in others, which would measure the disk's luck, not the client.
+JOURNAL_BASE: str | None = None
+
+
 def run_client(emu: Emulator, config: Config, files: Sequence[Path]) -> dict[str, Any]:
     spec = {
         "kind": config.kind,
@@ -228,6 +286,7 @@ def run_client(emu: Emulator, config: Config, files: Sequence[Path]) -> dict[str
         "key": emu.run_key,
         "project": emu.project_id,
         "files": [str(f) for f in files],
+        "journal_base": JOURNAL_BASE,
         **config.options,
     }
     server_cpu = emu.stats()["cpuSeconds"]
@@ -583,21 +642,24 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
         else Config(f"asyncclient {n} builds", "ours", max_parts_in_flight=16)
         for n in counts
     }
+    # The floor under the uploader: the same requests through the same session, nothing else.
+    floor = {
+        1: Config("3 calls alone, 1 build", "calls"),
+        200: Config("3 calls alone, 200 builds", "calls"),
+    }
+    plan = [(configs[n], sets[n]) for n in counts] + [(floor[n], sets[n]) for n in floor]
     with Emulator(part_bytes=part) as emu:
         # Round-robin, the order turned every other round: the machine's slow spells fall on
         # every size alike, and each round's 200 builds are compared with that round's one.
-        runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+        runs: dict[str, list[dict[str, Any]]] = {config.label: [] for config, _ in plan}
         for round_no in range(rounds):
-            for n in counts if round_no % 2 == 0 else tuple(reversed(counts)):
-                runs[n].append(run_client(emu, configs[n], sets[n]))
-        summary = {configs[n].label: summarise(configs[n], runs[n], sets[n]) for n in counts}
+            for config, files in plan if round_no % 2 == 0 else plan[::-1]:
+                runs[config.label].append(run_client(emu, config, files))
+        summary = {
+            config.label: summarise(config, runs[config.label], files) for config, files in plan
+        }
         print_table(summary)
-        rates, cpus, fixeds = [], [], []
-        for one, many in zip(runs[1], runs[200], strict=True):
-            rates.append((many["bytes"] / many["wall"]) / (one["bytes"] / one["wall"]))
-            cpus.append((many["cpu"] / many["bytes"]) / (one["cpu"] / one["bytes"]))
-            fixeds.append((many["cpu"] - one["cpu"] * many["bytes"] / one["bytes"]) / 199 * 1000)
-        rate, cpu, fixed = (statistics.median(v) for v in (rates, cpus, fixeds))
+        rate, cpu, fixed, fixeds = _curve(runs[configs[1].label], runs[configs[200].label])
         rss = summary["asyncclient 200 builds"]["rss"] / MiB
         print(
             f"  200 builds against one of the same bytes (median of the {rounds} rounds' ratios): "
@@ -606,6 +668,12 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
             f"{fixed:.2f} ms (target <= 1 ms; rounds {min(fixeds):.2f} to {max(fixeds):.2f}): "
             f"{verdict(fixed <= 1.0)}; peak RSS {rss:.0f} MiB (target < 80 MiB): "
             f"{verdict(rss < 80)}"
+        )
+        rate, cpu, fixed, fixeds = _curve(runs[floor[1].label], runs[floor[200].label])
+        print(
+            f"  the floor, the three calls alone (start, part, complete; no pre-flight, hashing, "
+            f"journal or check): throughput {rate:.2f}x, client CPU per GB {cpu:.2f}x, fixed "
+            f"CPU per extra build {fixed:.2f} ms (rounds {min(fixeds):.2f} to {max(fixeds):.2f})"
         )
         walls: dict[bool, list[float]] = {True: [], False: []}
         for round_no in range(rounds):
@@ -617,6 +685,21 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
         f"stderr to a file: {on_tty / off_tty:.2f}x (target <= 1.15x): "
         f"{verdict(on_tty <= 1.15 * off_tty)}"
     )
+
+
+def _curve(
+    ones: list[dict[str, Any]], manys: list[dict[str, Any]]
+) -> tuple[float, float, float, list[float]]:
+    """200 builds against one of the same bytes, each round against its own: the medians of
+    the throughput ratio, the CPU-per-GB ratio and the fixed CPU per extra build (ms), and the
+    rounds' fixed costs."""
+    rates, cpus, fixeds = [], [], []
+    for one, many in zip(ones, manys, strict=True):
+        rates.append((many["bytes"] / many["wall"]) / (one["bytes"] / one["wall"]))
+        cpus.append((many["cpu"] / many["bytes"]) / (one["cpu"] / one["bytes"]))
+        fixeds.append((many["cpu"] - one["cpu"] * many["bytes"] / one["bytes"]) / 199 * 1000)
+    rate, cpu, fixed = (statistics.median(v) for v in (rates, cpus, fixeds))
+    return rate, cpu, fixed, fixeds
 
 
 SCENARIOS = {
@@ -640,6 +723,11 @@ def main() -> int:
     parser.add_argument("--only", default="abcdef", help="scenarios to run, e.g. a,c")
     parser.add_argument("--workdir", help="where to keep the test apps (default: a temp dir)")
     parser.add_argument(
+        "--journal-dir",
+        help="where the uploader's resume journals go (default: the work folder, in memory "
+        "where /dev/shm exists; give a folder on disk to count the disk's file creations)",
+    )
+    parser.add_argument(
         "--networks",
         default="plain,tls",
         help="plain, tls or both (default): scenarios a and b also run over HTTPS, baselines "
@@ -657,6 +745,10 @@ def main() -> int:
     )
     work = Path(args.workdir) if args.workdir else scratch_dir("bench-upload-")
     work.mkdir(parents=True, exist_ok=True)
+    global JOURNAL_BASE
+    JOURNAL_BASE = str(Path(args.journal_dir).resolve() if args.journal_dir else work)
+    Path(JOURNAL_BASE).mkdir(parents=True, exist_ok=True)
+    print(f"journals in {JOURNAL_BASE}")
     try:
         networks = {n.strip() for n in args.networks.split(",") if n.strip()}
         for key in args.only.replace(",", ""):
