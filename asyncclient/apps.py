@@ -18,6 +18,8 @@ from typing import Any, Final, Self
 
 import attrs
 
+from asyncclient._axml import Attributes, UnusualManifest, quick_manifest
+
 __all__ = [
     "AppError",
     "AppInfo",
@@ -316,11 +318,12 @@ def _inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
     )
 
 
-_Attributes = dict[int | str, str | int | bool | None]
+_Attributes = Attributes
 
 
 def _decode_manifest(data: bytes, display: str) -> tuple[_Attributes, _Attributes, _Attributes]:
-    """The attributes of <manifest>, its <uses-sdk> and <application>, decoded by apkInspector."""
+    """The attributes of <manifest>, its <uses-sdk> and <application>: read quickly by
+    asyncclient._axml when the manifest has the usual shape, else decoded by apkInspector."""
     if data.lstrip()[:1] == b"<":
         raise AppError(
             f"{display}: AndroidManifest.xml is plain-text XML, not compiled: "
@@ -342,6 +345,11 @@ def _decode_manifest(data: bytes, display: str) -> tuple[_Attributes, _Attribute
             f"{display}: AndroidManifest.xml is truncated "
             f"({len(data)} of {header.total_size} bytes): rebuild the apk"
         )
+    try:
+        # The usual shape, read without decoding what is not needed; anything else in full.
+        return quick_manifest(data)
+    except UnusualManifest:
+        pass
     try:
         parsed = axml.ManifestStruct.parse(io.BytesIO(data))
     except Exception as exc:  # apkInspector raises whatever struct/index/decode error it meets

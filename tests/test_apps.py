@@ -22,6 +22,8 @@ import pytest
 from macholib.MachO import MachO
 from pyaxmlparser import APK
 
+from asyncclient import _axml, apps
+from asyncclient._axml import UnusualManifest, quick_manifest
 from asyncclient.apps import (
     AppError,
     AppInfo,
@@ -182,6 +184,92 @@ def test_utf8_string_pool_resource_label_and_codename_min_sdk(tmp_path: Path) ->
     info = inspect_app(path)
     assert (info.app_id, info.version, info.version_code) == ("com.example.shop", "1.0.0", "1")
     assert (info.app_name, info.min_os, info.abis) == (None, "Baklava", ("x86",))
+
+
+def _read_in_full(manifest: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What apps.py reads from `manifest` through apkInspector alone."""
+    with monkeypatch.context() as patch:
+        patch.setattr(apps, "quick_manifest", _always_unusual)
+        return apps._decode_manifest(manifest, "app.apk")
+
+
+def _always_unusual(data: bytes) -> Any:
+    raise UnusualManifest
+
+
+QUICK_CASES = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"label": None, "min_sdk": "Baklava"}, id="no-label-codename"),
+    pytest.param({"label": 0x7F0B0001, "utf8": True}, id="utf8-reference-label"),
+    pytest.param({"label": "Démo Café ☕", "version_name": "2.3.4-beta+5"}, id="utf16-non-ascii"),
+    pytest.param({"version_code": 2_100_000_000, "package": "org.demo.x" * 20}, id="long"),
+    pytest.param({"activities": 300}, id="300-activities"),
+    pytest.param({"activities": 40, "uses_sdk_last": True}, id="uses-sdk-after-application"),
+    pytest.param({"activities": 40, "utf8": True}, id="utf8-activities"),
+]
+
+
+@pytest.mark.parametrize("overrides", QUICK_CASES)
+def test_the_quick_reading_reads_what_apk_inspector_reads(
+    overrides: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = _manifest(**overrides)
+    assert quick_manifest(manifest) == _read_in_full(manifest, monkeypatch)
+
+
+def test_the_quick_reading_skips_a_chunk_of_an_unknown_type() -> None:
+    assert quick_manifest(_with_unknown_chunk(MANIFEST)) == quick_manifest(MANIFEST)
+
+
+def test_the_quick_reading_decodes_no_more_for_a_larger_manifest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The cost must not grow with the app: the strings decoded (and the elements read) are
+    # those of <manifest>, <uses-sdk> and <application>, whatever follows them.
+    decoded: list[int] = []
+    decode = _axml._Strings._decode
+
+    def counting(self: Any, at: int) -> str:
+        decoded.append(at)
+        return decode(self, at)
+
+    monkeypatch.setattr(_axml._Strings, "_decode", counting)
+    counts = []
+    for activities in (0, 10, 400):
+        decoded.clear()
+        assert quick_manifest(_manifest(activities=activities))[0]["package"] == "com.example.shop"
+        counts.append(len(decoded))
+    assert counts[0] == counts[1] == counts[2]
+    assert counts[0] <= 12
+
+
+def test_a_utf8_pool_with_long_and_non_ascii_strings_is_read_as_android_reads_it(
+    tmp_path: Path,
+) -> None:
+    # In a UTF-8 pool each string gives its length in UTF-16 units and then in bytes (two bytes
+    # each from 128 on); apkInspector takes the first as the byte count, which cuts such strings.
+    label, package = "Démo Café ☕", "org.example." + "a" * 150
+    manifest = _manifest(label=label, package=package, utf8=True)
+    path = _zip(tmp_path / "app.apk", {"AndroidManifest.xml": manifest})
+    info = inspect_app(path)
+    assert (info.app_name, info.app_id) == (label, package)
+    independent = APK(str(path))  # pyaxmlparser reads the same
+    assert (independent.package, independent.get_app_name()) == (package, label)
+
+
+UNUSUAL = [
+    pytest.param(
+        lambda m: m[:8] + m[8:].replace(b"\x14\x00\x14\x00", b"\x18\x00\x14\x00", 1),
+        id="attributes-start-elsewhere",
+    ),
+    pytest.param(lambda m: m[:10] + struct.pack("<H", 0) + m[12:], id="string-pool-header-size-0"),
+]
+
+
+@pytest.mark.parametrize("damage", UNUSUAL)
+def test_an_unusual_manifest_is_left_to_the_full_reading(damage: Any) -> None:
+    with pytest.raises(UnusualManifest):
+        quick_manifest(damage(MANIFEST))
 
 
 def test_apk_without_label_or_uses_sdk_values(tmp_path: Path) -> None:
@@ -628,9 +716,14 @@ def _with_unknown_chunk(manifest: bytes) -> bytes:
 
 
 def test_apk_inspector_logs_go_to_our_logger_at_debug(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _zip(tmp_path / "app.apk", {"AndroidManifest.xml": _with_unknown_chunk(MANIFEST)})
+
+    def unusual(data: bytes) -> Any:
+        raise UnusualManifest
+
+    monkeypatch.setattr(apps, "quick_manifest", unusual)  # read in full, by apkInspector
     with caplog.at_level(logging.DEBUG):
         assert inspect_app(path).app_id == "com.example.shop"
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [

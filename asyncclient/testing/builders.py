@@ -40,6 +40,7 @@ _NO_INDEX: Final = 0xFFFFFFFF
 _TYPE_REFERENCE: Final = 0x01
 _TYPE_STRING: Final = 0x03
 _TYPE_INT_DEC: Final = 0x10
+_TYPE_INT_BOOLEAN: Final = 0x12
 _ANDROID_NS: Final = "http://schemas.android.com/apk/res/android"
 # android: attributes we write, in resource id order (aapt sorts attributes by id).
 _ANDROID_ATTRS: Final = {
@@ -114,11 +115,15 @@ def _axml_manifest(
     target_sdk: int,
     label: str | int | None,
     utf8: bool = False,
+    activities: int = 0,
+    uses_sdk_last: bool = False,
 ) -> bytes:
-    """A compiled AndroidManifest.xml: manifest > (uses-sdk, application).
+    """A compiled AndroidManifest.xml: manifest > (uses-sdk, application > activity * N).
 
     ``label`` is a string literal, an int (a resource reference such as @string/app_name) or None
-    (no label); ``min_sdk`` may be a preview codename string.
+    (no label); ``min_sdk`` may be a preview codename string. ``activities``: that many
+    <activity android:name android:exported> in the application, as a real app's manifest has
+    (100 make it about 21 KB). ``uses_sdk_last``: <uses-sdk> after the application.
     """
     pool = _StringPool(_ANDROID_ATTRS)  # names with resource ids first, matching the resource map
     prefix, uri = pool.add("android"), pool.add(_ANDROID_NS)
@@ -152,6 +157,20 @@ def _axml_manifest(
         ),
         (1, "application", app_attrs),
     ]
+    for number in range(activities):
+        activity = f"{package}.ui.feature{number}.Screen{number}Activity"
+        elements.append(
+            (
+                2,
+                "activity",
+                [
+                    (True, "name", activity, _TYPE_STRING),
+                    (True, "exported", 0, _TYPE_INT_BOOLEAN),
+                ],
+            )
+        )
+    if uses_sdk_last:
+        elements.append(elements.pop(1))
 
     body = bytearray(_xml_node(_RES_XML_START_NAMESPACE_TYPE, 1, struct.pack("<II", prefix, uri)))
     open_tags: list[tuple[int, int]] = []  # (depth, name index)
@@ -394,11 +413,13 @@ def build_apk(
     abis: Sequence[str] = ("arm64-v8a", "x86_64"),
     filler_bytes: int = 0,
     seed: int = 0,
+    activities: int = 0,
 ) -> Path:
     """Write a real .apk to ``path`` and return it.
 
     The zip holds a compiled AndroidManifest.xml (package, android:versionCode/versionName,
-    <uses-sdk minSdkVersion targetSdkVersion>, <application android:label>), a classes.dex header,
+    <uses-sdk minSdkVersion targetSdkVersion>, <application android:label> holding ``activities``
+    <activity> elements, as many as a real app's manifest lists), a classes.dex header,
     ``lib/<abi>/libapp.so`` (an ELF header) per ABI (none: a pure Java/Kotlin app) and, when
     ``filler_bytes`` > 0, a stored ``assets/filler.bin`` of that many incompressible bytes, written
     1 MiB at a time. The same arguments give the same bytes.
@@ -406,6 +427,8 @@ def build_apk(
     _check_filler(filler_bytes)
     if not package:
         raise ValueError("package must not be empty")
+    if isinstance(activities, bool) or not isinstance(activities, int) or activities < 0:
+        raise ValueError(f"activities must be a whole number, 0 or more, not {activities!r}")
     if not 0 <= version_code <= 0x7FFFFFFF:
         raise ValueError(f"version_code must be 0..2147483647, not {version_code}")
     manifest = _axml_manifest(
@@ -415,6 +438,7 @@ def build_apk(
         min_sdk=min_sdk,
         target_sdk=target_sdk,
         label=label,
+        activities=activities,
     )
     target = _prepare(path)
     with zipfile.ZipFile(target, "w") as archive:
