@@ -16,9 +16,10 @@ tampered files.
 """
 
 import struct
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["Attributes", "UnusualManifest", "quick_manifest"]
+__all__ = ["Attributes", "UnusualManifest", "quick_manifest", "typed_value"]
 
 Attributes = dict[int | str, str | int | bool | None]
 
@@ -179,13 +180,17 @@ def _attributes(
         if not key:
             key = strings.get(name)
         if key is not None:
-            out.setdefault(key, _value(kind, value, raw, strings))
+            out.setdefault(key, typed_value(kind, value, raw, strings.get))
     return out
 
 
-def _value(kind: int, value: int, raw: int, strings: _Strings) -> str | int | bool | None:
+def typed_value(
+    kind: int, value: int, raw: int, string: Callable[[int], str | None]
+) -> str | int | bool | None:
+    """An attribute's value from its type, its 32 data bits (unsigned) and its raw string's
+    index; `string(index)` is the string pool's string there, or None."""
     if kind == _TYPE_STRING:
-        return strings.get(value)
+        return string(value)
     if kind == _TYPE_INT_DEC:
         return value - (1 << 32) if value & 0x80000000 else value  # signed, as Android reads it
     if kind == _TYPE_INT_HEX:
@@ -194,4 +199,4 @@ def _value(kind: int, value: int, raw: int, strings: _Strings) -> str | int | bo
         return bool(value)
     if kind in (_TYPE_REFERENCE, _TYPE_ATTRIBUTE):
         return None  # a resource reference: its value lives in resources.arsc
-    return strings.get(raw) if raw != _NO_INDEX else None
+    return string(raw) if raw != _NO_INDEX else None

@@ -18,7 +18,7 @@ from typing import Any, Final, Self
 
 import attrs
 
-from asyncclient._axml import Attributes, UnusualManifest, quick_manifest
+from asyncclient._axml import Attributes, UnusualManifest, quick_manifest, typed_value
 
 __all__ = [
     "AppError",
@@ -42,15 +42,8 @@ _MAX_FAT_ARCHS: Final = 32
 # subclass of RuntimeError for a compression method it does not support.
 _UNDECODABLE_MEMBER: Final = (RuntimeError,)
 
-# Binary XML (AXML) chunk and value types, and the android: attribute resource ids we read.
+# Binary XML (AXML): the document's chunk type, and the android: attribute resource ids we read.
 _RES_XML_TYPE: Final = 0x0003
-_TYPE_REFERENCE: Final = 0x01
-_TYPE_ATTRIBUTE: Final = 0x02
-_TYPE_STRING: Final = 0x03
-_TYPE_INT_DEC: Final = 0x10
-_TYPE_INT_HEX: Final = 0x11
-_TYPE_INT_BOOLEAN: Final = 0x12
-_NO_INDEX: Final = 0xFFFFFFFF
 _ATTR_LABEL: Final = 0x01010001
 _ATTR_MIN_SDK_VERSION: Final = 0x0101020C
 _ATTR_VERSION_CODE: Final = 0x0101021B
@@ -402,17 +395,15 @@ def _attributes(element: Any, strings: list[str], resource_ids: list[int]) -> _A
 
 
 def _attribute_value(attribute: Any, strings: list[str]) -> str | int | bool | None:
-    kind, data = int(attribute.typed_value_datatype), attribute.typed_value_data
-    if kind == _TYPE_STRING:
-        return _pool_string(strings, int(data))
-    if kind in (_TYPE_INT_DEC, _TYPE_INT_HEX):
-        return int(data)
-    if kind == _TYPE_INT_BOOLEAN:
-        return bool(data)
-    if kind in (_TYPE_REFERENCE, _TYPE_ATTRIBUTE):
-        return None  # a resource reference: its value lives in resources.arsc
-    raw = int(attribute.raw_value_index)
-    return _pool_string(strings, raw) if raw != _NO_INDEX else None
+    # apkInspector gives a float's data as a float and a decimal int's as signed: back to bits.
+    data = attribute.typed_value_data
+    bits = int(data) & 0xFFFFFFFF if isinstance(data, int) else 0
+    return typed_value(
+        int(attribute.typed_value_datatype),
+        bits,
+        int(attribute.raw_value_index),
+        lambda index: _pool_string(strings, index),
+    )
 
 
 def _android_attr(attributes: _Attributes, resource_id: int, name: str) -> str | int | bool | None:
