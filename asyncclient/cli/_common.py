@@ -15,9 +15,10 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
@@ -285,7 +286,8 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return await handler(args, out)
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return await handler(args, out)
+            with _woken_by_signals(loop):
+                return await handler(args, out)
         finally:
             for sig, old_handler in previous.items():
                 signal.signal(sig, old_handler)
@@ -302,6 +304,50 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return exit_code
         out.error(message)
         return code
+
+
+@contextlib.contextmanager
+def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Wake the event loop whenever a signal arrives, whichever thread the kernel gave it to.
+
+    Python runs a signal handler in the main thread, at its next bytecode. The kernel may hand
+    a process's signal to any of its threads (a worker thread of the loop's executor, say), and
+    then nothing interrupts the main thread's wait in the selector: an idle command (`serve`)
+    ignored a Ctrl-C or a SIGTERM for good. Python writes the signal's number to the wakeup
+    fd from whichever thread gets it; the loop watches the other end of that socket, so it
+    wakes, and the handler runs.
+    """
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main thread of the main interpreter
+        reader.close()
+        writer.close()
+        yield
+        return
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while reader.recv(4096):
+                pass
+
+    try:
+        loop.add_reader(reader.fileno(), drain)
+    except NotImplementedError:  # a loop that cannot watch a socket (Windows' proactor)
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        loop.remove_reader(reader.fileno())
+        reader.close()
+        writer.close()
 
 
 def _say_and_cancel(line: str | None, task: asyncio.Task[Any]) -> None:

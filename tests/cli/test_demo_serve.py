@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
+import platform
 import re
 import signal
 import sys
@@ -172,6 +174,39 @@ async def test_serve_runs_the_demo_seed_until_stopped(tmp_path: Path, sig: signa
         assert proc.returncode == 0, err.decode()
         assert err.decode().splitlines() == ["stopped"]
         assert not any(tmp_path.iterdir())
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+# tgkill(2), which sends a signal to one given thread, by its number on Linux.
+_SYS_TGKILL = {"x86_64": 234, "aarch64": 131}.get(platform.machine())
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or _SYS_TGKILL is None, reason="tgkill: Linux on x86_64 or arm64"
+)
+async def test_serve_stops_when_the_signal_goes_to_a_thread_other_than_the_main_one(
+    tmp_path: Path,
+) -> None:
+    # The kernel may hand a process's SIGINT or SIGTERM to any of its threads. Python runs the
+    # handler in the main thread, which sat in the selector's wait: serve ignored the signal
+    # for good (1 run in 6 of the test above on Python 3.13, in CI).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "serve", "--port", "0", "--json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        await read_serve_info(proc)
+        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert others, "serve has no thread but the main one: nothing here to send the signal to"
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.syscall(_SYS_TGKILL, proc.pid, others[0], signal.SIGINT) == 0
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+        assert proc.returncode == 0, err.decode()
+        assert err.decode().splitlines() == ["stopped"]
     finally:
         if proc.returncode is None:
             proc.kill()
