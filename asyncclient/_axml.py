@@ -69,9 +69,6 @@ class _Strings:
         self._utf8 = bool(flags & _UTF8_FLAG)
         self._decoded: dict[int, str] = {}
 
-    def __len__(self) -> int:
-        return len(self._offsets)
-
     def get(self, index: int) -> str | None:
         """The string at `index`; None for an index outside the pool (as apps.py reads one)."""
         if not 0 <= index < len(self._offsets):

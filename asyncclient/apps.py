@@ -311,10 +311,7 @@ def _inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
     )
 
 
-_Attributes = Attributes
-
-
-def _decode_manifest(data: bytes, display: str) -> tuple[_Attributes, _Attributes, _Attributes]:
+def _decode_manifest(data: bytes, display: str) -> tuple[Attributes, Attributes, Attributes]:
     """The attributes of <manifest>, its <uses-sdk> and <application>: read quickly by
     asyncclient._axml when the manifest has the usual shape, else decoded by apkInspector."""
     if data.lstrip()[:1] == b"<":
@@ -352,9 +349,9 @@ def _decode_manifest(data: bytes, display: str) -> tuple[_Attributes, _Attribute
     strings: list[str] = list(parsed.string_pool.string_list)
     resource_ids: list[int] = list(parsed.resource_map.resids)
 
-    manifest: _Attributes | None = None
-    uses_sdk: _Attributes = {}
-    application: _Attributes = {}
+    manifest: Attributes | None = None
+    uses_sdk: Attributes = {}
+    application: Attributes = {}
     seen_uses_sdk = seen_application = False
     depth = 0
     for element in parsed.elements:
@@ -380,10 +377,10 @@ def _decode_manifest(data: bytes, display: str) -> tuple[_Attributes, _Attribute
     return manifest, uses_sdk, application
 
 
-def _attributes(element: Any, strings: list[str], resource_ids: list[int]) -> _Attributes:
+def _attributes(element: Any, strings: list[str], resource_ids: list[int]) -> Attributes:
     # Android matches android: attributes by resource id (the name may be obfuscated); plain
     # attributes such as package have none and are matched by name.
-    out: _Attributes = {}
+    out: Attributes = {}
     for attribute in element.attributes:
         index = int(attribute.name_index)
         key: int | str | None = resource_ids[index] if index < len(resource_ids) else None
@@ -406,7 +403,7 @@ def _attribute_value(attribute: Any, strings: list[str]) -> str | int | bool | N
     )
 
 
-def _android_attr(attributes: _Attributes, resource_id: int, name: str) -> str | int | bool | None:
+def _android_attr(attributes: Attributes, resource_id: int, name: str) -> str | int | bool | None:
     if resource_id in attributes:
         return attributes[resource_id]
     return attributes.get(name)

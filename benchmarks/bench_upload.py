@@ -85,15 +85,38 @@ def _instrument(session: Any, marks: dict[str, float]) -> None:
         setattr(session, name, wrapped)
 
 
-async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
+def _session(spec: dict[str, Any]) -> Any:
     from asyncclient import AsyncSession
 
+    return AsyncSession(
+        spec["key"], spec["url"], timeout=600.0, ca_file=spec.get("ca_file"), proxy="direct"
+    )
+
+
+def _measured(
+    spec: dict[str, Any], builds: Sequence[Any], cpu0: float, began: float
+) -> dict[str, Any]:
+    """A client's row, taken as soon as its uploads are done: wall and CPU since `began` and
+    `cpu0`, peak RSS, bytes sent, and what the service computed of each build."""
+    wall = time.perf_counter() - began
+    cpu1, rss = _usage(resource.RUSAGE_SELF)
+    return {
+        "wall": wall,
+        "cpu": cpu1 - cpu0,
+        "rss": rss,
+        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
+        "server_sha256": [b.sha256 for b in builds],
+        "build_ids": [b.id for b in builds],
+        "parts_phase": None,
+        "complete_time": None,
+    }
+
+
+async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     marks: dict[str, float] = {}
     journal = tempfile.mkdtemp(prefix="bench-journal-", dir=spec.get("journal_base"))
     try:
-        async with AsyncSession(
-            spec["key"], spec["url"], timeout=600.0, ca_file=spec.get("ca_file"), proxy="direct"
-        ) as session:
+        async with _session(spec) as session:
             _instrument(session, marks)
             cpu0, _ = _usage(resource.RUSAGE_SELF)
             began = time.perf_counter()
@@ -116,66 +139,47 @@ async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
                 if failed:
                     raise RuntimeError(f"{len(failed)} uploads failed: {failed[0]}")
                 builds = [r.build for r in results if r.build is not None]
-            wall = time.perf_counter() - began
-            cpu1, rss = _usage(resource.RUSAGE_SELF)
+            row = _measured(spec, builds, cpu0, began)
     finally:
         shutil.rmtree(journal, ignore_errors=True)
-    return {
-        "wall": wall,
-        "cpu": cpu1 - cpu0,
-        "rss": rss,
-        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
-        "server_sha256": [b.sha256 for b in builds],
-        "build_ids": [b.id for b in builds],
-        "parts_phase": marks["upload_part_last_end"] - marks["start_upload_first_end"],
-        "complete_time": marks.get("complete_upload_total", 0.0),
-    }
+    row["parts_phase"] = marks["upload_part_last_end"] - marks["start_upload_first_end"]
+    row["complete_time"] = marks.get("complete_upload_total", 0.0)
+    return row
 
 
 async def _calls(spec: dict[str, Any]) -> dict[str, Any]:
     """The protocol's three requests alone, through the same AsyncSession: start, each part
     (sent from the open file as the uploader sends it), complete; at most 16 parts in flight.
     No pre-flight, no hashing, no journal, no sha256 check: the floor under the uploader."""
-    from asyncclient import AsyncSession
     from asyncclient._bodies import PartBody
 
     parts_at_once = asyncio.Semaphore(16)
-    async with AsyncSession(
-        spec["key"], spec["url"], timeout=600.0, ca_file=spec.get("ca_file"), proxy="direct"
-    ) as session:
-        part_bytes = (await session.list_builds(spec["project"])).part_bytes
+    async with _session(spec) as session:
+        await session.list_builds(spec["project"])  # as the uploader does, outside the figure
 
-        async def part(build_id: str, number: int, path: str, file: Any, size: int) -> Any:
-            offset = (number - 1) * part_bytes
-            body = PartBody(path, offset, min(part_bytes, size - offset), file=file)
+        async def part(
+            build_id: str, number: int, step: int, path: str, size: int, file: Any
+        ) -> Any:
+            offset = (number - 1) * step
+            body = PartBody(path, offset, min(step, size - offset), file=file)
             async with parts_at_once:
                 return await session.upload_part(build_id, number, body)
 
         async def one(path: str) -> Any:
             size = os.path.getsize(path)
             start = await session.start_upload(spec["project"], os.path.basename(path), size)
+            step = start.part_bytes
             with open(path, "rb", buffering=0) as file:
-                count = -(-size // start.part_bytes)
+                numbers = range(1, -(-size // step) + 1)
                 sent = await asyncio.gather(
-                    *(part(start.id, n, path, file, size) for n in range(1, count + 1))
+                    *(part(start.id, n, step, path, size, file) for n in numbers)
                 )
             return await session.complete_upload(start.id, sent)
 
         cpu0, _ = _usage(resource.RUSAGE_SELF)
         began = time.perf_counter()
         builds = await asyncio.gather(*(one(path) for path in spec["files"]))
-        wall = time.perf_counter() - began
-        cpu1, rss = _usage(resource.RUSAGE_SELF)
-    return {
-        "wall": wall,
-        "cpu": cpu1 - cpu0,
-        "rss": rss,
-        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
-        "server_sha256": [b.sha256 for b in builds],
-        "build_ids": [b.id for b in builds],
-        "parts_phase": None,
-        "complete_time": None,
-    }
+        return _measured(spec, builds, cpu0, began)
 
 
 async def _aiohttp_put(spec: dict[str, Any]) -> dict[str, Any]:

@@ -317,37 +317,31 @@ def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
     fd from whichever thread gets it; the loop watches the other end of that socket, so it
     wakes, and the handler runs.
     """
-    reader, writer = socket.socketpair()
-    reader.setblocking(False)
-    writer.setblocking(False)
-    try:
-        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    except ValueError:  # not the main thread of the main interpreter
-        reader.close()
-        writer.close()
-        yield
-        return
+    with contextlib.ExitStack() as undo:
+        reader, writer = socket.socketpair()
+        undo.callback(reader.close)
+        undo.callback(writer.close)
+        reader.setblocking(False)
+        writer.setblocking(False)
+        try:
+            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except ValueError:  # not the main thread of the main interpreter
+            yield
+            return
+        undo.callback(signal.set_wakeup_fd, previous)
 
-    def drain() -> None:
-        with contextlib.suppress(OSError):
-            while reader.recv(4096):
-                pass
+        def drain() -> None:
+            with contextlib.suppress(OSError):
+                while reader.recv(4096):
+                    pass
 
-    try:
-        loop.add_reader(reader.fileno(), drain)
-    except NotImplementedError:  # a loop that cannot watch a socket (Windows' proactor)
-        signal.set_wakeup_fd(previous)
-        reader.close()
-        writer.close()
+        try:
+            loop.add_reader(reader.fileno(), drain)
+        except NotImplementedError:  # a loop that cannot watch a socket (Windows' proactor)
+            yield
+            return
+        undo.callback(loop.remove_reader, reader.fileno())
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(previous)
-        loop.remove_reader(reader.fileno())
-        reader.close()
-        writer.close()
 
 
 def _say_and_cancel(line: str | None, task: asyncio.Task[Any]) -> None:

@@ -202,8 +202,8 @@ async def _upload_items(
     try:
         # 1. Local pre-flight of every item, in a thread: no request for a local problem.
         # The same thread lists the journals there are to resume.
-        checked, ctx.journals_listed = await _preflight_all(
-            [item.path for item in items], temps, ctx.journal_dir
+        checked, ctx.journals_listed = await asyncio.to_thread(
+            _preflight_all, [item.path for item in items], temps, ctx.journal_dir
         )
         for index, outcome in enumerate(checked):
             if isinstance(outcome, _Source):
@@ -287,28 +287,17 @@ def _clean_up(temps: _TempDirs, journals: list[_Journal]) -> None:
     remove_finished(journals)
 
 
-async def _preflight_all(
+def _preflight_all(
     paths: list[Path], temps: _TempDirs, journal_dir: Path
 ) -> tuple[list[_Source | BaseException], frozenset[str]]:
-    """_preflight of every path, all in one worker thread, and the journals in `journal_dir`;
-    each outcome is the _Source or the exception (a KeyboardInterrupt or the like stops the
-    batch and is raised).
+    """Blocking: _preflight of every path, and the journals in `journal_dir`; each outcome is the
+    _Source or the exception (a KeyboardInterrupt or the like stops it and is raised).
 
-    One thread, not one per file nor a few in parallel: reading an apk's manifest is Python
-    work that holds the GIL, so threads only take turns, and each turn costs both of them.
-    200 apks took 31 to 35 ms of CPU in one thread against 68 to 80 ms (and 57 to 65 ms of
-    wall time) in four, which spent most of it handing the GIL to one another.
+    Called in one worker thread, not one per file nor a few in parallel: reading an apk's
+    manifest is Python work that holds the GIL, so threads only take turns, and each turn costs
+    both of them. 200 apks took 31 to 35 ms of CPU in one thread against 68 to 80 ms (and 57 to
+    65 ms of wall time) in four, which spent most of it handing the GIL to one another.
     """
-    return await asyncio.to_thread(_preflight_and_list, paths, temps, journal_dir)
-
-
-def _preflight_and_list(
-    paths: list[Path], temps: _TempDirs, journal_dir: Path
-) -> tuple[list[_Source | BaseException], frozenset[str]]:
-    return _preflight_batch(paths, temps), journal_names(journal_dir)
-
-
-def _preflight_batch(paths: list[Path], temps: _TempDirs) -> list[_Source | BaseException]:
     outcomes: list[_Source | BaseException] = []
     for path in paths:
         if temps.closed:  # the call ended (cancelled): the rest are not read
@@ -318,7 +307,7 @@ def _preflight_batch(paths: list[Path], temps: _TempDirs) -> list[_Source | Base
             outcomes.append(_preflight(path, temps))
         except Exception as exc:
             outcomes.append(exc)
-    return outcomes
+    return outcomes, journal_names(journal_dir)
 
 
 def _bind_path(progress: Callable[[Path, int, int], object], path: Path) -> Progress:
