@@ -101,6 +101,11 @@ class Emulator:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
 
+    @property
+    def pid(self) -> int | None:
+        """The emulator's process id while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
     def _call(self, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)

@@ -280,6 +280,26 @@ class Config:
 # apps and the emulator's files). Creating a file on this machine's disk costs 15 us in most
 # folders and up to 650 us in others, which would measure the disk's luck, not the client.
 JOURNAL_BASE: str | None = None
+PIN = False  # --pin: the emulator on a core of its own, the clients on the others
+
+
+@contextlib.contextmanager
+def _apart(emu: Emulator, pin: bool) -> Any:
+    """With `pin`, the emulator (every thread it has and makes) on the last CPU, this process
+    and the clients it starts on the others, until the block ends: the service no longer takes
+    turns with the client on the same cores."""
+    if not pin:
+        yield
+        return
+    mine = sorted(os.sched_getaffinity(0))
+    assert emu.pid is not None
+    for thread in os.listdir(f"/proc/{emu.pid}/task"):
+        os.sched_setaffinity(int(thread), {mine[-1]})
+    os.sched_setaffinity(0, set(mine[:-1]))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, set(mine))
 
 
 def run_client(emu: Emulator, config: Config, files: Sequence[Path]) -> dict[str, Any]:
@@ -652,7 +672,10 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
         200: Config("3 calls alone, 200 builds", "calls"),
     }
     plan = [(configs[n], sets[n]) for n in counts] + [(floor[n], sets[n]) for n in floor]
-    with Emulator(part_bytes=part) as emu:
+    if PIN:
+        cpus = sorted(os.sched_getaffinity(0))
+        print(f"  pinned: the emulator on CPU {cpus[-1]}, the clients on {cpus[:-1]}")
+    with Emulator(part_bytes=part) as emu, _apart(emu, PIN):
         # Round-robin, the order turned every other round: the machine's slow spells fall on
         # every size alike, and each round's 200 builds are compared with that round's one.
         runs: dict[str, list[dict[str, Any]]] = {config.label: [] for config, _ in plan}
@@ -737,7 +760,15 @@ def main() -> int:
         help="plain, tls or both (default): scenarios a and b also run over HTTPS, baselines "
         "too (aiohttp with the CA, curl --cacert)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="(f) the emulator on one CPU of its own, the clients on the others (Linux, 2 CPUs "
+        "or more): the curve without the service taking turns with the client",
+    )
     args = parser.parse_args()
+    if args.pin and not (hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1):
+        parser.error("--pin needs os.sched_setaffinity (Linux) and at least 2 CPUs")
     if args.child:
         child_main(json.loads(args.child))
         return 0
@@ -749,7 +780,8 @@ def main() -> int:
     )
     work = Path(args.workdir) if args.workdir else scratch_dir("bench-upload-")
     work.mkdir(parents=True, exist_ok=True)
-    global JOURNAL_BASE
+    global JOURNAL_BASE, PIN
+    PIN = args.pin
     JOURNAL_BASE = str(Path(args.journal_dir).resolve() if args.journal_dir else work)
     Path(JOURNAL_BASE).mkdir(parents=True, exist_ok=True)
     print(f"journals in {JOURNAL_BASE}")
