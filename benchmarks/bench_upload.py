@@ -5,6 +5,7 @@ with one aiohttp PUT and `curl -T` of the whole file, against the emulator in a 
     .venv/bin/python benchmarks/bench_upload.py --quick    # smaller files, one round
     .venv/bin/python benchmarks/bench_upload.py --only a,c --rounds 5
     .venv/bin/python benchmarks/bench_upload.py --only b --networks tls
+    .venv/bin/python benchmarks/bench_upload.py --only f --rounds 7 --pin
 
 Scenarios (a) and (b) run over plain HTTP and over TLS (the emulator with a throwaway CA; the
 baselines over the same TLS server: aiohttp trusting the CA, `curl --cacert`).
@@ -23,7 +24,8 @@ Scenarios:
   (e) faults: 10% of part requests fail (5% answered 500/503, 5% dropped mid-body)
   (f) the many-builds curve: the same bytes in 1, 20 and 200 builds, beside the floor (the three
       calls alone, for 1 and 200 builds); and `asyncclient upload` of 200 builds on a
-      pseudo-terminal against the same with stderr to a file
+      pseudo-terminal against the same with stderr to a file. --pin: the emulator on a CPU of
+      its own, the clients on the others (Linux)
 
 The uploader's resume journals go to the work folder (in memory where /dev/shm exists), or to
 --journal-dir.
@@ -45,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -284,7 +286,7 @@ PIN = False  # --pin: the emulator on a core of its own, the clients on the othe
 
 
 @contextlib.contextmanager
-def _apart(emu: Emulator, pin: bool) -> Any:
+def _apart(emu: Emulator, pin: bool) -> Iterator[None]:
     """With `pin`, the emulator (every thread it has and makes) on the last CPU, this process
     and the clients it starts on the others, until the block ends: the service no longer takes
     turns with the client on the same cores."""
@@ -729,7 +731,7 @@ def _curve(
     return rate, cpu, fixed, fixeds
 
 
-SCENARIOS = {
+SCENARIOS: dict[str, Callable[..., None]] = {
     "a": scenario_a,
     "b": scenario_b,
     "c": scenario_c,
