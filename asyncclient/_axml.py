@@ -153,8 +153,8 @@ def _walk(data: bytes) -> tuple[Attributes, Attributes, Attributes]:
                     uses_sdk = _attributes(data, at, count, strings, resource_ids)
                 elif tag == "application" and application is None:
                     application = _attributes(data, at, count, strings, resource_ids)
-                    if uses_sdk is not None:
-                        break  # the three are found: the rest is never read
+                if uses_sdk is not None and application is not None:
+                    break  # the three are found, in either order: the rest is never read
             depth += 1
         elif kind == _END_ELEMENT:
             depth = max(depth - 1, 0)

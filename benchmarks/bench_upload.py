@@ -102,16 +102,24 @@ def _measured(
     `cpu0`, peak RSS, bytes sent, and what the service computed of each build."""
     wall = time.perf_counter() - began
     cpu1, rss = _usage(resource.RUSAGE_SELF)
-    return {
-        "wall": wall,
-        "cpu": cpu1 - cpu0,
-        "rss": rss,
-        "bytes": sum(os.path.getsize(f) for f in spec["files"]),
-        "server_sha256": [b.sha256 for b in builds],
-        "build_ids": [b.id for b in builds],
-        "parts_phase": None,
-        "complete_time": None,
-    }
+    return _row(
+        wall,
+        cpu1 - cpu0,
+        rss,
+        sum(os.path.getsize(f) for f in spec["files"]),
+        [b.sha256 for b in builds],
+        build_ids=[b.id for b in builds],
+        parts_phase=None,
+        complete_time=None,
+    )
+
+
+def _row(
+    wall: float, cpu: float, rss: int, size: int, sha256s: list[Any] | None, **more: Any
+) -> dict[str, Any]:
+    """A client's figures as the parent reads them; `sha256s`: what the service computed of
+    each file sent (None: nothing was sent)."""
+    return {"wall": wall, "cpu": cpu, "rss": rss, "bytes": size, "server_sha256": sha256s, **more}
 
 
 async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
@@ -201,13 +209,7 @@ async def _aiohttp_put(spec: dict[str, Any]) -> dict[str, Any]:
                 sink = await answer.json()
         wall = time.perf_counter() - began
         cpu1, rss = _usage(resource.RUSAGE_SELF)
-    return {
-        "wall": wall,
-        "cpu": cpu1 - cpu0,
-        "rss": rss,
-        "bytes": sink["bytes"],
-        "server_sha256": [sink["sha256"]],
-    }
+    return _row(wall, cpu1 - cpu0, rss, sink["bytes"], [sink["sha256"]])
 
 
 def _curl(spec: dict[str, Any]) -> dict[str, Any]:
@@ -222,13 +224,7 @@ def _curl(spec: dict[str, Any]) -> dict[str, Any]:
     wall = time.perf_counter() - began
     cpu, rss = _usage(resource.RUSAGE_CHILDREN)
     sink = json.loads(done.stdout)
-    return {
-        "wall": wall,
-        "cpu": cpu,
-        "rss": rss,
-        "bytes": sink["bytes"],
-        "server_sha256": [sink["sha256"]],
-    }
+    return _row(wall, cpu, rss, sink["bytes"], [sink["sha256"]])
 
 
 def _sha256_only(spec: dict[str, Any]) -> dict[str, Any]:
@@ -244,13 +240,7 @@ def _sha256_only(spec: dict[str, Any]) -> dict[str, Any]:
             digest.update(view[:got])
     wall = time.perf_counter() - began
     cpu1, rss = _usage(resource.RUSAGE_SELF)
-    return {
-        "wall": wall,
-        "cpu": cpu1 - cpu0,
-        "rss": rss,
-        "bytes": os.path.getsize(path),
-        "server_sha256": None,
-    }
+    return _row(wall, cpu1 - cpu0, rss, os.path.getsize(path), None)
 
 
 def child_main(spec: dict[str, Any]) -> None:
@@ -294,6 +284,7 @@ def _apart(emu: Emulator, pin: bool) -> Iterator[None]:
         yield
         return
     mine = sorted(os.sched_getaffinity(0))
+    print(f"  pinned: the emulator on CPU {mine[-1]}, the clients on {mine[:-1]}")
     assert emu.pid is not None
     for thread in os.listdir(f"/proc/{emu.pid}/task"):
         os.sched_setaffinity(int(thread), {mine[-1]})
@@ -674,9 +665,6 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
         200: Config("3 calls alone, 200 builds", "calls"),
     }
     plan = [(configs[n], sets[n]) for n in counts] + [(floor[n], sets[n]) for n in floor]
-    if PIN:
-        cpus = sorted(os.sched_getaffinity(0))
-        print(f"  pinned: the emulator on CPU {cpus[-1]}, the clients on {cpus[:-1]}")
     with Emulator(part_bytes=part) as emu, _apart(emu, PIN):
         # Round-robin, the order turned every other round: the machine's slow spells fall on
         # every size alike, and each round's 200 builds are compared with that round's one.

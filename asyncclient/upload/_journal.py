@@ -47,6 +47,25 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _new_file(path: Path, head: bytes) -> int:
+    """A new file at `path` (see _create) holding `head`, its descriptor open for appending;
+    nothing is left at `path` when the write fails."""
+    fd = _create(path)
+    try:
+        _write_all(fd, head)
+    except BaseException:
+        _discard(fd, path)
+        raise
+    return fd
+
+
+def _discard(fd: int, path: Path) -> None:
+    """Close `fd` and remove `path`, the file this process created with it."""
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def _read_no_follow(path: Path) -> str:
     """The text of `path`, refusing a symbolic link (ELOOP) instead of reading its target."""
     fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
@@ -256,30 +275,19 @@ class _Journal:
 
     def _create_here(self, head: bytes) -> int:
         try:
-            fd = _create(self.path)
+            return _new_file(self.path, head)
         except FileNotFoundError:  # the folder: made on the first journal (or made again)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = _create(self.path)
-        try:
-            _write_all(fd, head)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)  # ours: created above
-            raise
-        return fd
+            return _new_file(self.path, head)
 
     def _replace(self, head: bytes) -> int:
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _create(temp)
+        fd = _new_file(temp, head)
         try:
-            _write_all(fd, head)
             os.replace(temp, self.path)
         except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(temp)  # ours: created above
+            _discard(fd, temp)
             raise
         return fd
 
