@@ -11,9 +11,9 @@ through it."""
 import contextlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
 
 import aiofiles
@@ -22,9 +22,13 @@ import aiohttp
 
 from asyncclient import _protocol as proto
 from asyncclient._bodies import CHUNK_SIZE
+from asyncclient._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
 from asyncclient._operations import OPERATIONS
 from asyncclient._transport import Call, Transport
-from asyncclient.errors import TransportError, ValidationError
+from asyncclient.errors import LocalFileError, TransportError, ValidationError
+
+if TYPE_CHECKING:
+    from asyncclient._locks import ProcessLock
 
 __all__ = ["download_run_file"]
 
@@ -59,9 +63,54 @@ async def download_run_file(
         consume=download.consume,
         transfer=True,
     )
-    await transport.run(call)
-    await download.finish()
+    lock = await _claim(target)
+    if lock is None:
+        return target  # another process wrote it while this one waited
+    try:
+        await transport.run(call)
+        await download.finish()
+    except BaseException:
+        lock.release(None)
+        raise
+    lock.release({"size": download.offset})
     return target
+
+
+async def _claim(target: Path) -> "ProcessLock | None":
+    """The lock on `target`, held while this process writes it; None when another process
+    wrote the whole file while this one waited for it."""
+    locks = state_dir() / "locks"
+    while True:
+        try:
+            got = await claim(lock_path_for(locks, target))
+        except OSError as exc:
+            raise LocalFileError.of(
+                exc, f"cannot write a download lock in {locks}", f"set {STATE_DIR_ENV} elsewhere"
+            ) from None
+        if got.lock is not None:
+            return got.lock
+        size = (got.outcome or {}).get("size")
+        try:
+            st = await aiofiles.os.stat(target, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size == size:
+            return None
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A local failure (not a network one, which aiohttp raises as an OSError too) while
+    writing `path` becomes a LocalFileError naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, aiohttp.ClientError | LocalFileError):
+            raise
+        where = exc.filename if isinstance(exc.filename, str) else os.fspath(path)
+        raise LocalFileError.of(
+            exc, f"cannot write {where}", "download into another folder (-o, or dest)"
+        ) from exc
 
 
 class _Download:
@@ -79,6 +128,18 @@ class _Download:
 
     async def prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         """Per attempt: ask for what is not yet on disk."""
+        with _writing(self.part):
+            return await self._prepare(headers)
+
+    async def consume(self, resp: aiohttp.ClientResponse) -> None:
+        with _writing(self.part):
+            await self._consume(resp)
+
+    async def finish(self) -> None:
+        with _writing(self.target):
+            await self._finish()
+
+    async def _prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         self.validator = None
         size = await _resumable_size(self.part)
         if size is None:  # a link, a folder, a second name of a file: not ours to extend
@@ -94,7 +155,7 @@ class _Download:
             extra["If-Range"] = self.validator = etag
         return {**headers, **extra}
 
-    async def consume(self, resp: aiohttp.ClientResponse) -> None:
+    async def _consume(self, resp: aiohttp.ClientResponse) -> None:
         status = resp.status
         if status == 416:
             total = proto.parse_unsatisfied_range(resp.headers.get("Content-Range"))
@@ -148,7 +209,7 @@ class _Download:
         self.offset = written
         self.complete = True
 
-    async def finish(self) -> None:
+    async def _finish(self) -> None:
         if not self.complete:
             raise TransportError(
                 f"the download of {self.target.name} did not complete", method="GET", url=self.url

@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_BROKEN_PIPE",
     "EXIT_INTERRUPTED",
+    "EXIT_LOCAL_IO",
     "EXIT_NOT_PASSED",
     "EXIT_OK",
     "EXIT_REFUSED",
@@ -37,6 +38,7 @@ EXIT_NOT_PASSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_UNREACHABLE = 4
+EXIT_LOCAL_IO = 5  # a file on this machine could not be written: disk full, permissions, ...
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
@@ -60,6 +62,8 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
     """
     if isinstance(exc, errors.ValidationError):
         return str(exc), EXIT_BAD_INPUT
+    if isinstance(exc, errors.LocalFileError):
+        return str(exc), EXIT_LOCAL_IO
     if isinstance(exc, errors.UnauthenticatedError):
         if key_source == "--api-key":
             advice = "check the key given with --api-key"
@@ -105,8 +109,8 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
         return str(exc), EXIT_REFUSED
     if isinstance(exc, OSError) and exc.strerror:
         # A local file problem (a folder that cannot be created, a full disk, ...).
-        where = f": {exc.filename}" if exc.filename else ""
-        return f"{exc.strerror}{where}", EXIT_BAD_INPUT
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}: fix it and run the same command again", EXIT_LOCAL_IO
     raise exc
 
 

@@ -19,10 +19,13 @@ A leaf: it imports nothing of the package; asyncclient._responses maps error ans
      |    +-- RateLimitedError        429   .retry_after
      |    +-- ServerError             5xx
      +-- ChecksumMismatchError    an uploaded build's sha256 differs from the local file's
+     +-- LocalFileError           (also OSError) a local file could not be written or read:
+     |                            disk full, permission denied, read-only, a folder in the way
      +-- WatchTimeoutError        runs not final when the watch gave up   .runs
      +-- UnknownRunsError         watched run ids the service never returned   .run_ids, .runs
 """
 
+import errno
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -39,6 +42,7 @@ __all__ = [
     "BuildRejectedError",
     "ChecksumMismatchError",
     "ConflictError",
+    "LocalFileError",
     "NotFoundError",
     "NotStartedError",
     "PaymentRequiredError",
@@ -261,6 +265,42 @@ class RateLimitedError(ApiError):
 
 class ServerError(ApiError):
     """5xx: a fault of the service."""
+
+
+class LocalFileError(AsyncClientError, OSError):
+    """A file on this machine could not be written (or read): the disk is full, permission is
+    denied, the file system is read-only, a folder stands where a file goes.
+
+    Also an OSError, with the `errno`, `strerror` and `filename` of the failure; its message
+    names the path and what to do. Nothing was lost: a partial download and an upload's journal
+    are kept, so the same command resumes once the cause is fixed. The CLI exits 5.
+    """
+
+    def __init__(self, message: str, code: int | None, strerror: str | None, filename: str):
+        super().__init__(code, strerror, filename)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.errno, self.strerror, self.filename))
+
+    @classmethod
+    def of(cls, exc: OSError, what: str, elsewhere: str) -> "LocalFileError":
+        """The error for `exc`: `what` (e.g. "cannot write /x/y.part"), the system's reason, and
+        what to do: free space, or `elsewhere` (e.g. "choose another folder with -o")."""
+        path = exc.filename if isinstance(exc.filename, str) else what
+        reason = (exc.strerror or str(exc)).rstrip(".")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free space on its disk and run the same command again (nothing is lost)"
+        elif isinstance(exc, IsADirectoryError):
+            reason, fix = "a folder is in the way", f"move it away or {elsewhere}"
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = f"make it writable or {elsewhere}"
+        else:
+            fix = elsewhere
+        return cls(f"{what}: {reason}; {fix}", exc.errno, exc.strerror, path)
 
 
 class ChecksumMismatchError(AsyncClientError):

@@ -607,3 +607,105 @@ def test_a_missing_download_folder_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "--download-dir" in result.stderr
     assert "is not a folder" in result.stderr
+
+
+# --- the HTTP transport's token -------------------------------------------------------------------
+
+TOKEN = "tok-3c9e1f0a7b5d2e8c"
+
+
+async def _start_http(
+    service: FakeService, tmp_path: Path, address: str, *extra: str, token_env: str | None = None
+) -> tuple[asyncio.subprocess.Process, str]:
+    env = {**os.environ, **env_for(service, RUN_KEY, tmp_path)}
+    if token_env is not None:
+        env["ASYNCCLIENT_MCP_HTTP_TOKEN"] = token_env
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "mcp", "--http", address, *extra, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+    found = re.search(r":(\d+)/mcp", line)
+    assert found, line
+    # Whatever the bound address, the test connects through loopback only.
+    return process, f"http://127.0.0.1:{found.group(1)}/mcp"
+
+
+async def _stop(process: asyncio.subprocess.Process) -> str:
+    process.terminate()
+    await asyncio.wait_for(process.wait(), 30)
+    return (await process.stderr.read()).decode() if process.stderr else ""
+
+
+def test_off_loopback_without_a_token_is_refused_before_serving(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "asyncclient", "mcp", "--http", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ASYNCCLIENT_API_KEY": RUN_KEY, "ASYNCCLIENT_BASE_URL": "http://x"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "--http 0.0.0.0:0 is not loopback" in result.stderr
+    assert "--http-token or ASYNCCLIENT_MCP_HTTP_TOKEN" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "how"),
+    [("127.0.0.1:0", "flag"), ("0.0.0.0:0", "flag"), ("0.0.0.0:0", "variable")],
+)
+async def test_the_token_is_required_and_checked(
+    service: FakeService, tmp_path: Path, address: str, how: str
+) -> None:
+    import httpx2
+
+    extra = ("--http-token", TOKEN) if how == "flag" else ()
+    process, url = await _start_http(
+        service, tmp_path, address, *extra, token_env=TOKEN if how == "variable" else None
+    )
+    try:
+        body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+        json_headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        async with httpx2.AsyncClient() as http:
+            for auth in (None, "Bearer wrong-token-0000000", f"Basic {TOKEN}", f"Bearer {TOKEN}x"):
+                headers = dict(json_headers)
+                if auth is not None:
+                    headers["Authorization"] = auth
+                answer = await http.post(url, headers=headers, content=body)
+                assert answer.status_code == 401, auth
+                assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+                assert TOKEN not in answer.text
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as authorized,
+            streamable_http_client(url, http_client=authorized) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert names == list(TOOLS)
+    finally:
+        stderr = await _stop(process)
+    assert TOKEN not in stderr
+    assert RUN_KEY not in stderr
+
+
+def test_a_short_or_misplaced_token_is_refused() -> None:
+    env = {**os.environ, "ASYNCCLIENT_API_KEY": RUN_KEY, "ASYNCCLIENT_BASE_URL": "http://x"}
+    for argv, words in [
+        (["--http", "0", "--http-token", "short"], "too short"),
+        (["--http-token", TOKEN], "--http-token goes with --http"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "asyncclient", "mcp", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert result.returncode == 2, result.stderr
+        assert words in result.stderr

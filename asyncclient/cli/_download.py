@@ -22,6 +22,7 @@ from asyncclient.cli._common import (
     open_session,
 )
 from asyncclient.cli._output import Output
+from asyncclient.errors import LocalFileError
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession
@@ -157,8 +158,8 @@ def _make_parent(destination: Path) -> None:
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CommandError(
-            f"cannot create the folder {destination.parent}: {exc.strerror}; choose another -o"
+        raise LocalFileError.of(
+            exc, f"cannot create the folder {destination.parent}", "choose another -o"
         ) from exc
 
 

@@ -71,8 +71,15 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--http",
         metavar="[HOST:]PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to "
-        "127.0.0.1; PORT 0 picks a free one). There is no authentication: anyone who can "
-        "reach the address acts with the API key, so keep it on loopback",
+        "127.0.0.1; PORT 0 picks a free one). Anyone who can reach the address acts with the "
+        "API key: off loopback a token is required (--http-token)",
+    )
+    p.add_argument(
+        "--http-token",
+        metavar="TOKEN",
+        help="with --http: every request must carry Authorization: Bearer TOKEN, else 401 "
+        f"(default ${HTTP_TOKEN_ENV}; prefer the variable: flags show in ps). Required when "
+        "HOST is not loopback",
     )
     p.add_argument(
         "--toolsets",
@@ -124,6 +131,10 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="seconds between the polls of wait_for_runs; they slow down while nothing "
         f"changes (default {DEFAULT_POLL_INTERVAL:g})",
     )
+
+
+HTTP_TOKEN_ENV = "ASYNCCLIENT_MCP_HTTP_TOKEN"
+MIN_TOKEN_CHARS = 16
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -246,9 +257,38 @@ def _result_chars(value: int | None) -> int:
     return value
 
 
+def _http_token(args: argparse.Namespace, http: tuple[str, int] | None) -> str | None:
+    """The bearer token the HTTP transport requires: --http-token, else the variable; refused
+    (before anything is served) when missing off loopback, blank, or given without --http."""
+    token = args.http_token if args.http_token is not None else os.environ.get(HTTP_TOKEN_ENV)
+    if token is not None:
+        token = token.strip()
+        if not token:
+            raise CommandError(f"the --http-token ({HTTP_TOKEN_ENV}) is empty: give a token")
+        if len(token) < MIN_TOKEN_CHARS:
+            raise CommandError(
+                f"the --http-token ({HTTP_TOKEN_ENV}) is too short: give at least "
+                f"{MIN_TOKEN_CHARS} characters (python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe())')"
+            )
+    if http is None:
+        if args.http_token is not None:
+            raise CommandError("--http-token goes with --http (stdio needs no token)")
+        return None
+    host = http[0]
+    if token is None and not is_loopback(host):
+        raise CommandError(
+            f"--http {args.http} is not loopback: anyone who can reach it would act with the "
+            f"API key; set a token with --http-token or {HTTP_TOKEN_ENV} (clients send "
+            "Authorization: Bearer TOKEN), or serve on 127.0.0.1"
+        )
+    return token
+
+
 async def _serve(args: argparse.Namespace, out: Output) -> int:
     server_module = _load_server_module()
     http = None if args.http is None else parse_http(args.http)
+    token = _http_token(args, http)
     download_dir = _download_dir(args.download_dir)
     if not args.poll_interval > 0:
         raise CommandError(f"--poll-interval {args.poll_interval:g} must be above 0 seconds")
@@ -262,7 +302,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
             tools=tools,
             poll_interval=args.poll_interval,
             key_source=api_key_source(args),
-            secrets=[api_key.strip(), *session.network.secrets],
+            secrets=[api_key.strip(), *session.network.secrets, *([token] if token else [])],
             result_chars=result_chars,
             wait_result_chars=2 * result_chars,
         )
@@ -274,15 +314,10 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
             await server_module.serve_stdio(server)
             return EXIT_OK
         host, port = http
-        if not is_loopback(host):
-            out.info(
-                f"warning: serving on {host}, not loopback: anyone who can reach it acts with "
-                "this server's API key (there is no authentication)"
-            )
 
         def announce(line: str) -> None:
             # Always shown, even with --quiet: with port 0 it is the only way to learn the port.
             print(f"asyncclient mcp: {mode}{count}, {line}", file=out.stderr, flush=True)
 
-        await server_module.serve_http(server, host, port, announce)
+        await server_module.serve_http(server, host, port, announce, token)
     return EXIT_OK

@@ -121,7 +121,9 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
     files = [Path(name) for name in args.files]
     display = display_for(out, files)
     items = [
-        UploadItem(path, args.label, display.progress_for(index))
+        UploadItem(
+            path, args.label, display.progress_for(index), on_wait=display.waiting_for(index)
+        )
         for index, path in enumerate(files)
     ]
     async with open_session(args) as session:
@@ -159,6 +161,7 @@ def _report(out: Output, results: list[UploadResult], key_source: str | None) ->
                     "ok": True,
                     "buildId": result.build.id,
                     "skipped": result.skipped,
+                    "joined": result.joined,
                     "resumed": result.resumed,
                     "verified": result.verified,
                     "sha256": result.sha256,

@@ -42,6 +42,17 @@ class Display:
     def progress_for(self, index: int) -> Any:
         return None
 
+    def waiting_for(self, index: int) -> Any:
+        """The on_wait callback of file `index`: another process uploads the same file."""
+
+        def waiting(pid: int | None) -> None:
+            self.waiting(index, waiting_line(self.files[index], pid))
+
+        return waiting
+
+    def waiting(self, index: int, line: str) -> None:
+        return None
+
     def finished(self, result: UploadResult) -> None:
         return None
 
@@ -81,6 +92,9 @@ class Lines(Display):
                 self.out.info(f"uploading {name} ({format_size(total)})")
 
         return report
+
+    def waiting(self, index: int, line: str) -> None:
+        self.out.info(line)
 
     def finished(self, result: UploadResult) -> None:
         if result.build is None or not result.ok:
@@ -179,12 +193,23 @@ class Bars(Display):
                 )
             row = self._tasks.get(index)
             if row is not None:
-                progress.update(row, completed=done)
+                progress.update(row, completed=done, description=self.files[index].name)
             elif len(self._tasks) < self.rows:
                 name = self.files[index].name
                 self._tasks[index] = progress.add_task(name, total=total, completed=done)
 
         return report
+
+    def waiting(self, index: int, line: str) -> None:
+        row = self._tasks.get(index)
+        if row is not None:
+            self._progress.update(row, description=line)
+        elif len(self._tasks) < self.rows:
+            self._tasks[index] = self._progress.add_task(line, total=self._sizes[index])
+        else:
+            from rich.text import Text
+
+            self._progress.console.print(Text(line))
 
     def finished(self, result: UploadResult) -> None:
         index = self._index.get(result.path, -1)
@@ -256,6 +281,11 @@ def display_for(out: Output, files: list[Path]) -> Display:
     return Lines(out, files)
 
 
+def waiting_line(path: Path, pid: int | None) -> str:
+    who = f" (pid {pid})" if pid else ""
+    return f"waiting for another upload of {path.name}{who}"
+
+
 def done_line(result: UploadResult) -> str:
     build = result.build
     assert build is not None
@@ -271,6 +301,8 @@ def done_line(result: UploadResult) -> str:
     )
     if result.skipped:
         return f"{name}: already uploaded as {build.id} ({app}); not sent again"
+    if result.joined:
+        return f"{name}: uploaded by another process as {build.id} ({app}); not sent again"
     rate = format_rate(result.bytes_sent, result.elapsed)
     rate = f", {rate}" if rate else ""
     resumed = " (resumed)" if result.resumed else ""

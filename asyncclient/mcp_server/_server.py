@@ -3,6 +3,9 @@ the stdio and streamable HTTP transports."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import socket
 from collections.abc import Callable, Iterable
 from typing import Any, Final
@@ -183,13 +186,56 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     await server.run_stdio_async()
 
 
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer TOKEN`, else 401
+    (compared in constant time, on digests so that not even the length leaks). The token is
+    never logged or echoed."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._digest = hashlib.sha256(f"Bearer {token}".encode()).digest()
+
+    def __repr__(self) -> str:
+        return "<BearerToken ***>"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = b""
+            for name, value in scope.get("headers", ()):
+                if name.lower() == b"authorization":
+                    given = value
+            if not hmac.compare_digest(hashlib.sha256(given).digest(), self._digest):
+                body = json.dumps(
+                    {
+                        "error": {
+                            "code": "unauthenticated",
+                            "message": "send the server's token as Authorization: Bearer TOKEN",
+                        }
+                    }
+                ).encode()
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="asyncclient mcp"'),
+                ]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
 async def serve_http(
-    server: MCPServer[Any], host: str, port: int, announce: Callable[[str], None]
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    announce: Callable[[str], None],
+    token: str | None = None,
 ) -> None:
     """Serve the streamable HTTP transport on host:port (0: a free port) until cancelled.
 
     The socket is bound here so that the address announced is the real one; on a loopback
     host the SDK also refuses requests whose Host or Origin is not loopback (DNS rebinding).
+    token: every request must carry `Authorization: Bearer TOKEN` (else 401).
     """
     import uvicorn
 
@@ -197,7 +243,9 @@ async def serve_http(
     sock = socket.create_server((host, port), family=family)
     try:
         bound = sock.getsockname()[1]
-        app = server.streamable_http_app(host=host)
+        app: Any = server.streamable_http_app(host=host)
+        if token is not None:
+            app = BearerToken(app, token)
         shown = f"[{host}]" if ":" in host else host
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         announce(f"MCP server on http://{shown}:{bound}/mcp (streamable HTTP)")

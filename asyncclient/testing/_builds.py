@@ -190,7 +190,8 @@ class BuildStore:
     def part_target(self, key: ApiKey, build_id: str, part_number: str) -> tuple[Build, int, int]:
         """(build, part number, the exact length the part must have), before its body is read."""
         build = self.get(key, build_id)
-        self._check_accepts_parts(build)
+        if not (build.status == "ready" and self._state.settings.ready_accepts_parts):
+            self._check_accepts_parts(build)
         if not part_number.isdigit() or not 1 <= int(part_number) <= build.parts:
             raise ServiceError(
                 400,

@@ -73,7 +73,9 @@ async def upload_part(request: web.Request) -> web.Response:
     try:
         # A part sent for the first time is received straight into its place in the build file
         # (if cut off, nothing earlier is lost); any other into a file commit_part copies.
-        claimed = backend.claim_part(build, number)
+        # A ready build's part is taken only in the lenient reading, and then discarded.
+        discard = build.status == "ready"
+        claimed = None if discard else backend.claim_part(build, number)
         dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"
         try:
             crc, length = await receive(
@@ -94,6 +96,9 @@ async def upload_part(request: web.Request) -> web.Response:
             extra={"expectedBytes": expected},
         )
     etag = format_etag(crc, length)
+    if discard:
+        dest.unlink(missing_ok=True)
+        return json_answer({"partNumber": number, "etag": etag})
     await backend.commit_part(build, number, dest if claimed is None else claimed, etag)
     return json_answer({"partNumber": number, "etag": etag})
 

@@ -42,6 +42,10 @@ class ServiceSettings:
     max_bytes: int = attrs.field(default=4 << 30, validator=_positive)
     devices: DeviceProfile = attrs.field(factory=DeviceProfile)
     idempotency_ttl: float = attrs.field(default=86400.0, validator=_positive)
+    ready_accepts_parts: bool = False
+    """The lenient reading of a ready build (the spec leaves it open): its parts are still
+    answered with their etag (and discarded), as complete is answered with the build again.
+    False, the strict reading: a part for a ready build is refused with 409 invalid_state."""
 
 
 @attrs.define(eq=False)

@@ -235,7 +235,7 @@ async def _upload_items(
             callback = item.progress
             if callback is None and progress is not None:
                 callback = _bind_path(progress, item.path)
-            uploads[index] = _Upload(ctx, index, source, item.label, callback)
+            uploads[index] = _Upload(ctx, index, source, item.label, callback, item.on_wait)
         turns = {index: asyncio.Event() for index in pending}
 
         async def one(index: int) -> None:

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from asyncclient.upload._values import _JOURNAL_VERSION
+from asyncclient.errors import LocalFileError
+from asyncclient.upload._values import _JOURNAL_VERSION, STATE_DIR_ENV
 
 log = logging.getLogger("asyncclient.upload")
 
@@ -131,6 +132,12 @@ def merged(text: str) -> Any:
     return head
 
 
+def journal_name(identity: dict[str, Any]) -> str:
+    """The file name of the journal of `identity` (its lock is the same name with .lock)."""
+    key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
+
+
 class _Journal:
     """The resume record of one upload: one file, its state first, then a line per part sent."""
 
@@ -153,8 +160,7 @@ class _Journal:
         """The journal of `identity` in `directory`, loaded if it is there; None when another
         upload of this process holds it. listed: journal_names(directory) from the start of
         the call (None: look on disk)."""
-        key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-        name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
+        name = journal_name(identity)
         path = directory / name
         if path in _JOURNALS_IN_USE:
             return None
@@ -292,8 +298,19 @@ class _Journal:
         return fd
 
     def _give_up(self, exc: OSError) -> None:
+        """The journal cannot be written. A full disk, a read-only or foreign folder: the upload
+        stops here, as a LocalFileError naming the file, rather than go on with nothing to
+        resume from (what the file already holds stays for the resume). Names taken by
+        something planted there (FileExistsError at every name tried): nothing is written
+        through it, and the upload goes on unjournalled, with a warning."""
         self.broken = True
         self._close_file()
+        if not isinstance(exc, FileExistsError):
+            raise LocalFileError.of(
+                exc,
+                f"cannot write the upload journal {self.path}",
+                f"set {STATE_DIR_ENV} to a writable folder",
+            ) from None
         log.warning(
             "cannot write the upload journal %s (%s): this upload cannot be resumed",
             self.path,

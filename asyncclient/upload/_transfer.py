@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 
 from asyncclient._bodies import PartBody
+from asyncclient._locks import ProcessLock, claim
 from asyncclient._opening import open_unleaked
 from asyncclient.errors import (
     ApiError,
     BadRequestError,
     BuildRejectedError,
     ChecksumMismatchError,
+    LocalFileError,
     NotFoundError,
     TransportError,
     ValidationError,
@@ -31,9 +33,9 @@ from asyncclient.errors import (
 from asyncclient.models import Build, BuildList, UploadedPart
 from asyncclient.upload._budget import _Budget, _ProgressSink, _Window
 from asyncclient.upload._hashing import _Hasher
-from asyncclient.upload._journal import _Journal
+from asyncclient.upload._journal import _Journal, journal_name
 from asyncclient.upload._preflight import _Source
-from asyncclient.upload._values import Progress, UploadResult
+from asyncclient.upload._values import STATE_DIR_ENV, Progress, UploadResult
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession
@@ -60,6 +62,14 @@ class _Context:
     finished: list[_Journal] = attrs.Factory(list)
 
 
+@attrs.frozen
+class _Claimed:
+    """The journal's lock, held; waited: another process held it first."""
+
+    lock: ProcessLock
+    waited: bool
+
+
 class _Restart(Exception):
     """A resumed upload cannot go on (the service lost its parts): start it over."""
 
@@ -74,11 +84,13 @@ class _Upload:
         source: _Source,
         label: str | None,
         progress: Progress | None,
+        on_wait: "Callable[[int | None], object] | None" = None,
     ) -> None:
         self.ctx = ctx
         self.index = index
         self.source = source
         self.label = label
+        self.on_wait = on_wait
         self.sink = _ProgressSink(source.size, progress)
         self.sha256 = source.sha256
         self.parts_sent = 0
@@ -105,7 +117,14 @@ class _Upload:
             if existing is not None:
                 self.sink.set(self.source.size)
                 return self._result(existing, started, verified=True, skipped=True)
-        journal = self._open_journal()
+        identity = self._identity()
+        claimed = await self._claim(identity)
+        if isinstance(claimed, tuple):
+            build, verified = claimed
+            self.sink.set(self.source.size)
+            return self._result(build, started, verified=verified, joined=True)
+        held = claimed
+        journal = self._open_journal(identity, waited=held.waited)
         done = False
         try:
             try:
@@ -134,10 +153,19 @@ class _Upload:
                     ctx.finished.append(journal)
                 else:
                     journal.close()
+            # Another process waiting for this file reads the build from the lock (its journal
+            # is removed at the end of the call, after the lock is gone: see _Journal.finish).
+            held.lock.release({"buildId": build.id, "sha256": self.sha256} if done else None)
         return self._result(build, started, verified=verified)
 
     def _result(
-        self, build: "Build", started: float, *, verified: bool, skipped: bool = False
+        self,
+        build: "Build",
+        started: float,
+        *,
+        verified: bool,
+        skipped: bool = False,
+        joined: bool = False,
     ) -> UploadResult:
         return UploadResult(
             path=self.source.given,
@@ -146,6 +174,7 @@ class _Upload:
             sha256=self.sha256,
             verified=verified,
             skipped=skipped,
+            joined=joined,
             resumed=self.resumed,
             parts_sent=self.parts_sent,
             bytes_sent=self.bytes_sent,
@@ -153,9 +182,9 @@ class _Upload:
             info=self.source.info,
         )
 
-    def _open_journal(self) -> _Journal | None:
+    def _identity(self) -> dict[str, Any]:
         src = self.source
-        identity = {
+        return {
             "baseUrl": self.ctx.session.base_url,
             "projectId": self.ctx.project_id,
             "path": os.path.abspath(src.given),
@@ -166,7 +195,62 @@ class _Upload:
             "fileName": src.file_name,
             "label": self.label,
         }
-        return _Journal.open(self.ctx.journal_dir, identity, self.ctx.journals_listed)
+
+    def _open_journal(self, identity: dict[str, Any], *, waited: bool) -> _Journal | None:
+        # After a wait the listing from the start of the call is stale: look on disk.
+        listed = None if waited else self.ctx.journals_listed
+        return _Journal.open(self.ctx.journal_dir, identity, listed)
+
+    async def _claim(self, identity: dict[str, Any]) -> "_Claimed | tuple[Build, bool]":
+        """The lock on this file's journal, held until the upload ends; or, when another
+        process uploaded the same file while this one waited for it, its build (and whether
+        its sha256 was checked): nothing is sent then."""
+        path = self.ctx.journal_dir / (journal_name(identity).removesuffix(".json") + ".lock")
+        waited = False
+        while True:
+            try:
+                got = await claim(path, on_wait=self._waiting)
+            except OSError as exc:
+                raise LocalFileError.of(
+                    exc,
+                    f"cannot write the upload journal's lock {path}",
+                    f"set {STATE_DIR_ENV} to a writable folder",
+                ) from None
+            waited = waited or got.waited
+            if got.lock is not None:
+                return _Claimed(got.lock, waited)
+            joined = await self._joined(got.outcome or {})
+            if joined is not None:
+                return joined
+
+    def _waiting(self, pid: int | None) -> None:
+        who = f" (pid {pid})" if pid else ""
+        log.info("%s: waiting for another upload of this file%s", self.shown, who)
+        self._adjust_window(0)  # the builds after this one may start meanwhile
+        if self.on_wait is not None:
+            self.on_wait(pid)
+
+    async def _joined(self, outcome: dict[str, Any]) -> "tuple[Build, bool] | None":
+        """The build another process made of this file while this one waited, if the service
+        holds it ready with this file's sha256; None: upload it here."""
+        build_id, sha256 = outcome.get("buildId"), outcome.get("sha256")
+        if not isinstance(build_id, str) or sha256 != await self._local_sha256():
+            return None
+        try:
+            build = await self.ctx.session.get_build(build_id)
+        except NotFoundError:
+            return None  # deleted since
+        if not build.is_ready:
+            return None
+        if build.sha256 is not None and build.sha256.lower() != sha256:
+            return None
+        log.info(
+            "%s: another process (pid %s) uploaded this file as build %s; not uploading again",
+            self.shown,
+            outcome.get("pid"),
+            build.id,
+        )
+        return build, build.sha256 is not None
 
     async def _local_sha256(self) -> str:
         if self.sha256 is None:

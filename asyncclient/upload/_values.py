@@ -9,6 +9,7 @@ from typing import Final, TypeAlias
 
 import attrs
 
+from asyncclient._locks import STATE_DIR_ENV, state_dir
 from asyncclient.apps import AppInfo
 from asyncclient.models import Build
 
@@ -30,7 +31,6 @@ DEFAULT_CONCURRENCY: Final = 4
 """Parts of one build in flight at once (upload_build)."""
 DEFAULT_MAX_PARTS_IN_FLIGHT: Final = 16
 """Parts in flight at once across all the builds of one upload_builds call."""
-STATE_DIR_ENV: Final = "ASYNCCLIENT_STATE_DIR"
 
 ItemLike: TypeAlias = (
     "str | os.PathLike[str] | tuple[str | os.PathLike[str], str | None] | UploadItem"
@@ -65,6 +65,9 @@ class UploadItem:
     label: str | None = None
     progress: Progress | None = attrs.field(default=None, eq=False)
     project_id: str | None = None
+    on_wait: "Callable[[int | None], object] | None" = attrs.field(default=None, eq=False)
+    """Called once, with the other process's pid (None if unknown), when another process is
+    uploading the same file and this upload waits for it (then returns its build)."""
 
 
 @attrs.frozen(eq=False)
@@ -73,7 +76,9 @@ class UploadResult:
 
     sha256: the local file's checksum when it was computed; verified: the service reported the
     same one (False when it reported none: the bytes could not be checked); skipped: an existing
-    ready build with the same checksum was returned and nothing uploaded; resumed: an interrupted
+    ready build with the same checksum was returned and nothing uploaded; joined: another process
+    was uploading the same file, this one waited for it and returned its build, sending nothing
+    (see "Many jobs on one runner" in the README); resumed: an interrupted
     upload was continued from its journal; parts_sent: parts sent by this call; info: what the
     pre-flight read from the app.
     """
@@ -85,6 +90,7 @@ class UploadResult:
     sha256: str | None = None
     verified: bool = False
     skipped: bool = False
+    joined: bool = False
     resumed: bool = False
     parts_sent: int = 0
     bytes_sent: int = 0
@@ -110,9 +116,4 @@ class LocalBuild:
 def default_journal_dir() -> Path:
     """Where resume journals live: $ASYNCCLIENT_STATE_DIR/uploads, else
     $XDG_STATE_HOME/asyncclient/uploads, else ~/.local/state/asyncclient/uploads."""
-    state = os.environ.get(STATE_DIR_ENV)
-    if state:
-        return Path(state).expanduser() / "uploads"
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "asyncclient" / "uploads"
+    return state_dir() / "uploads"

@@ -925,11 +925,14 @@ async def test_a_closed_stdout_exits_141_without_a_word(
     assert svc.requests  # the command did its work; only its output had nowhere to go
 
 
-def test_other_local_os_errors_still_exit_2_with_their_message() -> None:
+def test_other_local_os_errors_exit_5_with_their_message() -> None:
     from asyncclient.cli._common import describe_error, is_broken_pipe
 
     denied = PermissionError(13, "Permission denied", "/srv/out")
-    assert describe_error(denied) == ("Permission denied: /srv/out", 2)
+    assert describe_error(denied) == (
+        "Permission denied (/srv/out): fix it and run the same command again",
+        5,
+    )
     assert not is_broken_pipe(denied)
     assert is_broken_pipe(BrokenPipeError(32, "Broken pipe"))
     assert is_broken_pipe(ExceptionGroup("tasks", [ValueError(), BrokenPipeError()]))

@@ -121,6 +121,7 @@ async def test_upload_json_lists_the_builds_and_each_file(
         "ok": True,
         "buildId": build["id"],
         "skipped": False,
+        "joined": False,
         "resumed": False,
         "verified": True,
         "sha256": build["sha256"],
