@@ -12,6 +12,7 @@ from asyncclient.errors import (
     BuildRejectedError,
     ChecksumMismatchError,
     ConflictError,
+    LocalFileError,
     NotFoundError,
     NotStartedError,
     PaymentRequiredError,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         UploadedPart,
         UploadStart,
     )
+    from asyncclient.reruns import Attempts, SuiteResult, wait_with_retries
     from asyncclient.upload import UploadItem, UploadResult
     from asyncclient.watch import RunWatcher
 
@@ -66,6 +68,9 @@ _LAZY = {
     "RunWatcher": "asyncclient.watch",
     "UploadItem": "asyncclient.upload",
     "UploadResult": "asyncclient.upload",
+    "Attempts": "asyncclient.reruns",
+    "SuiteResult": "asyncclient.reruns",
+    "wait_with_retries": "asyncclient.reruns",
 }
 
 __all__ = [
@@ -73,6 +78,7 @@ __all__ = [
     "ApiError",
     "AsyncClientError",
     "AsyncSession",
+    "Attempts",
     "BadRequestError",
     "Build",
     "BuildList",
@@ -80,6 +86,7 @@ __all__ = [
     "ChecksumMismatchError",
     "ConflictError",
     "Endpoint",
+    "LocalFileError",
     "NotFoundError",
     "NotStartedError",
     "PartBody",
@@ -96,6 +103,7 @@ __all__ = [
     "ServerError",
     "SkippedTest",
     "StartedRun",
+    "SuiteResult",
     "TransportError",
     "UnauthenticatedError",
     "UnknownRunsError",
@@ -106,6 +114,7 @@ __all__ = [
     "ValidationError",
     "WatchTimeoutError",
     "__version__",
+    "wait_with_retries",
 ]
 
 

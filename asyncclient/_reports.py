@@ -1,15 +1,13 @@
-"""Reports on finished runs for people and CI: a text summary, JUnit XML and GitHub Markdown.
-Pure functions of the runs (no I/O) plus two small writers; used by `asyncclient run`/`watch`."""
+"""Reports on finished runs for people and CI: how a run reads in a report, a text summary and
+GitHub Markdown (JUnit XML: asyncclient._junit; HTML: asyncclient._html_report). Pure functions
+of the runs (no I/O) plus two small writers; used by `asyncclient run`/`watch` and the server."""
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
-import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -23,13 +21,12 @@ __all__ = [
     "duration_seconds",
     "failed_requirements",
     "format_duration",
-    "junit_xml",
     "outcome",
     "plain_text",
     "report_fields",
     "step_summary_markdown",
     "summary_lines",
-    "write_junit",
+    "write_atomically",
 ]
 
 Outcome = Literal["passed", "failure", "error", "skipped", "not_final"]
@@ -54,8 +51,6 @@ _ICONS: Final = {
     "cancelled": "\u23f9\ufe0f",  # stop button
 }
 _NOT_FINAL_ICON: Final = "\u23f3"  # hourglass
-# Characters XML 1.0 cannot carry at all, even escaped; a service's text may contain them.
-_XML_INVALID: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def status_of(run: Run) -> str:
@@ -191,9 +186,16 @@ def counts_text(counts: Mapping[str, int]) -> str:
 # --- text summary --------------------------------------------------------------------------------
 
 
-def summary_lines(runs: Sequence[Run]) -> list[str]:
+def summary_lines(
+    runs: Sequence[Run],
+    *,
+    earlier: Mapping[str, Sequence[Run]] | None = None,
+    counts: str | None = None,
+) -> list[str]:
     """The end-of-watch summary: per run its status, ids, title and duration, then indented the
-    headline, each failed requirement with its reason, and the link; a counts line last."""
+    headline, each failed requirement with its reason, and the link; a counts line last.
+    `earlier`: the earlier attempts of re-run tests, by final run id (each gets a line);
+    `counts`: the last line instead of the runs' counts (a suite's tests with attempts)."""
     lines: list[str] = []
     width = max((len(status_of(run)) for run in runs), default=0)
     for run in runs:
@@ -215,124 +217,19 @@ def summary_lines(runs: Sequence[Run]) -> list[str]:
             lines.append(f"{indent}{_labelled(req)}")
         if run.link:
             lines.append(indent + run.link)
-    lines.append(counts_line(runs))
+        before = (earlier or {}).get(run.id)
+        if before:
+            word = "flaky: passed on" if run.passed else "after"
+            tries = ", ".join(f"{a.id} {status_of(a)}" for a in before)
+            lines.append(f"{indent}{word} attempt {len(before) + 1} (earlier: {tries})")
+    lines.append(counts or counts_line(runs))
     return lines
 
 
-# --- JUnit XML -----------------------------------------------------------------------------------
-
-
-def _clean(text: str) -> str:
-    return _XML_INVALID.sub("\ufffd", text)
-
-
-def _seconds(value: float | None) -> str:
-    return f"{(value or 0.0):.3f}"
-
-
-def junit_xml(
-    runs: Sequence[Run], *, name: str = "asyncclient", skipped: Sequence[tuple[str, str]] = ()
-) -> bytes:
-    """JUnit XML for CI: one <testsuite> with one <testcase> per run.
-
-    testcase: name = test title, classname = test id, time = duration in seconds. A run that
-    did not pass carries <failure message=headline type=status> listing its failed requirements
-    with reasons; status error maps to <error>, cancelled to <skipped>, a run still going to
-    <error type="not_final">. <properties> keep the run id, status, mode, link and captures
-    (capture.NAME); <system-out> repeats headline, requirements and link for readers that show
-    only that. `skipped`: (test id, reason) of tests the service did not start, each a
-    <testcase> with <skipped message=reason>.
-    """
-    tally = Counter(outcome(run) for run in runs)
-    total_time = sum(duration_seconds(run) or 0.0 for run in runs)
-    counts = {
-        "tests": str(len(runs) + len(skipped)),
-        "failures": str(tally["failure"]),
-        "errors": str(tally["error"] + tally["not_final"]),
-        "skipped": str(tally["skipped"] + len(skipped)),
-        "time": _seconds(total_time),
-    }
-    root = ET.Element("testsuites", {"name": _clean(name), **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": _clean(name), **counts})
-    created = [run.created_at for run in runs if run.created_at is not None]
-    if created:
-        first = min(created).astimezone(UTC).replace(tzinfo=None)
-        suite.set("timestamp", first.isoformat(timespec="seconds"))
-    for run in runs:
-        _testcase(suite, run)
-    for test_id, reason in skipped:
-        case = ET.SubElement(
-            suite, "testcase", {"name": _clean(test_id), "classname": _clean(test_id), "time": "0"}
-        )
-        ET.SubElement(case, "skipped", {"message": _clean(reason or "not started")})
-    ET.indent(root)
-    body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return body + b"\n"
-
-
-def _testcase(suite: ET.Element, run: Run) -> None:
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "name": _clean(title(run)),
-            "classname": _clean(run.test_id or run.id),
-            "time": _seconds(duration_seconds(run)),
-        },
-    )
-    props = ET.SubElement(case, "properties")
-    pairs = [("run_id", run.id), ("status", status_of(run))]
-    pairs += [("mode", run.mode or ""), ("link", run.link or "")]
-    pairs += [(f"capture.{key}", value) for key, value in captures(run).items()]
-    for key, value in pairs:
-        if value:
-            ET.SubElement(props, "property", {"name": _clean(key), "value": _clean(value)})
-
-    requirement_lines = [_requirement_line(req) for req in failed_requirements(run)]
-    status = status_of(run)
-    kind = outcome(run)
-    if kind == "failure":
-        element = ET.SubElement(
-            case, "failure", {"message": _clean(headline(run) or status), "type": _clean(status)}
-        )
-        element.text = _clean("\n".join(requirement_lines or [headline(run) or status]))
-    elif kind == "error":
-        code, message = error_details(run)
-        element = ET.SubElement(
-            case,
-            "error",
-            {
-                "message": _clean(message or headline(run) or "error"),
-                "type": _clean(code or "error"),
-            },
-        )
-        element.text = _clean("\n".join([headline(run), *requirement_lines]).strip())
-    elif kind == "skipped":
-        ET.SubElement(case, "skipped", {"message": _clean(headline(run) or "cancelled")})
-    elif kind == "not_final":
-        ET.SubElement(
-            case,
-            "error",
-            {"message": f"still {_clean(status)} when the watch ended", "type": "not_final"},
-        )
-    out_lines = [f"{status}: {headline(run)}" if headline(run) else status]
-    out_lines += [_labelled(req) for req in failed_requirements(run)]
-    if run.link:
-        out_lines.append(run.link)
-    ET.SubElement(case, "system-out").text = _clean("\n".join(out_lines))
-
-
-def write_junit(
-    path: str | os.PathLike[str],
-    runs: Sequence[Run],
-    *,
-    name: str = "asyncclient",
-    skipped: Sequence[tuple[str, str]] = (),
-) -> Path:
-    """Write junit_xml(runs) to `path` atomically: a temp file beside it, then a rename, so a
-    reader never sees half a report."""
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write `data` to `path` through a temp file beside it renamed over it: a reader never
+    sees half a file."""
     target = Path(path)
-    data = junit_xml(runs, name=name, skipped=skipped)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -359,11 +256,18 @@ def _link(text: str, url: str | None) -> str:
 
 
 def step_summary_markdown(
-    runs: Sequence[Run], *, heading: str = "Test runs", skipped: Sequence[tuple[str, str]] = ()
+    runs: Sequence[Run],
+    *,
+    heading: str = "Test runs",
+    skipped: Sequence[tuple[str, str]] = (),
+    earlier: Mapping[str, Sequence[Run]] | None = None,
+    counts: str | None = None,
 ) -> str:
     """A Markdown table of the runs (status, test, run with link, duration, headline); for
-    each run that did not pass its failed requirements with reasons; the tests not started."""
-    lines = [f"### {_cell(heading)}: {_cell(counts_line(runs))}", ""]
+    each run that did not pass its failed requirements with reasons; the tests not started.
+    With `earlier` (re-run tests: the earlier attempts of each final run), the tests that
+    passed only on a re-run get a section of their own; `counts` replaces the counts line."""
+    lines = [f"### {_cell(heading)}: {_cell(counts or counts_line(runs))}", ""]
     if runs:
         lines += [
             "| Status | Test | Run | Duration | Headline |",
@@ -388,6 +292,18 @@ def step_summary_markdown(
                 for req in failed_requirements(run):
                     lines.append(f"  - {_cell(_requirement_line(req))}")
             lines += ["", "</details>"]
+    flaky = [run for run in runs if run.passed and (earlier or {}).get(run.id)]
+    if flaky:
+        lines += ["", f"#### Flaky tests ({len(flaky)}): passed on a re-run", ""]
+        for run in flaky:
+            failed = (earlier or {})[run.id]
+            tries = ", ".join(
+                f"{_link(a.id, a.link)} {_cell(status_of(a))}: {_cell(headline(a))}" for a in failed
+            )
+            lines.append(
+                f"- **{_cell(title(run))}** passed on attempt {len(failed) + 1} "
+                f"({_link(run.id, run.link)}); before: {tries}"
+            )
     if skipped:
         lines += ["", f"Not started ({len(skipped)}):"]
         lines += [f"- `{_cell(test_id)}`: {_cell(reason)}" for test_id, reason in skipped]

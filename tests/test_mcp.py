@@ -40,10 +40,13 @@ pytestmark = [pytest.mark.timeout(90), pytest.mark.networks]
 
 
 def _seed() -> dict[str, Any]:
-    """The demo seed with keys no result could contain by chance."""
+    """The demo seed with keys no result could contain by chance, and without its flaky test
+    (re-runs have a test of their own below): each run ends as its test's outcome says."""
     data = demo_seed_data()
     for key in data["keys"]:
         key["key"] = RUN_KEY if key["capability"] == "run" else EDIT_KEY
+    for test in data["tests"]:
+        test.pop("flakyRuns", None)
     return data
 
 
@@ -709,3 +712,46 @@ def test_a_short_or_misplaced_token_is_refused() -> None:
         )
         assert result.returncode == 2, result.stderr
         assert words in result.stderr
+
+
+# --- re-runs in wait_for_runs -----------------------------------------------------------------
+
+
+async def test_wait_for_runs_reruns_what_failed_and_marks_flaky_tests(tmp_path: Path) -> None:
+    def web(test_id: str, **fields: Any) -> dict[str, Any]:
+        return {"id": test_id, "project": "p_ci", "target": "web", "url": "https://x.example",
+                "queuedSeconds": 1, "durationSeconds": 20, **fields}  # fmt: skip
+
+    seed = {
+        "projects": [{"id": "p_ci", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": RUN_KEY, "capability": "run", "projects": ["p_ci"]}],
+        "tests": [
+            web("t_pass"),
+            web("t_flaky", flakyRuns=1),
+            web("t_broken", outcome="failed"),
+        ],
+    }
+    async with (
+        FakeService(seed, speed=1000.0) as service,
+        stdio_server(service, RUN_KEY, tmp_path) as (client, _),
+    ):
+        calls = Calls(client)
+        started = await calls.ok("run_project", {"project_id": "p_ci"})
+        waited = await calls.ok("wait_for_runs", {"run_ids": started["runIds"], "retry_failed": 2})
+        refused = await calls.error(
+            "wait_for_runs", {"run_ids": started["runIds"], "retry_failed": 11}
+        )
+        runs = {run.test.id: 0 for run in service.backend.runs.values()}
+        for run in service.backend.runs.values():
+            runs[run.test.id] += 1
+
+    assert runs == {"t_pass": 1, "t_flaky": 2, "t_broken": 3}
+    assert waited["done"] is True
+    assert waited["summary"] == (
+        "3 tests: 1 passed, 1 flaky (passed on attempt 2), 1 failed after 3 attempts"
+    )
+    (flaky,) = waited["flaky"]
+    assert flaky.startswith("t_flaky passed on attempt 2 (earlier: j_")
+    assert [v["testId"] for v in waited["notPassed"]] == ["t_broken"]
+    assert len(waited["passed"]) == 2
+    assert "retry_failed" in refused

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncclient import _reports
+from asyncclient import _junit, _reports
 from asyncclient._converter import converter
 from asyncclient._responses import error_from_response
 from asyncclient.cli._runs import run_fields
@@ -51,7 +51,7 @@ def test_any_json_in_a_runs_open_fields_is_read_and_reported(fields: dict[str, A
         return  # the session answers ApiError(invalid_response) for these
     # Every reader and every report copes with whatever was read.
     _reports.summary_lines([run])
-    ET.fromstring(_reports.junit_xml([run]))
+    ET.fromstring(_junit.junit_xml([run]))
     _reports.step_summary_markdown([run])
     _reports.report_fields(run)
     run_fields(run)
@@ -135,7 +135,7 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
         Run,
     )  # fmt: skip
     assert reason in "\n".join(_reports.summary_lines([run]))
-    suite = ET.fromstring(_reports.junit_xml([run]))
+    suite = ET.fromstring(_junit.junit_xml([run]))
     case_element = suite.find("testsuite/testcase")
     assert case_element is not None
     shown = case_element.find("failure")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncclient import _reports
+from asyncclient import _junit, _reports
 from asyncclient.models import Run, RunStatus
 
 
@@ -120,7 +120,7 @@ def test_counts_line() -> None:
 
 def test_junit_xml_parses_back_with_the_right_counts_and_messages() -> None:
     runs = [PASSED, FAILED, ERRORED, CANCELLED, RUNNING]
-    root = ET.fromstring(_reports.junit_xml(runs, name="p_demo"))
+    root = ET.fromstring(_junit.junit_xml(runs, name="p_demo"))
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
     assert len(suites) == 1
@@ -173,7 +173,7 @@ def test_junit_xml_parses_back_with_the_right_counts_and_messages() -> None:
 
 def test_junit_xml_survives_characters_xml_cannot_carry() -> None:
     run = make_run("j_c", "failed", headline="bad \x00 byte \x1b[31m", test_title="a\x07b")
-    root = ET.fromstring(_reports.junit_xml([run]))
+    root = ET.fromstring(_junit.junit_xml([run]))
     case = root.find("testsuite/testcase")
     assert case is not None
     assert case.attrib["name"] == "a\ufffdb"
@@ -185,7 +185,7 @@ def test_junit_xml_survives_characters_xml_cannot_carry() -> None:
 def test_write_junit_replaces_the_file_atomically(tmp_path: Path) -> None:
     target = tmp_path / "report.xml"
     target.write_text("old")
-    _reports.write_junit(target, [PASSED])
+    _junit.write_junit(target, [PASSED])
     assert ET.parse(target).getroot().find("testsuite/testcase") is not None
     assert [p.name for p in tmp_path.iterdir()] == ["report.xml"]
 
@@ -194,7 +194,7 @@ def test_write_junit_leaves_no_temp_file_on_failure(tmp_path: Path) -> None:
     target = tmp_path / "dir-in-the-way"
     target.mkdir()
     with pytest.raises(OSError, match="directory"):
-        _reports.write_junit(target, [PASSED])
+        _junit.write_junit(target, [PASSED])
     assert [p.name for p in tmp_path.iterdir()] == ["dir-in-the-way"]
 
 
@@ -223,7 +223,7 @@ def test_append_step_summary_appends(tmp_path: Path) -> None:
 
 def test_tests_not_started_are_skipped_testcases_and_listed() -> None:
     skipped = [("t_app", "no ready android build of com.example.shop; upload one")]
-    root = ET.fromstring(_reports.junit_xml([PASSED], skipped=skipped))
+    root = ET.fromstring(_junit.junit_xml([PASSED], skipped=skipped))
     suite = root.find("testsuite")
     assert suite is not None
     assert (suite.attrib["tests"], suite.attrib["skipped"]) == ("2", "1")

@@ -1,8 +1,6 @@
-"""Following runs to their end for `run --wait` and `watch`, and reporting them for CI.
-
-The live progress (a rich table on a terminal, a line per change otherwise), what Ctrl-C leaves
-to say, and the reports: a summary on stdout (or JSON with --json), JUnit XML (--junit) and the
-GitHub step summary.
+"""Following runs to their end for `run --wait` and `watch`: rounds of the re-run policy
+(--retry-failed), the live progress (a rich table on a terminal, a line per change otherwise)
+and what Ctrl-C leaves to say. The reports at the end: asyncclient.cli._ci_reports.
 """
 
 from __future__ import annotations
@@ -11,14 +9,14 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from asyncclient.cli._ci_reports import report
 from asyncclient.cli._common import EXIT_NOT_PASSED, EXIT_OK, CommandError
-from asyncclient.cli._output import Output, to_json
+from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -40,66 +38,99 @@ async def follow(
     report_name: str,
     skipped: Sequence[tuple[str, str]] = (),
     tests: Mapping[str, str] | None = None,
+    mode: str | None = None,
+    build_id: str | None = None,
+    idempotency_key: str | None = None,
 ) -> int:
-    """Watch the runs with live progress, then report; returns the exit code.
+    """Watch the runs with live progress, re-run the tests that did not pass (--retry-failed,
+    asyncclient.reruns), then report; returns the exit code.
 
     tests: the test id of each run, when known from the start (shown before the first sweep).
+    mode, build_id, idempotency_key: how the first runs were started (their re-runs follow).
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
-    from asyncclient.watch import RunWatcher
+    from asyncclient.reruns import Reruns, remaining
 
-    interval = args.interval or DEFAULT_INTERVAL
-    watcher = RunWatcher(
-        session,
-        run_ids,
-        interval=interval,
-        max_interval=max(DEFAULT_MAX_INTERVAL, interval),
-        timeout=args.timeout,
-        stop_on_timeout=args.stop_on_timeout,
-        stop_on_cancel=stop_on_cancel,
+    reruns = Reruns(
+        getattr(args, "retry_failed", 0) or 0,
+        mode=mode,
+        build_id=build_id,
+        idempotency_key=idempotency_key,
+        fail_on_flaky=getattr(args, "fail_on_flaky", False),
     )
+    interval = args.interval or DEFAULT_INTERVAL
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
     timed_out: WatchTimeoutError | None = None
-    note = _still_going_note(watcher, args) if stop_on_cancel else _no_note
-    try:
-        with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
-            async with watcher:
-                async for run in watcher:
-                    progress.update(run)
-    except WatchTimeoutError as exc:
-        timed_out = exc
-    except asyncio.CancelledError:
-        _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-        # A cancelled CI job still publishes what happened. With stop_on_cancel the watcher
-        # read the runs again after stopping them, so the summary, the JUnit report and the
-        # step summary show each run as the service now has it: a run it cancelled is
-        # skipped, one still going is an error (not final). The exit code (130/143) fails
-        # the job either way.
-        seen = [watcher.runs[run_id] for run_id in run_ids if run_id in watcher.runs]
-        with contextlib.suppress(CommandError, OSError):  # the interrupt is what matters now
-            _report(seen, args, out, report_name, skipped)
-        raise
-    views = watcher.runs
-    runs = [views[run_id] for run_id in run_ids if run_id in views]
-    _report(runs, args, out, report_name, skipped)
+    current: list[Any] = []  # the round's watcher, for the note of a second Ctrl-C
+    note = _still_going_note(current, args) if stop_on_cancel else _no_note
+    ids = run_ids
+    told: set[str] = set()
+    with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
+        while ids:
+            # The first round has the whole timeout (its message names it); later ones the rest.
+            left = args.timeout if ids is run_ids else remaining(deadline)
+            watcher = session.watch_runs(
+                ids,
+                interval=interval,
+                max_interval=max(DEFAULT_MAX_INTERVAL, interval),
+                timeout=left,
+                stop_on_timeout=args.stop_on_timeout,
+                stop_on_cancel=stop_on_cancel,
+            )
+            current[:] = [watcher]
+            try:
+                async with watcher:
+                    async for run in watcher:
+                        progress.update(run)
+            except WatchTimeoutError as exc:
+                timed_out = exc
+            except asyncio.CancelledError:
+                _tell_stopped(watcher.stopped, watcher.stop_errors, out)
+                # A cancelled CI job still publishes what happened. With stop_on_cancel the
+                # watcher read the runs again after stopping them, so the summary, the JUnit
+                # report and the step summary show each run as the service now has it: a run
+                # it cancelled is skipped, one still going is an error (not final). The exit
+                # code (130/143) fails the job either way.
+                reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
+                with contextlib.suppress(CommandError, OSError):  # the interrupt matters now
+                    await report(session, reruns, args, out, report_name, skipped)
+                raise
+            views = watcher.runs
+            reruns.record(views[i] for i in ids if i in views)
+            if watcher.unknown or timed_out is not None:
+                break
+            started = await reruns.start(session, reruns.due())
+            for test_id, error in reruns.start_errors.items():
+                if test_id not in told:
+                    told.add(test_id)
+                    out.error(f"could not re-run {test_id}: {error}")
+            if started:
+                progress.add_attempts(started)
+            ids = [run_id for _, run_id, _ in started]
+    result = await report(session, reruns, args, out, report_name, skipped)
+    if not current:  # no run to follow (none started)
+        return EXIT_OK if result.passed else EXIT_NOT_PASSED
+    watcher = current[0]
     if watcher.unknown:
-        raise UnknownRunsError(watcher.unknown, runs)
+        raise UnknownRunsError(watcher.unknown, result.final_runs)
     if timed_out is not None:
         out.error(str(timed_out))
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
         return EXIT_NOT_PASSED
-    return EXIT_OK if all(run.passed for run in runs) else EXIT_NOT_PASSED
+    return EXIT_OK if result.passed else EXIT_NOT_PASSED
 
 
 def _no_note() -> list[str]:
     return []
 
 
-def _still_going_note(watcher: Any, args: argparse.Namespace) -> Callable[[], list[str]]:
+def _still_going_note(current: list[Any], args: argparse.Namespace) -> Callable[[], list[str]]:
     """What a second Ctrl-C prints before exiting at once: the runs that may still be going
-    (their stop not answered yet) and the command that stops them."""
+    (their stop not answered yet) and the command that stops them. `current`: the watcher of
+    the round under way."""
 
     def note() -> list[str]:
-        going = watcher.still_going
+        going = current[0].still_going if current else ()
         if not going:
             return []
         ids = " ".join(going)
@@ -119,46 +150,6 @@ def _tell_stopped(stopped: Sequence[str], errors: dict[str, Any], out: Output) -
         print(f"stopped {len(stopped)} run(s): {' '.join(stopped)}", file=out.stderr, flush=True)
     for run_id, error in errors.items():
         print(f"could not stop {run_id}: {error}", file=out.stderr, flush=True)
-
-
-def _report(
-    runs: Sequence[Run],
-    args: argparse.Namespace,
-    out: Output,
-    name: str,
-    skipped: Sequence[tuple[str, str]],
-) -> None:
-    from asyncclient import _reports
-
-    lines = _reports.summary_lines(runs)
-    lines += [
-        f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
-    ]
-    if out.json_mode:
-        out.json([{**to_json(run), "summary": _reports.report_fields(run)} for run in runs])
-        for line in lines:
-            out.info(line)
-    else:
-        for line in lines:
-            out.data(line)
-    if args.junit:
-        try:
-            path = _reports.write_junit(args.junit, runs, name=name, skipped=skipped)
-        except OSError as exc:
-            raise CommandError(
-                f"cannot write the JUnit report {args.junit}: {exc.strerror or exc}",
-                EXIT_NOT_PASSED,
-            ) from exc
-        out.info(f"JUnit report: {path}")
-    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        try:
-            _reports.append_step_summary(
-                summary_path, _reports.step_summary_markdown(runs, heading=name, skipped=skipped)
-            )
-        except OSError as exc:
-            # The step summary is a courtesy; the runs' result and the JUnit report stand.
-            out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
 
 
 class Progress:
@@ -218,6 +209,7 @@ class Progress:
         self._console: Any = None
         self._use_live = out.stderr_is_terminal and not out.quiet
         self._clock = clock
+        self._attempts: dict[str, int] = {}  # run id -> attempt, for re-runs (2, 3, ...)
         self._drawn_at = 0.0
         self._dirty = False
         self._timer: asyncio.TimerHandle | None = None
@@ -249,6 +241,22 @@ class Progress:
                 self._draw()  # the final state, whatever the throttle held back
             self._live.__exit__(exc_type, exc, tb)
 
+    def add_attempts(self, started: Sequence[tuple[str, str, int]]) -> None:
+        """Re-runs just started: (test id, run id, attempt); shown queued from now on."""
+        from asyncclient.models import Run, RunStatus
+
+        for test_id, run_id, attempt in started:
+            self._order.append(run_id)
+            self._going[run_id] = None
+            self._attempts[run_id] = attempt
+            run = Run(id=run_id, status=RunStatus.QUEUED, test_id=test_id)
+            self._views[run_id] = run
+            self._counts[self._status_of(run)] += 1
+            if self._live is None:
+                self._out.info(f"{run_id}  {test_id}  re-run (attempt {attempt})")
+        if self._live is not None:
+            self._draw()
+
     def update(self, run: Run) -> None:
         status_of = self._status_of
         before = self._views.get(run.id)
@@ -260,7 +268,9 @@ class Progress:
             del self._going[run.id]
             self._finished.append(run.id)
         if self._live is None:
-            self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}")
+            attempt = self._attempts.get(run.id)
+            shown = f"  (attempt {attempt})" if attempt else ""
+            self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}{shown}")
             return
         self._dirty = True
         wait = self._drawn_at + 1.0 / self.REFRESH_PER_SECOND - self._clock()
@@ -294,7 +304,10 @@ class Progress:
         unseen = len(self._order) - len(views)
         if unseen:
             caption += f" ({unseen} not seen yet)"
-        table = Table("run", "test", "status", "duration", caption=caption)
+        columns = ["run", "test", "status", "duration"]
+        if self._attempts:
+            columns.insert(2, "attempt")
+        table = Table(*columns, caption=caption)
         # A terminal holds only so many rows: the runs still going come first, then the ones
         # that finished, and only the rows shown are built. When they all fit, the finished
         # ones in the order given; otherwise the latest to finish, newest first.
@@ -308,15 +321,18 @@ class Progress:
         for run_id in shown:
             run = views.get(run_id)
             if run is None:
-                table.add_row(Text(run_id), Text(""), Text("-", style="dim"), Text(""))
-                continue
-            status = str(run.status)
-            table.add_row(
-                Text(run.id),
-                Text(run.test_id or ""),
-                Text(status, style=self._STYLES.get(run.status_kind, "")),
-                Text(format_duration(duration_seconds(run))),
-            )
+                cells = [Text(run_id), Text(""), Text("-", style="dim"), Text("")]
+            else:
+                cells = [
+                    Text(run.id),
+                    Text(run.test_id or ""),
+                    Text(str(run.status), style=self._STYLES.get(run.status_kind, "")),
+                    Text(format_duration(duration_seconds(run))),
+                ]
+            if self._attempts:
+                cells.insert(2, Text(str(self._attempts.get(run_id, 1))))
+            table.add_row(*cells)
         if len(self._order) > len(shown):
-            table.add_row("", Text(f"... {len(self._order) - len(shown)} more"), "", "")
+            more: list[Any] = ["", Text(f"... {len(self._order) - len(shown)} more"), "", ""]
+            table.add_row(*more, *([""] if self._attempts else []))
         return table

@@ -6,10 +6,8 @@ asyncclient.cli._follow.
 from __future__ import annotations
 
 import argparse
-import math
-import os
+import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from asyncclient.cli._common import (
@@ -21,24 +19,34 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
-from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL, follow
+from asyncclient.cli._follow import follow
+from asyncclient.cli._follow_options import (
+    add_follow_options,
+    check_follow_options,
+    ids_from_text,
+)
 from asyncclient.cli._output import Output, to_json
 
 _TEST_EXAMPLES = """\
   asyncclient run test t_login                         # prints the run id
   asyncclient run test t_login --build ab_42 --mode cold --wait --junit report.xml
   asyncclient run test t_login --wait --timeout 900 --json > run.json
+  asyncclient run test t_login --wait --retry-failed 2 --html report.html
 """
 _PROJECT_EXAMPLES = """\
   asyncclient run project p_123                        # prints one run id per line
   asyncclient run project p_123 --build ab_android --build ab_ios --wait --junit report.xml
   asyncclient run project p_123 --wait --timeout 1800 --stop-on-timeout --json > runs.json
   asyncclient run project p_123 --wait --allow-skipped   # green even if some tests could not start
+  asyncclient run project p_123 --build ab_42 --mode cold --wait --retry-failed 2 \\
+      --junit r.xml --html r.html --download-failed evidence/
 """
 _WATCH_EXAMPLES = """\
   asyncclient watch j_1 j_2 j_3
   asyncclient run project p_123 | xargs asyncclient watch --junit report.xml
   asyncclient watch j_1 --timeout 600 --stop-on-timeout
+  asyncclient run project p_123 | asyncclient watch - --retry-failed 1 --html report.html
+  asyncclient watch - --junit report.xml < runs.txt      # a later job collects the results
 """
 _EXIT_CODES = """
 exit codes:
@@ -104,7 +112,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--build", metavar="BUILD_ID", help="run this build (ab_...); default: the newest ready one"
     )
     _add_idempotency_key(test)
-    _add_follow_options(test, wait_flag=True)
+    add_follow_options(test, wait_flag=True)
 
     project = add_command(
         run,
@@ -125,7 +133,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "build of its own app",
     )
     _add_idempotency_key(project)
-    _add_follow_options(project, wait_flag=True).add_argument(
+    add_follow_options(project, wait_flag=True).add_argument(
         "--allow-skipped",
         action="store_true",
         help="with --wait, exit 0 even when the service skipped some tests (did not start "
@@ -141,8 +149,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         description=_WATCH_DESCRIPTION,
         examples=_WATCH_EXAMPLES,
     )
-    watch.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="runs to follow (j_...)")
-    _add_follow_options(watch, wait_flag=False)
+    watch.add_argument(
+        "run_ids",
+        nargs="+",
+        metavar="RUN_ID",
+        help="runs to follow (j_...); - reads them from standard input: one per line, or the "
+        "--json output of asyncclient run",
+    )
+    add_follow_options(watch, wait_flag=False)
     watch.add_argument(
         "--stop-on-interrupt",
         action="store_true",
@@ -168,77 +182,6 @@ def _add_idempotency_key(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> Any:
-    """The --wait/--timeout/... group; returned so that a command can add its own to it."""
-    group = parser.add_argument_group("waiting and reports")
-    if wait_flag:
-        group.add_argument(
-            "--wait", action="store_true", help="follow the runs until final, then report"
-        )
-    group.add_argument(
-        "--timeout",
-        type=float,
-        metavar="S",
-        help="give up waiting after S seconds (exit 1); one request's limit is --request-timeout",
-    )
-    group.add_argument(
-        "--interval",
-        type=float,
-        metavar="S",
-        help=f"seconds between polls while runs change (default {DEFAULT_INTERVAL:g}; "
-        f"grows to {DEFAULT_MAX_INTERVAL:g} while nothing changes)",
-    )
-    group.add_argument("--junit", metavar="PATH", help="write a JUnit XML report to PATH")
-    group.add_argument(
-        "--stop-on-timeout",
-        action="store_true",
-        help="when --timeout hits, stop the runs still going before exiting",
-    )
-    return group
-
-
-# --- checks before any request -------------------------------------------------------------------
-
-
-def _seconds(flag: str, value: float | None) -> None:
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
-
-
-def _check_follow_options(args: argparse.Namespace, *, waiting: bool) -> None:
-    if not waiting:
-        given = [
-            flag
-            for flag, value in (
-                ("--timeout", args.timeout),
-                ("--interval", args.interval),
-                ("--junit", args.junit),
-                ("--stop-on-timeout", args.stop_on_timeout),
-                ("--allow-skipped", getattr(args, "allow_skipped", False)),
-            )
-            if value
-        ]
-        if given:
-            raise CommandError(
-                f"{', '.join(given)} need --wait: without it the command exits once the runs "
-                "have started"
-            )
-        return
-    _seconds("--timeout", args.timeout)
-    _seconds("--interval", args.interval)
-    if args.stop_on_timeout and args.timeout is None:
-        raise CommandError("--stop-on-timeout needs --timeout S")
-    if args.junit:
-        target = Path(args.junit)
-        parent = target.parent
-        if target.is_dir():
-            raise CommandError(f"--junit {args.junit} is a directory: give a file name")
-        if not parent.is_dir():
-            raise CommandError(f"--junit {args.junit}: the directory {parent} does not exist")
-        if not os.access(parent, os.W_OK):
-            raise CommandError(f"--junit {args.junit}: the directory {parent} is not writable")
-
-
 def _check_ids(kind: str, values: Sequence[str], flag: str) -> list[str]:
     from asyncclient._protocol import check_id
 
@@ -252,7 +195,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     _check_ids("test", [args.test_id], "TEST_ID")
     if args.build:
         _check_ids("build", [args.build], "--build")
-    _check_follow_options(args, waiting=args.wait)
+    check_follow_options(args, waiting=args.wait)
     async with open_session(args) as session:
         start = await session.run_test(
             args.test_id,
@@ -276,6 +219,9 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             stop_on_cancel=True,
             report_name=args.test_id,
             tests={start.run_id: args.test_id},
+            mode=args.mode,
+            build_id=args.build,
+            idempotency_key=args.idempotency_key,
         )
 
 
@@ -284,7 +230,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
 
     _check_ids("project", [args.project_id], "PROJECT_ID")
     builds = _check_ids("build", args.build or [], "--build")
-    _check_follow_options(args, waiting=args.wait)
+    check_follow_options(args, waiting=args.wait)
     async with open_session(args) as session:
         result = await session.run_project(
             args.project_id,
@@ -318,6 +264,9 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             report_name=args.project_id,
             skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
             tests={started.run_id: started.test_id for started in result.started},
+            mode=args.mode,
+            build_id=builds[0] if len(builds) == 1 else None,
+            idempotency_key=args.idempotency_key,
         )
     if code != EXIT_OK:
         return code
@@ -335,8 +284,19 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
 
 
 async def watch(args: argparse.Namespace, out: Output) -> int:
-    run_ids = _check_ids("run", args.run_ids, "RUN_ID")
-    _check_follow_options(args, waiting=True)
+    given = list(args.run_ids)
+    if "-" in given:
+        if given.count("-") > 1:
+            raise CommandError("give - once: it reads every run id from standard input")
+        at = given.index("-")
+        given[at : at + 1] = ids_from_text(sys.stdin.read())
+        if not given:
+            raise CommandError(
+                "no run id on standard input: pipe run ids (one per line) or the --json output "
+                "of asyncclient run"
+            )
+    run_ids = _check_ids("run", given, "RUN_ID")
+    check_follow_options(args, waiting=True)
     async with open_session(args) as session:
         return await follow(
             session,

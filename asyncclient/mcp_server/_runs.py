@@ -28,6 +28,8 @@ from asyncclient.mcp_server._wait import (
     failed,
     wait_result,
 )
+from asyncclient.models import Run
+from asyncclient.reruns import MAX_RETRY_FAILED, wait_with_retries
 
 __all__ = ["TOOLS", "RunTools"]
 
@@ -280,6 +282,20 @@ class RunTools(ToolKit):
                 }
             ),
         ] = DEFAULT_WAIT_TIMEOUT,
+        retry_failed: Annotated[
+            int,
+            WithJsonSchema(
+                {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_RETRY_FAILED,
+                    "description": "Run each test whose run did not pass (not a stopped one) "
+                    "again, up to this many times, with the same build and mode; a test that "
+                    "passes on a re-run is flaky (listed in flaky) and counts as passed "
+                    "(default 0)",
+                }
+            ),
+        ] = 0,
     ) -> Annotated[CallToolResult, WaitResult]:
         """Wait until every run is final. Returns a one-line summary and the counts by status;
         then each run that did not pass with its verdict, headline, failed requirements and
@@ -288,7 +304,9 @@ class RunTools(ToolKit):
         many runs, the result stays within its size: what did not fit is counted in leftOut,
         and get_run gives any run in full. Polls in batches (50 runs per request), reporting
         progress as runs finish. If the time limit passes first, done is false: call again with
-        the same ids."""
+        the same ids. With retry_failed, the tests that did not pass are re-run (the re-runs are
+        watched too, within the same time limit): the result shows each test's last run, and
+        flaky lists the tests that passed only on a re-run."""
 
         async def work() -> WaitResult:
             if isinstance(timeout_seconds, bool) or not 0 < timeout_seconds <= MAX_WAIT_TIMEOUT:
@@ -296,9 +314,56 @@ class RunTools(ToolKit):
                     f"timeout_seconds must be above 0 and at most {MAX_WAIT_TIMEOUT:g}; "
                     f"got {timeout_seconds!r}: wait again with the pending ids for longer"
                 )
+            if isinstance(retry_failed, bool) or not 0 <= retry_failed <= MAX_RETRY_FAILED:
+                raise ValidationError(
+                    f"retry_failed must be 0 to {MAX_RETRY_FAILED}; got {retry_failed!r}"
+                )
+            if retry_failed:
+                return await self._wait_with_retries(run_ids, ctx, timeout_seconds, retry_failed)
             return await self._wait(run_ids, ctx, timeout_seconds)
 
         return await self._answer(work(), budget=self._options.wait_result_chars)
+
+    async def _wait_with_retries(
+        self, run_ids: list[str], ctx: ToolContext, seconds: float, retry_failed: int
+    ) -> WaitResult:
+        interval = self._options.poll_interval
+        reporter = ProgressReporter(ctx)
+        final: set[str] = set()
+        total = len(set(run_ids))
+
+        def on_run(run: Run) -> None:
+            if run.is_final:
+                final.add(run.id)
+            count = f"{len(final)} of {total} runs final"
+            reporter.update(len(final), total, f"{count}; {run.id} is {run.status}")
+
+        def on_rerun(started: list[tuple[str, str, int]]) -> None:
+            nonlocal total
+            total += len(started)
+
+        try:
+            result = await wait_with_retries(
+                self._session,
+                run_ids,
+                retry_failed=retry_failed,
+                timeout=seconds,
+                raise_on_timeout=False,
+                on_run=on_run,
+                on_rerun=on_rerun,
+                interval=interval,
+                max_interval=max(interval, 30.0),
+            )
+        finally:
+            await reporter.close()
+        return wait_result(
+            list(result.final_runs),
+            list(result.unknown),
+            done=result.complete,
+            seconds=seconds,
+            budget=self._options.wait_result_chars,
+            suite=result,
+        )
 
     async def _wait(self, run_ids: list[str], ctx: ToolContext, seconds: float) -> WaitResult:
         interval = self._options.poll_interval

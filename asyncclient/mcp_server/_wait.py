@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -17,6 +17,7 @@ from asyncclient import _reports
 from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import Bounded
 from asyncclient.models import Run, RunStatus
+from asyncclient.reruns import Attempts, SuiteResult
 
 __all__ = ["FailedRequirement", "RunVerdict", "WaitResult", "failed", "verdict", "wait_result"]
 
@@ -57,6 +58,7 @@ class WaitResult(Bounded):
     pending: list[str]
     unknown: list[str]
     passed: list[str]
+    flaky: NotRequired[list[str]]
 
 
 def failed(run: Run) -> list[FailedRequirement]:
@@ -107,14 +109,33 @@ def _counts(runs: Sequence[Run]) -> dict[str, int]:
     return {**known, **dict(sorted(found.items()))}
 
 
+def flaky_line(test: Attempts) -> str:
+    """`t_search passed on attempt 2 (earlier: j_1 failed: The device ...)`, bounded."""
+    earlier = "; ".join(
+        f"{run.id} {_reports.status_of(run)}"
+        + (f": {run.headline_text}" if run.headline_text else "")
+        for run in test.runs[:-1]
+    )
+    text = f"{test.test_id} passed on attempt {test.attempts} (earlier: {earlier})"
+    return text if len(text) <= 2 * LINE_CHARS else text[: 2 * LINE_CHARS - 1] + _budget.ELLIPSIS
+
+
 def wait_result(
-    runs: Sequence[Run], unknown: Sequence[str], *, done: bool, seconds: float, budget: int
+    runs: Sequence[Run],
+    unknown: Sequence[str],
+    *,
+    done: bool,
+    seconds: float,
+    budget: int,
+    suite: SuiteResult | None = None,
 ) -> WaitResult:
-    """What wait_for_runs answers for `runs` (in the order asked), within `budget` characters."""
+    """What wait_for_runs answers for `runs` (in the order asked), within `budget` characters.
+    suite: with re-runs, the tests and their attempts (`runs` are then their last runs): the
+    summary counts tests, and `flaky` lists the tests that passed only on a re-run."""
     pending = [run.id for run in runs if not run.is_final]
     not_passed = [run for run in runs if run.is_final and _reports.outcome(run) != "passed"]
     passed = [run for run in runs if run.is_final and _reports.outcome(run) == "passed"]
-    summary = _reports.counts_line(runs)
+    summary = _reports.counts_line(runs) if suite is None else suite.summary()
     if unknown:
         summary += f"; {len(unknown)} unknown"
     if pending:
@@ -148,6 +169,10 @@ def wait_result(
     fill("pending", pending, len(pending), room // 4, again)
     fill("unknown", unknown, len(unknown), room // 4, "the service knows none of these ids")
     every = "get_run gives any run in full"
+    if suite is not None:
+        flaky = suite.flaky
+        result["flaky"] = []
+        fill("flaky", (flaky_line(test) for test in flaky), len(flaky), room // 4, every)
     fill("notPassed", (verdict(run) for run in not_passed), len(not_passed), room, every)
     fill("passed", (line(run) for run in passed), len(passed), room, every)
     notes.extend(cuts.notes())

@@ -60,6 +60,7 @@ class Run:
         "build",
         "created_at",
         "end_at",
+        "flaky_failure",
         "id",
         "mode",
         "overage",
@@ -84,6 +85,7 @@ class Run:
         queued: float,
         duration: float,
         overage: bool,
+        flaky_failure: bool = False,
     ) -> None:
         self.id = id
         self.seq = seq
@@ -97,6 +99,7 @@ class Run:
         self.end_at = self.start_at + duration
         self.stopped_at: float | None = None
         self.overage = overage
+        self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.test.seed.id} {self.mode}>"
@@ -108,7 +111,7 @@ class Run:
             return "queued"
         if now < self.end_at:
             return "running"
-        return self.test.seed.outcome
+        return "failed" if self.flaky_failure else self.test.seed.outcome
 
     def started_at(self, now: float) -> float | None:
         if self.stopped_at is not None:
@@ -131,6 +134,13 @@ class Run:
         seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
         if status == "cancelled":
             return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
+        if self.flaky_failure:
+            # The first check fails for a reason outside the app; the later ones were not reached.
+            first, *rest = seeded
+            return [
+                SeedRequirement(first.title, "failed", self.test.seed.flaky_reason),
+                *(SeedRequirement(r.title, "skipped", "Not reached.") for r in rest),
+            ]
         return seeded
 
     def file_names(self, status: str) -> list[str]:
@@ -323,6 +333,10 @@ class RunStore:
         run_id = self._state.new_id("j_", self.runs)
         spread = 1.0 + seeded.duration_jitter * (2.0 * _unit_interval(run_id) - 1.0)
         overage = project.counted_runs >= project.included_runs
+        flaky = seeded.outcome == "passed" and (
+            len(test.runs) < seeded.flaky_runs
+            or (seeded.flaky_rate > 0 and _unit_interval(run_id + "/flaky") < seeded.flaky_rate)
+        )
         run = Run(
             id=run_id,
             seq=self._state.next_seq(),
@@ -334,6 +348,7 @@ class RunStore:
             queued=seeded.queued_seconds,
             duration=max(0.001, seeded.duration_seconds * spread),
             overage=overage,
+            flaky_failure=flaky,
         )
         project.counted_runs += 1
         self.runs[run.id] = run
@@ -343,7 +358,7 @@ class RunStore:
         for endpoint in project.endpoints:
             if endpoint.name in seeded.uses_endpoints:
                 endpoint.uses.append(run)
-        if mode == "cold" and seeded.outcome == "passed":
+        if mode == "cold" and seeded.outcome == "passed" and not flaky:
             heapq.heappush(test.passing_cold, (run.end_at, run.seq, run))
         return run
 

@@ -76,6 +76,12 @@ class SeedTest:
     uses_endpoints: tuple[str, ...]
     pinned_build: str | None
     screenshots: int
+    # A flaky test: its first `flaky_runs` runs fail, and any run fails with `flaky_rate`
+    # (drawn from the run id, so the same ids fail again), with `flaky_reason`; only a test
+    # whose outcome is passed can be flaky.
+    flaky_runs: int = 0
+    flaky_rate: float = 0.0
+    flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
 
 
 @attrs.frozen

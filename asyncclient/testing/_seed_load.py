@@ -153,6 +153,9 @@ _TEST_KEYS = (
     "usesEndpoints",
     "pinnedBuild",
     "screenshots",
+    "flakyRuns",
+    "flakyRate",
+    "flakyReason",
 )
 
 
@@ -201,7 +204,24 @@ def _test(source: str, where: str, data: Any) -> SeedTest:
         uses_endpoints=r.text_list("usesEndpoints"),
         pinned_build=pinned,
         screenshots=r.integer("screenshots", 3, 0, 99),
+        **_flaky(r),
     )
+
+
+def _flaky(r: "_Reader") -> dict[str, Any]:
+    """flakyRuns / flakyRate / flakyReason: only a test that passes can be made flaky."""
+    given = [key for key in ("flakyRuns", "flakyRate", "flakyReason") if r.has(key)]
+    if not given:
+        return {}
+    if r.data.get("outcome", "passed") != "passed":
+        r.fail("makes only a test whose outcome is passed flaky", given[0])
+    flaky: dict[str, Any] = {
+        "flaky_runs": r.integer("flakyRuns", 0, 0, 1000),
+        "flaky_rate": r.number("flakyRate", 0.0, 0.0, 1.0),
+    }
+    if r.has("flakyReason"):
+        flaky["flaky_reason"] = r.text("flakyReason")
+    return flaky
 
 
 _BUILD_KEYS = (

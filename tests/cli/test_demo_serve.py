@@ -36,8 +36,9 @@ async def test_demo_tours_the_whole_job_and_exits_0(
     assert "sha256 verified" in err
     for test_id in ("t_login", "t_checkout", "t_search", "t_onboarding"):
         assert f"for {test_id}" in err
-    # The seeded failure is shown with its reason, and the others passed.
-    assert "4 runs: 3 passed, 1 failed" in err
+    # The seeded failure is shown with its reason; the flaky test passed on its re-run.
+    assert "4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 2 attempts" in err
+    assert re.search(r"j_\w+  t_onboarding  re-run \(attempt 2\)", err)
     assert f"dialect {dialect})" in err
     assert re.search(r"failed (r2 )?A voucher code reduces the total: The voucher SAVE10", err)
     assert "What to run next" in err
@@ -46,6 +47,10 @@ async def test_demo_tours_the_whole_job_and_exits_0(
     assert len(screenshots) == 1
     assert screenshots[0].read_bytes().startswith(PNG_MAGIC)
     assert "kept: " not in err  # with --output everything stays where asked
+    report = (tmp_path / "report.html").read_text()
+    assert "flaky: passed on attempt 2" in report
+    assert f'src="{screenshots[0].name}"' in report
+    assert f"6. Wrote the HTML report: {tmp_path / 'report.html'}" in err
 
 
 async def test_demo_without_output_keeps_only_the_screenshot(
@@ -59,8 +64,9 @@ async def test_demo_without_output_keeps_only_the_screenshot(
     assert result.code == 0, result.stderr
     left = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert [p for p in left if p.suffix == ".apk"] == []  # the ~25 MB sample is gone
-    (screenshot,) = left  # the emulator's own folder went too
-    assert screenshot.suffix == ".png"
+    # The emulator's own folder went too; the screenshot and the report stay.
+    assert sorted(p.suffix for p in left) == [".html", ".png"]
+    (screenshot,) = [p for p in left if p.suffix == ".png"]
     assert screenshot.read_bytes().startswith(PNG_MAGIC)
     assert f"kept: {screenshot}" in result.stderr
 

@@ -139,6 +139,8 @@ class Dialect:
         seeded = run.test.seed
         if status == "cancelled":
             return "The run was stopped before it finished."
+        if run.flaky_failure:
+            return f"The run failed before its first check: {seeded.flaky_reason}"
         if seeded.headline:
             return seeded.headline
         return {

@@ -1,0 +1,161 @@
+"""The reports of a followed suite for CI: the summary on stdout (or JSON with --json), JUnit XML
+(--junit), the HTML page (--html), the GitHub step summary, and the evidence of the runs that
+did not pass (--download-failed)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from asyncclient.cli._common import EXIT_NOT_PASSED, CommandError
+from asyncclient.cli._output import Output, to_json
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+    from asyncclient.models import Run
+
+__all__ = ["report"]
+
+
+async def report(
+    session: AsyncSession,
+    reruns: Any,
+    args: argparse.Namespace,
+    out: Output,
+    name: str,
+    skipped: Sequence[tuple[str, str]],
+) -> Any:
+    """Every report asked for, of the suite's tests (their last attempts, with the earlier
+    ones where tests were re-run); returns the SuiteResult."""
+    from asyncclient import _junit, _reports
+
+    result = reruns.result()
+    runs = list(result.final_runs)
+    earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
+    counts = result.summary() if reruns.retry_failed else None
+    lines = _reports.summary_lines(runs, earlier=earlier, counts=counts)
+    lines += [
+        f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
+    ]
+    if out.json_mode:
+        by_final = {test.final.id: test for test in result.tests} if earlier else {}
+        out.json([_json_run(run, by_final.get(run.id)) for run in runs])
+        for line in lines:
+            out.info(line)
+    else:
+        for line in lines:
+            out.data(line)
+    evidence: dict[str, list[str]] = {}
+    if getattr(args, "download_failed", None):
+        evidence = await _download_failed(session, result, args.download_failed, out)
+    if args.junit:
+        try:
+            path = _junit.write_junit(args.junit, runs, name=name, skipped=skipped, earlier=earlier)
+        except OSError as exc:
+            raise CommandError(
+                f"cannot write the JUnit report {args.junit}: {exc.strerror or exc}",
+                EXIT_NOT_PASSED,
+            ) from exc
+        out.info(f"JUnit report: {path}")
+    if getattr(args, "html", None):
+        from asyncclient import _html_report
+
+        try:
+            path = _html_report.write_html(
+                args.html,
+                result,
+                name=name,
+                skipped=skipped,
+                evidence=evidence,
+                evidence_dir=getattr(args, "download_failed", None),
+            )
+        except OSError as exc:
+            raise CommandError(
+                f"cannot write the HTML report {args.html}: {exc.strerror or exc}",
+                EXIT_NOT_PASSED,
+            ) from exc
+        out.info(f"HTML report: {path}")
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            _reports.append_step_summary(
+                summary_path,
+                _reports.step_summary_markdown(
+                    runs, heading=name, skipped=skipped, earlier=earlier, counts=counts
+                ),
+            )
+        except OSError as exc:
+            # The step summary is a courtesy; the runs' result and the JUnit report stand.
+            out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
+    return result
+
+
+def _json_run(run: Run, test: Any) -> dict[str, Any]:
+    """A run of --json; with re-runs in the suite, also its test's flaky mark and attempts."""
+    from asyncclient import _reports
+
+    entry = {**to_json(run), "summary": _reports.report_fields(run)}
+    if test is not None:
+        entry["flaky"] = test.flaky
+        entry["attempts"] = [
+            {
+                "runId": attempt.id,
+                "status": _reports.status_of(attempt),
+                "outcome": _reports.outcome(attempt),
+                "headline": _reports.headline(attempt),
+                "failedRequirements": [
+                    {"name": r.name, "title": r.title, "result": r.result, "reason": r.reason}
+                    for r in _reports.failed_requirements(attempt)
+                ],
+                "link": attempt.link,
+            }
+            for attempt in test.runs
+        ]
+    return entry
+
+
+async def _download_failed(
+    session: AsyncSession, result: Any, folder: str, out: Output
+) -> dict[str, list[str]]:
+    """The files of every run that did not pass (flaky tests' failed attempts included) into
+    FOLDER/RUN_ID/, a few at once, as `asyncclient download` lays them out. A file that cannot
+    be downloaded is named on stderr; it does not change the verdict. Returns, per run id, the
+    paths saved (relative to FOLDER)."""
+    from pathlib import Path
+
+    from asyncclient._wording import describe_error, run_files
+
+    base = Path(folder)
+    jobs = [
+        (run, f.path, f.link)
+        for test in result.tests
+        for run in test.failed_attempts
+        for f in run_files(run)
+        if f.path is not None
+    ]
+    limit = asyncio.Semaphore(4)
+    saved: dict[str, list[str]] = {}
+
+    async def one(run: Run, rel: str, link: str) -> None:
+        target = base / run.id / rel
+        async with limit:
+            try:
+                await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+                await session.download_run_file(run.id, link, target)
+            except Exception as exc:  # named, then the others go on
+                message, _ = describe_error(exc)
+                out.error(f"could not download {run.id} {rel}: {message}")
+                return
+        saved.setdefault(run.id, []).append(f"{run.id}/{rel}")
+
+    await asyncio.gather(*(one(run, rel, link) for run, rel, link in jobs))
+    order = {f"{run.id}/{rel}": index for index, (run, rel, _) in enumerate(jobs)}
+    for files in saved.values():
+        files.sort(key=order.__getitem__)  # as the run lists them: the video, then screenshots
+    runs = {run.id for run, _, _ in jobs}
+    if runs:
+        out.info(f"evidence of {len(runs)} run(s) that did not pass: {base}")
+    return saved

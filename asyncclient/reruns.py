@@ -1,0 +1,354 @@
+"""Re-running the tests that did not pass: one policy for the CLI, the MCP server and users' code.
+
+A test whose final run did not pass (failed, error, inconclusive, blocked, or any other final
+status but passed) is run again, unless the run was stopped (cancelled: the API says a stopped
+run is not counted). A re-run is `run_test(test_id, mode=<the first run's mode>,
+build_id=<the build that run used>)` with an idempotency key derived from the suite's, so a
+retried request never starts a test twice. The re-runs of one round go out together and are
+followed by one batched watcher (ids in batches of 50). A test is re-run until it passes or
+its attempts are used up; one that failed and then passed is *flaky*, and counts as passed
+unless the caller asks otherwise (Maven Surefire's `rerunFailingTestsCount`, saucectl's
+`retries` with `smartRetry.failedOnly`).
+
+    result = await wait_with_retries(session, run_ids, retry_failed=2)
+    result.passed, result.flaky, result.failed   # tests, each with every attempt
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from asyncclient import _protocol as proto
+from asyncclient.errors import AsyncClientError, ValidationError
+
+if TYPE_CHECKING:
+    from asyncclient._session import AsyncSession
+    from asyncclient.models import Run
+
+__all__ = [
+    "MAX_RETRY_FAILED",
+    "Attempts",
+    "Reruns",
+    "SuiteResult",
+    "needs_rerun",
+    "wait_with_retries",
+]
+
+MAX_RETRY_FAILED = 10
+"""The most re-runs a test may get (--retry-failed)."""
+_MODES = ("auto", "cold", "warm")
+_START_CONCURRENCY = 8
+
+TestOutcome = Literal["passed", "flaky", "failed", "cancelled", "not_final"]
+
+
+def needs_rerun(run: Run) -> bool:
+    """Whether a final run calls for another attempt: it did not pass and was not stopped."""
+    return run.is_final and not run.passed and run.status_kind != "cancelled"
+
+
+@attrs.frozen
+class Attempts:
+    """One test of a suite and every run of it, in order: the last one is its verdict.
+
+    start_error: why a re-run could not be started (the service refused it), if one was not.
+    """
+
+    test_id: str
+    runs: tuple[Run, ...]
+    start_error: str | None = None
+
+    @property
+    def final(self) -> Run:
+        return self.runs[-1]
+
+    @property
+    def attempts(self) -> int:
+        return len(self.runs)
+
+    @property
+    def passed(self) -> bool:
+        """Passed in the end (flaky included)."""
+        return self.final.passed
+
+    @property
+    def flaky(self) -> bool:
+        """Failed at least once, then passed."""
+        return self.passed and len(self.runs) > 1
+
+    @property
+    def outcome(self) -> TestOutcome:
+        final = self.final
+        if not final.is_final:
+            return "not_final"
+        if final.passed:
+            return "flaky" if len(self.runs) > 1 else "passed"
+        if final.status_kind == "cancelled":
+            return "cancelled"
+        return "failed"
+
+    @property
+    def failed_attempts(self) -> tuple[Run, ...]:
+        """The runs of this test that did not pass (a flaky test's earlier attempts too)."""
+        return tuple(run for run in self.runs if run.is_final and not run.passed)
+
+
+@attrs.frozen
+class SuiteResult:
+    """Every test of a suite with its attempts, in the order the tests were first seen."""
+
+    tests: tuple[Attempts, ...]
+    fail_on_flaky: bool = False
+    complete: bool = True
+    """False when the wait ended (its timeout) before every run was final."""
+    unknown: tuple[str, ...] = ()
+    """Run ids the service did not know (their tests are left out)."""
+
+    @property
+    def passed(self) -> bool:
+        """Every test passed in the end (a flaky one counts unless fail_on_flaky)."""
+        return all(t.passed and not (self.fail_on_flaky and t.flaky) for t in self.tests)
+
+    @property
+    def flaky(self) -> tuple[Attempts, ...]:
+        return tuple(t for t in self.tests if t.flaky)
+
+    @property
+    def failed(self) -> tuple[Attempts, ...]:
+        """The tests that did not pass in the end."""
+        return tuple(t for t in self.tests if not t.passed)
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        """Every attempt of every test."""
+        return tuple(run for test in self.tests for run in test.runs)
+
+    @property
+    def final_runs(self) -> tuple[Run, ...]:
+        """The last attempt of each test."""
+        return tuple(test.final for test in self.tests)
+
+    def summary(self) -> str:
+        """`4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 3 attempts`."""
+        counts: dict[str, list[Attempts]] = {}
+        for test in self.tests:
+            counts.setdefault(test.outcome, []).append(test)
+        parts = []
+        for outcome in ("passed", "flaky", "failed", "cancelled", "not_final"):
+            tests = counts.get(outcome)
+            if not tests:
+                continue
+            attempts = sorted({t.attempts for t in tests})
+            shown = "/".join(str(a) for a in attempts)
+            if outcome == "flaky":
+                parts.append(f"{len(tests)} flaky (passed on attempt {shown})")
+            elif outcome == "failed" and attempts != [1]:
+                parts.append(f"{len(tests)} failed after {shown} attempts")
+            elif outcome == "not_final":
+                parts.append(f"{len(tests)} not final")
+            else:
+                parts.append(f"{len(tests)} {outcome}")
+        total = len(self.tests)
+        noun = "test" if total == 1 else "tests"
+        return f"{total} {noun}: {', '.join(parts)}" if parts else f"{total} {noun}"
+
+
+class Reruns:
+    """The policy's state for one suite: record each round's final runs, ask which tests are
+    due another attempt, start those together, and read the result."""
+
+    def __init__(
+        self,
+        retry_failed: int,
+        *,
+        mode: str | None = None,
+        build_id: str | None = None,
+        idempotency_key: str | None = None,
+        fail_on_flaky: bool = False,
+    ) -> None:
+        if isinstance(retry_failed, bool) or not isinstance(retry_failed, int):
+            raise ValidationError(f"retry_failed must be a whole number; got {retry_failed!r}")
+        if not 0 <= retry_failed <= MAX_RETRY_FAILED:
+            raise ValidationError(
+                f"retry_failed {retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
+            )
+        if mode is not None and mode not in _MODES:
+            raise ValidationError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        if build_id is not None:
+            build_id = proto.check_id("build", build_id)
+        self.retry_failed = retry_failed
+        self.fail_on_flaky = fail_on_flaky
+        self._mode = mode
+        self._build_id = build_id
+        # Each re-run's key is derived from this one: the same suite key gives the same re-run
+        # keys, so a command run again with its --idempotency-key starts no test twice.
+        self._key = idempotency_key or f"asyncclient-{uuid.uuid4()}"
+        # One entry per run given at first (two runs of one test stay two entries), keyed by
+        # that run's id; a re-run is appended to the entry of the run it repeats.
+        self._entries: dict[str, list[Run]] = {}
+        self._entry_of: dict[str, str] = {}  # run id -> entry
+        self._errors: dict[str, str] = {}  # entry -> why its re-run was refused
+
+    @property
+    def start_errors(self) -> dict[str, str]:
+        """Tests whose re-run the service refused (by test id), with the one-line reason."""
+        return {self._entries[e][0].test_id or e: error for e, error in self._errors.items()}
+
+    def record(self, runs: Iterable[Run]) -> None:
+        """The latest view of each run of a round; a run not seen before (and not a re-run
+        started here) is the first attempt of a test of its own."""
+        for run in runs:
+            entry = self._entry_of.setdefault(run.id, run.id)
+            attempts = self._entries.setdefault(entry, [])
+            for index, seen in enumerate(attempts):
+                if seen.id == run.id:
+                    attempts[index] = run
+                    break
+            else:
+                attempts.append(run)
+
+    def due(self) -> list[Run]:
+        """The last attempt of each test to run again: it did not pass, was not stopped, has
+        a test id, its re-runs were not refused, and the test has attempts left."""
+        return [
+            attempts[-1]
+            for entry, attempts in self._entries.items()
+            if attempts[0].test_id
+            and needs_rerun(attempts[-1])
+            and len(attempts) <= self.retry_failed
+            and entry not in self._errors
+        ]
+
+    def attempt_of(self, run_id: str) -> int:
+        """1 for a run given at first, 2 for its first re-run, ..."""
+        attempts = self._entries.get(self._entry_of.get(run_id, run_id), [])
+        return next((n for n, run in enumerate(attempts, 1) if run.id == run_id), 1)
+
+    def rerun_options(self, run: Run) -> dict[str, str | None]:
+        """mode and build_id of a re-run of `run`'s test: those of the test's first run."""
+        first = self._entries[self._entry_of[run.id]][0]
+        mode = self._mode or (first.mode if first.mode in _MODES else None)
+        return {"mode": mode, "build_id": first.used_build_id or self._build_id}
+
+    async def start(self, session: AsyncSession, due: Sequence[Run]) -> list[tuple[str, str, int]]:
+        """Start a re-run of each test of `due` together (a few requests at once); returns
+        (test id, run id, attempt number) of each one started. A test whose re-run the service
+        refuses keeps its last verdict, with the reason (see Attempts.start_error)."""
+        limit = asyncio.Semaphore(_START_CONCURRENCY)
+        from asyncclient.models import Run, RunStatus
+
+        async def one(run: Run) -> tuple[str, str, int] | None:
+            entry = self._entry_of[run.id]
+            attempts = self._entries[entry]
+            test_id = attempts[0].test_id
+            assert test_id is not None
+            attempt = len(attempts) + 1
+            async with limit:
+                try:
+                    started = await session.run_test(
+                        test_id,
+                        **self.rerun_options(run),
+                        idempotency_key=f"{self._key}/rerun/{test_id}/{attempt}",
+                    )
+                except AsyncClientError as exc:
+                    self._errors[entry] = str(exc)
+                    return None
+            # Queued until the watcher sees it: an attempt of its test from now on.
+            self._entry_of[started.run_id] = entry
+            attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
+            return test_id, started.run_id, attempt
+
+        done = await asyncio.gather(*(one(run) for run in due))
+        return [item for item in done if item is not None]
+
+    def result(self, *, complete: bool = True, unknown: Sequence[str] = ()) -> SuiteResult:
+        return SuiteResult(
+            tuple(
+                Attempts(runs[0].test_id or entry, tuple(runs), self._errors.get(entry))
+                for entry, runs in self._entries.items()
+            ),
+            self.fail_on_flaky,
+            complete,
+            tuple(unknown),
+        )
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until `deadline` (time.monotonic), at least a millisecond; None: no limit."""
+    return None if deadline is None else max(0.001, deadline - time.monotonic())
+
+
+async def wait_with_retries(
+    session: AsyncSession,
+    run_ids: Iterable[str],
+    *,
+    retry_failed: int = 0,
+    fail_on_flaky: bool = False,
+    mode: str | None = None,
+    build_id: str | None = None,
+    idempotency_key: str | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 - a deadline over many sweeps and rounds
+    raise_on_timeout: bool = True,
+    on_run: Callable[[Run], object] | None = None,
+    on_rerun: Callable[[list[tuple[str, str, int]]], object] | None = None,
+    **watch_options: Any,
+) -> SuiteResult:
+    """Wait for the runs, re-running each test that did not pass up to `retry_failed` times
+    (see the module's docstring); returns every test with every attempt.
+
+    mode, build_id: of the first runs, when the caller started them (else each run's own view
+    says). on_run(run): each change of a run, as RunWatcher yields them; on_rerun(started):
+    each round of re-runs as it starts, (test id, run id, attempt) each. `timeout` bounds the
+    whole wait, re-runs included; the other options go to each round's RunWatcher.
+
+    Raises WatchTimeoutError when `timeout` passes first and UnknownRunsError when the service
+    did not know some ids, as AsyncSession.wait_for_runs does; with raise_on_timeout=False both
+    return the result so far instead (`complete` False, `unknown` the ids).
+    """
+    from asyncclient.errors import UnknownRunsError, WatchTimeoutError
+
+    if isinstance(run_ids, str | bytes):
+        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
+    reruns = Reruns(
+        retry_failed,
+        mode=mode,
+        build_id=build_id,
+        idempotency_key=idempotency_key,
+        fail_on_flaky=fail_on_flaky,
+    )
+    ids = list(run_ids)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    first = True
+    while ids:
+        # The first round has the whole timeout (its message names it); later ones the rest.
+        left = timeout if first else remaining(deadline)
+        first = False
+        watcher = session.watch_runs(ids, timeout=left, **watch_options)
+        try:
+            async with watcher:
+                async for run in watcher:
+                    if on_run is not None:
+                        on_run(run)
+        except WatchTimeoutError:
+            if raise_on_timeout:
+                raise
+            reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
+            return reruns.result(complete=False)
+        views = watcher.runs
+        reruns.record(views[i] for i in ids if i in views and i not in watcher.unknown)
+        if watcher.unknown:
+            if raise_on_timeout:
+                known = tuple(run for run in views.values() if run.id not in watcher.unknown)
+                raise UnknownRunsError(watcher.unknown, known)
+            return reruns.result(unknown=watcher.unknown)
+        started = await reruns.start(session, reruns.due())
+        if started and on_rerun is not None:
+            on_rerun(started)
+        ids = [run_id for _, run_id, _ in started]
+    return reruns.result()

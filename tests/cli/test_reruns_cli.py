@@ -1,0 +1,294 @@
+"""The CI loop of `asyncclient run ... --wait` and `watch`: --retry-failed, --fail-on-flaky,
+--download-failed, --html, and `watch -`, against the emulator at speed 1000 (a 30 s run takes
+30 ms). The HTML report is rendered by headless Chromium (Debian's chromium, which .ci/run
+installs; in CI a missing browser fails the test)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncclient.testing import FakeService
+
+RunCli = Callable[..., Awaitable[Any]]
+KEY = "ci-run"
+BUILD = "ab_b1"
+FAST = ("--interval", "0.01")
+SCRIPT = "<script>document.title='pwned'</script>"
+
+
+def app_test(test_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": test_id, "project": "p_ci", "target": "android", "appId": "com.example.shop",
+        "queuedSeconds": 1, **fields,
+    }  # fmt: skip
+
+
+def seed(broken: bool = True) -> dict[str, Any]:
+    tests = [
+        app_test("t_pass", title="Log in", durationSeconds=20),
+        app_test(
+            "t_flaky",
+            title="Search <b>bold</b>",
+            durationSeconds=25,
+            flakyRuns=1,
+            flakyReason=f"Lost the device {SCRIPT}",
+        ),
+    ]
+    if broken:
+        tests.append(
+            app_test(
+                "t_broken",
+                title="Voucher",
+                outcome="failed",
+                durationSeconds=30,
+                requirements=[
+                    {"title": "Total drops", "result": "failed", "reason": "Stayed <i>42</i>."}
+                ],
+            )
+        )
+    return {
+        "projects": [{"id": "p_ci", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ci"]}],
+        "builds": [
+            {"id": BUILD, "project": "p_ci", "platform": "android", "appId": "com.example.shop"},
+            {
+                "id": "ab_b2",
+                "project": "p_ci",
+                "platform": "android",
+                "appId": "com.example.shop",
+                "versionCode": "2",
+            },
+        ],
+        "tests": tests,
+    }
+
+
+@pytest.fixture
+async def svc() -> AsyncIterator[FakeService]:
+    async with FakeService(seed(), speed=1000.0) as service:
+        yield service
+
+
+@pytest.fixture
+def env(svc: FakeService, tmp_path: Path) -> dict[str, str]:
+    return {
+        "ASYNCCLIENT_BASE_URL": svc.url,
+        "ASYNCCLIENT_API_KEY": KEY,
+        "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
+    }
+
+
+def runs_of(svc: FakeService, test_id: str) -> list[Any]:
+    return [run for run in svc.backend.runs.values() if run.test.id == test_id]
+
+
+def junit_cases(path: Path) -> dict[str, ET.Element]:
+    return {case.get("classname", ""): case for case in ET.parse(path).getroot().iter("testcase")}
+
+
+async def test_the_whole_ci_loop(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    junit, html, evidence = tmp_path / "r.xml", tmp_path / "r.html", tmp_path / "ev"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--mode", "cold", "--wait",
+        "--retry-failed", "2", "--junit", str(junit), "--html", str(html),
+        "--download-failed", str(evidence), *FAST, env=env,
+    )  # fmt: skip
+
+    assert result.code == 1, result.stderr
+    # Only what did not pass was run again, each time with the build and mode of the first.
+    counts = {t: len(runs_of(svc, t)) for t in ("t_pass", "t_flaky", "t_broken")}
+    assert counts == {"t_pass": 1, "t_flaky": 2, "t_broken": 3}
+    for test_id in counts:
+        assert {(run.mode, run.build.id) for run in runs_of(svc, test_id)} == {("cold", BUILD)}
+    lines = result.stdout.splitlines()
+    assert lines[-1] == (
+        "3 tests: 1 passed, 1 flaky (passed on attempt 2), 1 failed after 3 attempts"
+    )
+    assert any("flaky: passed on attempt 2" in line for line in lines)
+    assert re.search(r"j_\w+  t_flaky  re-run \(attempt 2\)", result.stderr)
+
+    # JUnit: one testcase per test, in Surefire's convention.
+    cases = junit_cases(junit)
+    assert sorted(cases) == ["t_broken", "t_flaky", "t_pass"]
+    assert len(list(cases["t_pass"])) == 2  # properties, system-out
+    flaky = cases["t_flaky"]
+    assert flaky.find("failure") is None
+    assert len(flaky.findall("flakyFailure")) == 1
+    assert SCRIPT in (flaky.find("flakyFailure/stackTrace").text or "")  # type: ignore[union-attr]
+    broken = cases["t_broken"]
+    assert broken.find("failure") is not None
+    assert len(broken.findall("rerunFailure")) == 2
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
+
+    # Evidence: exactly the runs that did not pass, laid out as `download` does.
+    not_passed = sorted(
+        run.id for t in ("t_flaky", "t_broken") for run in runs_of(svc, t)
+        if run.status_at(svc.backend.now()) != "passed"
+    )  # fmt: skip
+    assert len(not_passed) == 4
+    assert sorted(p.name for p in evidence.iterdir()) == not_passed
+    for run_id in not_passed:
+        files = sorted(
+            p.relative_to(evidence / run_id).as_posix() for p in (evidence / run_id).rglob("*.*")
+        )
+        assert files == [
+            "screenshots/01.png",
+            "screenshots/02.png",
+            "screenshots/03.png",
+            "video.mp4",
+        ]
+    page = html.read_text()
+    for run_id in not_passed:
+        assert f'src="ev/{run_id}/screenshots/01.png"' in page  # relative: they move together
+    assert SCRIPT not in page
+    assert "&lt;script&gt;" in page
+    assert "HTML report:" in result.stderr
+
+
+async def test_a_suite_whose_only_failure_was_flaky_passes_and_says_so(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    async with FakeService(seed(broken=False), speed=1000.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        summary = tmp_path / "summary.md"
+        result = await run_cli(
+            "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1", *FAST,
+            env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
+        )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "2 tests: 1 passed, 1 flaky (passed on attempt 2)"
+    markdown = summary.read_text()
+    assert "#### Flaky tests (1): passed on a re-run" in markdown
+    assert "passed on attempt 2" in markdown
+
+
+async def test_fail_on_flaky_fails_the_job(run_cli: RunCli) -> None:
+    async with FakeService(seed(broken=False), speed=1000.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        result = await run_cli(
+            "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+            "--fail-on-flaky", *FAST, env=env,
+        )  # fmt: skip
+    assert result.code == 1, result.stderr
+
+
+async def test_json_carries_the_attempts_of_each_test(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str]
+) -> None:
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--json", *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    runs = {run["testId"]: run for run in result.json()}
+    assert sorted(runs) == ["t_broken", "t_flaky", "t_pass"]
+    assert runs["t_flaky"]["flaky"] is True
+    assert [a["status"] for a in runs["t_flaky"]["attempts"]] == ["failed", "passed"]
+    assert [a["outcome"] for a in runs["t_broken"]["attempts"]] == ["failure", "failure"]
+    assert runs["t_broken"]["attempts"][0]["failedRequirements"][0]["reason"] == "Stayed <i>42</i>."
+    assert runs["t_pass"]["flaky"] is False
+    assert len(runs["t_pass"]["attempts"]) == 1
+
+
+async def test_watch_reads_run_ids_from_standard_input(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = await run_cli("run", "project", "p_ci", "--build", BUILD, env=env)
+    assert started.code == 0, started.stderr
+    monkeypatch.setattr("sys.stdin", io.StringIO(started.stdout))
+    result = await run_cli("watch", "-", "--retry-failed", "1", *FAST, env=env)
+    assert result.code == 1, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "3 tests: 1 passed, 1 flaky (passed on attempt 2), 1 failed after 2 attempts"
+    )
+    # The --json of `run` works as well, and a later job can collect the results.
+    as_json = await run_cli("run", "test", "t_pass", "--json", env=env)
+    monkeypatch.setattr("sys.stdin", io.StringIO(as_json.stdout))
+    result = await run_cli("watch", "-", *FAST, env=env)
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "1 run: 1 passed"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "test", "t_pass", "--wait", "--retry-failed", "11"], "--retry-failed 11 is out"),
+        (["run", "test", "t_pass", "--wait", "--fail-on-flaky"], "--fail-on-flaky needs"),
+        (["run", "test", "t_pass", "--html", "r.html"], "--html need --wait"),
+        (["run", "test", "t_pass", "--wait", "--html", "/nowhere/r.html"], "does not exist"),
+        (["watch", "-", "-"], "give - once"),
+    ],
+)  # fmt: skip
+async def test_bad_options_are_refused_before_any_request(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], argv: list[str], message: str
+) -> None:
+    result = await run_cli(*argv, env=env)
+    assert result.code == 2
+    assert message in result.stderr
+    assert svc.requests == []
+
+
+# --- the report in a real browser -----------------------------------------------------------------
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: .ci/run installs it (apt-get install chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    return found
+
+
+def browse(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={tmp_path / 'chromium'}", *extra, page.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+async def test_the_html_report_renders_in_chromium(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    html = tmp_path / "report.html"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "2",
+        "--html", str(html), "--download-failed", str(tmp_path / "ev"), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+
+    dom = browse(html, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr
+    text = dom.stdout
+    for title in ("Log in", "Search &lt;b&gt;bold&lt;/b&gt;", "Voucher"):
+        assert title in text
+    assert "flaky: passed on attempt 2" in text
+    assert "Lost the device &lt;script&gt;" in text  # shown as text ...
+    assert "<script>" not in text  # ... never an element
+    assert "pwned" not in re.findall(r"<title>(.*?)</title>", text)[0]
+    assert text.count('class="test ') == 3
+    assert re.search(r'<img src="ev/j_\w+/screenshots/01.png"', text)
+
+    shot = tmp_path / "report.png"
+    taken = browse(html, tmp_path, "--window-size=400,1200", f"--screenshot={shot}")
+    assert taken.returncode == 0, taken.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 10_000
