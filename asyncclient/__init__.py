@@ -12,6 +12,7 @@ from asyncclient.errors import (
     BuildRejectedError,
     ChecksumMismatchError,
     ConflictError,
+    EventLoopError,
     LocalFileError,
     NotFoundError,
     NotStartedError,
@@ -31,6 +32,7 @@ from asyncclient.errors import (
 if TYPE_CHECKING:
     from asyncclient._bodies import PartBody
     from asyncclient._session import AsyncSession
+    from asyncclient.config import load_config
     from asyncclient.models import (
         FINAL_STATUSES,
         Build,
@@ -71,6 +73,7 @@ _LAZY = {
     "Attempts": "asyncclient.reruns",
     "SuiteResult": "asyncclient.reruns",
     "wait_with_retries": "asyncclient.reruns",
+    "load_config": "asyncclient.config",
 }
 
 __all__ = [
@@ -86,6 +89,7 @@ __all__ = [
     "ChecksumMismatchError",
     "ConflictError",
     "Endpoint",
+    "EventLoopError",
     "LocalFileError",
     "NotFoundError",
     "NotStartedError",
@@ -114,6 +118,7 @@ __all__ = [
     "ValidationError",
     "WatchTimeoutError",
     "__version__",
+    "load_config",
     "wait_with_retries",
 ]
 

@@ -143,6 +143,34 @@ def resolve_max_response_bytes(
     return value
 
 
+def resolve_retry_deadline(
+    value: object, environ: Mapping[str, str], *, flag: str = "retry_deadline="
+) -> float:
+    """Seconds within which an outage is retried: the argument, ASYNCCLIENT_RETRY_DEADLINE,
+    or 30; 0 turns it off (an outage then counts against max_retries like any failure)."""
+    source = flag.rstrip("=")
+    if value is None:
+        text = environ.get("ASYNCCLIENT_RETRY_DEADLINE", "").strip()
+        if not text:
+            return 30.0
+        source = "ASYNCCLIENT_RETRY_DEADLINE"
+        try:
+            value = float(text)
+        except ValueError:
+            value = text
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValidationError(
+            f"{source} {value!r} is not a number of seconds: give 0 or more (default 30; 0 "
+            "retries an outage only max_retries times)"
+        )
+    return float(value)
+
+
 def _without_userinfo(url: str) -> str:
     """The URL as it may be shown: any `user:password@` before the host replaced by `***@`."""
     if "@" not in url:
@@ -445,11 +473,62 @@ class RetrySignal(Exception):
     """Raised by one attempt to ask the retry loop for another; carries the error to raise if
     the attempts run out and the service's Retry-After, if any."""
 
-    def __init__(self, error: BaseException, retry_after: float | None = None) -> None:
+    def __init__(
+        self, error: BaseException, retry_after: float | None = None, *, outage: bool = False
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
+        # The service looks down or restarting (no connection, 502/503/504): retried until
+        # the retry deadline rather than for a number of tries (asyncclient._retry).
+        self.outage = outage
         self.wait = 0.0  # the wait the retry policy chose after it (asyncclient._retry)
+
+
+OUTAGE_STATUSES: Final = frozenset({502, 503, 504})
+DEFAULT_RETRY_DEADLINE: Final = 30.0
+RETRY_DEADLINE_ENV: Final = "ASYNCCLIENT_RETRY_DEADLINE"
+
+
+# Where services put the id of an answer (the first one found wins).
+REQUEST_ID_HEADERS: Final = (
+    "X-Request-Id",
+    "Request-Id",
+    "X-Amzn-RequestId",
+    "X-Amz-Request-Id",
+    "X-Correlation-Id",
+    "X-Trace-Id",
+)
+_REQUEST_ID_KEYS: Final = ("requestId", "request_id", "requestID")
+
+
+def _clean_request_id(value: object) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    # An id is short and printable: anything else is not shown (it could be a whole page).
+    if not value or len(value) > 200 or not value.isprintable():
+        return None
+    return value
+
+
+def request_id_of(
+    headers: Mapping[str, str] | None, details: Mapping[str, Any] | None = None
+) -> str | None:
+    """The service's id of an answer: from the usual headers, else from the error body's
+    fields (`requestId`, `request_id`); None when it gave none."""
+    if headers:
+        for name in REQUEST_ID_HEADERS:
+            found = _clean_request_id(headers.get(name))
+            if found:
+                return found
+    for key in _REQUEST_ID_KEYS:
+        found = _clean_request_id((details or {}).get(key))
+        if found:
+            return found
+    return None
 
 
 def is_retryable_status(status: int) -> bool:

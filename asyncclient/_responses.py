@@ -17,7 +17,7 @@ from asyncclient._converter import (
     structure_status,
 )
 from asyncclient._lenient import decode_error_body, rejection_problems, start_lists
-from asyncclient._protocol import API_PREFIX, excerpt, parse_retry_after
+from asyncclient._protocol import API_PREFIX, excerpt, parse_retry_after, request_id_of
 from asyncclient.errors import (
     ApiError,
     BadRequestError,
@@ -184,7 +184,15 @@ def error_from_response(
         if isinstance(hinted, int | float) and not isinstance(hinted, bool) and hinted >= 0:
             retry_after = float(hinted)
     err = cls(
-        status, code, message, read.parsed, method, url, retry_after=retry_after, details=details
+        status,
+        code,
+        message,
+        read.parsed,
+        method,
+        url,
+        retry_after=retry_after,
+        details=details,
+        request_id=request_id_of(headers, details),
     )
     if isinstance(err, BuildRejectedError | NotStartedError):
         structure_error_details(err, details)

@@ -7,6 +7,11 @@ exponential step under its full jitter; and the `on_backoff` handler, which logs
 first attempt is made before backoff's loop is set up (most calls need no other), and a failure
 of it is that loop's first try.
 
+A failure that says the service is down or restarting (no connection, 502/503/504: an
+"outage") is retried until the policy's deadline, not for a number of tries, so that a call in
+flight rides out a deploy; every other failure keeps counting against the tries (and a
+Retry-After is obeyed exactly). No outage retry starts past the deadline, nor waits past it.
+
 The one thing backoff cannot do is sleep with anything but `asyncio.sleep`. So when a sleep of
 one's own is given (`AsyncSession(sleep=...)`, or `asyncclient.testing.recorded_retry_waits()`
 for every session of a test, so tests never wait), the handler awaits it with the wait chosen,
@@ -18,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any, Final, TypeVar, cast
 
 import attrs
 import backoff
 
-from asyncclient._protocol import RetrySignal
+from asyncclient._protocol import DEFAULT_RETRY_DEADLINE, RetrySignal
 
 __all__ = ["RetryPolicy", "Sleep", "recorded_retry_waits", "retrying"]
 
@@ -35,10 +41,11 @@ logger: Final = logging.getLogger("asyncclient")
 
 class _DefaultSleep:
     """The sleep of every policy built without one: None (backoff's asyncio.sleep), or a
-    recorder in tests."""
+    recorder in tests, whose clock then moves on by each wait recorded."""
 
     def __init__(self) -> None:
         self.sleep: Sleep | None = None
+        self.clock: Callable[[], float] | None = None
 
 
 _DEFAULT: Final = _DefaultSleep()
@@ -59,11 +66,24 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     sleep: Sleep | None = None
     jitter: Callable[[float], float] = backoff.full_jitter
+    deadline: float | None = DEFAULT_RETRY_DEADLINE
+    """Seconds from a call's first attempt within which an outage is retried (None or 0: an
+    outage counts against the tries like any failure)."""
+    outage_cap: float = 5.0
+    """The longest wait between attempts during an outage: a service that comes back is
+    reached within seconds."""
+    clock: Callable[[], float] | None = None
 
-    def waits(self, *, own_sleep: bool = False) -> Generator[float, Any, None]:
+    def now(self) -> float:
+        return (self.clock or _DEFAULT.clock or time.monotonic)()
+
+    def waits(
+        self, *, own_sleep: bool = False, started: float | None = None
+    ) -> Generator[float, Any, None]:
         """backoff's wait generator: primed with None, then sent each failure's RetrySignal,
         it yields the wait before the next attempt and records it on the signal (`.wait`).
-        own_sleep: the handler sleeps, so backoff is told 0."""
+        own_sleep: the handler sleeps, so backoff is told 0. started: the call's first
+        attempt (now()), for the deadline (None: no deadline)."""
         signal = yield 0.0
         # Made at the first failure, not on every call: most calls never fail.
         steps = backoff.expo(base=2, factor=self.base, max_value=self.cap)
@@ -73,7 +93,9 @@ class RetryPolicy:
             if signal.retry_after is not None:
                 wait = min(float(signal.retry_after), self.max_retry_after)
             else:
-                wait = self.jitter(step)
+                wait = self.jitter(min(step, self.outage_cap) if signal.outage else step)
+            if signal.outage and self.deadline and started is not None:
+                wait = max(0.0, min(wait, started + self.deadline - self.now()))
             signal.wait = wait
             signal = yield 0.0 if own_sleep else wait
 
@@ -88,10 +110,14 @@ async def retrying(
     retries: int,
     *,
     describe: Callable[[], str] = lambda: "request",
+    on_outage: Callable[[RetrySignal], object] | None = None,
 ) -> T:
     """Await attempt() until it returns; a RetrySignal it raises asks for another attempt,
-    up to `retries` more, after the policy's wait. When they run out, the signal's error is
-    raised (its cause kept). Anything else, CancelledError included, goes through untouched."""
+    up to `retries` more (an outage: until the policy's deadline), after the policy's wait.
+    When they run out, the signal's error is raised (its cause kept; after an outage it says
+    how long it was retried). on_outage(signal): each outage failure that will be retried.
+    Anything else, CancelledError included, goes through untouched."""
+    started = policy.now()
     try:
         return await attempt()
     except RetrySignal as signal:
@@ -101,8 +127,21 @@ async def retrying(
     # once, nearly every call, never sets the retry loop up (about 10 us a call: bench_session).
     sleep = policy.own_sleep()
 
+    counted = 0  # failures that count against `retries` (an outage does not, within the deadline)
+    deadline = policy.deadline
+
+    async def giveup(error: BaseException) -> bool:
+        nonlocal counted
+        # retries=0 asks for one attempt (the run watcher handles its own failures).
+        if cast(RetrySignal, error).outage and deadline and retries > 0:
+            return policy.now() - started >= deadline
+        counted += 1
+        return counted > retries
+
     async def on_backoff(details: Any) -> None:
         signal: RetrySignal = details["exception"]
+        if signal.outage and on_outage is not None and deadline and retries > 0:
+            on_outage(signal)
         logger.info(
             "%s: attempt %d failed (%s); retrying in %.2f s",
             describe(),
@@ -117,12 +156,13 @@ async def retrying(
     tries = backoff.aretry_context(
         RetrySignal,
         policy.waits,
-        max_tries=retries + 1,
+        max_tries=None,  # giveup counts the tries (an outage's do not count)
         jitter=None,  # the wait generator jitters, and never a Retry-After
-        giveup=_never,
+        giveup=giveup,
         on_backoff=on_backoff,
         logger=None,  # on_backoff logs; the error itself is raised, not logged
         own_sleep=sleep is not None,
+        started=started,
     )
     try:
         async for each in tries:
@@ -132,31 +172,60 @@ async def retrying(
                     raise failure
                 result = await attempt()
     except RetrySignal as signal:  # the tries ran out: backoff raised the last one
-        raise signal.error from signal.error.__cause__
+        error = signal.error
+        if signal.outage and deadline and retries > 0:
+            _say_how_long(error, policy.now() - started)
+        raise error from error.__cause__
     except BaseException:
         await tries.aclose()  # an error not to retry, or a cancellation, left it waiting
         raise
     return cast(T, result)
 
 
-async def _never(error: BaseException) -> bool:
-    """backoff's giveup: no RetrySignal is given up early (async, so backoff need not wrap
-    it in a coroutine on every call)."""
-    return False
+def _say_how_long(error: BaseException, seconds: float) -> None:
+    """End the error's message with how long the outage was retried."""
+    note = f"; retried for {seconds:.1f} s (retry deadline)"
+    message = str(error) + note
+    if hasattr(error, "message") and isinstance(error.message, str) and hasattr(error, "detail"):
+        error.message = message  # TransportError keeps its message as an attribute too
+    error.args = (message, *error.args[1:])
+    error.retried_for = seconds  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
-def recorded_retry_waits() -> Iterator[list[float]]:
+def recorded_retry_waits(
+    on_wait: Callable[[float], Awaitable[None]] | None = None,
+) -> Iterator[list[float]]:
     """Within the block, every session without a sleep of its own records its retry waits in
-    the list yielded instead of sleeping (it still yields to the event loop once)."""
+    the list yielded instead of sleeping (it still yields to the event loop once). Time goes
+    on by each wait for the task that waited, as if it had slept, so a retry deadline is
+    reached after the waits that would reach it. on_wait(elapsed): awaited after each wait,
+    with the waiting task's total so far (to bring a service back at a given time, say)."""
     recorded: list[float] = []
+    per_task: dict[object, float] = {}
+    base = time.monotonic()
+
+    def key() -> object:
+        try:
+            return asyncio.current_task()
+        except RuntimeError:
+            return None
 
     async def record(seconds: float) -> None:
         recorded.append(seconds)
+        task = key()
+        per_task[task] = per_task.get(task, 0.0) + seconds
         await asyncio.sleep(0)
+        if on_wait is not None:
+            await on_wait(per_task[task])
+
+    def clock() -> float:
+        return base + per_task.get(key(), 0.0) + (time.monotonic() - base)
 
     previous, _DEFAULT.sleep = _DEFAULT.sleep, record
+    previous_clock, _DEFAULT.clock = _DEFAULT.clock, clock
     try:
         yield recorded
     finally:
         _DEFAULT.sleep = previous
+        _DEFAULT.clock = previous_clock

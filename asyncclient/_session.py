@@ -16,7 +16,7 @@ from collections.abc import (
 )
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack
 
 import aiofiles
 import aiofiles.os
@@ -24,6 +24,7 @@ import aiohttp
 import aiohttp.payload
 
 from asyncclient import _protocol as proto
+from asyncclient import _tracing
 from asyncclient._bodies import PartBody
 from asyncclient._converter import converter
 from asyncclient._download import download_run_file
@@ -70,6 +71,9 @@ from asyncclient.upload import (
 )
 from asyncclient.upload._batch import upload_many, upload_one
 from asyncclient.watch import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL, RunWatcher, WatchOptions
+
+if TYPE_CHECKING:
+    from asyncclient.config import Config
 
 __all__ = ["AsyncSession", "PartBody"]
 
@@ -141,6 +145,12 @@ class AsyncSession:
     client_key (a PEM client certificate and its key, for services that ask for one; default
     ASYNCCLIENT_CLIENT_CERT / ASYNCCLIENT_CLIENT_KEY). Certificates are always verified.
 
+    retry_deadline: seconds within which a call rides out an outage (no connection, 502, 503,
+    504), retrying with waits of at most 5 s (default 30, or ASYNCCLIENT_RETRY_DEADLINE; 0: an
+    outage counts against max_retries like any failure); a host name that does not resolve
+    fails at once. pool_timeout: how long a call may wait for a free connection of the pool
+    (default no limit): that wait never counts against `timeout` nor causes a retry.
+
     max_response_bytes: the largest answer read into memory (default 32 MiB, or
     ASYNCCLIENT_MAX_RESPONSE_BYTES), checked on its Content-Length and on the bytes as they
     arrive, after decompression; past it, ResponseTooLargeError, not retried. Error answers are
@@ -175,6 +185,8 @@ class AsyncSession:
         client_cert: str | os.PathLike[str] | None = None,
         client_key: str | os.PathLike[str] | None = None,
         max_response_bytes: int | None = None,
+        retry_deadline: float | None = None,
+        pool_timeout: float | None = None,
         _flags: Mapping[str, str] | None = None,
     ) -> None:
         key = proto.resolve_api_key(api_key, os.environ)
@@ -197,6 +209,11 @@ class AsyncSession:
         proto.check_number("backoff_max", backoff_max, minimum=0)
         proto.check_number("max_retry_after", max_retry_after, minimum=0)
         proto.check_number("connection_limit", connection_limit, minimum=1, integer=True)
+        if pool_timeout is not None:
+            proto.check_number("pool_timeout", pool_timeout, minimum=0.001)
+        deadline = proto.resolve_retry_deadline(
+            retry_deadline, os.environ, flag=(_flags or {}).get("retry_deadline", "retry_deadline=")
+        )
         response_limit = proto.resolve_max_response_bytes(
             max_response_bytes,
             os.environ,
@@ -212,12 +229,26 @@ class AsyncSession:
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_retries=max_retries,
-            retry=RetryPolicy(backoff_base, backoff_max, max_retry_after, sleep),
+            retry=RetryPolicy(backoff_base, backoff_max, max_retry_after, sleep, deadline=deadline),
             connection_limit=connection_limit,
             client_session=client_session,
             network=network,
             max_response_bytes=response_limit,
+            pool_timeout=pool_timeout,
         )
+
+    @classmethod
+    def from_config(
+        cls, config: "Config | None" = None, *, profile: str | None = None, **overrides: Any
+    ) -> Self:
+        """A session from the configuration files and the environment (asyncclient.config):
+        `config` as load_config() returned it (default: load_config(profile)); `overrides`
+        win over both. AsyncSession() itself reads only its arguments and the environment."""
+        from asyncclient.config import load_config
+
+        if config is None:
+            config = load_config(profile)
+        return cls(**{**config.session_options(), **overrides})
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -286,6 +317,7 @@ class AsyncSession:
             decode=decode,
             retries=retries,
             transfer=transfer,
+            ids=ids,
         )
 
     # --- builds ---------------------------------------------------------------------------------
@@ -523,6 +555,7 @@ class AsyncSession:
                 raise
         return (await self.get_run(run_id)).status
 
+    @_tracing.traced("download_run_file", "run_id", "file")
     async def download_run_file(self, run_id: str, file: str, dest: str | os.PathLike[str]) -> Path:
         """Download a run file (a path such as screenshots/01.png, or the link from the run) to
         dest (a file path, or an existing directory to keep the file's own name).
@@ -567,6 +600,7 @@ class AsyncSession:
 
     # --- uploads and watching: the work lives in upload.py and watch.py ----------------------
 
+    @_tracing.traced("upload_build", "project_id")
     async def upload_build(
         self,
         project_id: str,
@@ -601,6 +635,7 @@ class AsyncSession:
             journal_dir=journal_dir,
         )
 
+    @_tracing.traced("upload_builds", "project_id")
     async def upload_builds(
         self,
         items: "Iterable[ItemLike]",
@@ -653,6 +688,7 @@ class AsyncSession:
             **options,
         )
 
+    @_tracing.traced("wait_for_runs")
     async def wait_for_runs(
         self,
         run_ids: Iterable[str],

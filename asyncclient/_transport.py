@@ -18,16 +18,27 @@ import aiohttp
 import orjson
 
 from asyncclient import _protocol as proto
+from asyncclient import _tracing
 from asyncclient._bodies import PartBody, PartPayload, single, watched
 from asyncclient._bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._network import Network
 from asyncclient._responses import error_from_response
 from asyncclient._retry import RetryPolicy, retrying
-from asyncclient.errors import ApiError, ResponseTooLargeError, TransportError
+from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Call", "Transport"]
 
 logger = logging.getLogger("asyncclient")
+# Said once when the service cannot be reached and calls wait for it (see Transport.run).
+outage_logger = logging.getLogger("asyncclient.outage")
+
+
+def _short(reason: str) -> str:
+    """`connection refused` out of `cannot connect to host:port (connection refused) (GET ...)`."""
+    if reason.startswith("cannot connect to ") and "(" in reason:
+        return reason.split("(", 1)[1].split(")", 1)[0]
+    return reason.split(" (", 1)[0]
+
 
 T = TypeVar("T")
 
@@ -46,6 +57,23 @@ _RETRYABLE_TRANSPORT: Final = (
 _PERMANENT_TRANSPORT: Final = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)
 # Failures where the request surely never reached the service: it could not even connect.
 _NEVER_SENT: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+# The service is down or restarting: nothing listens, or it dropped the connection.
+_OUTAGE_TRANSPORT: Final = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+)
+
+
+def _unresolved(exc: BaseException) -> bool:
+    """A host name that does not resolve: a typo or a wrong address, not an outage; it fails
+    at once."""
+    return isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+        exc.os_error, socket.gaierror
+    )
+
+
 # Stands in for the idle timer of a transfer's body on every other request.
 _NO_DEADLINE: Final = contextlib.nullcontext()
 
@@ -63,7 +91,9 @@ class Call:
         "op",
         "params",
         "path",
+        "phase",
         "prepare",
+        "request_id",
         "retries",
         "status",
         "transfer",
@@ -100,6 +130,8 @@ class Call:
         self.transfer = transfer
         self.attempt = 0
         self.status = 0
+        self.request_id: str | None = None  # the service's id of the last answer
+        self.phase: _Phase | None = None  # where the last attempt was (our own session only)
 
     def describe(self) -> str:
         """`METHOD path?query`, for logs (no secrets live in either)."""
@@ -114,7 +146,12 @@ class Call:
 
 
 def _describe(
-    exc: BaseException, timeout: float, connect_timeout: float | None, *, transfer: bool = False
+    exc: BaseException,
+    timeout: float,
+    connect_timeout: float | None,
+    *,
+    transfer: bool = False,
+    phase: str | None = None,
 ) -> str:
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return f"could not connect within {connect_timeout:g} s (connect_timeout)"
@@ -132,10 +169,77 @@ def _describe(
         # Only idle timers run on a transfer: aiohttp's sock_read, or our body's own.
         return f"no data moved for {timeout:g} s (timeout)"
     if isinstance(exc, TimeoutError) and not str(exc):
-        return f"no complete answer within {timeout:g} s (timeout)"
+        where = f", {phase}" if phase else ""
+        return f"no complete answer within {timeout:g} s (timeout{where})"
     detail = str(exc)
     name = type(exc).__name__
     return f"{name}: {detail}" if detail else name
+
+
+WAITING_FOR_CONNECTION: Final = "waiting for a connection"
+
+
+class _Phase:
+    """Where one attempt is, as aiohttp's trace signals tell it: waiting for a connection of
+    the pool, connecting, sending, waiting for the answer. Its timer holds the request's
+    deadline, which starts only once a connection is had: a wait in the pool queue is not the
+    service's doing, so it never counts against `timeout` (pool_timeout, if given, bounds it)."""
+
+    __slots__ = ("name", "pool_timeout", "timeout", "timer")
+
+    def __init__(self, timer: asyncio.Timeout, timeout: float, pool_timeout: float | None) -> None:
+        # timer: asyncio.timeout(pool_timeout), entered around the request
+        self.name = WAITING_FOR_CONNECTION
+        self.timer = timer
+        self.timeout = timeout
+        self.pool_timeout = pool_timeout
+
+    def _have_connection(self, name: str) -> None:
+        if self.name == WAITING_FOR_CONNECTION:
+            self.timer.reschedule(asyncio.get_running_loop().time() + self.timeout)
+        self.name = name
+
+    def connecting(self) -> None:
+        self._have_connection("connecting")
+
+    def connected(self) -> None:
+        self._have_connection("sending")
+
+    def sent(self) -> None:
+        self.name = "waiting for the answer"
+
+
+def _phase_trace() -> aiohttp.TraceConfig:
+    """The trace signals that move each attempt's _Phase on (trace_request_ctx)."""
+
+    def handler(move: Callable[[_Phase], None]) -> Any:
+        async def on_signal(_session: Any, context: Any, _params: Any) -> None:
+            phase = context.trace_request_ctx
+            if isinstance(phase, _Phase):
+                move(phase)
+
+        return on_signal
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_start.append(handler(_Phase.connecting))
+    trace.on_connection_create_end.append(handler(_Phase.connected))
+    trace.on_connection_reuseconn.append(handler(_Phase.connected))
+    trace.on_request_headers_sent.append(handler(_Phase.sent))
+    return trace
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _close_at_loop_end(http: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await http.close()
 
 
 class Transport:
@@ -156,6 +260,7 @@ class Transport:
         client_session: aiohttp.ClientSession | None,
         network: Network,
         max_response_bytes: int = proto.DEFAULT_MAX_RESPONSE_BYTES,
+        pool_timeout: float | None = None,
     ) -> None:
         self._max_response_bytes = max_response_bytes
         self._base_url = base_url
@@ -166,12 +271,21 @@ class Transport:
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
+        # Our own session: only the socket's connect is aiohttp's to time; the request's
+        # deadline is the attempt's _Phase timer, started once a connection is had.
+        self._own_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        self._pool_timeout = pool_timeout
+        self._outage_told = False
         self._transfer_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=timeout
         )
         self._connection_limit = connection_limit
         self._http: aiohttp.ClientSession | None = client_session
         self._owns_http = client_session is None
+        # The loop our own aiohttp session lives on, and the async generator that closes it
+        # when asyncio.run (or any runner) shuts that loop down (see _bind).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
@@ -209,15 +323,24 @@ class Transport:
         """Close the connections (a client_session passed in is left open)."""
         self._closed = True
         http, self._http = self._http, None
-        if http is not None and self._owns_http:
+        closer, self._closer = self._closer, None
+        if self._loop is not None and self._loop is not _running_loop():
+            return  # bound to another loop, closed since (its shutdown closed the connections)
+        if closer is not None:
+            await closer.aclose()  # closes http
+        elif http is not None and self._owns_http:
             await http.close()
 
     def ensure_http(self) -> aiohttp.ClientSession:
+        if self._owns_http and self._loop is not None and self._loop is not _running_loop():
+            self._rebind()
         if self._http is None:
             if self._closed:
                 raise RuntimeError("this AsyncSession is closed; create a new one")
             connector = aiohttp.TCPConnector(limit=self._connection_limit)
-            http = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+            http = aiohttp.ClientSession(
+                connector=connector, timeout=self._own_timeout, trace_configs=[_phase_trace()]
+            )
             # aiohttp resends an idempotent request once, at once and unseen, when a reused
             # connection drops (RFC 9112 9.3.1.1). Our loop already retries with backoff and
             # counts every attempt (a DELETE's 404 after a retry means done), so a hidden
@@ -225,7 +348,34 @@ class Transport:
             if hasattr(http, "_retry_connection"):
                 http._retry_connection = False
             self._http = http
+            self._bind(http)
         return self._http
+
+    def _bind(self, http: aiohttp.ClientSession) -> None:
+        """Tie our aiohttp session to the running loop: an async generator, started here and
+        parked at its yield, is what a runner's shutdown_asyncgens closes before the loop
+        ends (asyncio.run, asyncio.Runner, pytest's loops), and its `finally` closes the
+        connections on that loop, while it still runs: nothing is left unclosed."""
+        self._loop = _running_loop()
+        closer = _close_at_loop_end(http)
+        step = closer.asend(None)  # registers it with the loop (the firstiter hook) ...
+        with contextlib.suppress(StopIteration):
+            step.send(None)  # ... and runs it to its yield, with no await on the way
+        self._closer = closer
+
+    def _rebind(self) -> None:
+        """Called from another loop than the one our aiohttp session is on: start afresh if
+        that loop has closed (its shutdown closed the connections), refuse if it still runs."""
+        old = self._loop
+        assert old is not None
+        if not old.is_closed():
+            raise EventLoopError(
+                "this AsyncSession is in use by another event loop that is still running: a "
+                "session belongs to one event loop at a time; create one AsyncSession per "
+                "event loop (per thread), or call it from its own loop"
+            )
+        # The loop ended (asyncio.run returned): its shutdown closed the connections.
+        self._http, self._closer, self._loop = None, None, None
 
     async def request(
         self,
@@ -241,8 +391,10 @@ class Transport:
         decode: Callable[[Any], T],
         retries: int | None = None,
         transfer: bool = False,
+        ids: Mapping[str, str] | None = None,
     ) -> T:
-        """Send one request (with retries) and decode its JSON answer with `decode`."""
+        """Send one request (with retries) and decode its JSON answer with `decode`; with
+        OpenTelemetry, in a span named after `op` (asyncclient._tracing) holding `ids`."""
         request_headers: Mapping[str, str] = self._headers
         if json is not None:
             body = _dumps(json)
@@ -261,7 +413,14 @@ class Transport:
             retries=retries,
             transfer=transfer,
         )
-        raw: bytes = await self.run(call)
+        if _tracing.ENABLED:
+            with _tracing.span(op, ids, client=True) as current:
+                try:
+                    raw: bytes = await self.run(call)
+                finally:
+                    _tracing.record_call(current, call.status, call.attempt)
+        else:
+            raw = await self.run(call)
         try:
             return decode(_loads(raw) if raw else None)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -274,6 +433,7 @@ class Transport:
                 method,
                 call.url,
                 attempts=call.attempt,
+                request_id=call.request_id,
             ) from exc
 
     async def run(self, call: Call) -> Any:
@@ -281,21 +441,46 @@ class Transport:
         on giving up, raise the public error with the number of attempts made."""
         retries = self._max_retries if call.retries is None else call.retries
         try:
-            return await retrying(
-                lambda: self._attempt(call), self._retry, retries, describe=call.describe
+            result = await retrying(
+                lambda: self._attempt(call),
+                self._retry,
+                retries,
+                describe=call.describe,
+                on_outage=self._tell_outage,
             )
         except (ApiError, TransportError) as error:
             error.attempts = call.attempt
             raise
+        if self._outage_told:
+            self._outage_told = False
+            outage_logger.warning("service reachable again (%s)", call.describe())
+        return result
+
+    def _tell_outage(self, signal: proto.RetrySignal) -> None:
+        """The first outage a call meets is said once (asyncclient.outage, a WARNING), until a
+        call goes through again: the CLI shows it on stderr."""
+        if self._outage_told:
+            return
+        self._outage_told = True
+        error = signal.error
+        reason = getattr(error, "detail", None) or str(error)
+        deadline = self._retry.deadline
+        outage_logger.warning(
+            "service unreachable (%s): retrying for up to %g s", _short(reason), deadline or 0
+        )
 
     async def _attempt(self, call: Call) -> Any:
         """One attempt. Returns the body (or what call.consume made of the answer); raises
         RetrySignal for a failure worth another attempt, the public error otherwise."""
         call.attempt += 1
-        http = self._http or self.ensure_http()
+        http = self._http
+        if http is None or self._loop is not asyncio.get_running_loop():
+            http = self.ensure_http()
         debug = logger.isEnabledFor(_DEBUG)
         started = time.perf_counter() if debug else 0.0
         headers = call.headers
+        if _tracing.ENABLED:
+            headers = _tracing.inject(headers)
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
@@ -322,6 +507,11 @@ class Transport:
             timer = deadline = asyncio.timeout(None)
             stream = data = watched(data, timer, self._timeout_s)
         options = self._transfer_options if call.transfer else self._request_options
+        if self._owns_http and not call.transfer:
+            phased = asyncio.timeout(self._pool_timeout)
+            deadline = phased
+            call.phase = _Phase(phased, self._timeout_s, self._pool_timeout)
+            options = {**options, "trace_request_ctx": call.phase}
         try:
             async with (
                 deadline,
@@ -335,6 +525,7 @@ class Transport:
                 ) as resp,
             ):
                 status = call.status = resp.status
+                call.request_id = proto.request_id_of(resp.headers)
                 consume = call.consume
                 if consume is not None and (200 <= status < 300 or status == 416):
                     result = await consume(resp)
@@ -369,7 +560,8 @@ class Transport:
         api_error = error_from_response(status, resp_headers, body, call.method, url)
         api_error.attempts = call.attempt
         if call.idempotent and proto.is_retryable_status(status):
-            raise proto.RetrySignal(api_error, api_error.retry_after)
+            outage = status in proto.OUTAGE_STATUSES
+            raise proto.RetrySignal(api_error, api_error.retry_after, outage=outage)
         raise api_error
 
     def _too_large(self, call: "Call", seen: str) -> ResponseTooLargeError:
@@ -385,12 +577,30 @@ class Transport:
             fix="if it is genuine, raise the limit with "
             + self._network.option_name("max_response_bytes", proto.MAX_RESPONSE_BYTES_ENV),
             limit=self._max_response_bytes,
+            request_id=call.request_id,
         )
 
     async def _raise_transport_error(self, exc: BaseException, call: Call) -> None:
         """Raise the TransportError for a failed attempt: as a RetrySignal when another attempt
         may help, as itself when not (a certificate, a proxy's refusal, a body not resendable)."""
         network = self._network
+        phase = call.phase
+        if (
+            type(exc) is TimeoutError
+            and phase is not None
+            and phase.name == WAITING_FOR_CONNECTION
+            and phase.pool_timeout is not None
+        ):
+            # The pool stayed full: no request went out, and retrying would only queue again.
+            raise TransportError(
+                f"no free connection within {phase.pool_timeout:g} s (pool_timeout): all "
+                f"{self._connection_limit} connections were busy with other calls "
+                f"({call.method} {call.target()}); raise connection_limit or pool_timeout",
+                method=call.method,
+                url=call.url,
+                attempts=call.attempt,
+                kind="pool_timeout",
+            ) from None
         failure = network.classify(exc)
         if failure is not None and failure.kind == "name_mismatch":
             failure = await network.diagnose(exc, failure) or failure
@@ -416,6 +626,7 @@ class Transport:
         retryable = (
             isinstance(exc, _RETRYABLE_TRANSPORT)
             and not isinstance(exc, _PERMANENT_TRANSPORT)
+            and not _unresolved(exc)
             and not (failure is not None and failure.permanent)
             and proto.should_retry_transport(
                 idempotent=call.idempotent, never_sent=isinstance(exc, _NEVER_SENT)
@@ -424,18 +635,33 @@ class Transport:
         if not retryable:
             raise error from cause
         error.__cause__ = cause
-        raise proto.RetrySignal(error) from cause
+        # No connection, or one the service dropped: it may be restarting (retried until the
+        # retry deadline). A failure that names its kind (TLS, proxy) is not an outage.
+        outage = isinstance(exc, _OUTAGE_TRANSPORT) and failure is None
+        raise proto.RetrySignal(error, outage=outage) from cause
 
     def _describe(self, exc: BaseException, call: Call) -> str:
-        return _describe(exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer)
+        phase = call.phase.name if call.phase is not None else None
+        return _describe(
+            exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer, phase=phase
+        )
 
     def _log_attempt(self, call: Call, outcome: int | str, started: float) -> None:
+        # The service's request id finds the call in its logs; a run start's Idempotency-Key
+        # (not a secret) ties the attempts of one start together. Nothing else of the headers.
+        extra = ""
+        if call.request_id and isinstance(outcome, int):
+            extra += f", request id {call.request_id}"
+        key = call.headers.get("Idempotency-Key")
+        if key:
+            extra += f", Idempotency-Key {key}"
         logger.debug(
-            "%s %s -> %s in %.1f ms (attempt %d, %s)",
+            "%s %s -> %s in %.1f ms (attempt %d, %s%s)",
             call.method,
             call.target(),
             outcome,
             (time.perf_counter() - started) * 1000.0,
             call.attempt,
             call.op,
+            extra,
         )

@@ -3,6 +3,7 @@ A leaf: it imports nothing of the package; asyncclient._responses maps error ans
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request
+     +-- EventLoopError           one session used from two live event loops at once
      +-- TransportError           connection failed, dropped or timed out (after retries);
      |                            .kind names a network failure (untrusted certificate, proxy...)
      |    +-- ResponseTooLargeError   an answer over max_response_bytes   .limit
@@ -42,6 +43,7 @@ __all__ = [
     "BuildRejectedError",
     "ChecksumMismatchError",
     "ConflictError",
+    "EventLoopError",
     "LocalFileError",
     "NotFoundError",
     "NotStartedError",
@@ -76,6 +78,12 @@ class ValidationError(AsyncClientError, ValueError):
     """Input refused before any request was sent; the message names the problem and the fix."""
 
 
+class EventLoopError(AsyncClientError, RuntimeError):
+    """An AsyncSession was used from an event loop while another loop that it is bound to is
+    still running: a session belongs to one event loop at a time. (One whose loop has closed,
+    as after `asyncio.run`, starts afresh on the next call from a new loop.)"""
+
+
 class TransportError(AsyncClientError):
     """The service could not be reached, the connection broke, or the request timed out.
 
@@ -84,7 +92,8 @@ class TransportError(AsyncClientError):
     mend, with `fix` saying what to change: "untrusted" (certificate not trusted),
     "name_mismatch", "cert_expired", "client_cert", "not_tls", "speaks_tls", "tls",
     "proxy_auth" (407), "proxy_refused", "proxy_unreachable"; "" for the others (refused,
-    dropped, timed out). `detail` is the message without the fix.
+    dropped, timed out). `detail` is the message without the fix. `request_id`: the
+    service's id of the answer when one came (an answer too large, say), else None.
     """
 
     def __init__(
@@ -96,10 +105,14 @@ class TransportError(AsyncClientError):
         attempts: int = 1,
         kind: str = "",
         fix: str = "",
+        request_id: str | None = None,
     ) -> None:
         self.detail = message
         self.kind = kind
         self.fix = fix
+        self.request_id = request_id
+        if request_id:
+            message = f"{message} (request id {request_id})"
         self.message = f"{message}: {fix}" if fix else message
         super().__init__(self.message)
         self.method = method
@@ -117,6 +130,7 @@ class TransportError(AsyncClientError):
             "kind": self.kind,
             "fix": self.fix,
             "detail": self.detail,
+            "request_id": self.request_id,
         }
 
 
@@ -139,7 +153,9 @@ class ApiError(AsyncClientError):
     message: the service's message, or a description of the answer when it was not JSON;
     body: the parsed JSON body, or its text; method/url: the request (never its headers);
     retry_after: seconds the service asked to wait, if it said; attempts: requests made;
-    details: the error's fields whatever the body's shape (also as `.error`).
+    details: the error's fields whatever the body's shape (also as `.error`); request_id: the
+    service's id of the answer (an X-Request-Id header, a requestId in the body), to find the
+    call in its logs; it ends the message as `(request id ...)`.
     """
 
     def __init__(
@@ -154,6 +170,7 @@ class ApiError(AsyncClientError):
         retry_after: float | None = None,
         attempts: int = 1,
         details: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
     ) -> None:
         self.status = status
         self.code = code
@@ -164,6 +181,7 @@ class ApiError(AsyncClientError):
         self.retry_after = retry_after
         self.attempts = attempts
         self.details: Mapping[str, Any] = dict(details or {})
+        self.request_id = request_id
         super().__init__(self._line())
 
     def _line(self) -> str:
@@ -173,6 +191,8 @@ class ApiError(AsyncClientError):
             parts = urlsplit(self.url)
             target = parts.path + (f"?{parts.query}" if parts.query else "")
             request = " (" + " ".join(p for p in (self.method, target) if p) + ")"
+        if self.request_id:
+            request += f" (request id {self.request_id})"
         if self.message.lower().startswith(label.lower()):
             # "Unauthorized: bad key" needs no second "Unauthorized" before it.
             return f"{self.status} {self.message}{request}"
@@ -190,6 +210,7 @@ class ApiError(AsyncClientError):
             "retry_after": self.retry_after,
             "attempts": self.attempts,
             "details": self.details,
+            "request_id": self.request_id,
         }
         state.update(self._extra_state())
         return (_rebuild, (type(self), args, state))

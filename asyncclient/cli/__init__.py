@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "asyncclient.cli._mcp",
     "asyncclient.cli._serve",
     "asyncclient.cli._demo",
+    "asyncclient.cli._config",
 )
 
 _EPILOG = """\
@@ -130,6 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
     except BrokenPipeError:  # `asyncclient --help | head -1`
         return quiet_broken_pipe()
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "uses_config", True):
+        from asyncclient.cli._config import apply_config
+        from asyncclient.errors import ValidationError
+
+        try:
+            apply_config(args, args.argv)
+        except ValidationError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            return EXIT_BAD_INPUT
     return run_handler(args)
 
 

@@ -70,6 +70,9 @@ def api_key_source(args: argparse.Namespace | None) -> str | None:
     wins, as in open_session); None when unknown."""
     if args is None:
         return None
+    origin = getattr(args, "api_key_origin", None)  # set when a configuration file gave it
+    if origin:
+        return str(origin)
     return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
 
 
@@ -122,6 +125,13 @@ def add_global_options(
         )
     if service:
         add_network_options(parser, default, timeout_alias=timeout_alias)
+    group.add_argument(
+        "--profile",
+        metavar="NAME",
+        default=default(None),
+        help="the [profiles.NAME] of asyncclient.toml (or pyproject.toml, or the user's "
+        "config.toml) to use (default: $ASYNCCLIENT_PROFILE)",
+    )
     group.add_argument(
         "--json",
         action="store_true",
@@ -211,20 +221,38 @@ def check_id(value: str, kind: str, argument: str | None = None) -> str:
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 
 
-def setup_logging(verbose: bool, stream: TextIO | None = None) -> logging.Handler | None:
-    """With --verbose, the session's request log on stderr; returns the handler it added."""
-    if not verbose:
+def setup_logging(
+    verbose: bool, stream: TextIO | None = None, *, quiet: bool = False
+) -> logging.Handler | None:
+    """With --verbose, the session's request log on stderr; returns the handler it added.
+    Without it (and without --quiet), only the line that says the service is unreachable and
+    is being waited for (the asyncclient.outage logger)."""
+    if verbose:
+        return _attach("asyncclient", "%(asctime)s %(name)s %(message)s", logging.DEBUG, stream)
+    if quiet:
         return None
+    handler = _attach("asyncclient.outage", "%(message)s", logging.WARNING, stream)
+    logging.getLogger("asyncclient.outage").propagate = False
+    return handler
+
+
+def _attach(name: str, fmt: str, level: int, stream: TextIO | None) -> logging.Handler:
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-    logger = logging.getLogger("asyncclient")
+    handler.setFormatter(logging.Formatter(fmt))
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
+    logger.setLevel(level)
     return handler
 
 
 def _remove_logging(handler: logging.Handler | None) -> None:
     # main() may run several times in one process (tests, embedding): no handler piles up.
+    outage_logger = logging.getLogger("asyncclient.outage")
+    if handler is not None and handler in outage_logger.handlers:
+        outage_logger.removeHandler(handler)
+        outage_logger.setLevel(logging.NOTSET)
+        outage_logger.propagate = True
+        return
     if handler is not None:
         logger = logging.getLogger("asyncclient")
         logger.removeHandler(handler)
@@ -247,7 +275,7 @@ def run_handler(args: argparse.Namespace) -> int:
     signal (`serve`: its parser sets `ends_on_signal`) ends with 0 instead.
     """
     out = Output(json_mode=args.json, quiet=args.quiet)
-    log_handler = setup_logging(args.verbose)
+    log_handler = setup_logging(args.verbose, quiet=args.quiet)
     try:
         return _run_handler(args, out)
     finally:

@@ -17,8 +17,8 @@ __all__ = ["NETWORK_FLAGS", "add_network_options", "open_session"]
 def add_network_options(
     parser: argparse.ArgumentParser, default: Callable[[Any], Any], *, timeout_alias: bool = True
 ) -> None:
-    """--proxy, --ca-file, --client-cert, --client-key, --request-timeout, --retries and
-    --max-response-bytes, in their own group of the help.
+    """--proxy, --ca-file, --client-cert, --client-key, --request-timeout, --retries,
+    --retry-deadline, --pool-timeout and --max-response-bytes, in their own group of the help.
 
     timeout_alias=False leaves out --timeout as another name of --request-timeout, for the
     commands where --timeout bounds the whole wait (run, watch) and before the command name.
@@ -72,6 +72,23 @@ def add_network_options(
         "$ASYNCCLIENT_RETRIES, else 4)",
     )
     net.add_argument(
+        "--retry-deadline",
+        metavar="SECONDS",
+        type=float,
+        default=default(None),
+        help="how long a request rides out an outage of the service (no connection, 502, "
+        "503, 504), retrying (default: $ASYNCCLIENT_RETRY_DEADLINE, else 30; 0: only --retries "
+        "times)",
+    )
+    net.add_argument(
+        "--pool-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=default(None),
+        help="how long a request may wait for a free connection (default: no limit; that "
+        "wait never counts against --request-timeout)",
+    )
+    net.add_argument(
         "--max-response-bytes",
         metavar="N",
         type=int,
@@ -92,19 +109,19 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     # The library's own resolution, naming the flags: the same rules, the same messages.
     base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
     api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
-    options = {**_request_options(args), **options}
-    return AsyncSession(
-        api_key=api_key,
-        base_url=base_url,
+    settings: dict[str, Any] = {
         # The library reads ASYNCCLIENT_MAX_RESPONSE_BYTES itself, naming the flag (_flags).
-        max_response_bytes=getattr(args, "max_response_bytes", None),
-        proxy=getattr(args, "proxy", None),
-        ca_file=getattr(args, "ca_file", None),
-        client_cert=getattr(args, "client_cert", None),
-        client_key=getattr(args, "client_key", None),
-        _flags=NETWORK_FLAGS,
+        "max_response_bytes": getattr(args, "max_response_bytes", None),
+        "retry_deadline": getattr(args, "retry_deadline", None),
+        "pool_timeout": getattr(args, "pool_timeout", None),
+        "proxy": getattr(args, "proxy", None),
+        "ca_file": getattr(args, "ca_file", None),
+        "client_cert": getattr(args, "client_cert", None),
+        "client_key": getattr(args, "client_key", None),
+        **_request_options(args),
         **options,
-    )
+    }
+    return AsyncSession(api_key=api_key, base_url=base_url, _flags=NETWORK_FLAGS, **settings)
 
 
 def _request_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -144,4 +161,5 @@ NETWORK_FLAGS = {
     "client_cert": "--client-cert",
     "client_key": "--client-key",
     "max_response_bytes": "--max-response-bytes",
+    "retry_deadline": "--retry-deadline",
 }

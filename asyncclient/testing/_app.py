@@ -11,7 +11,7 @@ from aiohttp import web
 from asyncclient._operations import OPERATIONS as OPERATIONS_TABLE
 from asyncclient.testing import _builds_http, _emulator_http, _endpoints_http, _runs_http
 from asyncclient.testing._http import STATE, AppState
-from asyncclient.testing._middleware import middleware
+from asyncclient.testing._middleware import add_request_id, middleware
 
 __all__ = ["make_app"]
 
@@ -28,6 +28,7 @@ _HANDLERS: dict[str, Handler] = {
 def make_app(state: AppState) -> web.Application:
     # Complete may list thousands of parts: allow JSON bodies well beyond the default 1 MiB.
     app = web.Application(middlewares=[middleware], client_max_size=16 << 20)
+    app.on_response_prepare.append(add_request_id)
     app[STATE] = state
     routes: list[tuple[str, str, Handler, str]] = [
         *(

@@ -50,6 +50,10 @@ class RequestRecord:
     query: Mapping[str, str]
     status: int
     op: str | None
+    request_id: str | None = None
+    """The X-Request-Id the answer carried."""
+    traceparent: str | None = None
+    """The request's W3C traceparent header, if it carried one."""
 
 
 class RunViews:
@@ -104,11 +108,21 @@ class AppState:
         self.incoming = backend.data_dir / "incoming"
         self.incoming.mkdir(parents=True, exist_ok=True)
 
-    def record(self, request: web.BaseRequest, op: str | None, status: int) -> None:
+    def record(
+        self, request: web.BaseRequest, op: str | None, status: int, request_id: str | None = None
+    ) -> None:
         if op is not None:
             self.counts[op] += 1
         self.log.append(
-            RequestRecord(request.method, request.path, dict(request.query), status, op)
+            RequestRecord(
+                request.method,
+                request.path,
+                dict(request.query),
+                status,
+                op,
+                request_id,
+                request.headers.get("traceparent"),
+            )
         )
 
 

@@ -6,7 +6,9 @@ Faults before the handler (latency, 429/503/500, a dropped connection) and after
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -80,6 +82,16 @@ def _known_key(request: web.BaseRequest, backend: Backend) -> str | None:
     return token if token is not None and token in backend.keys else None
 
 
+REQUEST_ID: Final = web.RequestKey("asyncclient_request_id", str)
+
+
+async def add_request_id(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """on_response_prepare: the request's id on its answer, streamed ones included."""
+    request_id = request.get(REQUEST_ID)
+    if request_id is not None:
+        response.headers["X-Request-Id"] = request_id
+
+
 @web.middleware
 async def middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -88,6 +100,9 @@ async def middleware(
     op = request.match_info.route.name
     if op not in OPERATIONS:
         op = None
+    # Every answer carries its id (X-Request-Id, set as the answer is prepared: add_request_id),
+    # as services do so that a failed call can be found in their logs.
+    request[REQUEST_ID] = f"req_{secrets.token_hex(8)}"
     status = 0
     try:
         response = await _serve(request, handler, state, op)
@@ -97,7 +112,7 @@ async def middleware(
         # The transport is gone: aiohttp fails to send this quietly and closes the connection.
         return web.Response()
     finally:
-        state.record(request, op, status)
+        state.record(request, op, status, request.get(REQUEST_ID))
 
 
 async def _serve(

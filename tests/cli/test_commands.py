@@ -749,10 +749,14 @@ async def test_an_unreachable_service_exits_4(run_cli: RunCli, waits: list[float
     )
 
     assert result.code == 4
-    message = one_error_line(result.stderr)
-    assert "check --base-url or ASYNCCLIENT_BASE_URL and that the service is up" in message
+    said, error = result.stderr.splitlines()  # said once while it waited, then the error
+    assert said == "service unreachable (connection refused): retrying for up to 30 s"
+    assert error.startswith("error: cannot connect to 127.0.0.1:")
+    assert "retried for 30.0 s (retry deadline)" in error
+    assert "check --base-url or ASYNCCLIENT_BASE_URL and that the service is up" in error
     assert result.stdout == ""
-    assert len(waits) == 4  # a refused connection is retried (without sleeping here)
+    # A refused connection is retried until the retry deadline (without sleeping here).
+    assert sum(waits) == pytest.approx(30.0, abs=0.5)
 
 
 HELP_COMMANDS = [

@@ -229,7 +229,11 @@ async def test_a_failed_download_leaves_nothing_under_the_final_name(
     svc.inject("download_run_file", Fault("drop", times=100))
     dest = tmp_path / "video.mp4"
 
-    result = await run_cli("download", run_id, "video.mp4", "-o", str(dest), env=env_for(svc))
+    # --retry-deadline 0: every dropped connection counts against --retries (4).
+    result = await run_cli(
+        "download", run_id, "video.mp4", "-o", str(dest), "--retry-deadline", "0",
+        env=env_for(svc),
+    )  # fmt: skip
 
     assert result.code == 4
     assert result.stdout == ""
@@ -253,8 +257,9 @@ async def test_one_failing_file_does_not_stop_the_others(
     svc.inject("download_run_file", Fault("drop", times=10))
 
     result = await run_cli(
-        "download", run_id, "-o", str(tmp_path), "--concurrency", "1", env=env_for(svc)
-    )
+        "download", run_id, "-o", str(tmp_path), "--concurrency", "1", "--retry-deadline", "0",
+        env=env_for(svc),
+    )  # fmt: skip
 
     assert result.code == 4
     saved = result.stdout.splitlines()

@@ -52,11 +52,12 @@ def env(svc: FakeService, tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command's session retries without waiting (unreachable services fail at once)."""
+    """The command's session retries without waiting, and an outage only --retries times
+    (unreachable services fail at once)."""
     opener = _common.open_session
 
     def fast(args: Any, **options: Any) -> Any:
-        return opener(args, backoff_base=0.0, max_retry_after=0.0, **options)
+        return opener(args, backoff_base=0.0, max_retry_after=0.0, retry_deadline=0, **options)
 
     monkeypatch.setattr(_upload, "open_session", fast)
 

@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -106,13 +107,21 @@ async def test_serve_forever_until_cancelled() -> None:
 
 
 async def test_the_request_log(a_run: Http, small: FakeService) -> None:
-    await a_run.get("/api/v1/runs", params={"limit": "5", "status": "queued"})
-    await a_run.get("/api/v1/builds/ab_nope")
-    await a_run.get("/elsewhere")
+    answers = [
+        await a_run.get("/api/v1/runs", params={"limit": "5", "status": "queued"}),
+        await a_run.get("/api/v1/builds/ab_nope"),
+        await a_run.get("/elsewhere"),
+    ]
+    # Every answer carries its X-Request-Id, and the log keeps it.
+    ids = [answer.headers["X-Request-Id"] for answer in answers]
+    assert all(re.fullmatch(r"req_[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == 3
     assert small.requests == [
-        RequestRecord("GET", "/api/v1/runs", {"limit": "5", "status": "queued"}, 200, "list_runs"),
-        RequestRecord("GET", "/api/v1/builds/ab_nope", {}, 404, "get_build"),
-        RequestRecord("GET", "/elsewhere", {}, 404, None),
+        RequestRecord(
+            "GET", "/api/v1/runs", {"limit": "5", "status": "queued"}, 200, "list_runs", ids[0]
+        ),
+        RequestRecord("GET", "/api/v1/builds/ab_nope", {}, 404, "get_build", ids[1]),
+        RequestRecord("GET", "/elsewhere", {}, 404, None, ids[2]),
     ]
     assert small.requests_for("get_build") == [small.requests[1]]
     assert small.request_counts() == {"list_runs": 1, "get_build": 1}

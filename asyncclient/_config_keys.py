@@ -1,0 +1,80 @@
+"""The keys of the configuration files (asyncclient.config): each setting's type, its flag and
+its environment variable, for the top level and for each command's table."""
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+__all__ = ["COMMAND_KEYS", "GLOBAL_KEYS", "Key"]
+
+
+@attrs.frozen
+class Key:
+    """A setting: its type ("str", "path", "int", "float", "bool", "list"), its flag and its
+    environment variable (each may be absent)."""
+
+    kind: str
+    flag: str | None = None
+    env: str | None = None
+
+
+GLOBAL_KEYS: Final[Mapping[str, Key]] = {
+    "base_url": Key("str", "--base-url", "ASYNCCLIENT_BASE_URL"),
+    "proxy": Key("str", "--proxy", "ASYNCCLIENT_PROXY"),
+    "ca_file": Key("path", "--ca-file", "ASYNCCLIENT_CA_FILE"),
+    "client_cert": Key("path", "--client-cert", "ASYNCCLIENT_CLIENT_CERT"),
+    "client_key": Key("path", "--client-key", "ASYNCCLIENT_CLIENT_KEY"),
+    "request_timeout": Key("float", "--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT"),
+    "retries": Key("int", "--retries", "ASYNCCLIENT_RETRIES"),
+    "retry_deadline": Key("float", "--retry-deadline", "ASYNCCLIENT_RETRY_DEADLINE"),
+    "pool_timeout": Key("float", "--pool-timeout"),
+    "max_response_bytes": Key("int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES"),
+    "api_key_env": Key("str"),
+    "api_key": Key("str", "--api-key", "ASYNCCLIENT_API_KEY"),
+}
+
+_FOLLOW: Final[Mapping[str, Key]] = {
+    "retry_failed": Key("int", "--retry-failed"),
+    "fail_on_flaky": Key("bool", "--fail-on-flaky"),
+    "junit": Key("path", "--junit"),
+    "html": Key("path", "--html"),
+    "download_failed": Key("path", "--download-failed"),
+    "interval": Key("float", "--interval"),
+    "timeout": Key("float", "--timeout"),
+    "stop_on_timeout": Key("bool", "--stop-on-timeout"),
+}
+
+COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
+    "run": {
+        **_FOLLOW,
+        "mode": Key("str", "--mode"),
+        "allow_skipped": Key("bool", "--allow-skipped"),
+    },
+    "watch": {**_FOLLOW, "stop_on_interrupt": Key("bool", "--stop-on-interrupt")},
+    "upload": {
+        "concurrency": Key("int", "--concurrency"),
+        "max_parts_in_flight": Key("int", "--max-parts-in-flight"),
+        "skip_existing": Key("bool", "--skip-existing"),
+    },
+    "download": {"concurrency": Key("int", "--concurrency")},
+    "mcp": {
+        "toolsets": Key("list", "--toolsets", "ASYNCCLIENT_MCP_TOOLSETS"),
+        "tools": Key("list", "--tools", "ASYNCCLIENT_MCP_TOOLS"),
+        "exclude_tools": Key("list", "--exclude-tools", "ASYNCCLIENT_MCP_EXCLUDE_TOOLS"),
+        "read_only": Key("bool", "--read-only", "ASYNCCLIENT_MCP_READ_ONLY"),
+        "poll_interval": Key("float", "--poll-interval"),
+        "result_chars": Key("int", "--result-chars"),
+        "download_dir": Key("path", "--download-dir"),
+        "http": Key("str", "--http"),
+    },
+}
+
+_TYPE_WORDS: Final = {
+    "str": "a string",
+    "path": "a path (a string)",
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "a list of strings",
+}

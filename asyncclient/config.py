@@ -1,0 +1,384 @@
+"""Settings in files, with profiles, read the way CI tools and Python projects expect.
+
+Where: `asyncclient.toml` in the folder given (default the current one) or the nearest parent,
+stopping at a repository root (a folder holding `.git`) or the file system's root; else the
+`[tool.asyncclient]` table of the nearest `pyproject.toml` that has one; and the user's file,
+`$XDG_CONFIG_HOME/asyncclient/config.toml` (default `~/.config/asyncclient/config.toml`).
+
+Order, highest first: a flag > an environment variable > the project file (its chosen profile,
+then its top level) > the user file (likewise) > the default. A profile is a `[profiles.NAME]`
+table with the same keys, chosen by `--profile NAME` or `ASYNCCLIENT_PROFILE`.
+
+Every mistake is one line naming the file (and line, key, the closest valid key or the type
+expected), raised as ValidationError before any request. An `api_key` is refused in a project
+file (committed, shared) and accepted in the user file only when nobody else can read it.
+`AsyncSession()` never reads files: `AsyncSession.from_config()` and the CLI do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from asyncclient._config_keys import _TYPE_WORDS, COMMAND_KEYS, GLOBAL_KEYS, Key
+from asyncclient._suggest import closest
+from asyncclient.errors import ValidationError
+
+__all__ = [
+    "COMMAND_KEYS",
+    "GLOBAL_KEYS",
+    "PROFILE_ENV",
+    "Config",
+    "Setting",
+    "config_paths",
+    "load_config",
+]
+
+PROFILE_ENV: Final = "ASYNCCLIENT_PROFILE"
+PROJECT_FILE: Final = "asyncclient.toml"
+
+
+@attrs.frozen
+class Setting:
+    """An effective value and where it came from: "--flag", "ENV_NAME", "FILE:LINE" or
+    "default"."""
+
+    value: Any
+    origin: str
+
+
+@attrs.frozen
+class _Layer:
+    """The values one file gives, with the line of each (profile values first)."""
+
+    path: Path
+    values: Mapping[str, tuple[Any, int]]  # "key" or "command.key" -> (value, line)
+
+
+@attrs.frozen
+class Config:
+    """The files read and the settings they give, resolved with the environment.
+
+    `settings`: every global key that has a value ("api_key" is never here, only
+    `api_key_set`/`api_key_origin`); `commands`: per command, its keys that a file set;
+    `files`: the files read, project file first."""
+
+    files: tuple[Path, ...]
+    profile: str | None
+    settings: Mapping[str, Setting]
+    commands: Mapping[str, Mapping[str, Setting]]
+    api_key_origin: str | None
+    _api_key: str | None = attrs.field(default=None, repr=False)
+
+    @property
+    def api_key_set(self) -> bool:
+        return self._api_key is not None
+
+    def session_options(self) -> dict[str, Any]:
+        """AsyncSession keyword arguments from these settings (the key included)."""
+        names = {
+            "request_timeout": "timeout",
+            "retries": "max_retries",
+        }
+        options: dict[str, Any] = {}
+        for key, setting in self.settings.items():
+            if key == "api_key_env":
+                continue
+            value = setting.value
+            options[names.get(key, key)] = os.fspath(value) if isinstance(value, Path) else value
+        if self._api_key is not None:
+            options["api_key"] = self._api_key
+        return options
+
+    def command(self, name: str) -> dict[str, Any]:
+        """The values the files give the command `name` (run, watch, upload, download, mcp)."""
+        return {key: setting.value for key, setting in self.commands.get(name, {}).items()}
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    xdg = environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "asyncclient" / "config.toml"
+
+
+def config_paths(
+    start: str | os.PathLike[str] = ".", environ: Mapping[str, str] | None = None
+) -> list[tuple[Path, bool]]:
+    """The files load_config would read, in order (project, then user), each with whether
+    it is there: the project candidates looked at up to the repository root, then the user's."""
+    found: list[tuple[Path, bool]] = []
+    project = _project_file(Path(start))
+    if project is not None:
+        found.append((project, True))
+    else:
+        found.append((Path(start).absolute() / PROJECT_FILE, False))
+    user = user_config_path(environ)
+    found.append((user, user.is_file()))
+    return found
+
+
+def _parents(start: Path) -> list[Path]:
+    """start and its parents up to the first holding .git (included) or the root."""
+    folders: list[Path] = []
+    for folder in [start.absolute(), *start.absolute().parents]:
+        folders.append(folder)
+        if (folder / ".git").exists():
+            break
+    return folders
+
+
+def _project_file(start: Path) -> Path | None:
+    folders = _parents(start)
+    for folder in folders:
+        candidate = folder / PROJECT_FILE
+        if candidate.is_file():
+            return candidate
+    for folder in folders:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and "tool" in (data := _read(candidate)):
+            tool = data["tool"]
+            if isinstance(tool, dict) and "asyncclient" in tool:
+                return candidate
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None) or _line_of_error(str(exc))
+        where = f"{path}:{line}" if line else str(path)
+        detail = str(exc).split(" (at line", 1)[0]
+        raise ValidationError(f"{where}: not valid TOML ({detail}); fix the file") from None
+
+
+def _line_of_error(message: str) -> int | None:
+    found = re.search(r"at line (\d+)", message)
+    return int(found.group(1)) if found else None
+
+
+def _lines(path: Path, prefix: tuple[str, ...]) -> dict[str, int]:
+    """The line of each key set in the file: "key", "run.key", "profiles.ci.key" (without the
+    `prefix` table, e.g. ("tool", "asyncclient") in pyproject.toml)."""
+    lines: dict[str, int] = {}
+    table: list[str] = []
+    header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+    assignment = re.compile(r"^\s*([A-Za-z0-9_.\"-]+)\s*=")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return lines
+    for number, raw in enumerate(text.splitlines(), 1):
+        if match := header.match(raw):
+            table = [part.strip().strip('"') for part in match.group(1).split(".")]
+            continue
+        if match := assignment.match(raw):
+            names = table + [p.strip().strip('"') for p in match.group(1).split(".")]
+            if tuple(names[: len(prefix)]) != prefix:
+                continue
+            lines.setdefault(".".join(names[len(prefix) :]), number)
+    return lines
+
+
+def _check_type(path: Path, name: str, key: Key, value: Any, line: int | None) -> Any:
+    where = f"{path}:{line}" if line else str(path)
+    kind = key.kind
+    ok = (
+        (kind in ("str", "path") and isinstance(value, str))
+        or (kind == "int" and isinstance(value, int) and not isinstance(value, bool))
+        or (kind == "float" and isinstance(value, int | float) and not isinstance(value, bool))
+        or (kind == "bool" and isinstance(value, bool))
+        or (kind == "list" and isinstance(value, list) and all(isinstance(v, str) for v in value))
+    )
+    if not ok:
+        raise ValidationError(
+            f"{where}: {name} must be {_TYPE_WORDS[kind]}, got {type(value).__name__} {value!r}"[
+                :300
+            ]
+        )
+    if kind == "path":
+        candidate = Path(value).expanduser()
+        return candidate if candidate.is_absolute() else (path.parent / candidate)
+    if kind == "float":
+        return float(value)
+    return value
+
+
+def _unknown(path: Path, name: str, known: list[str], line: int | None) -> ValidationError:
+    where = f"{path}:{line}" if line else str(path)
+    meant = closest(name.rsplit(".", 1)[-1], known, cutoff=0.6)
+    hint = f": did you mean {meant}?" if meant else f" (known: {', '.join(sorted(known))})"
+    return ValidationError(f"{where}: unknown key {name}{hint}")
+
+
+def _layer(path: Path, *, profile: str | None, project: bool) -> tuple[_Layer, list[str]]:
+    """The values of one file, its profile's over its top level; and its profiles' names."""
+    data = _read(path)
+    prefix: tuple[str, ...] = ()
+    if path.name == "pyproject.toml":
+        prefix = ("tool", "asyncclient")
+        table = data.get("tool", {}).get("asyncclient", {})
+        if not isinstance(table, dict):
+            raise ValidationError(f"{path}: [tool.asyncclient] must be a table")
+        data = table
+    lines = _lines(path, prefix)
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        raise ValidationError(f"{path}: profiles must be tables: [profiles.NAME]")
+    values: dict[str, tuple[Any, int]] = {}
+
+    def take(table: dict[str, Any], at: str) -> None:
+        for name, value in table.items():
+            if at == "" and name == "profiles":
+                continue
+            dotted = f"{at}{name}"
+            line = lines.get(dotted, 0)
+            if name in COMMAND_KEYS and isinstance(value, dict):
+                keys = COMMAND_KEYS[name]
+                for sub, subvalue in value.items():
+                    subline = lines.get(f"{dotted}.{sub}", line)
+                    if sub not in keys:
+                        raise _unknown(path, f"{name}.{sub}", list(keys), subline)
+                    checked = _check_type(path, f"{name}.{sub}", keys[sub], subvalue, subline)
+                    values.setdefault(f"{name}.{sub}", (checked, subline))
+                continue
+            if name not in GLOBAL_KEYS:
+                raise _unknown(path, name, [*GLOBAL_KEYS, *COMMAND_KEYS], line)
+            if name == "api_key":
+                _check_secret_file(path, project=project, line=line)
+            checked = _check_type(path, name, GLOBAL_KEYS[name], value, line)
+            values.setdefault(name, (checked, line))
+
+    if profile is not None and profile in profiles:
+        take(profiles[profile], f"profiles.{profile}.")
+    take(data, "")
+    return _Layer(path, values), list(profiles)
+
+
+def _check_secret_file(path: Path, *, project: bool, line: int) -> None:
+    where = f"{path}:{line}" if line else str(path)
+    if project:
+        raise ValidationError(
+            f"{where}: api_key does not belong in a project file (it is committed and "
+            "shared): set ASYNCCLIENT_API_KEY, or name the variable that holds the key with "
+            "api_key_env"
+        )
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ValidationError(
+            f"{where}: the file holds api_key but others can read it; run: chmod 600 {path}"
+        )
+
+
+def load_config(
+    profile: str | None = None,
+    start: str | os.PathLike[str] = ".",
+    *,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read the project and user files (see the module's docstring) and resolve every setting:
+    `flags` (key -> value given on a command line; None: not given) > the environment > the
+    project file > the user file. profile: the profile to use (default ASYNCCLIENT_PROFILE);
+    one no file defines is refused, naming the known ones. Raises ValidationError for any
+    mistake in a file."""
+    environ = os.environ if environ is None else environ
+    flags = flags or {}
+    if profile is None:
+        profile = environ.get(PROFILE_ENV) or None
+    project = _project_file(Path(start))
+    user = user_config_path(environ)
+    layers: list[_Layer] = []
+    known_profiles: set[str] = set()
+    for path, is_project in ((project, True), (user if user.is_file() else None, False)):
+        if path is None:
+            continue
+        layer, names = _layer(path, profile=profile, project=is_project)
+        layers.append(layer)
+        known_profiles.update(names)
+    if profile is not None and profile not in known_profiles:
+        shown = ", ".join(sorted(known_profiles)) or "none"
+        read = ", ".join(str(layer.path) for layer in layers) or "no file was found"
+        raise ValidationError(
+            f"unknown profile {profile!r}: the profiles defined are {shown} ({read})"
+        )
+
+    def from_files(name: str) -> Setting | None:
+        for layer in layers:
+            if name in layer.values:
+                value, line = layer.values[name]
+                return Setting(value, f"{layer.path}:{line}" if line else str(layer.path))
+        return None
+
+    settings: dict[str, Setting] = {}
+    for name, key in GLOBAL_KEYS.items():
+        if name == "api_key":
+            continue
+        if flags.get(name) is not None and key.flag:
+            settings[name] = Setting(flags[name], key.flag)
+        elif key.env and environ.get(key.env, "").strip():
+            settings[name] = Setting(_from_env(key, environ[key.env].strip()), key.env)
+        elif (found := from_files(name)) is not None:
+            settings[name] = found
+    api_key, api_origin = _api_key(flags, environ, settings, from_files)
+    commands: dict[str, dict[str, Setting]] = {}
+    for command, keys in COMMAND_KEYS.items():
+        for name in keys:
+            found = from_files(f"{command}.{name}")
+            if found is not None:
+                commands.setdefault(command, {})[name] = found
+    return Config(
+        files=tuple(layer.path for layer in layers),
+        profile=profile,
+        settings=settings,
+        commands=commands,
+        api_key_origin=api_origin,
+        api_key=api_key,
+    )
+
+
+def _from_env(key: Key, text: str) -> Any:
+    """A variable's text as the key's type; text that is not is kept as it is, for the
+    session (or the command) to refuse with its own message naming the variable."""
+    with contextlib.suppress(ValueError):
+        if key.kind == "int":
+            return int(text)
+        if key.kind == "float":
+            return float(text)
+    return Path(text).expanduser() if key.kind == "path" else text
+
+
+def _api_key(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    settings: Mapping[str, Setting],
+    from_files: Any,
+) -> tuple[str | None, str | None]:
+    """The key and where it came from: --api-key, ASYNCCLIENT_API_KEY, the variable that
+    api_key_env names, or the user file."""
+    if flags.get("api_key"):
+        return str(flags["api_key"]), "--api-key"
+    if environ.get("ASYNCCLIENT_API_KEY", "").strip():
+        return environ["ASYNCCLIENT_API_KEY"], "ASYNCCLIENT_API_KEY"
+    named = settings.get("api_key_env")
+    if named is not None:
+        variable = str(named.value)
+        if environ.get(variable, "").strip():
+            return environ[variable], f"{variable} (api_key_env, {named.origin})"
+    found = from_files("api_key")
+    if found is not None:
+        return str(found.value), found.origin
+    return None, None
