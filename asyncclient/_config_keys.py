@@ -17,6 +17,7 @@ class Key:
     kind: str
     flag: str | None = None
     env: str | None = None
+    default: object = None  # what applies when nothing sets it (shown by `config show`)
 
 
 GLOBAL_KEYS: Final[Mapping[str, Key]] = {
@@ -25,11 +26,13 @@ GLOBAL_KEYS: Final[Mapping[str, Key]] = {
     "ca_file": Key("path", "--ca-file", "ASYNCCLIENT_CA_FILE"),
     "client_cert": Key("path", "--client-cert", "ASYNCCLIENT_CLIENT_CERT"),
     "client_key": Key("path", "--client-key", "ASYNCCLIENT_CLIENT_KEY"),
-    "request_timeout": Key("float", "--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT"),
-    "retries": Key("int", "--retries", "ASYNCCLIENT_RETRIES"),
-    "retry_deadline": Key("float", "--retry-deadline", "ASYNCCLIENT_RETRY_DEADLINE"),
+    "request_timeout": Key("float", "--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", 30.0),
+    "retries": Key("int", "--retries", "ASYNCCLIENT_RETRIES", 4),
+    "retry_deadline": Key("float", "--retry-deadline", "ASYNCCLIENT_RETRY_DEADLINE", 30.0),
     "pool_timeout": Key("float", "--pool-timeout"),
-    "max_response_bytes": Key("int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES"),
+    "max_response_bytes": Key(
+        "int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", 32 << 20
+    ),
     "api_key_env": Key("str"),
     "api_key": Key("str", "--api-key", "ASYNCCLIENT_API_KEY"),
 }

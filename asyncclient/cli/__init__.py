@@ -44,7 +44,8 @@ examples:
 
 exit codes: 0 ok, 1 a run did not pass, a test did not start or the watch timed out,
 2 bad input (nothing sent), 3 the service refused, 4 the service could not be reached,
-130 interrupted, 141 the reader of stdout went away (`| head`)
+5 a local file could not be written (disk full, permissions), 130 interrupted, 141 the reader
+of stdout went away (`| head`)
 """
 
 

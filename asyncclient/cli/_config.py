@@ -68,10 +68,10 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         for name, key in GLOBAL_KEYS.items()
     }
     config = load_config(getattr(args, "profile", None), flags=flags)
-    if getattr(args, "verbose", False):
-        read = ", ".join(str(path) for path in config.files) or "no configuration file"
+    if getattr(args, "verbose", False) and config.files:
+        read = ", ".join(str(path) for path in config.files)
         profile = f" (profile {config.profile})" if config.profile else ""
-        print(f"config: {read}{profile}", file=sys.stderr, flush=True)
+        print(f"config: read {read}{profile}", file=sys.stderr, flush=True)
     for name, setting in config.settings.items():
         if not _from_file(setting.origin, config) or not hasattr(args, name):
             continue
@@ -107,14 +107,14 @@ def _from_file(origin: str, config: Config) -> bool:
 async def show(args: argparse.Namespace, out: Output) -> int:
     config = load_config(getattr(args, "profile", None), flags=_flag_values(args))
     rows: list[tuple[str, Any, str]] = []
-    for name in GLOBAL_KEYS:
+    for name, key in GLOBAL_KEYS.items():
         if name == "api_key":
             rows.append((name, "set" if config.api_key_set else "not set",
                          config.api_key_origin or "default"))  # fmt: skip
             continue
         setting = config.settings.get(name)
         if setting is None:
-            rows.append((name, None, "default"))
+            rows.append((name, key.default, "default"))
         else:
             value = setting.value
             rows.append((name, os.fspath(value) if isinstance(value, Path) else value,

@@ -55,6 +55,7 @@ exit codes:
   2    bad input (nothing sent)
   3    the service refused (including 402 not_started and 400 empty: no test started)
   4    the service could not be reached
+  5    a local file could not be written (disk full, permissions, read-only)
   130  interrupted (Ctrl-C)
   141  the reader of stdout went away (`| head`)"""
 _NOT_PASSED = "a run did not pass, or --timeout hit"

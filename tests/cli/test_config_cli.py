@@ -143,7 +143,8 @@ async def test_config_show_names_each_origin_and_never_the_key(
     assert settings["proxy"] == {"value": "direct", "origin": "--proxy"}
     assert settings["retry_deadline"] == {"value": 45.0, "origin": "ASYNCCLIENT_RETRY_DEADLINE"}
     assert settings["request_timeout"] == {"value": 12.0, "origin": f"{user}:2"}
-    assert settings["max_response_bytes"] == {"value": None, "origin": "default"}
+    assert settings["max_response_bytes"] == {"value": 33554432, "origin": "default"}
+    assert settings["pool_timeout"] == {"value": None, "origin": "default"}
     assert settings["api_key"] == {"value": "set", "origin": f"{user}:1"}
     assert settings["run.retry_failed"] == {"value": 2, "origin": f"{project}:6"}
     assert settings["run.junit"]["value"] == str(home / "out" / "r.xml")
@@ -235,7 +236,7 @@ async def test_api_key_env_names_the_variable_and_a_401_names_it(
     result = await run_cli("builds", "list", "p_demo", "-v", env={})
     assert result.code == 3
     assert "SHOP_TEST_KEY" in result.stderr
-    assert f"config: {home / 'asyncclient.toml'}" in result.stderr  # -v says what was read
+    assert f"config: read {home / 'asyncclient.toml'}" in result.stderr  # -v says what was read
     assert "wrong-key-123456" not in result.stderr
     monkeypatch.setenv("SHOP_TEST_KEY", first.run_key)
     assert (await run_cli("builds", "list", "p_demo")).code == 0
