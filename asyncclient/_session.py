@@ -254,6 +254,7 @@ class AsyncSession:
 
     @property
     def base_url(self) -> str:
+        """The service's address the session was made with (without the /api/v1 prefix)."""
         return self._base_url
 
     @property
@@ -328,6 +329,12 @@ class AsyncSession:
         return await self._call("list_builds", read_build_list, ids={"project_id": project_id})
 
     async def get_build(self, build_id: str) -> Build:
+        """One build in the single view (with `sha256` and `project_id`).
+
+        Raises:
+            ValidationError: `build_id` is not a build id (ab_...).
+            NotFoundError: the service knows no such build (or not for this key).
+        """
         build_id = proto.check_id("build", build_id)
         return await self._call("get_build", read_build, ids={"build_id": build_id})
 
@@ -540,6 +547,13 @@ class AsyncSession:
         return await self._call("list_runs", read_runs, params=params, retries=retries)
 
     async def get_run(self, run_id: str) -> Run:
+        """One run in the full view: once final, its verdict, headline, requirements with reasons,
+        captures, file links and result page.
+
+        Raises:
+            ValidationError: `run_id` is not a run id (j_...).
+            NotFoundError: the service knows no such run.
+        """
         run_id = proto.check_id("run", run_id)
         return await self._call("get_run", read_run, ids={"run_id": run_id})
 
@@ -572,6 +586,11 @@ class AsyncSession:
     # --- tester endpoints -----------------------------------------------------------------------
 
     async def list_endpoints(self, project_id: str) -> list[Endpoint]:
+        """The project's tester endpoints (never their headers, which are write-only).
+
+        Raises:
+            ValidationError: `project_id` is not a project id (p_...).
+        """
         project_id = proto.check_id("project", project_id)
         return await self._call("list_endpoints", read_endpoints, ids={"project_id": project_id})
 
@@ -595,6 +614,13 @@ class AsyncSession:
         )
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
+        """Delete a tester endpoint; needs a key that can also create and edit tests.
+
+        Raises:
+            ValidationError: `endpoint_id` is not an endpoint id (ep_...).
+            PermissionDeniedError: the key cannot edit tests.
+            NotFoundError: no such endpoint (a retried delete that finds it gone succeeds).
+        """
         endpoint_id = proto.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
 

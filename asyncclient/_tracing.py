@@ -21,21 +21,46 @@ except ImportError:  # the otel extra is not installed: nothing is traced
 else:
     ENABLED = True  # type: ignore[misc]
 
-__all__ = ["ENABLED", "inject", "record_call", "span", "traced"]
+__all__ = ["ENABLED", "active", "inject", "record_call", "span", "traced"]
 
 _TRACER_NAME: Final = "asyncclient"
 
 
+_tracers: dict[int, Any] = {}
+_UNKNOWN: Final = object()
+
+
+def _tracer() -> Any:
+    """asyncclient's tracer from the global provider, or None while that provider is the API's
+    own placeholder (no SDK set up): then spans and propagation cost nothing."""
+    # The API's own global, read directly: get_tracer_provider() looks at the environment on
+    # every call until a provider is set, a cost on every request (bench_session).
+    if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None:
+        return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        from asyncclient._version import __version__
+
+        tracer = _tracers[id(provider)] = provider.get_tracer(_TRACER_NAME, __version__)
+    return tracer
+
+
+def active() -> bool:
+    """Whether spans are being recorded: OpenTelemetry with a provider set up."""
+    return ENABLED and _tracer() is not None
+
+
 @contextlib.contextmanager
 def span(name: str, ids: Mapping[str, Any] | None = None, *, client: bool = False) -> Iterator[Any]:
-    """A span `asyncclient.NAME` around the block (None without OpenTelemetry); ids become
-    `asyncclient.<name>` attributes; an exception sets the span's error status and type."""
-    if not ENABLED:
+    """A span `asyncclient.NAME` around the block (None without OpenTelemetry or a provider);
+    ids become `asyncclient.<name>` attributes; an exception sets the span's error status."""
+    tracer = _tracer() if ENABLED else None
+    if tracer is None:
         yield None
         return
-    from asyncclient._version import __version__
-
-    tracer = trace.get_tracer(_TRACER_NAME, __version__)
     kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
     with tracer.start_as_current_span(
         f"asyncclient.{name}", kind=kind, record_exception=True, set_status_on_exception=False
@@ -66,7 +91,7 @@ def record_call(current: Any, status: int, attempts: int) -> None:
 def inject(headers: Mapping[str, str]) -> Mapping[str, str]:
     """`headers` with the current span's `traceparent` (and whatever else the global
     propagator writes); the same mapping when there is nothing to add."""
-    if not ENABLED:
+    if not ENABLED or _tracer() is None:
         return headers
     carrier: MutableMapping[str, str] = {}
     propagate.inject(carrier)

@@ -96,6 +96,7 @@ class Call:
         "request_id",
         "retries",
         "status",
+        "traced",
         "transfer",
         "url",
     )
@@ -131,7 +132,8 @@ class Call:
         self.attempt = 0
         self.status = 0
         self.request_id: str | None = None  # the service's id of the last answer
-        self.phase: _Phase | None = None  # where the last attempt was (our own session only)
+        self.phase: str | None = None  # where the last attempt was (our own session only)
+        self.traced = False  # an OpenTelemetry span is current: requests carry its traceparent
 
     def describe(self) -> str:
         """`METHOD path?query`, for logs (no secrets live in either)."""
@@ -179,55 +181,6 @@ def _describe(
 WAITING_FOR_CONNECTION: Final = "waiting for a connection"
 
 
-class _Phase:
-    """Where one attempt is, as aiohttp's trace signals tell it: waiting for a connection of
-    the pool, connecting, sending, waiting for the answer. Its timer holds the request's
-    deadline, which starts only once a connection is had: a wait in the pool queue is not the
-    service's doing, so it never counts against `timeout` (pool_timeout, if given, bounds it)."""
-
-    __slots__ = ("name", "pool_timeout", "timeout", "timer")
-
-    def __init__(self, timer: asyncio.Timeout, timeout: float, pool_timeout: float | None) -> None:
-        # timer: asyncio.timeout(pool_timeout), entered around the request
-        self.name = WAITING_FOR_CONNECTION
-        self.timer = timer
-        self.timeout = timeout
-        self.pool_timeout = pool_timeout
-
-    def _have_connection(self, name: str) -> None:
-        if self.name == WAITING_FOR_CONNECTION:
-            self.timer.reschedule(asyncio.get_running_loop().time() + self.timeout)
-        self.name = name
-
-    def connecting(self) -> None:
-        self._have_connection("connecting")
-
-    def connected(self) -> None:
-        self._have_connection("sending")
-
-    def sent(self) -> None:
-        self.name = "waiting for the answer"
-
-
-def _phase_trace() -> aiohttp.TraceConfig:
-    """The trace signals that move each attempt's _Phase on (trace_request_ctx)."""
-
-    def handler(move: Callable[[_Phase], None]) -> Any:
-        async def on_signal(_session: Any, context: Any, _params: Any) -> None:
-            phase = context.trace_request_ctx
-            if isinstance(phase, _Phase):
-                move(phase)
-
-        return on_signal
-
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_create_start.append(handler(_Phase.connecting))
-    trace.on_connection_create_end.append(handler(_Phase.connected))
-    trace.on_connection_reuseconn.append(handler(_Phase.connected))
-    trace.on_request_headers_sent.append(handler(_Phase.sent))
-    return trace
-
-
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -272,7 +225,7 @@ class Transport:
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         # Our own session: only the socket's connect is aiohttp's to time; the request's
-        # deadline is the attempt's _Phase timer, started once a connection is had.
+        # deadline starts once the attempt has one of the pool's slots (_slots).
         self._own_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
         self._pool_timeout = pool_timeout
         self._outage_told = False
@@ -286,6 +239,7 @@ class Transport:
         # when asyncio.run (or any runner) shuts that loop down (see _bind).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
+        self._slots: asyncio.Semaphore | None = None
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
@@ -338,9 +292,7 @@ class Transport:
             if self._closed:
                 raise RuntimeError("this AsyncSession is closed; create a new one")
             connector = aiohttp.TCPConnector(limit=self._connection_limit)
-            http = aiohttp.ClientSession(
-                connector=connector, timeout=self._own_timeout, trace_configs=[_phase_trace()]
-            )
+            http = aiohttp.ClientSession(connector=connector, timeout=self._own_timeout)
             # aiohttp resends an idempotent request once, at once and unseen, when a reused
             # connection drops (RFC 9112 9.3.1.1). Our loop already retries with backoff and
             # counts every attempt (a DELETE's 404 after a retry means done), so a hidden
@@ -357,6 +309,9 @@ class Transport:
         ends (asyncio.run, asyncio.Runner, pytest's loops), and its `finally` closes the
         connections on that loop, while it still runs: nothing is left unclosed."""
         self._loop = _running_loop()
+        # As many slots as connections: a request waits here, not in aiohttp's pool, so that
+        # the wait is not the service's doing: not timed, never retried (pool_timeout bounds it).
+        self._slots = asyncio.Semaphore(self._connection_limit)
         closer = _close_at_loop_end(http)
         step = closer.asend(None)  # registers it with the loop (the firstiter hook) ...
         with contextlib.suppress(StopIteration):
@@ -375,7 +330,7 @@ class Transport:
                 "event loop (per thread), or call it from its own loop"
             )
         # The loop ended (asyncio.run returned): its shutdown closed the connections.
-        self._http, self._closer, self._loop = None, None, None
+        self._http, self._closer, self._loop, self._slots = None, None, None, None
 
     async def request(
         self,
@@ -413,7 +368,8 @@ class Transport:
             retries=retries,
             transfer=transfer,
         )
-        if _tracing.ENABLED:
+        if _tracing.ENABLED and _tracing.active():
+            call.traced = True
             with _tracing.span(op, ids, client=True) as current:
                 try:
                     raw: bytes = await self.run(call)
@@ -471,15 +427,45 @@ class Transport:
 
     async def _attempt(self, call: Call) -> Any:
         """One attempt. Returns the body (or what call.consume made of the answer); raises
-        RetrySignal for a failure worth another attempt, the public error otherwise."""
+        RetrySignal for a failure worth another attempt, the public error otherwise. On our
+        own session it first waits for a slot of the pool (pool_timeout bounds the wait)."""
         call.attempt += 1
         http = self._http
         if http is None or self._loop is not asyncio.get_running_loop():
             http = self.ensure_http()
+        slots = self._slots
+        if slots is None:
+            return await self._send(call, http)
+        call.phase = WAITING_FOR_CONNECTION
+        if self._pool_timeout is None:
+            await slots.acquire()
+        else:
+            try:
+                async with asyncio.timeout(self._pool_timeout):
+                    await slots.acquire()
+            except TimeoutError:
+                # The pool stayed full: nothing went out, and retrying would only queue again.
+                raise TransportError(
+                    f"no free connection within {self._pool_timeout:g} s (pool_timeout): all "
+                    f"{self._connection_limit} connections were busy with other calls "
+                    f"({call.method} {call.target()}); raise connection_limit or pool_timeout",
+                    method=call.method,
+                    url=call.url,
+                    attempts=call.attempt,
+                    kind="pool_timeout",
+                ) from None
+        try:
+            call.phase = "waiting for the answer"
+            return await self._send(call, http)
+        finally:
+            slots.release()
+
+    async def _send(self, call: Call, http: aiohttp.ClientSession) -> Any:
+        """The request of one attempt, on `http` (see _attempt)."""
         debug = logger.isEnabledFor(_DEBUG)
         started = time.perf_counter() if debug else 0.0
         headers = call.headers
-        if _tracing.ENABLED:
+        if call.traced:
             headers = _tracing.inject(headers)
         if call.prepare is not None:
             headers = await call.prepare(headers)
@@ -508,10 +494,7 @@ class Transport:
             stream = data = watched(data, timer, self._timeout_s)
         options = self._transfer_options if call.transfer else self._request_options
         if self._owns_http and not call.transfer:
-            phased = asyncio.timeout(self._pool_timeout)
-            deadline = phased
-            call.phase = _Phase(phased, self._timeout_s, self._pool_timeout)
-            options = {**options, "trace_request_ctx": call.phase}
+            deadline = asyncio.timeout(self._timeout_s)  # from now: the slot is had
         try:
             async with (
                 deadline,
@@ -584,23 +567,6 @@ class Transport:
         """Raise the TransportError for a failed attempt: as a RetrySignal when another attempt
         may help, as itself when not (a certificate, a proxy's refusal, a body not resendable)."""
         network = self._network
-        phase = call.phase
-        if (
-            type(exc) is TimeoutError
-            and phase is not None
-            and phase.name == WAITING_FOR_CONNECTION
-            and phase.pool_timeout is not None
-        ):
-            # The pool stayed full: no request went out, and retrying would only queue again.
-            raise TransportError(
-                f"no free connection within {phase.pool_timeout:g} s (pool_timeout): all "
-                f"{self._connection_limit} connections were busy with other calls "
-                f"({call.method} {call.target()}); raise connection_limit or pool_timeout",
-                method=call.method,
-                url=call.url,
-                attempts=call.attempt,
-                kind="pool_timeout",
-            ) from None
         failure = network.classify(exc)
         if failure is not None and failure.kind == "name_mismatch":
             failure = await network.diagnose(exc, failure) or failure
@@ -641,9 +607,8 @@ class Transport:
         raise proto.RetrySignal(error, outage=outage) from cause
 
     def _describe(self, exc: BaseException, call: Call) -> str:
-        phase = call.phase.name if call.phase is not None else None
         return _describe(
-            exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer, phase=phase
+            exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer, phase=call.phase
         )
 
     def _log_attempt(self, call: Call, outcome: int | str, started: float) -> None:

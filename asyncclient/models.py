@@ -50,6 +50,7 @@ FINAL_STATUSES: Final = frozenset(
         RunStatus.CANCELLED,
     }
 )
+"""The statuses after which a run changes no more (when the service sends no `final`)."""
 
 
 @attrs.frozen
@@ -88,6 +89,7 @@ class Build:
 
     @property
     def is_ready(self) -> bool:
+        """Whether the build can be run: its status means ready, in the service's own word."""
         return self.status_kind == "ready"
 
     @property
@@ -216,6 +218,7 @@ class Run:
 
     @property
     def passed(self) -> bool:
+        """Whether the run passed (its status, read leniently)."""
         return self.status_kind == RunStatus.PASSED
 
     # Readers of the fields whose shape the API spec leaves open (asyncclient._lenient): each
@@ -238,18 +241,22 @@ class Run:
 
     @property
     def verdict_text(self) -> str:
+        """The verdict as one line of text, whatever shape the service gave it."""
         return _lenient.text_of(self.verdict)
 
     @property
     def headline_text(self) -> str:
+        """The headline as one line of text, whatever shape the service gave it."""
         return _lenient.text_of(self.headline)
 
     @property
     def error_code(self) -> str:
+        """The code of the run's error (a run that ended in error), or empty."""
         return _lenient.error_fields(self.error)[0]
 
     @property
     def error_message(self) -> str:
+        """The message of the run's error, or empty."""
         return _lenient.error_fields(self.error)[1]
 
     @property
@@ -259,6 +266,7 @@ class Run:
 
     @property
     def screenshot_refs(self) -> tuple[str, ...]:
+        """The screenshots: file paths or links, as the service gave them."""
         return _lenient.file_refs(self.screenshots)
 
     @property

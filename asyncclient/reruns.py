@@ -66,10 +66,12 @@ class Attempts:
 
     @property
     def final(self) -> Run:
+        """The last attempt: the test's verdict."""
         return self.runs[-1]
 
     @property
     def attempts(self) -> int:
+        """How many times the test ran."""
         return len(self.runs)
 
     @property
@@ -84,6 +86,8 @@ class Attempts:
 
     @property
     def outcome(self) -> TestOutcome:
+        """passed, flaky (failed, then passed), failed, cancelled (its last run was stopped) or
+        not_final (the wait ended first)."""
         final = self.final
         if not final.is_final:
             return "not_final"
@@ -117,6 +121,7 @@ class SuiteResult:
 
     @property
     def flaky(self) -> tuple[Attempts, ...]:
+        """The tests that failed, then passed on a re-run."""
         return tuple(t for t in self.tests if t.flaky)
 
     @property

@@ -393,6 +393,7 @@ class RunWatcher:
 
     @property
     def closed(self) -> bool:
+        """Whether aclose() was called (or the watcher's context ended)."""
         return self._closed
 
     # --- control --------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Embedding the session in an async service: any event loop (one at a time), outages ridden
 out within the retry deadline, pool waits that are nobody's fault, request ids on errors and
-in logs, OpenTelemetry spans, and the two example services of the README, run for real.
+in logs, OpenTelemetry spans, and the two example services of the guide, run for real.
 
 Waits between retries are recorded, not slept (asyncclient.testing.recorded_retry_waits): time
 goes on by each wait for the task that waited, so "8 s" of outage costs milliseconds.
@@ -381,12 +381,12 @@ def load(name: str) -> Any:
     return module
 
 
-def test_the_readme_shows_the_example_services_as_they_are() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_guide_shows_the_example_services_as_they_are() -> None:
+    guide = (ROOT / "docs" / "guides" / "embedding.md").read_text()
     for name in ("aiohttp_service", "asgi_service"):
         code = (EXAMPLES / f"{name}.py").read_text()
         body = code.split('"""', 2)[2].strip()  # without the module docstring
-        assert body in readme, f"README.md does not show docs/examples/{name}.py as it is"
+        assert body in guide, f"the embedding guide does not show docs/examples/{name}.py"
 
 
 async def test_the_aiohttp_web_example_keeps_one_session(

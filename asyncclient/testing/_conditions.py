@@ -25,8 +25,11 @@ __all__ = [
 
 #: The names of the API's operations (asyncclient._operations), which faults and conditions name.
 OPERATIONS = frozenset(_OPERATION_TABLE)
+"""The names of the API's operations, which faults and conditions name (`list_runs`, ...)."""
 
 FAULT_KINDS = ("500", "503", "429", "drop", "drop_after", "500_after")
+"""The faults inject() takes: an error answer (500, 503, 429), a cut connection (drop), or one
+cut (drop_after) or answered 500 (500_after) after the work was done."""
 _BEFORE_KINDS = frozenset({"500", "503", "429", "drop"})
 
 
@@ -100,9 +103,11 @@ class NetworkConditions:
 
     @property
     def random_faults(self) -> bool:
+        """Whether any random fault (errors, rate limits, drops) is on."""
         return self.error_rate + self.rate_limit_rate + self.drop_rate > 0
 
     def to_json(self) -> dict[str, Any]:
+        """The conditions as a JSON object (what `serve --json` and /_emulator/stats show)."""
         return {
             "latencyMs": self.latency_ms,
             "partBandwidth": self.part_bandwidth,

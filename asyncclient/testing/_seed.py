@@ -113,6 +113,8 @@ class SeedEndpoint:
 
 @attrs.frozen
 class Seed:
+    """A loaded seed: the projects, keys, tests, builds and endpoints the emulator starts with."""
+
     source: str
     projects: tuple[SeedProject, ...]
     keys: tuple[SeedKey, ...]
@@ -123,6 +125,7 @@ class Seed:
     dialect: str | None = None
 
     def first_key(self, capability: str) -> str | None:
+        """The first key of `capability` (run or edit), or None."""
         return next((k.key for k in self.keys if k.capability == capability), None)
 
 

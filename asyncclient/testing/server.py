@@ -97,6 +97,7 @@ class FakeService:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> Self:
+        """Seed the state and serve on the host and port given (0: a free one); returns self."""
         if self._runner is not None:
             raise RuntimeError("the service is already running")
         if self._data_dir is None:
@@ -132,6 +133,8 @@ class FakeService:
         return self
 
     async def stop(self) -> None:
+        """Stop serving, close every connection and remove the service's files. It can be started
+        again (with a fresh state from its seed)."""
         runner, self._runner = self._runner, None
         if runner is not None:
             # A TLS connection whose peer ended the stream while the TLS layer had paused
@@ -181,6 +184,7 @@ class FakeService:
 
     @property
     def running(self) -> bool:
+        """Whether it serves now."""
         return self._runner is not None
 
     def _running(self) -> AppState:
@@ -190,6 +194,7 @@ class FakeService:
 
     @property
     def port(self) -> int:
+        """The port it listens on (once started)."""
         self._running()
         assert self._runner is not None
         return int(self._runner.addresses[0][1])
@@ -207,6 +212,7 @@ class FakeService:
 
     @property
     def tls(self) -> bool:
+        """Whether it serves HTTPS."""
         return self._tls is not None
 
     @property
@@ -236,6 +242,7 @@ class FakeService:
 
     @property
     def backend(self) -> Backend:
+        """The emulator's state (builds, runs, endpoints), for tests that look inside."""
         return self._running().backend
 
     @property
@@ -283,6 +290,7 @@ class FakeService:
         self.clock.advance(seconds)
 
     def now(self) -> float:
+        """The service's clock now (seconds)."""
         return self.clock.now()
 
     # --- requests, conditions and faults ------------------------------------------------------
@@ -300,6 +308,7 @@ class FakeService:
         return [r for r in self._running().log if r.op == op]
 
     def reset_requests(self) -> None:
+        """Forget the requests recorded so far (the log and the counts)."""
         state = self._running()
         state.log.clear()
         state.counts.clear()
@@ -311,6 +320,7 @@ class FakeService:
 
     @property
     def conditions(self) -> NetworkConditions:
+        """The network conditions in force (latency, bandwidth, random faults)."""
         return self._plan.conditions
 
     @conditions.setter
@@ -322,4 +332,5 @@ class FakeService:
         self._plan.inject(op, fault)
 
     def clear_faults(self) -> None:
+        """Remove every fault injected with inject()."""
         self._plan.clear_faults()

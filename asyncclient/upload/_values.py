@@ -99,6 +99,7 @@ class UploadResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the build was uploaded (or found, or joined) without error."""
         return self.error is None and self.build is not None
 
 

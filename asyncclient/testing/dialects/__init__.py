@@ -33,6 +33,8 @@ __all__ = [
 DIALECTS: dict[str, type[Dialect]] = {
     cls.name: cls for cls in (Dialect, FlatDialect, EnvelopedDialect)
 }
+"""The built-in dialects by name, the default (`asyncclient`) first, then `flat` and
+`enveloped`."""
 
 DialectSpec = str | Dialect | type[Dialect] | None
 

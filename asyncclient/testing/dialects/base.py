@@ -79,6 +79,7 @@ class Dialect:
     # --- scalars ------------------------------------------------------------------------------
 
     def timestamp(self, value: float | None) -> Any:
+        """A time (service seconds) as this dialect writes it on the wire."""
         return None if value is None else to_iso(value)
 
     def number(self, field: str, value: Any) -> Any:
@@ -86,12 +87,15 @@ class Dialect:
         return value
 
     def abis(self, abis: Sequence[str]) -> Any:
+        """A build's ABIs as this dialect writes them."""
         return list(abis)
 
     def warnings(self, warnings: Sequence[str]) -> Any:
+        """A build's warnings as this dialect writes them."""
         return list(warnings)
 
     def run_status(self, status: str) -> str:
+        """A run status as this dialect's word for it."""
         return self.run_statuses.get(status, status)
 
     def run_status_in(self, word: str) -> str:
@@ -103,11 +107,13 @@ class Dialect:
         return word
 
     def build_status(self, status: str) -> Any:
+        """A build status as this dialect writes it."""
         return self.build_statuses.get(status, status)
 
     # --- builds -------------------------------------------------------------------------------
 
     def build_view(self, build: Build, *, single: bool) -> dict[str, Any]:
+        """A build as the list view (single=False) or the single view writes it."""
         view: dict[str, Any] = {"id": build.id}
         if single:
             view["projectId"] = build.project_id
@@ -136,6 +142,7 @@ class Dialect:
     # --- runs ---------------------------------------------------------------------------------
 
     def headline_text(self, run: Run, status: str, failed: int, total: int) -> str:
+        """The headline of a final run: the seed's, or one made from its checks."""
         seeded = run.test.seed
         if status == "cancelled":
             return "The run was stopped before it finished."
@@ -152,6 +159,7 @@ class Dialect:
         }[status]
 
     def timing(self, run: Run, now: float) -> dict[str, Any]:
+        """createdAt, startedAt, finishedAt and durationMs of a run at service time `now`."""
         started = run.started_at(now)
         finished = run.finished_at(now)
         duration = (
@@ -165,21 +173,26 @@ class Dialect:
         }
 
     def requirements(self, checks: Sequence[Check]) -> Any:
+        """A run's checks as this dialect writes them."""
         return [
             {"id": f"r{c.index}", "title": c.title, "result": c.result, "reason": c.reason}
             for c in checks
         ]
 
     def captures(self, captures: Mapping[str, Any]) -> Any:
+        """A run's captured values as this dialect writes them."""
         return dict(captures)
 
     def verdict(self, status: str, headline: str) -> Any:
+        """A final run's verdict as this dialect writes it."""
         return self.run_status(status)
 
     def headline(self, text: str) -> Any:
+        """A final run's headline as this dialect writes it."""
         return text
 
     def run_error(self, code: str, message: str) -> Any:
+        """A run's error as this dialect writes it."""
         return {"code": code, "message": message}
 
     def files(self, run_id: str, base: str, names: Sequence[str]) -> dict[str, Any]:
@@ -206,6 +219,7 @@ class Dialect:
         }
 
     def run_list_view(self, run: Run, status: str, now: float, base: str) -> dict[str, Any]:
+        """A run as an element of List runs."""
         return {
             "id": run.id,
             "testId": run.test.seed.id,
@@ -222,6 +236,7 @@ class Dialect:
         }
 
     def run_full_view(self, run: Run, status: str, now: float, base: str) -> dict[str, Any]:
+        """A run in the full view (Get a run, and List runs with ids)."""
         seeded = run.test.seed
         final = status in FINAL_STATUSES
         checks = [
@@ -274,6 +289,7 @@ class Dialect:
 
     def endpoint_view(self, endpoint: Endpoint, now: float) -> dict[str, Any]:
         # snake_case, as the spec shows this view; headers and bodyTemplate are never returned.
+        """A tester endpoint as List endpoints writes it (never its headers)."""
         return {
             "id": endpoint.id,
             "name": endpoint.name,
@@ -311,6 +327,7 @@ class Dialect:
         return {"error": {"code": code, "message": message, **details}}
 
     def error_answer(self, exc: ServiceError) -> WireAnswer:
+        """The status, headers and body of an error answer in this dialect."""
         status, code = self.error_status(exc)
         body = self.error_body(status, code, exc.message, self.error_details(exc), exc)
         headers = dict(exc.headers)

@@ -1,0 +1,312 @@
+"""The documentation site: every public name has a docstring; `mkdocs build --strict` passes
+and its reference lists every public name, every AsyncSession method and every command and
+option of the CLI; the guides' Python blocks run against the emulator; Chromium renders the
+front page and the AsyncSession reference.
+
+Building the site needs the `docs` extra (part of the `test` extra): in CI a missing mkdocs or
+Chromium is a failure, elsewhere a skip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import asyncclient
+import asyncclient.testing
+from asyncclient.testing import FakeService, demo_seed_data
+from asyncclient.testing.builders import build_apk, build_app_dir
+
+pytestmark = pytest.mark.docs
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _need(tool: str, found: str | None) -> str:
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is missing: .ci/run installs it")
+        pytest.skip(f"{tool} is not installed")
+    return found
+
+
+# --- docstrings ------------------------------------------------------------------------------
+
+
+def _public(module: Any) -> Iterator[tuple[str, Any]]:
+    for name in module.__all__:
+        if not name.startswith("__"):
+            yield f"{module.__name__}.{name}", getattr(module, name)
+
+
+def _undocumented() -> list[str]:
+    missing: list[str] = []
+    for qualified, obj in [*_public(asyncclient), *_public(asyncclient.testing)]:
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        if not (inspect.getdoc(obj) or "").strip():
+            missing.append(qualified)
+        if not inspect.isclass(obj):
+            continue
+        for name, member in vars(obj).items():
+            if name.startswith("_"):
+                continue
+            func = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+            if isinstance(func, property) or inspect.isfunction(func):
+                doc = func.__doc__
+            else:
+                continue
+            if not (doc or "").strip():
+                missing.append(f"{qualified}.{name}")
+    return missing
+
+
+def test_every_public_name_and_method_has_a_docstring() -> None:
+    assert _undocumented() == []
+
+
+# --- the site --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mkdocs = _need("mkdocs", shutil.which("mkdocs", path=str(Path(sys.executable).parent)))
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+def test_the_reference_lists_every_public_name_and_session_method(site: Path) -> None:
+    pages = "".join(p.read_text() for p in (site / "reference").rglob("index.html"))
+    ids = set(re.findall(r'id="(asyncclient[\w.]+)"', pages))
+    shown = {i.rsplit(".", 1)[-1] for i in ids}
+    missing = [
+        name
+        for name in [*asyncclient.__all__, *asyncclient.testing.__all__]
+        if not name.startswith("__") and name not in shown
+    ]
+    assert missing == []
+    session = (site / "reference" / "session" / "index.html").read_text()
+    for name, member in vars(asyncclient.AsyncSession).items():
+        if not name.startswith("_") and callable(getattr(member, "__func__", member)):
+            assert f'id="asyncclient.AsyncSession.{name}"' in session, name
+
+
+def test_the_reference_lists_every_command_and_option(site: Path) -> None:
+    from asyncclient.cli import build_parser
+
+    page = (site / "reference" / "cli-options" / "index.html").read_text()
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    assert f"{path} {name}" in page, f"{path} {name}"
+                    walk(sub, f"{path} {name}")
+            elif action.option_strings and action.help != argparse.SUPPRESS:
+                for option in action.option_strings:
+                    assert option in page, f"{path}: {option}"
+
+    walk(build_parser(), "asyncclient")
+
+
+def _chromium() -> str:
+    return _need("Chromium", shutil.which("chromium") or shutil.which("chromium-browser"))
+
+
+@pytest.mark.parametrize(
+    ("page", "headings"),
+    [
+        ("index.html", ["asyncclient", "Set up", "A first upload and run, against the emulator"]),
+        ("reference/session/index.html", ["AsyncSession", "upload_build", "wait_for_runs"]),
+    ],
+)
+def test_the_site_renders_in_chromium(
+    site: Path, tmp_path: Path, page: str, headings: list[str]
+) -> None:
+    browser = _chromium()
+    base = [
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    url = (site / page).as_uri()
+    dom = subprocess.run(
+        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert dom.returncode == 0, dom.stderr
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    for heading in headings:
+        assert heading in text, heading
+    shot = tmp_path / "page.png"
+    taken = subprocess.run(
+        [*base, "--window-size=1200,900", f"--screenshot={shot}", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert taken.returncode == 0, taken.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the guides' Python blocks, run -------------------------------------------------------------
+
+
+def _blocks() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(DOCS.rglob("*.md")):
+        text = path.read_text()
+        for number, code in enumerate(re.findall(r"^ *```python\n(.*?)^ *```", text, re.M | re.S)):
+            found.append((f"{path.relative_to(DOCS)}#{number + 1}", textwrap_dedent(code)))
+    return found
+
+
+def textwrap_dedent(code: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(code)
+
+
+def _docs_seed() -> dict[str, Any]:
+    """The demo seed, plus the projects the guides name (p_123, p_456) with their tests."""
+    seed = demo_seed_data()
+    seed["projects"] += [{"id": "p_123", "plan": "paid"}, {"id": "p_456", "plan": "paid"}]
+    for key in seed["keys"]:
+        key["projects"] += ["p_123", "p_456"]
+    seed["tests"] += [
+        {"id": "t_app", "project": "p_123", "target": "android", "appId": "com.example.shop",
+         "durationSeconds": 5, "queuedSeconds": 0},
+        {"id": "t_web", "project": "p_123", "target": "web", "url": "https://shop.example",
+         "durationSeconds": 5, "queuedSeconds": 0},
+    ]  # fmt: skip
+    seed["builds"] = [
+        *seed.get("builds", []),
+        {"id": "ab_docs_android", "project": "p_123", "platform": "android",
+         "appId": "com.example.shop"},
+        {"id": "ab_docs_ios", "project": "p_123", "platform": "ios",
+         "appId": "com.example.shop.ios"},
+    ]  # fmt: skip
+    return seed
+
+
+@contextlib.contextmanager
+def _emulator() -> Iterator[FakeService]:
+    """The emulator on a loop of its own (a guide's block runs its own asyncio.run)."""
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        async with FakeService(_docs_seed(), speed=1000.0) as svc:
+            holder.update(svc=svc, stop=stop, loop=asyncio.get_running_loop())
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()))
+    thread.start()
+    started.wait(60)
+    try:
+        yield holder["svc"]
+    finally:
+        holder["loop"].call_soon_threadsafe(holder["stop"].set)
+        thread.join(60)
+
+
+@pytest.mark.parametrize(("where", "code"), _blocks(), ids=[w for w, _ in _blocks()])
+def test_the_guides_python_blocks_run(
+    where: str, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("ASYNCCLIENT_"):
+            monkeypatch.delenv(name)
+    build_apk(tmp_path / "shop.apk")
+    build_apk(tmp_path / "app-release.apk")
+    build_apk(tmp_path / "other.apk", version_code=3)
+    (tmp_path / "android").mkdir()
+    build_apk(tmp_path / "android" / "app.apk", version_code=2)
+    (tmp_path / "ios").mkdir()
+    build_app_dir(tmp_path / "ios" / "Shop.app")
+    sys.path.insert(0, str(DOCS / "examples"))
+    try:
+        with _emulator() as svc:
+            monkeypatch.setenv("ASYNCCLIENT_BASE_URL", svc.url)
+            monkeypatch.setenv("ASYNCCLIENT_API_KEY", svc.run_key)
+            _run_block(code)
+    finally:
+        sys.path.remove(str(DOCS / "examples"))
+
+
+def _run_block(code: str) -> None:
+    import ast
+
+    compiled = compile(code, "<guide>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict[str, Any] = {
+        "__name__": "guide",
+        "git_sha": "a1b2c3d",
+        "android_build": "ab_docs_android",
+        "ios_build": "ab_docs_ios",
+    }
+    if not compiled.co_flags & inspect.CO_COROUTINE:
+        exec(compiled, namespace)  # it runs its own loop (asyncio.run), if any
+        return
+
+    async def run() -> None:
+        from asyncclient import AsyncSession
+
+        async with AsyncSession() as session:
+            namespace["session"] = session
+            namespace["build"] = await session.get_build("ab_docs_android")
+            await eval(compiled, namespace)
+
+    asyncio.run(run())
+
+
+def test_the_getting_started_shell_block_runs(tmp_path: Path) -> None:
+    """The commands of "A first upload and run", against the emulator, as a user types them."""
+    text = (DOCS / "index.md").read_text()
+    block = text.split("In another:", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    bin_dir = Path(sys.executable).parent
+    script = block.replace(".venv/bin/", f"{bin_dir}/").replace("python3 ", f"{sys.executable} ")
+    with _emulator() as svc:
+        script = script.replace("http://127.0.0.1:8080", svc.url)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCCLIENT_")}
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=tmp_path,
+            env={**env, "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    # p_demo fails on purpose (t_checkout): exit 1 after its re-run, with the report written.
+    assert ran.returncode == 1, ran.stderr
+    assert (
+        "4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 2 attempts" in ran.stdout
+    )
+    assert (tmp_path / "report.html").read_text().count('class="test ') == 4
