@@ -243,7 +243,11 @@ class AsyncSession:
     ) -> Self:
         """A session from the configuration files and the environment (asyncclient.config):
         `config` as load_config() returned it (default: load_config(profile)); `overrides`
-        win over both. AsyncSession() itself reads only its arguments and the environment."""
+        win over both. AsyncSession() itself reads only its arguments and the environment.
+
+        Raises:
+            ValidationError: a mistake in a configuration file (naming the file and line).
+        """
         from asyncclient.config import load_config
 
         if config is None:
@@ -324,7 +328,13 @@ class AsyncSession:
     # --- builds ---------------------------------------------------------------------------------
 
     async def list_builds(self, project_id: str) -> BuildList:
-        """The project's builds (newest first), the largest build size and the part size."""
+        """The project's builds (newest first), the largest build size and the part size.
+
+        Raises:
+            ValidationError: `project_id` is not a project id (p_...).
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         project_id = proto.check_id("project", project_id)
         return await self._call("list_builds", read_build_list, ids={"project_id": project_id})
 
@@ -345,6 +355,11 @@ class AsyncSession:
 
         Retried like an idempotent call: a retry after a lost answer can at worst leave an
         empty `uploading` build behind, which never runs.
+
+        Raises:
+            ValidationError: a bad file name, size or label, found before any request.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
         """
         project_id = proto.check_id("project", project_id)
         payload: dict[str, Any] = {
@@ -365,7 +380,13 @@ class AsyncSession:
     ) -> UploadedPart:
         """Send one part (bytes, or a PartBody streamed from a file); safe to retry.
 
-        Timed by idle time, not by a total: see the AsyncSession docstring."""
+        Timed by idle time, not by a total: see the AsyncSession docstring.
+
+        Raises:
+            ValidationError: a bad build id or part number.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         build_id = proto.check_id("build", build_id)
         part_number = proto.check_part_number(part_number)
         body: bytes | PartBody
@@ -402,7 +423,14 @@ class AsyncSession:
         )
 
     async def complete_upload(self, build_id: str, parts: Sequence[UploadedPart]) -> Build:
-        """Finish an upload; answers the checked build, or raises BuildRejectedError (422)."""
+        """Finish an upload; answers the checked build, or raises BuildRejectedError (422).
+
+        Raises:
+            ValidationError: a bad build id or an empty part list.
+            BuildRejectedError: the devices cannot run the build (`.problems`).
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         build_id = proto.check_id("build", build_id)
         if isinstance(parts, str | bytes) or not isinstance(parts, Iterable):
             raise ValidationError("parts must be the list of UploadedPart from upload_part")
@@ -417,7 +445,15 @@ class AsyncSession:
         )
 
     async def delete_build(self, build_id: str) -> None:
-        """Delete a build (needs an edit key). A retry that finds it gone counts as done."""
+        """Delete a build (needs an edit key). A retry that finds it gone counts as done.
+
+        Raises:
+            ValidationError: `build_id` is not a build id (ab_...).
+            PermissionDeniedError: the key cannot also create and edit tests.
+            ConflictError: a test pins the build.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         build_id = proto.check_id("build", build_id)
         await self._delete("delete_build", {"build_id": build_id})
 
@@ -439,7 +475,14 @@ class AsyncSession:
         idempotency_key: str | None = None,
     ) -> RunStart:
         """Start a run of one test. Sends an Idempotency-Key (a new uuid4 unless given) and
-        reuses it on every retry, so retries never start a second run."""
+        reuses it on every retry, so retries never start a second run.
+
+        Raises:
+            ValidationError: a bad test id, mode, build id or idempotency key.
+            PaymentRequiredError: the test needs a paid plan (tester endpoints).
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         test_id = proto.check_id("test", test_id)
         payload, key = _run_body(mode, None, build_id, idempotency_key)
         return await self._call(
@@ -458,7 +501,14 @@ class AsyncSession:
         build_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> ProjectRunStart:
-        """Start a run of every test of a project; NotStartedError when none could start."""
+        """Start a run of every test of a project; NotStartedError when none could start.
+
+        Raises:
+            ValidationError: a bad project id, mode, build ids or idempotency key.
+            NotStartedError: no test started (402 not_started, 400 empty; see `.skipped`).
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         project_id = proto.check_id("project", project_id)
         payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
         return await self._call(
@@ -485,6 +535,11 @@ class AsyncSession:
         service does not know are left out. With ids, `limit` keeps the first runs in that order.
         `retries` overrides the session's max_retries for this call (a poller that handles 429
         itself passes 0).
+
+        Raises:
+            ValidationError: a bad filter (status, ids, limit) found before any request.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
         """
         if retries is not None:
             proto.check_number("retries", retries, minimum=0, integer=True)
@@ -522,7 +577,13 @@ class AsyncSession:
     ) -> list[Mapping[str, Any]]:
         """One `GET /runs?ids=` of at most 50 run ids, answered as the service's JSON objects,
         not structured: for code that builds a Run only for the runs that changed, as the run
-        watcher does. `retries` overrides the session's max_retries for this request."""
+        watcher does. `retries` overrides the session's max_retries for this request.
+
+        Raises:
+            ValidationError: more than 50 ids, or one that is not a run id.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         batch = proto.check_run_ids(run_ids)
         if len(batch) > proto.IDS_PER_REQUEST:
             raise ValidationError(
@@ -559,7 +620,13 @@ class AsyncSession:
 
     async def stop_run(self, run_id: str) -> str:
         """Stop a queued or running run; answers its status (cancelled). If an earlier attempt
-        stopped it and only the answer was lost, the run's current status is returned."""
+        stopped it and only the answer was lost, the run's current status is returned.
+
+        Raises:
+            ValidationError: `run_id` is not a run id (j_...).
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         run_id = proto.check_id("run", run_id)
         try:
             return await self._call("stop_run", read_status, ids={"run_id": run_id})
@@ -580,6 +647,12 @@ class AsyncSession:
         changed since), and renames it to dest once whole. Asks for the bytes as they are stored
         (`Accept-Encoding: identity`). Timed by idle time, not by a total: see the AsyncSession
         docstring. Returns the final path.
+
+        Raises:
+            ValidationError: a bad run id or file path, or no such destination folder.
+            LocalFileError: the file cannot be written (disk full, ...); the part is kept.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
         """
         return await download_run_file(self._t, run_id, file, dest)
 
@@ -606,7 +679,15 @@ class AsyncSession:
     ) -> str:
         """Register a tester endpoint (needs an edit key); answers its id. Header values are
         sent once and never logged. Not idempotent: retried only when the request could not
-        have reached the service (it could not connect)."""
+        have reached the service (it could not connect).
+
+        Raises:
+            ValidationError: the spec's limits (name, description, method, url, headers).
+            PermissionDeniedError: the key cannot also create and edit tests.
+            PaymentRequiredError: tester endpoints need a paid plan.
+            ApiError: the service refused (a subclass per status, such as NotFoundError).
+            TransportError: the service could not be reached, after the retries.
+        """
         project_id = proto.check_id("project", project_id)
         payload = proto.check_endpoint(name, description, url, method, headers, body_template)
         return await self._call(
@@ -679,6 +760,11 @@ class AsyncSession:
         items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
         else to `project_id`. One result per item, in input order: the build or the error; one
         failing build does not stop the others. See asyncclient.upload._batch.upload_many.
+
+        Raises:
+            ValidationError: an item that is not a path, a (path, label) pair or an
+                UploadItem, or no project for one. Each build's own failure is in its
+                UploadResult.error, not raised.
         """
         return await upload_many(
             self,
@@ -703,7 +789,11 @@ class AsyncSession:
         **options: Unpack[WatchOptions],
     ) -> RunWatcher:
         """`async for run in session.watch_runs(ids)`: a Run each time a run's status changes;
-        each run's last one is its final view. See RunWatcher for every option."""
+        each run's last one is its final view. See RunWatcher for every option.
+
+        Raises:
+            ValidationError: a bad run id or option (raised when the watcher is made).
+        """
         return RunWatcher(
             self,
             run_ids,

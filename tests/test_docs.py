@@ -310,3 +310,58 @@ def test_the_getting_started_shell_block_runs(tmp_path: Path) -> None:
         "4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 2 attempts" in ran.stdout
     )
     assert (tmp_path / "report.html").read_text().count('class="test ') == 4
+
+
+def test_every_session_operation_says_what_it_raises() -> None:
+    quiet = {"close"}  # closing raises nothing of its own
+    missing = [
+        name
+        for name, member in vars(asyncclient.AsyncSession).items()
+        if not name.startswith("_")
+        and name not in quiet
+        and inspect.iscoroutinefunction(inspect.unwrap(member))
+        and "Raises" not in (inspect.getdoc(member) or "")
+    ]
+    assert missing == []
+
+
+def test_the_upload_shell_examples_run(tmp_path: Path) -> None:
+    """The "Upload and inspect builds" commands of the CLI reference, as a user types them."""
+    text = (DOCS / "reference" / "cli.md").read_text()
+    block = text.split("## Upload and inspect builds", 1)[1].split("```sh\n", 1)[1]
+    script = block.split("```", 1)[0]
+    _need("jq", shutil.which("jq"))
+    build_apk(tmp_path / "app-release.apk")
+    (tmp_path / "android").mkdir()
+    build_apk(tmp_path / "android" / "app.apk", version_code=2)
+    (tmp_path / "ios" / "Build").mkdir(parents=True)
+    build_app_dir(tmp_path / "ios" / "Build" / "Shop.app")
+    (tmp_path / "dist").mkdir()
+    for number in (1, 2):
+        build_apk(tmp_path / "dist" / f"flavour{number}.apk", version_code=10 + number)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCCLIENT_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with _emulator() as svc:
+        env.update(
+            ASYNCCLIENT_BASE_URL=svc.url,
+            ASYNCCLIENT_API_KEY=svc.run_key,
+            ASYNCCLIENT_STATE_DIR=str(tmp_path / "state"),
+            GIT_SHA="a1b2c3d",
+        )
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script + '\necho "BUILD=$BUILD"\n'],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        builds = svc.backend.builds
+    assert ran.returncode == 0, ran.stderr
+    # android/app.apk and ios/Build/Shop.app, then the two dist/*.apk through jq.
+    ids = re.findall(r"^ab_\w+$", ran.stdout, re.M)
+    assert len(ids) == 4
+    assert all(builds[i].status == "ready" for i in ids)
+    assert re.search(r"^BUILD=ab_\w+$", ran.stdout, re.M)
+    assert "app id" in ran.stdout  # inspect's fields
