@@ -82,6 +82,7 @@ class Call:
     """One logical request, shared by its attempts."""
 
     __slots__ = (
+        "answer_headers",
         "attempt",
         "consume",
         "data",
@@ -93,7 +94,6 @@ class Call:
         "path",
         "phase",
         "prepare",
-        "request_id",
         "retries",
         "status",
         "traced",
@@ -131,9 +131,16 @@ class Call:
         self.transfer = transfer
         self.attempt = 0
         self.status = 0
-        self.request_id: str | None = None  # the service's id of the last answer
+        # The last answer's headers: its request id is read from them only when wanted (an
+        # error, a DEBUG line), not on every answer of a hot path.
+        self.answer_headers: Mapping[str, str] | None = None
         self.phase: str | None = None  # where the last attempt was (our own session only)
         self.traced = False  # an OpenTelemetry span is current: requests carry its traceparent
+
+    @property
+    def request_id(self) -> str | None:
+        """The service's id of the last answer (X-Request-Id and the like), if it gave one."""
+        return proto.request_id_of(self.answer_headers)
 
     def describe(self) -> str:
         """`METHOD path?query`, for logs (no secrets live in either)."""
@@ -508,7 +515,7 @@ class Transport:
                 ) as resp,
             ):
                 status = call.status = resp.status
-                call.request_id = proto.request_id_of(resp.headers)
+                call.answer_headers = resp.headers
                 consume = call.consume
                 if consume is not None and (200 <= status < 300 or status == 416):
                     result = await consume(resp)
@@ -615,8 +622,9 @@ class Transport:
         # The service's request id finds the call in its logs; a run start's Idempotency-Key
         # (not a secret) ties the attempts of one start together. Nothing else of the headers.
         extra = ""
-        if call.request_id and isinstance(outcome, int):
-            extra += f", request id {call.request_id}"
+        request_id = call.request_id if isinstance(outcome, int) else None
+        if request_id:
+            extra += f", request id {request_id}"
         key = call.headers.get("Idempotency-Key")
         if key:
             extra += f", Idempotency-Key {key}"

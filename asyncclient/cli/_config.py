@@ -21,10 +21,6 @@ _EXAMPLES = """\
   asyncclient config path                      # the files it would read
 """
 
-# The command tables of the files, by the command line's command.
-_TABLE_OF = {"run": "run", "watch": "watch", "upload": "upload", "download": "download"}
-_TABLE_OF["mcp"] = "mcp"
-
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     group = add_group(
@@ -82,8 +78,9 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
     if config.api_key_set and not getattr(args, "api_key", None) and from_a_file:
         args.api_key = config.session_options()["api_key"]
         args.api_key_origin = config.api_key_origin
-    table = _TABLE_OF.get(getattr(args, "command", "") or "")
-    if table is not None:
+    # The files' command tables are named after the commands (`run` serves run test and project).
+    table = str(getattr(args, "command", "") or "")
+    if table in COMMAND_KEYS:
         keys = COMMAND_KEYS[table]
         for name, setting in config.commands.get(table, {}).items():
             key = keys[name]

@@ -16,6 +16,15 @@ import aiohttp
 from asyncclient import AsyncSession, ValidationError
 from asyncclient.testing import FakeService, demo_seed_data
 
+# The files of a finished run of t_checkout in seed(): its video and four screenshots.
+CHECKOUT_FILES = [
+    "video.mp4",
+    "screenshots/01.png",
+    "screenshots/02.png",
+    "screenshots/03.png",
+    "screenshots/04.png",
+]
+
 ANDROID_BUILD = "ab_shop_120"
 PINNED_BUILD = "ab_demo_ios_100"  # pinned by t_onboarding in this seed
 HEADER_SECRET = "Bearer hdr-s3cret-value-77"

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from commands_support import env_for, finished_run, library_message, plain_get, seed, start_run
+from commands_support import (
+    CHECKOUT_FILES,
+    env_for,
+    finished_run,
+    library_message,
+    plain_get,
+    seed,
+    start_run,
+)
 from network_support import Network
 
 from asyncclient import _protocol
@@ -21,14 +29,6 @@ from asyncclient.testing import FakeService, Fault
 pytestmark = pytest.mark.networks
 
 RunCli = Callable[..., Awaitable[Any]]
-
-CHECKOUT_FILES = [
-    "video.mp4",
-    "screenshots/01.png",
-    "screenshots/02.png",
-    "screenshots/03.png",
-    "screenshots/04.png",
-]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from commands_support import env_for, finished_run, plain_get, seed
+from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
 
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
@@ -26,13 +26,6 @@ from asyncclient.testing.builders import build_apk
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 MiB = 1 << 20
-CHECKOUT_FILES = [
-    "video.mp4",
-    "screenshots/01.png",
-    "screenshots/02.png",
-    "screenshots/03.png",
-    "screenshots/04.png",
-]
 
 
 def _command() -> list[str]:
