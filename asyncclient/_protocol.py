@@ -52,14 +52,19 @@ _FILES_MARKER = "/files/"
 
 
 def resolve_api_key(
-    api_key: str | None, environ: Mapping[str, str], *, flag: str = "api_key="
+    api_key: str | None,
+    environ: Mapping[str, str],
+    *,
+    flag: str = "api_key=",
+    hint: str | None = None,
 ) -> str:
     """The API key from the argument or the environment; refused with the fix when missing.
-    `flag` names the argument in messages (the CLI passes "--api-key")."""
+    `flag` names the argument in messages (the CLI passes "--api-key"); `hint` replaces the
+    variable named in that message (a configuration file's api_key_env)."""
     key = api_key if api_key else environ.get(API_KEY_ENV, "")
     key = key.strip()
     if not key:
-        raise ValidationError(f"no API key: set {API_KEY_ENV} or pass {flag}")
+        raise ValidationError(f"no API key: {hint or 'set ' + API_KEY_ENV} or pass {flag}")
     # Checked here because a control character would otherwise surface as an aiohttp error
     # at the first request; the message deliberately does not repeat the key.
     if any(ch.isspace() or not ch.isprintable() or not ch.isascii() for ch in key):

@@ -5,7 +5,7 @@ of the runs (no I/O) plus two small writers; used by `asyncclient run`/`watch` a
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -228,17 +228,29 @@ def summary_lines(
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write `data` to `path` through a temp file beside it renamed over it: a reader never
-    sees half a file."""
+    sees half a file. Missing folders are made; the file's mode is the user's umask applied
+    to 0o666, as any new file's (a report is read by other steps, maybe as another user)."""
     target = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o666)
+        except FileExistsError:
+            continue
+        break
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(temp, target)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
     return target
+
+
+# Windows opens files in text mode unless told otherwise; elsewhere the flag does not exist.
+_BINARY: Final = getattr(os, "O_BINARY", 0)
 
 
 # --- GitHub step summary (Markdown) -------------------------------------------------------------

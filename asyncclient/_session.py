@@ -16,7 +16,7 @@ from collections.abc import (
 )
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, Unpack
 
 import aiofiles
 import aiofiles.os
@@ -64,13 +64,11 @@ from asyncclient.models import (
     UploadStart,
 )
 from asyncclient.upload import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_PARTS_IN_FLIGHT,
     ItemLike,
     UploadResult,
 )
 from asyncclient.upload._batch import upload_many, upload_one
-from asyncclient.watch import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL, RunWatcher, WatchOptions
+from asyncclient.watch import RunWatcher, WatchOptions
 
 if TYPE_CHECKING:
     from asyncclient.config import Config
@@ -127,43 +125,70 @@ def _run_body(
 
 
 class AsyncSession:
-    """A client of the Test-Run Service: one method per operation.
+    """A client of the Test-Run Service: one method per operation of the API.
 
-    api_key / base_url fall back to ASYNCCLIENT_API_KEY / ASYNCCLIENT_BASE_URL. Options:
-    timeout (seconds), connect_timeout, max_retries (after the first attempt), backoff_base /
-    backoff_max (exponential backoff with full jitter), max_retry_after (cap on a
-    service-requested wait, also for the run watcher), connection_limit (open connections),
-    client_session (an aiohttp.ClientSession to use instead of our own; never closed by us, and
-    its raise_for_status and timeout are overridden per request), user_agent (text appended to
-    the User-Agent), sleep (what waits between retries: asyncio.sleep by default; tests pass a
-    recorder, or use asyncclient.testing.recorded_retry_waits()).
+    Every option has a default; the address and key come from the environment unless given.
+    Use it as `async with AsyncSession() as session:` (or call `await session.close()`), and
+    keep one for as long as the program runs: it holds the connection pool.
 
-    Network: proxy (an http(s) proxy URL, "direct" to ignore the environment; default: the
-    HTTPS_PROXY / HTTP_PROXY / ALL_PROXY / NO_PROXY variables, as curl and pip read them, or
-    ASYNCCLIENT_PROXY), ca_file (a PEM file of CAs to trust besides the system's; default
-    ASYNCCLIENT_CA_FILE; SSL_CERT_FILE and SSL_CERT_DIR work as in OpenSSL), client_cert and
-    client_key (a PEM client certificate and its key, for services that ask for one; default
-    ASYNCCLIENT_CLIENT_CERT / ASYNCCLIENT_CLIENT_KEY). Certificates are always verified.
+    Args:
+        api_key: The API key. Default: `$ASYNCCLIENT_API_KEY`. Never shown in logs, reprs,
+            errors or output.
+        base_url: The service's address, such as `https://service.example.com` (the
+            `/api/v1` prefix is added). Default: `$ASYNCCLIENT_BASE_URL`.
+        timeout: Seconds an ordinary request may take, from the moment it has a connection.
+            For `upload_part` and `download_run_file`, how long no data may move instead.
+        connect_timeout: Seconds to open a connection (TCP, TLS and proxy); `None`: no limit.
+        max_retries: Retries of a failed request after the first attempt (connection errors,
+            timeouts, 408, 429, 5xx); other 4xx answers are never retried.
+        backoff_base: The first wait between retries, in seconds, doubled each time, with full
+            jitter (a random wait between 0 and the step).
+        backoff_max: The longest wait between retries, in seconds.
+        max_retry_after: The longest wait a service's `Retry-After` may impose, in seconds
+            (also for the run watcher); longer ones are cut to this.
+        connection_limit: Connections open at once; a call waits for a free one.
+        client_session: An `aiohttp.ClientSession` of your own to send the requests through
+            (for your trace configs, say). Never closed by the session; its `timeout` and
+            `raise_for_status` are overridden per request.
+        user_agent: Text appended to the `User-Agent`
+            (`asyncclient/<version> (+aiohttp/<v>; python/<v>)`).
+        sleep: What waits between retries. Default: `asyncio.sleep`. Tests pass a recorder, or
+            use `asyncclient.testing.recorded_retry_waits()`.
+        proxy: An `http://[user:password@]host:port` proxy, or `"direct"` to ignore the
+            environment. Default: `$ASYNCCLIENT_PROXY`, else `HTTPS_PROXY`, `HTTP_PROXY`,
+            `ALL_PROXY` and `NO_PROXY` as curl and pip read them.
+        ca_file: A PEM file of CAs to trust besides the system's. Default:
+            `$ASYNCCLIENT_CA_FILE`; `SSL_CERT_FILE` and `SSL_CERT_DIR` work as in OpenSSL.
+            Certificates are always verified.
+        client_cert: A PEM client certificate, for a service that asks for one (mutual TLS).
+            Default: `$ASYNCCLIENT_CLIENT_CERT`.
+        client_key: The key of `client_cert`, if not in its file. Default:
+            `$ASYNCCLIENT_CLIENT_KEY`.
+        max_response_bytes: The largest answer read into memory, checked on its
+            `Content-Length` and on the bytes as they arrive; past it `ResponseTooLargeError`,
+            not retried. `None`: `$ASYNCCLIENT_MAX_RESPONSE_BYTES`, else 33554432 (32 MiB).
+            Downloads stream to disk and have no limit.
+        retry_deadline: Seconds within which a call rides out an outage (no connection, 502,
+            503, 504), retrying with waits of at most 5 s; 0 counts an outage against
+            `max_retries` like any failure. `None`: `$ASYNCCLIENT_RETRY_DEADLINE`, else 30.
+            A host name that does not resolve fails at once.
+        pool_timeout: Seconds a call may wait for a free connection of the pool; `None`: no
+            limit. That wait never counts against `timeout` and never causes a retry.
 
-    retry_deadline: seconds within which a call rides out an outage (no connection, 502, 503,
-    504), retrying with waits of at most 5 s (default 30, or ASYNCCLIENT_RETRY_DEADLINE; 0: an
-    outage counts against max_retries like any failure); a host name that does not resolve
-    fails at once. pool_timeout: how long a call may wait for a free connection of the pool
-    (default no limit): that wait never counts against `timeout` nor causes a retry.
+    Raises:
+        ValidationError: A missing key or address, or an option out of range (the message
+            names the option and the fix), before any request.
 
-    max_response_bytes: the largest answer read into memory (default 32 MiB, or
-    ASYNCCLIENT_MAX_RESPONSE_BYTES), checked on its Content-Length and on the bytes as they
-    arrive, after decompression; past it, ResponseTooLargeError, not retried. Error answers are
-    read only as far as their message (64 KiB). Downloads stream to disk and have no limit.
-
-    Timeouts: an ordinary (JSON) request must be answered whole within `timeout` seconds. The
-    transfers, upload_part and download_run_file, have no total limit, since a large part or
-    file on a slow link may take any time: they fail only when no data moves for `timeout`
-    seconds (the body not being taken, or no bytes of the answer arriving), or when connecting
-    takes longer than `connect_timeout`.
-
-    Use it as `async with AsyncSession() as s:` or call `await s.close()` when done.
+    Examples:
+        ```python
+        async with AsyncSession(timeout=10, retry_deadline=60) as session:
+            build = await session.get_build("ab_demo_ios_100")
+        ```
     """
+
+    # How the messages name the network options; the command line's own subclass names its
+    # flags (--proxy, --ca-file, ...) instead.
+    _option_names: ClassVar[Mapping[str, str] | None] = None
 
     def __init__(
         self,
@@ -187,11 +212,10 @@ class AsyncSession:
         max_response_bytes: int | None = None,
         retry_deadline: float | None = None,
         pool_timeout: float | None = None,
-        _flags: Mapping[str, str] | None = None,
     ) -> None:
+        names = self._option_names
         key = proto.resolve_api_key(api_key, os.environ)
         self._base_url = proto.resolve_base_url(base_url, os.environ)
-        # _flags: how the CLI names these options in messages (--proxy, --ca-file, ...).
         network = Network.resolve(
             self._base_url,
             os.environ,
@@ -199,7 +223,7 @@ class AsyncSession:
             ca_file=ca_file,
             client_cert=client_cert,
             client_key=client_key,
-            flags=_flags,
+            flags=names,
         )
         proto.check_number("timeout", timeout, minimum=0.001)
         if connect_timeout is not None:
@@ -212,7 +236,7 @@ class AsyncSession:
         if pool_timeout is not None:
             proto.check_number("pool_timeout", pool_timeout, minimum=0.001)
         deadline = proto.resolve_retry_deadline(
-            retry_deadline, os.environ, flag=(_flags or {}).get("retry_deadline", "retry_deadline=")
+            retry_deadline, os.environ, flag=(names or {}).get("retry_deadline", "retry_deadline=")
         )
         response_limit = proto.resolve_max_response_bytes(
             max_response_bytes,
@@ -241,18 +265,43 @@ class AsyncSession:
     def from_config(
         cls, config: "Config | None" = None, *, profile: str | None = None, **overrides: Any
     ) -> Self:
-        """A session from the configuration files and the environment (asyncclient.config):
-        `config` as load_config() returned it (default: load_config(profile)); `overrides`
-        win over both. AsyncSession() itself reads only its arguments and the environment.
+        """A session from the configuration files and the environment.
+
+        `AsyncSession()` itself reads only its arguments and the environment; this reads
+        `asyncclient.toml` (or `[tool.asyncclient]` in `pyproject.toml`) and the user file too,
+        with their profiles (see `asyncclient.config`).
+
+        Args:
+            config: What `load_config()` returned. Default: `load_config(profile)`.
+            profile: The `[profiles.NAME]` to use when `config` is not given.
+            **overrides: `AsyncSession` arguments that win over the files and the environment.
+
+        Returns:
+            A new session (not yet connected).
 
         Raises:
-            ValidationError: a mistake in a configuration file (naming the file and line).
+            ValidationError: A mistake in a configuration file (naming the file and line), or
+                no API key (naming the variable the file's `api_key_env` gives).
+
+        Examples:
+            ```python
+            async with AsyncSession.from_config(profile="ci") as session:
+                builds = await session.list_builds("p_demo")
+            ```
         """
         from asyncclient.config import load_config
 
         if config is None:
             config = load_config(profile)
-        return cls(**{**config.session_options(), **overrides})
+        options = {**config.session_options(), **overrides}
+        hint = config.missing_key_hint
+        if (
+            hint
+            and not options.get("api_key")
+            and not os.environ.get(proto.API_KEY_ENV, "").strip()
+        ):
+            raise ValidationError(f"no API key: {hint} or pass api_key=")
+        return cls(**options)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -328,12 +377,27 @@ class AsyncSession:
     # --- builds ---------------------------------------------------------------------------------
 
     async def list_builds(self, project_id: str) -> BuildList:
-        """The project's builds (newest first), the largest build size and the part size.
+        """The project's builds, newest first, with the largest build size and the part size.
+
+        Args:
+            project_id: The project (`p_...`).
+
+        Returns:
+            `BuildList(builds, max_bytes, part_bytes)`.
 
         Raises:
-            ValidationError: `project_id` is not a project id (p_...).
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: `project_id` is not a project id, before any request.
+            NotFoundError: No such project for this key.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            listing = await session.list_builds("p_demo")
+            ready = [b for b in listing.builds if b.status == "ready"]
+            ```
         """
         project_id = proto.check_id("project", project_id)
         return await self._call("list_builds", read_build_list, ids={"project_id": project_id})
@@ -341,9 +405,19 @@ class AsyncSession:
     async def get_build(self, build_id: str) -> Build:
         """One build in the single view (with `sha256` and `project_id`).
 
+        Args:
+            build_id: The build (`ab_...`).
+
+        Returns:
+            The `Build`.
+
         Raises:
-            ValidationError: `build_id` is not a build id (ab_...).
-            NotFoundError: the service knows no such build (or not for this key).
+            ValidationError: `build_id` is not a build id, before any request.
+            NotFoundError: The service knows no such build (or not for this key).
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         build_id = proto.check_id("build", build_id)
         return await self._call("get_build", read_build, ids={"build_id": build_id})
@@ -351,15 +425,28 @@ class AsyncSession:
     async def start_upload(
         self, project_id: str, file_name: str, size: int, label: str | None = None
     ) -> UploadStart:
-        """Create a build in `uploading` state; answers its id, part size and part count.
+        """Create a build in `uploading` state: the first step of an upload by hand.
 
-        Retried like an idempotent call: a retry after a lost answer can at worst leave an
-        empty `uploading` build behind, which never runs.
+        Most code calls `upload_build` instead, which does the three steps. Retried like an
+        idempotent call: a retry after a lost answer can at worst leave an empty `uploading`
+        build behind, which never runs.
+
+        Args:
+            project_id: The project (`p_...`).
+            file_name: The name the service keeps (`.apk` or `.app.zip`).
+            size: The file's size in bytes.
+            label: A label of your own, such as the commit.
+
+        Returns:
+            `UploadStart(id, part_bytes, parts)`: the new build id and how to cut the file.
 
         Raises:
-            ValidationError: a bad file name, size or label, found before any request.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad file name, size or label, before any request.
+            PaymentRequiredError: The file is larger than the plan allows.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         project_id = proto.check_id("project", project_id)
         payload: dict[str, Any] = {
@@ -378,14 +465,26 @@ class AsyncSession:
     async def upload_part(
         self, build_id: str, part_number: int, data: bytes | bytearray | memoryview | PartBody
     ) -> UploadedPart:
-        """Send one part (bytes, or a PartBody streamed from a file); safe to retry.
+        """Send one part of an upload started with `start_upload`; safe to retry.
 
-        Timed by idle time, not by a total: see the AsyncSession docstring.
+        Timed by idle time, not by a total: it fails when no data moves for `timeout` seconds.
+
+        Args:
+            build_id: The build that `start_upload` made (`ab_...`).
+            part_number: 1 for the first part.
+            data: The part's bytes, or a `PartBody(path, offset, length)` streamed from the
+                file (`file=` an open file lets many parts share it).
+
+        Returns:
+            `UploadedPart(part_number, etag)`, to pass to `complete_upload`.
 
         Raises:
-            ValidationError: a bad build id or part number.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad build id or part number, an empty part, or a slice past the
+                end of its file, before any request.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         build_id = proto.check_id("build", build_id)
         part_number = proto.check_part_number(part_number)
@@ -423,13 +522,23 @@ class AsyncSession:
         )
 
     async def complete_upload(self, build_id: str, parts: Sequence[UploadedPart]) -> Build:
-        """Finish an upload; answers the checked build, or raises BuildRejectedError (422).
+        """Finish an upload: the service checks the build and answers it.
+
+        Args:
+            build_id: The build that `start_upload` made (`ab_...`).
+            parts: Every `UploadedPart` that `upload_part` returned.
+
+        Returns:
+            The checked `Build` (`status` `ready`).
 
         Raises:
-            ValidationError: a bad build id or an empty part list.
-            BuildRejectedError: the devices cannot run the build (`.problems`).
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad build id or an empty part list, before any request.
+            BuildRejectedError: The devices cannot run the build (`.problems` say why).
+            ConflictError: A part is missing or its etag differs.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         build_id = proto.check_id("build", build_id)
         if isinstance(parts, str | bytes) or not isinstance(parts, Iterable):
@@ -445,14 +554,20 @@ class AsyncSession:
         )
 
     async def delete_build(self, build_id: str) -> None:
-        """Delete a build (needs an edit key). A retry that finds it gone counts as done.
+        """Delete a build. A retry that finds it gone counts as done.
+
+        Args:
+            build_id: The build (`ab_...`).
 
         Raises:
-            ValidationError: `build_id` is not a build id (ab_...).
-            PermissionDeniedError: the key cannot also create and edit tests.
-            ConflictError: a test pins the build.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: `build_id` is not a build id, before any request.
+            PermissionDeniedError: The key cannot also create and edit tests.
+            ConflictError: A test pins the build.
+            NotFoundError: No such build.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         build_id = proto.check_id("build", build_id)
         await self._delete("delete_build", {"build_id": build_id})
@@ -474,14 +589,35 @@ class AsyncSession:
         build_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> RunStart:
-        """Start a run of one test. Sends an Idempotency-Key (a new uuid4 unless given) and
-        reuses it on every retry, so retries never start a second run.
+        """Start a run of one test.
+
+        Sends an `Idempotency-Key` (a new uuid4 unless given) and reuses it on every retry, so
+        a retry never starts a second run; pass your own to make a whole job safe to re-run.
+
+        Args:
+            test_id: The test (`t_...`).
+            mode: `"auto"`, `"cold"` (explore afresh) or `"replay"`; default: the service's.
+            build_id: The build to run (`ab_...`); default: the newest ready build of the
+                test's app.
+            idempotency_key: At most 255 printable characters.
+
+        Returns:
+            `RunStart(run_id, mode, overage, link)`.
 
         Raises:
-            ValidationError: a bad test id, mode, build id or idempotency key.
-            PaymentRequiredError: the test needs a paid plan (tester endpoints).
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad test id, mode, build id or key, before any request.
+            NotFoundError: No such test or build for this key.
+            PaymentRequiredError: The test needs a paid plan (tester endpoints).
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            start = await session.run_test("t_search", mode="cold")
+            run = (await session.wait_for_runs([start.run_id]))[0]
+            ```
         """
         test_id = proto.check_id("test", test_id)
         payload, key = _run_body(mode, None, build_id, idempotency_key)
@@ -501,13 +637,35 @@ class AsyncSession:
         build_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> ProjectRunStart:
-        """Start a run of every test of a project; NotStartedError when none could start.
+        """Start a run of every test of a project.
+
+        Args:
+            project_id: The project (`p_...`).
+            mode: `"auto"`, `"cold"` or `"replay"`; default: the service's.
+            build_ids: Builds to run, at most one per app: each app test runs the build of its
+                own app.
+            build_id: One build to run (sent as `buildId`).
+            idempotency_key: As for `run_test`; default a new uuid4, reused on retries.
+
+        Returns:
+            `ProjectRunStart(started, skipped)`: the runs started and the tests that were not,
+            with the reason of each.
 
         Raises:
-            ValidationError: a bad project id, mode, build ids or idempotency key.
-            NotStartedError: no test started (402 not_started, 400 empty; see `.skipped`).
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad project id, mode, build ids or key, before any request.
+            NotStartedError: No test started (402 `not_started`, 400 `empty`); `.skipped`
+                says why for each test.
+            NotFoundError: No such project or build for this key.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            started = await session.run_project("p_demo", build_id="ab_demo_ios_100")
+            runs = await session.wait_for_runs([s.run_id for s in started.started])
+            ```
         """
         project_id = proto.check_id("project", project_id)
         payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
@@ -531,15 +689,32 @@ class AsyncSession:
     ) -> list[Run]:
         """Runs, newest first; with `ids`, those runs (full view) in the order asked.
 
-        More than 50 ids are fetched in batches of 50, LIST_RUNS_CONCURRENCY at once; ids the
-        service does not know are left out. With ids, `limit` keeps the first runs in that order.
-        `retries` overrides the session's max_retries for this call (a poller that handles 429
-        itself passes 0).
+        More than 50 ids are fetched in concurrent batches of 50; ids the service does not
+        know are left out.
+
+        Args:
+            ids: Run ids (`j_...`) to fetch, any number.
+            test_id: Only the runs of this test.
+            project_id: Only the runs of this project.
+            status: Only runs in this status (`queued`, `running`, `passed`, `failed`, ...).
+            limit: At most this many runs (1 to 200); with `ids`, the first in that order.
+            retries: Overrides the session's `max_retries` for this call (a poller that handles
+                429 itself passes 0).
+
+        Returns:
+            A list of `Run`.
 
         Raises:
-            ValidationError: a bad filter (status, ids, limit) found before any request.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad filter (status, ids, limit), before any request.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            failed = await session.list_runs(project_id="p_demo", status="failed", limit=10)
+            ```
         """
         if retries is not None:
             proto.check_number("retries", retries, minimum=0, integer=True)
@@ -575,14 +750,24 @@ class AsyncSession:
     async def list_run_views(
         self, run_ids: Sequence[str], *, retries: int | None = None
     ) -> list[Mapping[str, Any]]:
-        """One `GET /runs?ids=` of at most 50 run ids, answered as the service's JSON objects,
-        not structured: for code that builds a Run only for the runs that changed, as the run
-        watcher does. `retries` overrides the session's max_retries for this request.
+        """One `GET /runs?ids=` of at most 50 runs, answered as the service's JSON objects.
+
+        Not structured into `Run`s: for code that builds a `Run` only for the runs that
+        changed, as the run watcher does.
+
+        Args:
+            run_ids: At most 50 run ids (`j_...`).
+            retries: Overrides the session's `max_retries` for this request.
+
+        Returns:
+            The runs as JSON objects (dicts), as the service sent them.
 
         Raises:
-            ValidationError: more than 50 ids, or one that is not a run id.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: More than 50 ids, or one that is not a run id.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         batch = proto.check_run_ids(run_ids)
         if len(batch) > proto.IDS_PER_REQUEST:
@@ -608,24 +793,48 @@ class AsyncSession:
         return await self._call("list_runs", read_runs, params=params, retries=retries)
 
     async def get_run(self, run_id: str) -> Run:
-        """One run in the full view: once final, its verdict, headline, requirements with reasons,
-        captures, file links and result page.
+        """One run in the full view.
+
+        Once final it has its verdict, headline, requirements with reasons, captures, file
+        links and result page.
+
+        Args:
+            run_id: The run (`j_...`).
+
+        Returns:
+            The `Run`.
 
         Raises:
-            ValidationError: `run_id` is not a run id (j_...).
-            NotFoundError: the service knows no such run.
+            ValidationError: `run_id` is not a run id, before any request.
+            NotFoundError: The service knows no such run.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         run_id = proto.check_id("run", run_id)
         return await self._call("get_run", read_run, ids={"run_id": run_id})
 
     async def stop_run(self, run_id: str) -> str:
-        """Stop a queued or running run; answers its status (cancelled). If an earlier attempt
-        stopped it and only the answer was lost, the run's current status is returned.
+        """Stop a queued or running run.
+
+        If an earlier attempt stopped it and only the answer was lost, the run's current
+        status is returned.
+
+        Args:
+            run_id: The run (`j_...`).
+
+        Returns:
+            The run's new status (`"cancelled"`).
 
         Raises:
-            ValidationError: `run_id` is not a run id (j_...).
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: `run_id` is not a run id, before any request.
+            ConflictError: The run had already ended.
+            NotFoundError: No such run.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         run_id = proto.check_id("run", run_id)
         try:
@@ -638,21 +847,35 @@ class AsyncSession:
 
     @_tracing.traced("download_run_file", "run_id", "file")
     async def download_run_file(self, run_id: str, file: str, dest: str | os.PathLike[str]) -> Path:
-        """Download a run file (a path such as screenshots/01.png, or the link from the run) to
-        dest (a file path, or an existing directory to keep the file's own name).
+        """Download a run's file (its video, a screenshot) to disk, resuming a partial one.
 
-        A link (a full http(s) URL) is percent-decoded as URLs are; a path is taken as the
-        file's name as it is (`step%201.png` names a file with a percent sign). Streams to
-        `<dest>.part`, resuming a partial one with Range/If-Range (starting over if the file
-        changed since), and renames it to dest once whole. Asks for the bytes as they are stored
-        (`Accept-Encoding: identity`). Timed by idle time, not by a total: see the AsyncSession
-        docstring. Returns the final path.
+        Streams to `<dest>.part`, resumes it with `Range`/`If-Range` (starting over if the
+        file changed since), and renames it to `dest` once whole. Timed by idle time, not by
+        a total.
+
+        Args:
+            run_id: The run (`j_...`).
+            file: A path such as `screenshots/01.png` (taken as it is), or the file's link
+                from the run (a full URL, percent-decoded as URLs are).
+            dest: A file path, or an existing folder to keep the file's own name.
+
+        Returns:
+            The path written.
 
         Raises:
-            ValidationError: a bad run id or file path, or no such destination folder.
-            LocalFileError: the file cannot be written (disk full, ...); the part is kept.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: A bad run id or file path, or no such destination folder.
+            LocalFileError: The file cannot be written (disk full, permissions); the `.part`
+                is kept for a resume.
+            NotFoundError: No such run or file.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            path = await session.download_run_file(run.id, "video.mp4", "evidence/")
+            ```
         """
         return await download_run_file(self._t, run_id, file, dest)
 
@@ -661,8 +884,19 @@ class AsyncSession:
     async def list_endpoints(self, project_id: str) -> list[Endpoint]:
         """The project's tester endpoints (never their headers, which are write-only).
 
+        Args:
+            project_id: The project (`p_...`).
+
+        Returns:
+            A list of `Endpoint`.
+
         Raises:
-            ValidationError: `project_id` is not a project id (p_...).
+            ValidationError: `project_id` is not a project id, before any request.
+            NotFoundError: No such project for this key.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         project_id = proto.check_id("project", project_id)
         return await self._call("list_endpoints", read_endpoints, ids={"project_id": project_id})
@@ -677,16 +911,32 @@ class AsyncSession:
         headers: Mapping[str, str] | None = None,
         body_template: str | None = None,
     ) -> str:
-        """Register a tester endpoint (needs an edit key); answers its id. Header values are
-        sent once and never logged. Not idempotent: retried only when the request could not
-        have reached the service (it could not connect).
+        """Register a tester endpoint: an HTTP call the tests may make during a run.
+
+        Header values are sent once and never logged. Not idempotent: retried only when the
+        request could not have reached the service (it could not connect).
+
+        Args:
+            project_id: The project (`p_...`).
+            name: At most 40 characters.
+            description: What it does, at most 600 characters.
+            url: An `https://` URL.
+            method: `GET`, `POST`, `PUT`, `PATCH` or `DELETE`.
+            headers: At most 20 headers (secrets welcome: they are write-only).
+            body_template: The request body, with the service's placeholders.
+
+        Returns:
+            The new endpoint's id (`ep_...`).
 
         Raises:
-            ValidationError: the spec's limits (name, description, method, url, headers).
-            PermissionDeniedError: the key cannot also create and edit tests.
-            PaymentRequiredError: tester endpoints need a paid plan.
-            ApiError: the service refused (a subclass per status, such as NotFoundError).
-            TransportError: the service could not be reached, after the retries.
+            ValidationError: The spec's limits (name, description, method, url, headers),
+                before any request.
+            PermissionDeniedError: The key cannot also create and edit tests.
+            PaymentRequiredError: Tester endpoints need a paid plan.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         project_id = proto.check_id("project", project_id)
         payload = proto.check_endpoint(name, description, url, method, headers, body_template)
@@ -695,12 +945,19 @@ class AsyncSession:
         )
 
     async def delete_endpoint(self, endpoint_id: str) -> None:
-        """Delete a tester endpoint; needs a key that can also create and edit tests.
+        """Delete a tester endpoint. A retry that finds it gone counts as done.
+
+        Args:
+            endpoint_id: The endpoint (`ep_...`).
 
         Raises:
-            ValidationError: `endpoint_id` is not an endpoint id (ep_...).
-            PermissionDeniedError: the key cannot edit tests.
-            NotFoundError: no such endpoint (a retried delete that finds it gone succeeds).
+            ValidationError: `endpoint_id` is not an endpoint id, before any request.
+            PermissionDeniedError: The key cannot also create and edit tests.
+            NotFoundError: No such endpoint.
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
         """
         endpoint_id = proto.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
@@ -714,22 +971,48 @@ class AsyncSession:
         path: str | os.PathLike[str],
         *,
         label: str | None = None,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        concurrency: int = 4,
         progress: Callable[[int, int], object] | None = None,
         skip_existing: bool = False,
         journal_dir: str | os.PathLike[str] | None = None,
     ) -> Build:
-        """Upload one app build and return it checked and verified.
+        """Upload one app build in parallel parts and return it checked and verified.
 
-        path: an .apk, an .app.zip, or an iOS Simulator .app folder (zipped on the fly). Parts go
-        up `concurrency` at a time; `progress(done_bytes, total_bytes)` follows them (see Progress).
-        skip_existing: return a ready build of the project with the same file name, size and sha256
-        instead of uploading. journal_dir: where the resume journal lives (default_journal_dir()).
+        Checks the file before any request, streams its parts from disk, retries each part on
+        its own, resumes from a journal after an interruption, and compares the sha256 the
+        service reports with the file's.
 
-        Raises ValidationError (found before any upload request), BuildRejectedError (the devices
-        cannot run it; .problems), ChecksumMismatchError, or the session's ApiError/TransportError.
-        A build whose sha256 the service never reports is returned unverified (Build.sha256 None),
-        with a warning logged.
+        Args:
+            project_id: The project (`p_...`).
+            path: An `.apk`, an `.app.zip`, or an iOS Simulator `.app` folder (zipped on the
+                fly).
+            label: A label of your own, such as the commit.
+            concurrency: Parts in flight at once.
+            progress: Called as `progress(done_bytes, total_bytes)` while bytes go out.
+            skip_existing: Return a ready build of the project with the same file name, size
+                and sha256 instead of uploading again.
+            journal_dir: Where the resume journal lives. Default: `default_journal_dir()`.
+
+        Returns:
+            The `Build`, ready, its sha256 verified (`sha256` None, with a warning logged, if
+            the service never reports one).
+
+        Raises:
+            ValidationError: The file is missing, empty, not an app, or too large, before any
+                upload request.
+            BuildRejectedError: The devices cannot run the build (`.problems` say why).
+            ChecksumMismatchError: The service's sha256 differs from the file's.
+            LocalFileError: The journal cannot be written (disk full, permissions).
+            ApiError: The service refused (a subclass per status, such as NotFoundError or
+                PermissionDeniedError), after the retries that status allows.
+            TransportError: The service could not be reached or did not answer in time,
+                after the retries.
+
+        Examples:
+            ```python
+            build = await session.upload_build("p_demo", "shop.apk", label="a1b2c3d")
+            print(build.id, build.sha256)
+            ```
         """
         return await upload_one(
             self,
@@ -748,23 +1031,43 @@ class AsyncSession:
         items: "Iterable[ItemLike]",
         *,
         project_id: str | None = None,
-        max_parts_in_flight: int = DEFAULT_MAX_PARTS_IN_FLIGHT,
+        max_parts_in_flight: int = 16,
         concurrency: int | None = None,
         progress: Callable[[Path, int, int], object] | None = None,
         skip_existing: bool = False,
         journal_dir: str | os.PathLike[str] | None = None,
         on_result: "Callable[[UploadResult], object] | None" = None,
     ) -> "list[UploadResult]":
-        """Upload many builds at once, sharing one budget of `max_parts_in_flight` parts.
+        """Upload many builds at once, sharing one budget of parts in flight.
 
-        items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
-        else to `project_id`. One result per item, in input order: the build or the error; one
-        failing build does not stop the others. See asyncclient.upload._batch.upload_many.
+        One failing build does not stop the others: each result holds its build or its error.
+
+        Args:
+            items: Paths, `(path, label)` pairs or `UploadItem`s; each goes to its
+                `UploadItem.project_id`, else to `project_id`.
+            project_id: The project of the items that name none (`p_...`).
+            max_parts_in_flight: Parts in flight across every build.
+            concurrency: Parts in flight per build (default: as many as the budget allows).
+            progress: Called as `progress(path, done_bytes, total_bytes)` for every build
+                without a callback of its own.
+            skip_existing: As for `upload_build`.
+            journal_dir: As for `upload_build`.
+            on_result: Called with each `UploadResult` as soon as that build is done.
+
+        Returns:
+            One `UploadResult` per item, in input order.
 
         Raises:
-            ValidationError: an item that is not a path, a (path, label) pair or an
-                UploadItem, or no project for one. Each build's own failure is in its
-                UploadResult.error, not raised.
+            ValidationError: An item that is not a path, a pair or an `UploadItem`, or an item
+                with no project. Each build's own failure (ApiError, TransportError,
+                BuildRejectedError, ...) is in its `UploadResult.error`, not raised.
+
+        Examples:
+            ```python
+            results = await session.upload_builds(["android/app.apk", "ios/Shop.app"],
+                                                  project_id="p_demo")
+            ids = [r.build.id for r in results if r.ok]
+            ```
         """
         return await upload_many(
             self,
@@ -782,17 +1085,41 @@ class AsyncSession:
         self,
         run_ids: Iterable[str],
         *,
-        interval: float = DEFAULT_INTERVAL,
-        max_interval: float = DEFAULT_MAX_INTERVAL,
+        interval: float = 3.0,
+        max_interval: float = 30.0,
         timeout: float | None = None,
         stop_on_timeout: bool = False,
         **options: Unpack[WatchOptions],
     ) -> RunWatcher:
-        """`async for run in session.watch_runs(ids)`: a Run each time a run's status changes;
-        each run's last one is its final view. See RunWatcher for every option.
+        """Follow many runs: a `Run` each time a run's status changes.
+
+        Each run's last one is its final view. The watcher asks only for the runs not final
+        yet, 50 ids per request; see `RunWatcher` for the pace and every option.
+
+        Args:
+            run_ids: The runs to follow (`j_...`).
+            interval: Seconds between sweeps at first (jittered by 20%).
+            max_interval: The longest pause, reached while nothing changes.
+            timeout: Seconds before giving up with `WatchTimeoutError`; default: no limit.
+            stop_on_timeout: Stop the runs still going when `timeout` passes.
+            **options: The less common settings: see `WatchOptions`.
+
+        Returns:
+            A `RunWatcher`: use it as `async with ... as watcher: async for run in watcher`.
 
         Raises:
-            ValidationError: a bad run id or option (raised when the watcher is made).
+            ValidationError: A bad run id or option (raised when the watcher is made).
+            WatchTimeoutError: While iterating, when `timeout` passes (`.runs`: latest views).
+            ApiError: While iterating, a refusal (401, 403, ...), or 5xx after
+                `max_failed_sweeps` failed sweeps in a row.
+            TransportError: While iterating, after `max_failed_sweeps` failed sweeps in a row.
+
+        Examples:
+            ```python
+            async with session.watch_runs(ids, timeout=1800) as watcher:
+                async for run in watcher:
+                    print(run.id, run.status)
+            ```
         """
         return RunWatcher(
             self,
@@ -809,17 +1136,41 @@ class AsyncSession:
         self,
         run_ids: Iterable[str],
         *,
-        interval: float = DEFAULT_INTERVAL,
-        max_interval: float = DEFAULT_MAX_INTERVAL,
+        interval: float = 3.0,
+        max_interval: float = 30.0,
         # The deadline spans many sweeps and ends with stopping runs: asyncio.timeout cannot.
         timeout: float | None = None,  # noqa: ASYNC109
         stop_on_timeout: bool = False,
         **options: Unpack[WatchOptions],
     ) -> list[Run]:
-        """Wait until every run is final; returns their final views in the order asked.
+        """Wait until every run is final and return their final views.
 
-        Raises WatchTimeoutError when `timeout` passes first, and UnknownRunsError (naming the
-        ids, carrying the final runs of the others) when the service did not know some ids.
+        Args:
+            run_ids: The runs to wait for (`j_...`).
+            interval: Seconds between sweeps at first (jittered by 20%).
+            max_interval: The longest pause, reached while nothing changes.
+            timeout: Seconds before giving up; default: no limit.
+            stop_on_timeout: Stop the runs still going when `timeout` passes.
+            **options: The less common settings: see `WatchOptions`.
+
+        Returns:
+            The final `Run`s, in the order asked.
+
+        Raises:
+            ValidationError: A bad run id or option, before any request.
+            WatchTimeoutError: `timeout` passed first (`.runs`: the latest views).
+            UnknownRunsError: The service does not know some ids (`.run_ids`; `.runs` holds
+                the final views of the others).
+            ApiError: A refusal (401, 403, ...), or 5xx after `max_failed_sweeps` failed
+                sweeps in a row.
+            TransportError: The service could not be reached for `max_failed_sweeps` sweeps
+                in a row.
+
+        Examples:
+            ```python
+            runs = await session.wait_for_runs(ids, timeout=1800)
+            failed = [run for run in runs if not run.passed]
+            ```
         """
         if isinstance(run_ids, str | bytes):
             raise ValidationError("run_ids must be a list of run ids (j_...), not one string")

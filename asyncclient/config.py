@@ -82,6 +82,15 @@ class Config:
     def api_key_set(self) -> bool:
         return self._api_key is not None
 
+    @property
+    def missing_key_hint(self) -> str | None:
+        """When no key was found but a file names a variable for it (api_key_env): the
+        one-line fix naming that variable and the file, for the "no API key" error."""
+        named = self.settings.get("api_key_env")
+        if self._api_key is not None or named is None:
+            return None
+        return f"set {named.value} (api_key_env in {named.origin}) or ASYNCCLIENT_API_KEY"
+
     def session_options(self) -> dict[str, Any]:
         """AsyncSession keyword arguments from these settings (the key included)."""
         names = {

@@ -59,7 +59,29 @@ Clock = Callable[[], float]
 
 
 class WatchOptions(TypedDict, total=False):
-    """The less common RunWatcher settings, accepted by watch_runs and wait_for_runs too."""
+    """The less common RunWatcher settings, accepted by `watch_runs` and `wait_for_runs` too.
+
+    Every key is optional; pass them as keyword arguments.
+
+    Attributes:
+        growth: How much the pause grows per sweep without a change (default 1.5).
+        jitter: The pause is jittered by this fraction either way (default 0.2), so a fleet of
+            CI jobs does not poll in lockstep.
+        stop_on_cancel: Stop the runs still going when the task is cancelled (Ctrl-C), read
+            them once more, then let the `CancelledError` through (default False).
+        follow: Keep the iterator open for runs added later with `add()`, until `aclose()`
+            (default False).
+        unknown_after: Drop a run id the service leaves out of this many answers in a row
+            (default 3); it is listed in `RunWatcher.unknown`.
+        max_failed_sweeps: Raise the last error after this many failed sweeps in a row
+            (default 10).
+        concurrency: Requests of one sweep in flight at once (default 8).
+        stop_concurrency: Stops in flight at once (default 8).
+        stop_timeout: Seconds to wait for the stops (default 30).
+        sleep: What waits between sweeps (default `asyncio.sleep`).
+        clock: What tells the time (default `time.monotonic`).
+        rng: The jitter's random source (default a new `random.Random`).
+    """
 
     growth: float
     jitter: float
@@ -294,8 +316,8 @@ class RunWatcher:
         session: AsyncSession,
         run_ids: Iterable[str] = (),
         *,
-        interval: float = DEFAULT_INTERVAL,
-        max_interval: float = DEFAULT_MAX_INTERVAL,
+        interval: float = 3.0,
+        max_interval: float = 30.0,
         growth: float = 1.5,
         jitter: float = 0.2,
         timeout: float | None = None,
@@ -304,7 +326,7 @@ class RunWatcher:
         follow: bool = False,
         unknown_after: int = 3,
         max_failed_sweeps: int = 10,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        concurrency: int = 8,
         stop_concurrency: int = 8,
         stop_timeout: float = 30.0,
         sleep: Sleep = asyncio.sleep,

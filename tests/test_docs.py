@@ -140,7 +140,7 @@ def _chromium() -> str:
 @pytest.mark.parametrize(
     ("page", "headings"),
     [
-        ("index.html", ["asyncclient", "Set up", "A first upload and run, against the emulator"]),
+        ("index.html", ["asyncclient", "Set up", "A first upload and run"]),
         ("reference/session/index.html", ["AsyncSession", "upload_build", "wait_for_runs"]),
     ],
 )
@@ -173,26 +173,11 @@ def test_the_site_renders_in_chromium(
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-# --- the guides' Python blocks, run -------------------------------------------------------------
-
-
-def _blocks() -> list[tuple[str, str]]:
-    found = []
-    for path in sorted(DOCS.rglob("*.md")):
-        text = path.read_text()
-        for number, code in enumerate(re.findall(r"^ *```python\n(.*?)^ *```", text, re.M | re.S)):
-            found.append((f"{path.relative_to(DOCS)}#{number + 1}", textwrap_dedent(code)))
-    return found
-
-
-def textwrap_dedent(code: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(code)
+# --- the CLI reference's examples, run -------------------------------------------------------
 
 
 def _docs_seed() -> dict[str, Any]:
-    """The demo seed, plus the projects the guides name (p_123, p_456) with their tests."""
+    """The demo seed, plus the projects the CLI reference names (p_123, p_456) with tests."""
     seed = demo_seed_data()
     seed["projects"] += [{"id": "p_123", "plan": "paid"}, {"id": "p_456", "plan": "paid"}]
     for key in seed["keys"]:
@@ -203,19 +188,12 @@ def _docs_seed() -> dict[str, Any]:
         {"id": "t_web", "project": "p_123", "target": "web", "url": "https://shop.example",
          "durationSeconds": 5, "queuedSeconds": 0},
     ]  # fmt: skip
-    seed["builds"] = [
-        *seed.get("builds", []),
-        {"id": "ab_docs_android", "project": "p_123", "platform": "android",
-         "appId": "com.example.shop"},
-        {"id": "ab_docs_ios", "project": "p_123", "platform": "ios",
-         "appId": "com.example.shop.ios"},
-    ]  # fmt: skip
     return seed
 
 
 @contextlib.contextmanager
 def _emulator() -> Iterator[FakeService]:
-    """The emulator on a loop of its own (a guide's block runs its own asyncio.run)."""
+    """The emulator on a loop of its own, for commands run in a subprocess."""
     started = threading.Event()
     holder: dict[str, Any] = {}
 
@@ -234,82 +212,6 @@ def _emulator() -> Iterator[FakeService]:
     finally:
         holder["loop"].call_soon_threadsafe(holder["stop"].set)
         thread.join(60)
-
-
-@pytest.mark.parametrize(("where", "code"), _blocks(), ids=[w for w, _ in _blocks()])
-def test_the_guides_python_blocks_run(
-    where: str, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ASYNCCLIENT_"):
-            monkeypatch.delenv(name)
-    build_apk(tmp_path / "shop.apk")
-    build_apk(tmp_path / "app-release.apk")
-    build_apk(tmp_path / "other.apk", version_code=3)
-    (tmp_path / "android").mkdir()
-    build_apk(tmp_path / "android" / "app.apk", version_code=2)
-    (tmp_path / "ios").mkdir()
-    build_app_dir(tmp_path / "ios" / "Shop.app")
-    sys.path.insert(0, str(DOCS / "examples"))
-    try:
-        with _emulator() as svc:
-            monkeypatch.setenv("ASYNCCLIENT_BASE_URL", svc.url)
-            monkeypatch.setenv("ASYNCCLIENT_API_KEY", svc.run_key)
-            _run_block(code)
-    finally:
-        sys.path.remove(str(DOCS / "examples"))
-
-
-def _run_block(code: str) -> None:
-    import ast
-
-    compiled = compile(code, "<guide>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    namespace: dict[str, Any] = {
-        "__name__": "guide",
-        "git_sha": "a1b2c3d",
-        "android_build": "ab_docs_android",
-        "ios_build": "ab_docs_ios",
-    }
-    if not compiled.co_flags & inspect.CO_COROUTINE:
-        exec(compiled, namespace)  # it runs its own loop (asyncio.run), if any
-        return
-
-    async def run() -> None:
-        from asyncclient import AsyncSession
-
-        async with AsyncSession() as session:
-            namespace["session"] = session
-            namespace["build"] = await session.get_build("ab_docs_android")
-            await eval(compiled, namespace)
-
-    asyncio.run(run())
-
-
-def test_the_getting_started_shell_block_runs(tmp_path: Path) -> None:
-    """The commands of "A first upload and run", against the emulator, as a user types them."""
-    text = (DOCS / "index.md").read_text()
-    block = text.split("In another:", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    bin_dir = Path(sys.executable).parent
-    script = block.replace(".venv/bin/", f"{bin_dir}/").replace("python3 ", f"{sys.executable} ")
-    with _emulator() as svc:
-        script = script.replace("http://127.0.0.1:8080", svc.url)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCCLIENT_")}
-        ran = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script],
-            cwd=tmp_path,
-            env={**env, "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    # p_demo fails on purpose (t_checkout): exit 1 after its re-run, with the report written.
-    assert ran.returncode == 1, ran.stderr
-    assert (
-        "4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 2 attempts" in ran.stdout
-    )
-    assert (tmp_path / "report.html").read_text().count('class="test ') == 4
 
 
 def test_every_session_operation_says_what_it_raises() -> None:

@@ -382,11 +382,10 @@ def load(name: str) -> Any:
 
 
 def test_the_guide_shows_the_example_services_as_they_are() -> None:
+    """The guide includes the files themselves (pymdownx.snippets), so it cannot drift."""
     guide = (ROOT / "docs" / "guides" / "embedding.md").read_text()
     for name in ("aiohttp_service", "asgi_service"):
-        code = (EXAMPLES / f"{name}.py").read_text()
-        body = code.split('"""', 2)[2].strip()  # without the module docstring
-        assert body in guide, f"the embedding guide does not show docs/examples/{name}.py"
+        assert f'--8<-- "docs/examples/{name}.py"' in guide, name
 
 
 async def test_the_aiohttp_web_example_keeps_one_session(
@@ -408,11 +407,18 @@ async def test_the_aiohttp_web_example_keeps_one_session(
             bodies = [await a.json() for a in answers]
             missing = await http.get(f"http://127.0.0.1:{port}/builds/ab_nope")
             error = await missing.json()
+            sent = len(svc.requests)
+            mistaken = await http.get(f"http://127.0.0.1:{port}/builds/j_123")
+            mistake = await mistaken.json()
     finally:
         await runner.cleanup()
     assert {b["id"] for b in bodies} == {"ab_demo_ios_100"}
     assert missing.status == 404
     assert error["requestId"] == svc.requests_for("get_build")[-1].request_id
+    # The caller's own bad input is a 400 that names it, not a 502, and reaches no service.
+    assert mistaken.status == 400
+    assert "j_123 is not a build id" in mistake["error"]
+    assert len(svc.requests) == sent
 
 
 async def test_the_asgi_example_runs_under_uvicorn(
@@ -434,6 +440,7 @@ async def test_the_asgi_example_runs_under_uvicorn(
             body = await ok.json()
             missing = await http.get(f"http://127.0.0.1:{port}/builds/ab_nope")
             error = await missing.json()
+            mistaken = await http.get(f"http://127.0.0.1:{port}/builds/j_123")
     finally:
         server.should_exit = True
         await serving
@@ -441,3 +448,4 @@ async def test_the_asgi_example_runs_under_uvicorn(
     assert body["id"] == "ab_demo_ios_100"
     assert missing.status == 404
     assert error["requestId"].startswith("req_")
+    assert mistaken.status == 400

@@ -237,3 +237,19 @@ def test_tests_not_started_are_skipped_testcases_and_listed() -> None:
         "Not started (1):\n- `t_app`: no ready android build of com.example.shop; upload one"
         in text
     )
+
+
+def test_a_report_makes_its_folders_and_follows_the_umask(tmp_path: Path) -> None:
+    """A publisher step running as another user reads the report: 0644 under umask 022, as
+    any new file (not mkstemp's 0600); the missing folders are made, as pytest's --junitxml
+    does, and no temp file is left beside it."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        written = _reports.write_atomically(tmp_path / "reports" / "deep" / "r.xml", b"<x/>")
+    finally:
+        os.umask(old)
+    assert written.read_bytes() == b"<x/>"
+    assert written.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in written.parent.iterdir()] == ["r.xml"]

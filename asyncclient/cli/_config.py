@@ -78,6 +78,7 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
     if config.api_key_set and not getattr(args, "api_key", None) and from_a_file:
         args.api_key = config.session_options()["api_key"]
         args.api_key_origin = config.api_key_origin
+    args.api_key_hint = config.missing_key_hint
     # The files' command tables are named after the commands (`run` serves run test and project).
     table = str(getattr(args, "command", "") or "")
     if table in COMMAND_KEYS:

@@ -4,6 +4,7 @@ and the session built from them by the library's own rules, so the messages name
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -103,14 +104,18 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
 
     A missing address or key is refused here, naming both the flag and the variable to set.
     """
-    from asyncclient import AsyncSession
     from asyncclient._protocol import resolve_api_key, resolve_base_url
 
     # The library's own resolution, naming the flags: the same rules, the same messages.
     base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
-    api_key = resolve_api_key(getattr(args, "api_key", None), os.environ, flag="--api-key")
+    api_key = resolve_api_key(
+        getattr(args, "api_key", None),
+        os.environ,
+        flag="--api-key",
+        hint=getattr(args, "api_key_hint", None),
+    )
     settings: dict[str, Any] = {
-        # The library reads ASYNCCLIENT_MAX_RESPONSE_BYTES itself, naming the flag (_flags).
+        # The library reads ASYNCCLIENT_MAX_RESPONSE_BYTES itself, naming the flag (_option_names).
         "max_response_bytes": getattr(args, "max_response_bytes", None),
         "retry_deadline": getattr(args, "retry_deadline", None),
         "pool_timeout": getattr(args, "pool_timeout", None),
@@ -121,7 +126,7 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
         **_request_options(args),
         **options,
     }
-    return AsyncSession(api_key=api_key, base_url=base_url, _flags=NETWORK_FLAGS, **settings)
+    return _command_session_class()(api_key=api_key, base_url=base_url, **settings)
 
 
 def _request_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -163,3 +168,15 @@ NETWORK_FLAGS = {
     "max_response_bytes": "--max-response-bytes",
     "retry_deadline": "--retry-deadline",
 }
+
+
+@functools.cache
+def _command_session_class() -> type[AsyncSession]:
+    from asyncclient import AsyncSession
+
+    class CommandSession(AsyncSession):
+        """An AsyncSession whose messages name the command's flags, not the arguments."""
+
+        _option_names = NETWORK_FLAGS
+
+    return CommandSession

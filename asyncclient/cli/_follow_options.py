@@ -131,10 +131,15 @@ def _check_report_path(flag: str, value: str) -> None:
     parent = target.parent
     if target.is_dir():
         raise CommandError(f"{flag} {value} is a directory: give a file name")
-    if not parent.is_dir():
-        raise CommandError(f"{flag} {value}: the directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise CommandError(f"{flag} {value}: the directory {parent} is not writable")
+    # A missing folder is made when the report is written (as pytest's --junitxml does):
+    # what must hold now is that the nearest folder that exists can take it.
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CommandError(f"{flag} {value}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK):
+        raise CommandError(f"{flag} {value}: the directory {existing} is not writable")
 
 
 def ids_from_text(text: str) -> list[str]:

@@ -333,8 +333,12 @@ class RunStore:
         run_id = self._state.new_id("j_", self.runs)
         spread = 1.0 + seeded.duration_jitter * (2.0 * _unit_interval(run_id) - 1.0)
         overage = project.counted_runs >= project.included_runs
+        # flakyRuns: the first N runs after each project run fail (its own run, then N-1
+        # re-runs), so every suite a reader starts meets the flake, not only the first one.
+        if source == "project":
+            test.runs_since_suite = 0
         flaky = seeded.outcome == "passed" and (
-            len(test.runs) < seeded.flaky_runs
+            test.runs_since_suite < seeded.flaky_runs
             or (seeded.flaky_rate > 0 and _unit_interval(run_id + "/flaky") < seeded.flaky_rate)
         )
         run = Run(
@@ -351,6 +355,7 @@ class RunStore:
             flaky_failure=flaky,
         )
         project.counted_runs += 1
+        test.runs_since_suite += 1
         self.runs[run.id] = run
         self.order.append(run)
         project.runs.append(run)

@@ -68,6 +68,8 @@ class Test:
     # (end time, seq, run) of cold runs that will pass: the first to finish makes the path fresh.
     passing_cold: list[tuple[float, int, Run]] = attrs.Factory(list)
     runs: list[Run] = attrs.Factory(list)
+    # Runs since the last run a project run started (flakyRuns counts from there).
+    runs_since_suite: int = 0
 
     @property
     def id(self) -> str:

@@ -1,6 +1,7 @@
 """An aiohttp.web service that keeps one AsyncSession for the application's lifetime.
 
-Run it with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set (`asyncclient serve` prints both):
+Run it from the repository's root with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set
+(`asyncclient serve` prints both):
     python docs/examples/aiohttp_service.py
     curl http://127.0.0.1:8000/builds/ab_demo_ios_100
 """
@@ -9,7 +10,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from asyncclient import ApiError, AsyncClientError, AsyncSession, NotFoundError
+from asyncclient import (
+    ApiError,
+    AsyncClientError,
+    AsyncSession,
+    NotFoundError,
+    ValidationError,
+)
 
 SESSION = web.AppKey("asyncclient", AsyncSession)
 
@@ -26,10 +33,14 @@ async def build_status(request: web.Request) -> web.Response:
     session = request.app[SESSION]
     try:
         build = await session.get_build(request.match_info["build_id"])
+    except ValidationError as exc:
+        # The caller's own mistake (not a build id), refused before any request: a 400.
+        return web.json_response({"error": str(exc)}, status=400)
     except NotFoundError as exc:
         return web.json_response({"error": str(exc), "requestId": exc.request_id}, status=404)
     except AsyncClientError as exc:
-        # The service's request id, when it answered, finds the call in its logs.
+        # The service refused or could not be reached: a 502, with the service's request id
+        # (when it answered) to find the call in its logs.
         request_id = exc.request_id if isinstance(exc, ApiError) else None
         return web.json_response({"error": str(exc), "requestId": request_id}, status=502)
     return web.json_response({"id": build.id, "status": str(build.status)})

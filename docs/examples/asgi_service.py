@@ -1,9 +1,10 @@
 """An ASGI service (Starlette) that keeps one AsyncSession for the application's lifetime,
 opened and closed by the lifespan.
 
-Run it with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set (`asyncclient serve` prints both):
-    uvicorn --app-dir docs/examples asgi_service:app --port 8000
-    curl http://127.0.0.1:8000/builds/ab_demo_ios_100
+Starlette and uvicorn come with the mcp extra (pip install '.[mcp]'). Run it from the
+repository's root with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set:
+    uvicorn --app-dir docs/examples asgi_service:app --port 8001
+    curl http://127.0.0.1:8001/builds/ab_demo_ios_100
 """
 
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from asyncclient import AsyncSession, NotFoundError
+from asyncclient import AsyncSession, NotFoundError, ValidationError
 
 
 @asynccontextmanager
@@ -28,6 +29,8 @@ async def build_status(request: Request) -> JSONResponse:
     session: AsyncSession = request.app.state.asyncclient
     try:
         build = await session.get_build(request.path_params["build_id"])
+    except ValidationError as exc:  # not a build id: the caller's mistake, nothing was sent
+        return JSONResponse({"error": str(exc)}, status_code=400)
     except NotFoundError as exc:
         return JSONResponse({"error": str(exc), "requestId": exc.request_id}, status_code=404)
     return JSONResponse({"id": build.id, "status": str(build.status)})

@@ -242,6 +242,26 @@ async def test_api_key_env_names_the_variable_and_a_401_names_it(
     assert (await run_cli("builds", "list", "p_demo")).code == 0
 
 
+async def test_an_unset_api_key_env_is_named_with_its_file(
+    home: Path, run_cli: Any, two: tuple[FakeService, FakeService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = two
+    (home / "asyncclient.toml").write_text(
+        f'base_url = "{first.url}"\napi_key_env = "TEST_RUNS_KEY"\n'
+    )
+    monkeypatch.delenv("TEST_RUNS_KEY", raising=False)
+    result = await run_cli("builds", "list", "p_demo", env={})
+    assert result.code == 2
+    where = f"{home / 'asyncclient.toml'}:2"
+    assert result.stderr.strip() == (
+        f"error: no API key: set TEST_RUNS_KEY (api_key_env in {where}) or "
+        "ASYNCCLIENT_API_KEY or pass --api-key"
+    )
+    assert reached(first) == 0
+    with pytest.raises(ValidationError, match=r"set TEST_RUNS_KEY \(api_key_env in .*:2\)"):
+        AsyncSession.from_config()
+
+
 async def test_the_library_reads_the_same_files(
     home: Path, two: tuple[FakeService, FakeService], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -229,7 +229,7 @@ async def test_watch_reads_run_ids_from_standard_input(
         (["run", "test", "t_pass", "--wait", "--retry-failed", "11"], "--retry-failed 11 is out"),
         (["run", "test", "t_pass", "--wait", "--fail-on-flaky"], "--fail-on-flaky needs"),
         (["run", "test", "t_pass", "--html", "r.html"], "--html need --wait"),
-        (["run", "test", "t_pass", "--wait", "--html", "/nowhere/r.html"], "does not exist"),
+        (["run", "test", "t_pass", "--wait", "--html", "/dev/null/r.html"], "not a directory"),
         (["watch", "-", "-"], "give - once"),
     ],
 )  # fmt: skip

@@ -367,7 +367,7 @@ async def test_timeout_exits_1_and_can_stop_the_runs(
         (["run", "test", "t_pass", "--wait", "--timeout", "0"], "--timeout 0 must be"),
         (["run", "test", "t_pass", "--wait", "--interval", "-1"], "--interval -1 must be"),
         (["run", "test", "t_pass", "--wait", "--stop-on-timeout"], "needs --timeout"),
-        (["run", "project", "p_cli", "--wait", "--junit", "/no/such/dir/r.xml"], "does not exist"),
+        (["run", "project", "p_cli", "--wait", "--junit", "/dev/null/r.xml"], "not a directory"),
         (["run", "project", "p_cli", "--build", "ab_1", "--build", "t_x"], "t_x is not a build"),
         (["watch", "j_1", "t_2"], "t_2 is not a run id"),
         (["watch"], "the following arguments are required"),
