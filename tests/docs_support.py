@@ -12,7 +12,8 @@ The conventions a page follows (docs/contributing-docs.md says them for writers)
   own, in the background, until the page ends; the page goes on once it has printed an
   address (`http://...`).
 - A ```` ```python title="NAME.py" ```` block is a complete program, saved as NAME.py where
-  the page's shell is when the block comes; a later block runs it. An untitled ```` ```python
+  the page's shell is when the block comes; a later block runs it. Any other block titled
+  with a file name (```` ```toml title="asyncclient.toml" ````) is saved the same way. An untitled ```` ```python
   ```` block is a fragment: each of its lines stands in a complete program above it.
 - A ```` ```text title="Output" ```` block right after a shell block is what that block
   prints: each of its lines, in order, matches a line of the output, where `...` stands for
@@ -59,6 +60,8 @@ class Block:
             return "program" if self.title.endswith(".py") else "fragment"
         if self.lang == "text" and self.title == "Output":
             return "output"
+        if re.fullmatch(r"[\w./-]+\.\w+", self.title):
+            return "file"  # a configuration or seed file the page tells to save
         return "other"
 
 
@@ -272,7 +275,8 @@ def run_page(
             result.outputs[int(head)] = body
     for line in errors.read_text().splitlines():
         status, _, command = line.partition("\t")
-        result.failures.append(f"{command} (exit {status})")
+        if not command.startswith(f"source {shlex.quote(str(work))}"):  # the piece's own exit
+            result.failures.append(f"{command} (exit {status})")
     return result
 
 
@@ -281,7 +285,7 @@ def _script(piece: list[Block]) -> str:
     for block in piece:
         if block.kind == "shell":
             parts.append(f"echo {MARK}{block.line}\n{block.body}")
-        elif block.kind == "program":
+        elif block.kind in ("program", "file"):
             end = "ASYNCCLIENT_DOCS_PROGRAM_END"
             parts.append(f"cat > {shlex.quote(block.title)} <<'{end}'\n{block.body}{end}\n")
     return "".join(parts)

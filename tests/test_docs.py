@@ -214,17 +214,82 @@ def _emulator() -> Iterator[FakeService]:
         thread.join(60)
 
 
-def test_every_session_operation_says_what_it_raises() -> None:
-    quiet = {"close"}  # closing raises nothing of its own
-    missing = [
-        name
+def _operations() -> list[tuple[str, Any]]:
+    return [
+        (name, member)
         for name, member in vars(asyncclient.AsyncSession).items()
         if not name.startswith("_")
-        and name not in quiet
-        and inspect.iscoroutinefunction(inspect.unwrap(member))
-        and "Raises" not in (inspect.getdoc(member) or "")
+        and name != "close"  # closing raises nothing of its own
+        and (inspect.iscoroutinefunction(inspect.unwrap(member)) or name == "watch_runs")
     ]
-    assert missing == []
+
+
+@pytest.mark.parametrize(("name", "member"), _operations(), ids=[n for n, _ in _operations()])
+def test_every_session_operation_says_what_it_takes_returns_and_raises(
+    name: str, member: Any
+) -> None:
+    """Google style, as mkdocstrings renders it into tables: Args (one entry per parameter),
+    Returns (unless None), and Raises naming the local, the service's and the network's
+    errors."""
+    doc = inspect.getdoc(member) or ""
+    sections: dict[str, str] = {}
+    current = ""
+    for line in doc.splitlines():
+        if re.fullmatch(r"[A-Z]\w+:", line):
+            current = line[:-1]
+            sections[current] = ""
+        elif current and (line.startswith(" ") or not line):
+            sections[current] += line + "\n"
+        else:
+            current = ""
+    parameters = [p for p in inspect.signature(member).parameters if p != "self"]
+    for parameter in parameters:
+        assert re.search(rf"^\s+\**{parameter}:", sections.get("Args", ""), re.M), parameter
+    if inspect.signature(member).return_annotation not in (None, "None"):
+        assert "Returns" in sections, name
+    raises = sections.get("Raises", "")
+    assert "ValidationError" in raises
+    assert "ApiError" in raises
+    assert "TransportError" in raises
+
+
+def test_signature_defaults_are_the_values_the_code_uses() -> None:
+    """The reference shows literal defaults (4, not DEFAULT_CONCURRENCY): they must stay the
+    values the modules name."""
+    from asyncclient import upload, watch
+
+    session = asyncclient.AsyncSession
+    default = {
+        (method, name): parameter.default
+        for method in ("upload_build", "upload_builds", "watch_runs", "wait_for_runs")
+        for name, parameter in inspect.signature(getattr(session, method)).parameters.items()
+    }
+    assert default["upload_build", "concurrency"] == upload.DEFAULT_CONCURRENCY
+    assert default["upload_builds", "max_parts_in_flight"] == upload.DEFAULT_MAX_PARTS_IN_FLIGHT
+    for method in ("watch_runs", "wait_for_runs"):
+        assert default[method, "interval"] == watch.DEFAULT_INTERVAL
+        assert default[method, "max_interval"] == watch.DEFAULT_MAX_INTERVAL
+    watcher = inspect.signature(watch.RunWatcher).parameters
+    assert watcher["concurrency"].default == watch.DEFAULT_CONCURRENCY
+    assert "_flags" not in inspect.signature(session).parameters
+
+
+def test_the_session_page_shows_a_parameter_table(site: Path) -> None:
+    page = (site / "reference" / "session" / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert "DEFAULT_" not in text
+    assert "_flags" not in text
+    table = page.split("Parameters:", 1)[1].split("</table>", 1)[0]
+    cells = [
+        re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", table, re.S)
+    ]
+    for name, value in (("retry_deadline", "None"), ("pool_timeout", "None"), ("timeout", "30.0")):
+        row = cells.index(name)
+        assert cells[row + 3] == value, (name, cells[row : row + 4])
+    assert (
+        'id="asyncclient.watch.WatchOptions"'
+        in (site / "reference" / "uploads-and-runs" / "index.html").read_text()
+    )
 
 
 def test_the_upload_shell_examples_run(tmp_path: Path) -> None:
@@ -267,3 +332,77 @@ def test_the_upload_shell_examples_run(tmp_path: Path) -> None:
     assert all(builds[i].status == "ready" for i in ids)
     assert re.search(r"^BUILD=ab_\w+$", ran.stdout, re.M)
     assert "app id" in ran.stdout  # inspect's fields
+
+
+# The measuring page: loads a page of the site in a 1280 px wide frame (same origin, so its
+# layout can be read) and lists every code block wider than its box, or "none".
+_MEASURE = """<!doctype html><html><body>
+<iframe id="f" src="%s" style="width:1280px;height:900px;border:0"></iframe>
+<pre id="out">waiting</pre>
+<script>
+document.getElementById("f").onload = function () {
+  var doc = this.contentDocument, wide = [];
+  doc.querySelectorAll("pre > code").forEach(function (code) {
+    [code, code.parentElement].forEach(function (box) {  // whichever of the two scrolls
+      if (box.scrollWidth > box.clientWidth + 1) {
+        wide.push(box.scrollWidth + ">" + box.clientWidth + ": " + code.textContent.slice(0, 60));
+      }
+    });
+  });
+  doc.querySelector("h1") || wide.push("the page did not load");
+  document.getElementById("out").textContent = "measured: " + (wide.join(" | ") || "none");
+};
+</script></body></html>"""
+
+
+_PAGES_READ_FIRST = [
+    "index.html",
+    "troubleshooting/index.html",
+    *(f"guides/{p.stem}/index.html" for p in sorted((DOCS / "guides").glob("*.md"))),
+]
+
+
+@pytest.mark.parametrize("page", _PAGES_READ_FIRST)
+def test_no_code_block_scrolls_sideways_at_1280_px(site: Path, tmp_path: Path, page: str) -> None:
+    """What a reader sees on a 1280 px screen: every line of every code block of the page
+    within its box (a line that scrolls hides the very part that matters)."""
+    import functools
+    import http.server
+
+    browser = _chromium()
+    (site / "_measure.html").write_text(_MEASURE % page)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign,assignment]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        dom = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--window-size=1400,1000",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                f"http://127.0.0.1:{server.server_address[1]}/_measure.html",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert dom.returncode == 0, dom.stderr
+    measured = re.search(r"measured: ([^<]*)", dom.stdout)
+    assert measured is not None, dom.stdout[-2000:]
+    assert measured[1] == "none"

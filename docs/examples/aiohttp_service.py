@@ -1,4 +1,4 @@
-"""An aiohttp.web service that keeps one AsyncSession for the application's lifetime.
+"""An aiohttp.web service that keeps one AsyncSession for as long as it runs.
 
 Run it from the repository's root with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set
 (`asyncclient serve` prints both):
@@ -22,8 +22,9 @@ SESSION = web.AppKey("asyncclient", AsyncSession)
 
 
 async def asyncclient_session(app: web.Application) -> AsyncIterator[None]:
-    # One session, one connection pool, for every request the service handles; closed at
-    # cleanup. A call in flight rides out a restart of the Test-Run Service (retry_deadline).
+    # One session, one connection pool, for every request the service handles; closed
+    # at cleanup. A call in flight rides out a restart of the Test-Run Service
+    # (retry_deadline).
     async with AsyncSession(timeout=10, retry_deadline=30) as session:
         app[SESSION] = session
         yield
@@ -37,12 +38,14 @@ async def build_status(request: web.Request) -> web.Response:
         # The caller's own mistake (not a build id), refused before any request: a 400.
         return web.json_response({"error": str(exc)}, status=400)
     except NotFoundError as exc:
-        return web.json_response({"error": str(exc), "requestId": exc.request_id}, status=404)
+        body = {"error": str(exc), "requestId": exc.request_id}
+        return web.json_response(body, status=404)
     except AsyncClientError as exc:
-        # The service refused or could not be reached: a 502, with the service's request id
-        # (when it answered) to find the call in its logs.
+        # The service refused or could not be reached: a 502, with the service's
+        # request id (when it answered) to find the call in its logs.
         request_id = exc.request_id if isinstance(exc, ApiError) else None
-        return web.json_response({"error": str(exc), "requestId": request_id}, status=502)
+        body = {"error": str(exc), "requestId": request_id}
+        return web.json_response(body, status=502)
     return web.json_response({"id": build.id, "status": str(build.status)})
 
 

@@ -1,4 +1,4 @@
-"""An ASGI service (Starlette) that keeps one AsyncSession for the application's lifetime,
+"""An ASGI service (Starlette) that keeps one AsyncSession for as long as it runs,
 opened and closed by the lifespan.
 
 Starlette and uvicorn come with the mcp extra (pip install '.[mcp]'). Run it from the
@@ -29,10 +29,11 @@ async def build_status(request: Request) -> JSONResponse:
     session: AsyncSession = request.app.state.asyncclient
     try:
         build = await session.get_build(request.path_params["build_id"])
-    except ValidationError as exc:  # not a build id: the caller's mistake, nothing was sent
+    except ValidationError as exc:  # not a build id: nothing was sent
         return JSONResponse({"error": str(exc)}, status_code=400)
     except NotFoundError as exc:
-        return JSONResponse({"error": str(exc), "requestId": exc.request_id}, status_code=404)
+        body = {"error": str(exc), "requestId": exc.request_id}
+        return JSONResponse(body, status_code=404)
     return JSONResponse({"id": build.id, "status": str(build.status)})
 
 
