@@ -39,6 +39,14 @@ class PartBody:
     upload can share: an attempt then sends from it without opening the file (sendfile takes
     explicit offsets) and only opens `path` if it has to read. Its owner closes it once the
     parts are done.
+
+    Args:
+        path: The file.
+        offset: Where the slice starts, in bytes.
+        length: How many bytes it holds.
+        chunk_size: The size of each read when it is not sent with sendfile.
+        progress: Called with the bytes handed to the connection (negative to wind back).
+        file: `path` already open for reading in binary mode, shared by the parts.
     """
 
     __slots__ = ("_sent", "chunk_size", "file", "length", "offset", "path", "progress")

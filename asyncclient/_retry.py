@@ -200,7 +200,14 @@ def recorded_retry_waits(
     the list yielded instead of sleeping (it still yields to the event loop once). Time goes
     on by each wait for the task that waited, as if it had slept, so a retry deadline is
     reached after the waits that would reach it. on_wait(elapsed): awaited after each wait,
-    with the waiting task's total so far (to bring a service back at a given time, say)."""
+    with the waiting task's total so far (to bring a service back at a given time, say).
+
+    Args:
+        on_wait: Awaited after each wait with the waiting task's total so far.
+
+    Yields:
+        The list the waits are recorded in, in seconds.
+    """
     recorded: list[float] = []
     per_task: dict[object, float] = {}
     base = time.monotonic()

@@ -303,7 +303,22 @@ def load_config(
     `flags` (key -> value given on a command line; None: not given) > the environment > the
     project file > the user file. profile: the profile to use (default ASYNCCLIENT_PROFILE);
     one no file defines is refused, naming the known ones. Raises ValidationError for any
-    mistake in a file."""
+    mistake in a file.
+
+    Args:
+        profile: The `[profiles.NAME]` to use. Default: `$ASYNCCLIENT_PROFILE`, else none.
+        start: The folder to look for the project file from.
+        environ: The environment to read (default: `os.environ`).
+        flags: Settings given on a command line, by key (None: not given); they win over
+            everything else.
+
+    Returns:
+        The `Config`: each setting with its origin (`file:line`, a variable, a flag).
+
+    Raises:
+        ValidationError: A mistake in a file (naming the file and line), or a profile no file
+            defines (naming the known ones).
+    """
     environ = os.environ if environ is None else environ
     flags = flags or {}
     if profile is None:

@@ -310,7 +310,16 @@ class LocalFileError(AsyncClientError, OSError):
     @classmethod
     def of(cls, exc: OSError, what: str, elsewhere: str) -> "LocalFileError":
         """The error for `exc`: `what` (e.g. "cannot write /x/y.part"), the system's reason, and
-        what to do: free space, or `elsewhere` (e.g. "choose another folder with -o")."""
+        what to do: free space, or `elsewhere` (e.g. "choose another folder with -o").
+
+        Args:
+            exc: The operating system's error.
+            what: What could not be done, such as `cannot write /x/y.part`.
+            elsewhere: What to do instead when freeing space does not apply.
+
+        Returns:
+            The error, its message naming the path, the reason and the fix.
+        """
         path = exc.filename if isinstance(exc.filename, str) else what
         reason = (exc.strerror or str(exc)).rstrip(".")
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):

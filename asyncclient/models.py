@@ -61,6 +61,25 @@ class Build:
     sent: a str such as "ready" from this service (see the README), but any JSON value is kept
     as it came rather than refused. abis is a tuple of str (a comma-separated string is split);
     warnings keeps each item as sent (str from this service, objects kept as dicts).
+
+    Attributes:
+        id: The build id (`ab_...`).
+        status: `uploading`, `processing`, `ready` or `rejected`, as the service sent it.
+        file_name: The file's name as uploaded.
+        size: Its size in bytes.
+        platform: `android` or `ios`.
+        app_id: The package name or bundle id the service read from the build.
+        app_name: The app's name.
+        version: The version name (`1.2.0`).
+        version_code: The version code or build number.
+        min_os: The minimum OS the build declares.
+        abis: The ABIs (Android) or architectures (iOS) it holds.
+        warnings: What the service noticed but did not refuse.
+        label: Your label, if one was given.
+        created_at: When the upload started.
+        ready_at: When the service finished checking it.
+        project_id: Its project (single view only).
+        sha256: The file's sha256 as the service computed it (single view only).
     """
 
     id: str
@@ -100,7 +119,13 @@ class Build:
 
 @attrs.frozen
 class BuildList:
-    """list_builds: the builds (newest first), the largest size allowed, and the part size."""
+    """list_builds: the builds (newest first), the largest size allowed, and the part size.
+
+    Attributes:
+        builds: The project's builds, newest first.
+        max_bytes: The largest build the project may upload, in bytes.
+        part_bytes: The size of each upload part, in bytes.
+    """
 
     builds: tuple[Build, ...]
     max_bytes: int
@@ -109,7 +134,13 @@ class BuildList:
 
 @attrs.frozen
 class UploadStart:
-    """start_upload: the new build's id, the part size and how many parts to send."""
+    """start_upload: the new build's id, the part size and how many parts to send.
+
+    Attributes:
+        id: The new build's id (`ab_...`).
+        part_bytes: How many bytes each part holds (the last one may hold fewer).
+        parts: How many parts to send.
+    """
 
     id: str
     part_bytes: int
@@ -118,7 +149,12 @@ class UploadStart:
 
 @attrs.frozen
 class UploadedPart:
-    """One uploaded part and the etag the service gave it (listed again on completion)."""
+    """One uploaded part and the etag the service gave it (listed again on completion).
+
+    Attributes:
+        part_number: The part's number, from 1.
+        etag: The etag the service gave it, listed again on completion.
+    """
 
     part_number: int
     etag: str
@@ -130,6 +166,12 @@ class RunStart:
 
     overage is kept as the service sent it: a bool from this service (see the README); the API
     spec leaves its type open, so a number or an object is kept too.
+
+    Attributes:
+        run_id: The new run's id (`j_...`).
+        mode: The mode actually used.
+        overage: Whether the run is beyond the plan's included runs.
+        link: The run's page on the service.
     """
 
     run_id: str
@@ -140,7 +182,15 @@ class RunStart:
 
 @attrs.frozen
 class StartedRun:
-    """One run started by run_project."""
+    """One run started by run_project.
+
+    Attributes:
+        test_id: The test started.
+        run_id: Its run (`j_...`).
+        mode: The mode used.
+        build_id: The build it runs on, if the service said.
+        link: The run's page on the service.
+    """
 
     test_id: str
     run_id: str
@@ -151,7 +201,13 @@ class StartedRun:
 
 @attrs.frozen
 class SkippedTest:
-    """A test run_project could not start: why (reason) and the error code behind it, if sent."""
+    """A test run_project could not start: why (reason) and the error code behind it, if sent.
+
+    Attributes:
+        test_id: The test that did not start.
+        reason: Why, in the service's words.
+        code: The error code behind it, if sent (`no_build`, `paid_plan_required`, ...).
+    """
 
     test_id: str
     reason: Any = None
@@ -160,7 +216,12 @@ class SkippedTest:
 
 @attrs.frozen
 class ProjectRunStart:
-    """run_project: the runs started and the tests skipped."""
+    """run_project: the runs started and the tests skipped.
+
+    Attributes:
+        started: One `StartedRun` per test started.
+        skipped: One `SkippedTest` per test that could not start, with the reason.
+    """
 
     started: tuple[StartedRun, ...] = ()
     skipped: tuple[SkippedTest, ...] = ()
@@ -173,6 +234,32 @@ class Run:
     status is a RunStatus, or a plain str for a status this client does not know. Fields whose
     inner structure the API does not document (verdict, requirements, captures, build, ...)
     are kept as the JSON values the service sent.
+
+    Attributes:
+        id: The run id (`j_...`).
+        status: A `RunStatus`, or the service's word for a status this client does not know.
+        test_id: The test it runs.
+        test_title: The test's title.
+        mode: The mode it ran in (`auto`, `cold`, `replay`, ...).
+        final: Whether the service says the run is over, if it says so.
+        source: What started it (a project run, a single run, ...).
+        platform: `android`, `ios` or `web`.
+        project_id: Its project.
+        build_id: The build it ran on.
+        url: Where the test started, for web tests.
+        link: The run's page on the service.
+        created_at: When it was started.
+        started_at: When a device began it.
+        finished_at: When it ended.
+        duration_ms: How long it ran, in milliseconds.
+        error: Why it could not run, for a run in `error`.
+        verdict: The service's verdict, as sent.
+        headline: One line saying how it went, as sent.
+        requirements: Each requirement checked, with its result and reason, as sent.
+        captures: Values the run captured, as sent.
+        video: The video's path or link.
+        screenshots: The screenshots' paths or links.
+        build: The build it ran on, as sent (full view).
     """
 
     id: str
@@ -277,7 +364,17 @@ class Run:
 
 @attrs.frozen
 class Endpoint:
-    """A tester endpoint. Its headers are write-only: the service never returns them."""
+    """A tester endpoint. Its headers are write-only: the service never returns them.
+
+    Attributes:
+        id: The endpoint id (`ep_...`).
+        name: Its name.
+        description: What it does.
+        method: The HTTP method it calls.
+        url: The URL it calls.
+        created_at: When it was added.
+        last_used_at: When a run last called it.
+    """
 
     id: str
     name: str = ""

@@ -58,6 +58,11 @@ class Attempts:
     """One test of a suite and every run of it, in order: the last one is its verdict.
 
     start_error: why a re-run could not be started (the service refused it), if one was not.
+
+    Attributes:
+        test_id: The test.
+        runs: Every run of it, in order; the last one is its verdict.
+        start_error: Why a re-run could not be started, if one could not.
     """
 
     test_id: str
@@ -105,7 +110,14 @@ class Attempts:
 
 @attrs.frozen
 class SuiteResult:
-    """Every test of a suite with its attempts, in the order the tests were first seen."""
+    """Every test of a suite with its attempts, in the order the tests were first seen.
+
+    Attributes:
+        tests: Every test of the suite with its attempts, in the order first seen.
+        fail_on_flaky: Whether a flaky test counts as failed.
+        complete: Whether every run ended (False after a timeout).
+        unknown: Run ids the service did not know.
+    """
 
     tests: tuple[Attempts, ...]
     fail_on_flaky: bool = False
@@ -315,6 +327,32 @@ async def wait_with_retries(
     Raises WatchTimeoutError when `timeout` passes first and UnknownRunsError when the service
     did not know some ids, as AsyncSession.wait_for_runs does; with raise_on_timeout=False both
     return the result so far instead (`complete` False, `unknown` the ids).
+
+    Args:
+        session: The session to call the service with.
+        run_ids: The first runs of the suite (`j_...`).
+        retry_failed: How many more times a test that did not pass may run (0 to 10).
+        fail_on_flaky: Count a test that failed and then passed as failed.
+        mode: The mode the first runs were started in, if the caller started them.
+        build_id: The build the first runs used, if the caller started them.
+        idempotency_key: The suite's key; each re-run's is derived from it
+            (`KEY/rerun/TEST/N`). Default: a new one.
+        timeout: Seconds for the whole wait, re-runs included; default: no limit.
+        raise_on_timeout: Raise on a timeout or unknown ids; False returns the result so far.
+        on_run: Called with each change of a run, as the watcher sees it.
+        on_rerun: Called with each round of re-runs as it starts: (test id, run id, attempt).
+        **watch_options: `WatchOptions` for each round's `RunWatcher`.
+
+    Returns:
+        A `SuiteResult`: every test with every attempt; `.passed`, `.flaky`, `.failed`,
+        `.summary()`.
+
+    Raises:
+        ValidationError: A bad run id or option, before any request.
+        WatchTimeoutError: `timeout` passed first (unless raise_on_timeout is False).
+        UnknownRunsError: The service did not know some ids (likewise).
+        ApiError: The service refused a request (after the retries its status allows).
+        TransportError: The service could not be reached, after the retries.
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
 

@@ -309,6 +309,29 @@ class RunWatcher:
 
     `sleep` and `clock` (default asyncio.sleep and time.monotonic) and `rng` may be replaced,
     for example by tests that drive a manual clock.
+
+    Args:
+        session: The session to call the service with.
+        run_ids: The runs to follow (`j_...`); more can be added with `add()`.
+        interval: Seconds between sweeps at first.
+        max_interval: The longest pause between sweeps.
+        growth: How much the pause grows per sweep without a change.
+        jitter: The fraction the pause is jittered by, either way.
+        timeout: Seconds before giving up with `WatchTimeoutError`; default: no limit.
+        stop_on_timeout: Stop the runs still going when `timeout` passes.
+        stop_on_cancel: Stop the runs still going when the task is cancelled.
+        follow: Keep iterating for runs added later, until `aclose()`.
+        unknown_after: Answers in a row without a run before it counts as unknown.
+        max_failed_sweeps: Failed sweeps in a row before the last error is raised.
+        concurrency: Requests of one sweep in flight at once.
+        stop_concurrency: Stops in flight at once.
+        stop_timeout: Seconds to wait for the stops.
+        sleep: What waits between sweeps.
+        clock: What tells the time.
+        rng: The jitter's random source.
+
+    Raises:
+        ValidationError: A bad run id or option, when the watcher is made.
     """
 
     def __init__(
@@ -425,6 +448,12 @@ class RunWatcher:
 
         Raises RuntimeError once the watcher is closed or has ended (every run final, without
         `follow=True`).
+
+        Args:
+            run_ids: More runs to follow (`j_...`); ids already followed are ignored.
+
+        Raises:
+            ValidationError: A bad run id.
         """
         ids = _check_ids(run_ids)
         if self._closed:

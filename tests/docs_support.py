@@ -2,7 +2,7 @@
 complete programs saved under the name their title gives, its servers started "in another
 terminal", its shown output checked. Nothing on the page is rewritten before it runs.
 
-The conventions a page follows (docs/contributing-docs.md says them for writers):
+The conventions a page follows (ARCHITECTURE.md repeats them for writers):
 
 - A ```` ```sh ```` block runs in the page's shell, in order, from the clone's root; the shell
   keeps its variables and folder from block to block, as a terminal does. Any command that

@@ -406,3 +406,34 @@ def test_no_code_block_scrolls_sideways_at_1280_px(site: Path, tmp_path: Path, p
     measured = re.search(r"measured: ([^<]*)", dom.stdout)
     assert measured is not None, dom.stdout[-2000:]
     assert measured[1] == "none"
+
+
+def _public_callables() -> Iterator[tuple[str, Any]]:
+    for qualified, obj in [*_public(asyncclient), *_public(asyncclient.testing)]:
+        if inspect.isfunction(obj):
+            yield qualified, obj
+        elif inspect.isclass(obj):
+            if not issubclass(obj, BaseException | str):
+                yield qualified, obj
+            for name, member in vars(obj).items():
+                func = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+                if not name.startswith("_") and inspect.isfunction(func):
+                    yield f"{qualified}.{name}", func
+
+
+def test_every_public_callable_documents_its_parameters_in_google_style() -> None:
+    """Args: (or, for a value class, Attributes:) naming every parameter: mkdocstrings makes
+    them the reference's tables."""
+    missing = []
+    for qualified, obj in _public_callables():
+        try:
+            parameters = [p for p in inspect.signature(obj).parameters if p not in ("self", "cls")]
+        except (TypeError, ValueError):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        section = "Attributes:" if "Attributes:" in doc else "Args:"
+        listed = doc.split(section, 1)[1] if section in doc else ""
+        for parameter in parameters:
+            if not re.search(rf"^    \**{parameter}:", listed, re.M):
+                missing.append(f"{qualified}: {parameter}")
+    assert missing == []

@@ -441,6 +441,7 @@ async def test_the_asgi_example_runs_under_uvicorn(
             missing = await http.get(f"http://127.0.0.1:{port}/builds/ab_nope")
             error = await missing.json()
             mistaken = await http.get(f"http://127.0.0.1:{port}/builds/j_123")
+            mistake = await mistaken.json()
     finally:
         server.should_exit = True
         await serving
@@ -449,3 +450,4 @@ async def test_the_asgi_example_runs_under_uvicorn(
     assert missing.status == 404
     assert error["requestId"].startswith("req_")
     assert mistaken.status == 400
+    assert "j_123 is not a build id" in mistake["error"]

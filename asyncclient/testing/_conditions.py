@@ -82,6 +82,17 @@ class NetworkConditions:
 
     The random faults (`error_rate`, `rate_limit_rate`, `drop_rate`) draw from one RNG seeded with
     `seed`, so the same sequence of requests meets the same faults.
+
+    Attributes:
+        latency_ms: Milliseconds added before every API request.
+        part_bandwidth: Bytes per second each part upload is read at (None: no cap).
+        error_rate: The fraction answered 500 or 503.
+        rate_limit_rate: The fraction answered 429 with `Retry-After`.
+        drop_rate: The fraction whose connection is cut mid-body.
+        retry_after: The seconds in `Retry-After`.
+        ops: The operations the random faults apply to (empty: all).
+        rate_limit_per_key: A token bucket of N requests per second per key (None: off).
+        seed: The seed of the fault dice.
     """
 
     latency_ms: float = attrs.field(default=0.0, validator=_non_negative)
@@ -122,7 +133,17 @@ class NetworkConditions:
 
     @classmethod
     def from_json(cls, data: Any) -> "NetworkConditions":
-        """The inverse of `to_json`; missing fields take their defaults. Raises ValueError."""
+        """The inverse of `to_json`; missing fields take their defaults. Raises ValueError.
+
+        Args:
+            data: The JSON object that `to_json` gives.
+
+        Returns:
+            The conditions.
+
+        Raises:
+            ValueError: A field of the wrong type or range.
+        """
         if not isinstance(data, dict):
             raise ValueError("conditions must be a JSON object")
         names = {
@@ -172,6 +193,11 @@ class Fault:
     kind: "500", "503", "429" (with Retry-After `retry_after`, default 1), "drop" (connection
     dropped mid-body, before the work is done), "drop_after" (work done, then the connection is
     dropped before the answer), "500_after" (work done, then 500).
+
+    Attributes:
+        kind: "500", "503", "429", "drop", "drop_after" or "500_after".
+        times: How many requests of the operation meet it.
+        retry_after: The `Retry-After` seconds of a 429 or 503.
     """
 
     kind: str = attrs.field(validator=_fault_kind)

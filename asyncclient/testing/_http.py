@@ -43,7 +43,17 @@ _JSON = "application/json"
 
 @attrs.frozen
 class RequestRecord:
-    """One request the emulator answered. status is 0 when the connection was dropped."""
+    """One request the emulator answered. status is 0 when the connection was dropped.
+
+    Attributes:
+        method: The HTTP method.
+        path: The path asked for.
+        query: The query string, parsed.
+        status: The status answered (0: the connection was dropped).
+        op: The operation's tool name, if the route is one.
+        request_id: The `X-Request-Id` answered.
+        traceparent: The `traceparent` the client sent, if any.
+    """
 
     method: str
     path: str

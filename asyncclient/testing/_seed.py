@@ -113,7 +113,17 @@ class SeedEndpoint:
 
 @attrs.frozen
 class Seed:
-    """A loaded seed: the projects, keys, tests, builds and endpoints the emulator starts with."""
+    """A loaded seed: the projects, keys, tests, builds and endpoints the emulator starts with.
+
+    Attributes:
+        source: Where it came from (a file name, or "demo").
+        projects: The projects.
+        keys: The API keys and what each may do.
+        tests: The tests and how their runs end.
+        builds: The builds written at start.
+        endpoints: The tester endpoints.
+        dialect: The dialect the seed asks for, if any.
+    """
 
     source: str
     projects: tuple[SeedProject, ...]
@@ -125,7 +135,14 @@ class Seed:
     dialect: str | None = None
 
     def first_key(self, capability: str) -> str | None:
-        """The first key of `capability` (run or edit), or None."""
+        """The first key of `capability` (run or edit), or None.
+
+        Args:
+            capability: "run" or "edit".
+
+        Returns:
+            The key, or None when the seed has none with that capability.
+        """
         return next((k.key for k in self.keys if k.capability == capability), None)
 
 

@@ -375,6 +375,15 @@ def load_seed(source: "str | os.PathLike[str] | Mapping[str, Any] | Seed") -> Se
     """A checked Seed from a .json or .toml file, or from a dict of the same (camelCase) shape.
 
     Raises SeedError with a one-line message naming the file and the problem.
+
+    Args:
+        source: A `.json` or `.toml` path, or a dict.
+
+    Returns:
+        The checked `Seed`.
+
+    Raises:
+        SeedError: The first problem, naming the file and the place.
     """
     if isinstance(source, Seed):
         return source

@@ -36,7 +36,16 @@ def _positive(_instance: Any, attribute: Any, value: float) -> None:
 
 @attrs.frozen(kw_only=True)
 class ServiceSettings:
-    """Limits and device capabilities of the emulated service."""
+    """Limits and device capabilities of the emulated service.
+
+    Attributes:
+        part_bytes: The size of each upload part the service asks for.
+        max_bytes: The largest build accepted.
+        devices: What the devices run (`apps.DeviceProfile`).
+        idempotency_ttl: Seconds an idempotency key is remembered.
+        ready_accepts_parts: Accept parts for a build that is already ready (the lenient
+            reading) instead of refusing them with 409.
+    """
 
     part_bytes: int = attrs.field(default=8 * MiB, validator=_positive)
     max_bytes: int = attrs.field(default=4 << 30, validator=_positive)

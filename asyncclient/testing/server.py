@@ -49,6 +49,29 @@ class FakeService:
     tls_ca, if given). require_client_cert=True asks every client for a certificate from the
     throwaway CA (`client_cert_file` is one, key included); client_ca names the CA file that
     client certificates must come from when you bring your own.
+
+    Args:
+        seed: None for the demo seed, a `.json`/`.toml` path, a dict of the same shape, or a
+            `Seed`.
+        host: The address to listen on.
+        port: The port; 0 picks a free one (`svc.url` says which).
+        speed: Service seconds per wall second (clock "scaled").
+        clock: "scaled" (time runs `speed` times faster) or "manual" (only `advance()`).
+        settings: Limits and device capabilities (`ServiceSettings`).
+        conditions: Latency, bandwidth and random faults (`NetworkConditions`).
+        data_dir: Where builds are kept; None: a temporary folder removed on stop.
+        access_log: Log every request (aiohttp's access log).
+        dialect: How the service writes what the spec leaves open (a name or a `Dialect`).
+        tls: Serve HTTPS with a certificate from a throwaway CA (`svc.ca_file`).
+        tls_cert: Serve HTTPS with this PEM certificate.
+        tls_key: The key of `tls_cert`, if not in its file.
+        tls_ca: The CA file of `tls_cert`, given to clients.
+        require_client_cert: Ask every client for a certificate (mutual TLS).
+        client_ca: With `tls_cert`: accept client certificates from this CA.
+
+    Raises:
+        SeedError: A seed that does not load (one line naming the file and place).
+        ValueError: An unknown dialect or clock, or TLS options that do not fit.
     """
 
     def __init__(
@@ -231,7 +254,14 @@ class FakeService:
 
     def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
         """A client SSLContext that trusts the service's CA (and carries the client
-        certificate, when the service asks for one and client_cert is true)."""
+        certificate, when the service asks for one and client_cert is true).
+
+        Args:
+            client_cert: Carry the client certificate, when the service asks for one.
+
+        Returns:
+            An `ssl.SSLContext` for aiohttp (`ssl=`) or `AsyncSession(ca_file=svc.ca_file)`.
+        """
         self._running()
         if self._tls is None or self._tls.ca_file is None:
             raise RuntimeError("the service does not serve TLS with a CA it knows (tls=True)")
@@ -286,7 +316,11 @@ class FakeService:
     # --- time ---------------------------------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
-        """Move service time forward (with either clock)."""
+        """Move service time forward (with either clock).
+
+        Args:
+            seconds: How far to move service time; the runs move with it.
+        """
         self.clock.advance(seconds)
 
     def now(self) -> float:
@@ -301,7 +335,14 @@ class FakeService:
         return list(self._running().log)
 
     def requests_for(self, op: str) -> list[RequestRecord]:
-        """The requests of one operation (its tool name: list_runs, upload_part, ...)."""
+        """The requests of one operation (its tool name: list_runs, upload_part, ...).
+
+        Args:
+            op: The operation's tool name (`list_runs`, `upload_part`, ...).
+
+        Returns:
+            Its `RequestRecord`s, oldest first.
+        """
         if op not in OPERATIONS:
             # A misspelt name would match nothing and make an assertion of "no request" pass.
             raise ValueError(f"unknown operation {op!r}: give one of {', '.join(OPERATIONS)}")
@@ -328,7 +369,12 @@ class FakeService:
         self._plan.conditions = value
 
     def inject(self, op: str, fault: Fault) -> None:
-        """Answer the next `fault.times` requests of `op` with `fault` (after earlier faults)."""
+        """Answer the next `fault.times` requests of `op` with `fault` (after earlier faults).
+
+        Args:
+            op: The operation's tool name (`get_run`, `upload_part`, ...).
+            fault: What to answer, and how many times.
+        """
         self._plan.inject(op, fault)
 
     def clear_faults(self) -> None:

@@ -59,7 +59,16 @@ def _to_path(value: "str | os.PathLike[str]") -> Path:
 @attrs.frozen
 class UploadItem:
     """One build for upload_builds: a file (or .app folder), its label, its own progress, and
-    its project when one call uploads to several projects."""
+    its project when one call uploads to several projects.
+
+    Attributes:
+        path: The `.apk`, `.app.zip` or `.app` folder.
+        label: Its label, such as the commit.
+        progress: Called as `progress(done_bytes, total_bytes)` for this build alone.
+        project_id: Its project, when one call uploads to several.
+        on_wait: Called with the other process's pid when this build waits for another
+            upload of the same file.
+    """
 
     path: Path = attrs.field(converter=_to_path)
     label: str | None = None
@@ -81,6 +90,21 @@ class UploadResult:
     (see "Many jobs on one runner" in the README); resumed: an interrupted
     upload was continued from its journal; parts_sent: parts sent by this call; info: what the
     pre-flight read from the app.
+
+    Attributes:
+        path: The item's path.
+        label: The item's label.
+        build: The build, on success.
+        error: The error, on failure (the call raised nothing for it).
+        sha256: The local file's checksum, when it was computed.
+        verified: Whether the service reported the same checksum.
+        skipped: Whether an existing ready build was returned instead.
+        joined: Whether another process's upload of the same file was returned.
+        resumed: Whether an interrupted upload was continued from its journal.
+        parts_sent: Parts sent by this call.
+        bytes_sent: Bytes sent by this call.
+        elapsed: Seconds the upload took.
+        info: What the pre-flight read from the app.
     """
 
     path: Path

@@ -41,7 +41,18 @@ DialectSpec = str | Dialect | type[Dialect] | None
 
 def get_dialect(spec: DialectSpec) -> Dialect:
     """A Dialect from a built-in name, `package.module:ClassName`, a Dialect subclass or an
-    instance (None is the default). Raises ValueError naming the choices for anything else."""
+    instance (None is the default). Raises ValueError naming the choices for anything else.
+
+    Args:
+        spec: None, "asyncclient", "flat", "enveloped", "package.module:ClassName", a
+            `Dialect` subclass or an instance.
+
+    Returns:
+        A `Dialect` instance.
+
+    Raises:
+        ValueError: Anything else, naming the choices.
+    """
     if spec is None:
         return Dialect()
     if isinstance(spec, Dialect):

@@ -79,41 +79,99 @@ class Dialect:
     # --- scalars ------------------------------------------------------------------------------
 
     def timestamp(self, value: float | None) -> Any:
-        """A time (service seconds) as this dialect writes it on the wire."""
+        """A time (service seconds) as this dialect writes it on the wire.
+
+        Args:
+            value: The value as the emulator holds it (None when there is none).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return None if value is None else to_iso(value)
 
     def number(self, field: str, value: Any) -> Any:
-        """size, versionCode and minOs (the spec leaves all but size's type open)."""
+        """size, versionCode and minOs (the spec leaves all but size's type open).
+
+        Args:
+            field: Which field: `size`, `versionCode` or `minOs`.
+            value: The value as the emulator holds it (None when there is none).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return value
 
     def abis(self, abis: Sequence[str]) -> Any:
-        """A build's ABIs as this dialect writes them."""
+        """A build's ABIs as this dialect writes them.
+
+        Args:
+            abis: The build's ABIs or architectures.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return list(abis)
 
     def warnings(self, warnings: Sequence[str]) -> Any:
-        """A build's warnings as this dialect writes them."""
+        """A build's warnings as this dialect writes them.
+
+        Args:
+            warnings: The build's warnings.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return list(warnings)
 
     def run_status(self, status: str) -> str:
-        """A run status as this dialect's word for it."""
+        """A run status as this dialect's word for it.
+
+        Args:
+            status: The emulator's status word (`passed`, `ready`, ...).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return self.run_statuses.get(status, status)
 
     def run_status_in(self, word: str) -> str:
         """The emulator's status for a status word of a request (`?status=`): the documented
-        words, and this dialect's own word for a status."""
+        words, and this dialect's own word for a status.
+
+        Args:
+            word: The status word a request named (`?status=`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         for status, written in self.run_statuses.items():
             if written == word:
                 return status
         return word
 
     def build_status(self, status: str) -> Any:
-        """A build status as this dialect writes it."""
+        """A build status as this dialect writes it.
+
+        Args:
+            status: The emulator's status word (`passed`, `ready`, ...).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return self.build_statuses.get(status, status)
 
     # --- builds -------------------------------------------------------------------------------
 
     def build_view(self, build: Build, *, single: bool) -> dict[str, Any]:
-        """A build as the list view (single=False) or the single view writes it."""
+        """A build as the list view (single=False) or the single view writes it.
+
+        Args:
+            build: The build (its state in the emulator).
+            single: True for the single view (Get a build), False for List builds.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         view: dict[str, Any] = {"id": build.id}
         if single:
             view["projectId"] = build.project_id
@@ -142,7 +200,17 @@ class Dialect:
     # --- runs ---------------------------------------------------------------------------------
 
     def headline_text(self, run: Run, status: str, failed: int, total: int) -> str:
-        """The headline of a final run: the seed's, or one made from its checks."""
+        """The headline of a final run: the seed's, or one made from its checks.
+
+        Args:
+            run: The run (its state in the emulator).
+            status: The emulator's status word (`passed`, `ready`, ...).
+            failed: How many of its checks failed.
+            total: How many checks it has.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         seeded = run.test.seed
         if status == "cancelled":
             return "The run was stopped before it finished."
@@ -159,7 +227,15 @@ class Dialect:
         }[status]
 
     def timing(self, run: Run, now: float) -> dict[str, Any]:
-        """createdAt, startedAt, finishedAt and durationMs of a run at service time `now`."""
+        """createdAt, startedAt, finishedAt and durationMs of a run at service time `now`.
+
+        Args:
+            run: The run (its state in the emulator).
+            now: Service time, in seconds.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         started = run.started_at(now)
         finished = run.finished_at(now)
         duration = (
@@ -173,30 +249,76 @@ class Dialect:
         }
 
     def requirements(self, checks: Sequence[Check]) -> Any:
-        """A run's checks as this dialect writes them."""
+        """A run's checks as this dialect writes them.
+
+        Args:
+            checks: The run's checks (`Check(index, title, result, reason)`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return [
             {"id": f"r{c.index}", "title": c.title, "result": c.result, "reason": c.reason}
             for c in checks
         ]
 
     def captures(self, captures: Mapping[str, Any]) -> Any:
-        """A run's captured values as this dialect writes them."""
+        """A run's captured values as this dialect writes them.
+
+        Args:
+            captures: The values the run captured, by name.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return dict(captures)
 
     def verdict(self, status: str, headline: str) -> Any:
-        """A final run's verdict as this dialect writes it."""
+        """A final run's verdict as this dialect writes it.
+
+        Args:
+            status: The emulator's status word (`passed`, `ready`, ...).
+            headline: The run's headline text.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return self.run_status(status)
 
     def headline(self, text: str) -> Any:
-        """A final run's headline as this dialect writes it."""
+        """A final run's headline as this dialect writes it.
+
+        Args:
+            text: The headline text.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return text
 
     def run_error(self, code: str, message: str) -> Any:
-        """A run's error as this dialect writes it."""
+        """A run's error as this dialect writes it.
+
+        Args:
+            code: The error code.
+            message: The error message.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return {"code": code, "message": message}
 
     def files(self, run_id: str, base: str, names: Sequence[str]) -> dict[str, Any]:
-        """video and screenshots: here full links to the run-file operation."""
+        """video and screenshots: here full links to the run-file operation.
+
+        Args:
+            run_id: The run's id.
+            base: The service's base URL, for links.
+            names: The run's file names (`video.mp4`, `screenshots/01.png`, ...).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         file_base = f"{base}/api/v1/runs/{run_id}/files/"
         return {
             "video": file_base + names[0] if names else None,
@@ -204,7 +326,14 @@ class Dialect:
         }
 
     def run_build(self, build: BuildRef | None) -> dict[str, Any]:
-        """The build a run used: here its id beside a summary object."""
+        """The build a run used: here its id beside a summary object.
+
+        Args:
+            build: The build (its state in the emulator).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         if build is None:
             return {"buildId": None, "build": None}
         return {
@@ -219,7 +348,17 @@ class Dialect:
         }
 
     def run_list_view(self, run: Run, status: str, now: float, base: str) -> dict[str, Any]:
-        """A run as an element of List runs."""
+        """A run as an element of List runs.
+
+        Args:
+            run: The run (its state in the emulator).
+            status: The emulator's status word (`passed`, `ready`, ...).
+            now: Service time, in seconds.
+            base: The service's base URL, for links.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return {
             "id": run.id,
             "testId": run.test.seed.id,
@@ -236,7 +375,17 @@ class Dialect:
         }
 
     def run_full_view(self, run: Run, status: str, now: float, base: str) -> dict[str, Any]:
-        """A run in the full view (Get a run, and List runs with ids)."""
+        """A run in the full view (Get a run, and List runs with ids).
+
+        Args:
+            run: The run (its state in the emulator).
+            status: The emulator's status word (`passed`, `ready`, ...).
+            now: Service time, in seconds.
+            base: The service's base URL, for links.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         seeded = run.test.seed
         final = status in FINAL_STATUSES
         checks = [
@@ -272,7 +421,15 @@ class Dialect:
         }
 
     def run_started(self, run: Run, base: str) -> dict[str, Any]:
-        """One item of run_project's started list (documented keys)."""
+        """One item of run_project's started list (documented keys).
+
+        Args:
+            run: The run (its state in the emulator).
+            base: The service's base URL, for links.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return {
             "testId": run.test.id,
             "runId": run.id,
@@ -282,14 +439,29 @@ class Dialect:
         }
 
     def skipped(self, skip: Skip) -> dict[str, Any]:
-        """One item of a skipped list: testId and reason (documented), the code beside."""
+        """One item of a skipped list: testId and reason (documented), the code beside.
+
+        Args:
+            skip: The test that was not started, with its code and reason.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return {"testId": skip.test_id, "reason": skip.reason, "code": skip.code}
 
     # --- endpoints ----------------------------------------------------------------------------
 
     def endpoint_view(self, endpoint: Endpoint, now: float) -> dict[str, Any]:
+        """A tester endpoint as List endpoints writes it (never its headers).
+
+        Args:
+            endpoint: The tester endpoint.
+            now: Service time, in seconds.
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         # snake_case, as the spec shows this view; headers and bodyTemplate are never returned.
-        """A tester endpoint as List endpoints writes it (never its headers)."""
         return {
             "id": endpoint.id,
             "name": endpoint.name,
@@ -303,14 +475,28 @@ class Dialect:
     # --- errors -------------------------------------------------------------------------------
 
     def error_status(self, exc: ServiceError) -> tuple[int, str]:
-        """The status and code this dialect answers for an error of the backend."""
+        """The status and code this dialect answers for an error of the backend.
+
+        Args:
+            exc: The backend's error (`ServiceError`, with its `kind`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         if exc.kind is not None and exc.kind in self.statuses:
             return self.statuses[exc.kind]
         return exc.status, exc.code
 
     def error_details(self, exc: ServiceError) -> dict[str, Any]:
         """The extras of an error: the field, the pinning tests, the retry hint, and for
-        build_rejected / not_started the problems and build, or the two lists."""
+        build_rejected / not_started the problems and build, or the two lists.
+
+        Args:
+            exc: The backend's error (`ServiceError`, with its `kind`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         details = dict(exc.extra)
         if isinstance(exc, BuildRejected):
             details["problems"] = [p.to_json() for p in exc.build.problems]
@@ -323,11 +509,29 @@ class Dialect:
     def error_body(
         self, status: int, code: str, message: str, details: Mapping[str, Any], exc: ServiceError
     ) -> Any:
-        """The JSON value of an error body (or str for a text body, None for an empty one)."""
+        """The JSON value of an error body (or str for a text body, None for an empty one).
+
+        Args:
+            status: The emulator's status word (`passed`, `ready`, ...).
+            code: The error code.
+            message: The error message.
+            details: The error's extras, from `error_details`.
+            exc: The backend's error (`ServiceError`, with its `kind`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         return {"error": {"code": code, "message": message, **details}}
 
     def error_answer(self, exc: ServiceError) -> WireAnswer:
-        """The status, headers and body of an error answer in this dialect."""
+        """The status, headers and body of an error answer in this dialect.
+
+        Args:
+            exc: The backend's error (`ServiceError`, with its `kind`).
+
+        Returns:
+            What the dialect writes on the wire for it.
+        """
         status, code = self.error_status(exc)
         body = self.error_body(status, code, exc.message, self.error_details(exc), exc)
         headers = dict(exc.headers)
