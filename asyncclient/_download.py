@@ -20,9 +20,11 @@ import aiofiles
 import aiofiles.os
 import aiohttp
 
+from asyncclient import _files
 from asyncclient import _protocol as proto
 from asyncclient._bodies import CHUNK_SIZE
 from asyncclient._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
+from asyncclient._names import safe_name
 from asyncclient._operations import OPERATIONS
 from asyncclient._transport import Call, Transport
 from asyncclient.errors import LocalFileError, TransportError, ValidationError
@@ -41,7 +43,8 @@ async def download_run_file(
     rel = proto.run_file_path(run_id, file)
     target = Path(dest)
     if await aiofiles.os.path.isdir(target):
-        target = target / unquote(rel.rsplit("/", 1)[-1])
+        # The service's name for the file, made safe to store on any platform.
+        target = target / safe_name(unquote(rel.rsplit("/", 1)[-1]))
     elif not await aiofiles.os.path.isdir(target.parent):
         raise ValidationError(
             f"cannot save to {target}: the folder {target.parent} does not exist "
@@ -214,7 +217,9 @@ class _Download:
             raise TransportError(
                 f"the download of {self.target.name} did not complete", method="GET", url=self.url
             )
-        await aiofiles.os.replace(self.part, self.target)
+        # The .part file is closed by now: Windows renames no open file. A program holding
+        # the old file at the target's name (a viewer) is waited for a moment.
+        await _files.areplace(self.part, self.target)
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(self.etag_file)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -73,15 +74,36 @@ def _existing_file(value: str | os.PathLike[str] | None, flag: str, env: str) ->
     return path
 
 
+def trust_store(environ: Mapping[str, str], ca_file: object, platform: str) -> str:
+    """Which verifier to trust: "truststore" (the operating system's own, with its store:
+    macOS's Keychain, Windows' certificate store, where company CAs live; python.org's macOS
+    Python has no CA file of its own) on macOS and Windows, else "openssl" (OpenSSL's store).
+    A CA file given (--ca-file, ASYNCCLIENT_CA_FILE) or OpenSSL's SSL_CERT_FILE/SSL_CERT_DIR
+    always win: they choose OpenSSL with those CAs."""
+    if ca_file is not None or environ.get("SSL_CERT_FILE") or environ.get("SSL_CERT_DIR"):
+        return "openssl"
+    return "truststore" if platform in ("darwin", "win32") else "openssl"
+
+
+def base_context(environ: Mapping[str, str], ca_file: object, platform: str) -> ssl.SSLContext:
+    """A verifying client context with the trust trust_store() chooses."""
+    if trust_store(environ, ca_file, platform) == "truststore":
+        import truststore
+
+        return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return ssl.create_default_context()
+
+
 def _tls_context(
     ca_file: Path | None,
     client_cert: Path | None,
     client_key: Path | None,
     flags: Mapping[str, str],
+    environ: Mapping[str, str],
 ) -> ssl.SSLContext:
-    """The system's trust (OpenSSL's defaults: SSL_CERT_FILE/SSL_CERT_DIR apply), plus the
-    CAs of ca_file, plus the client certificate."""
-    context = ssl.create_default_context()
+    """The system's trust (see base_context), plus the CAs of ca_file, plus the client
+    certificate."""
+    context = base_context(environ, ca_file, sys.platform)
     if ca_file is not None:
         try:
             context.load_verify_locations(cafile=str(ca_file))
@@ -188,8 +210,9 @@ class Network:
         # Without a CA file or client certificate, aiohttp's own verifying context is the same
         # as ours would be (and a borrowed session keeps the TLS settings of its connector).
         context = None
-        if ca is not None or cert is not None or key is not None:
-            context = _tls_context(ca, cert, key, names)
+        platform_trust = trust_store(environ, ca, sys.platform) == "truststore"
+        if ca is not None or cert is not None or key is not None or platform_trust:
+            context = _tls_context(ca, cert, key, names, environ)
         return cls(
             host=parts.hostname or "",
             port=parts.port or (443 if https else 80),

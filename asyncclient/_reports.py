@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from asyncclient import _lenient
+from asyncclient import _files, _lenient
 from asyncclient.models import Requirement, Run
 
 __all__ = [
@@ -242,7 +242,9 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.replace(temp, target)
+        # Closed first (Windows renames no open file); a viewer holding the old report open
+        # is waited for a moment.
+        _files.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise

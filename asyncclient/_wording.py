@@ -160,36 +160,39 @@ def _json_ready(value: Any) -> Any:
 
 
 class RunFile(NamedTuple):
-    """A file of a run: its path under the run (None if the link has another form) and link."""
+    """A file of a run: its local path under the run (None if the link has another form), its
+    link, and the service's own name for it where the local one differs (see file_path)."""
 
     path: str | None
     link: str
+    renamed_from: str | None = None
 
 
 def file_path(value: str, run_id: str) -> str:
     """The path of a run file under its run (`screenshots/01.png`), from a path or a full link.
 
     The library parses it (asyncclient._protocol.run_file_path refuses `..`, empty parts and
-    links of other runs with a ValidationError); the path is then decoded for local file names,
-    where a backslash is refused too (a folder separator on Windows).
+    links of other runs with a ValidationError); the path is then decoded, and each of its
+    parts made a name every platform can store (asyncclient._names: no `<>:"\\|?*`, device
+    names or trailing dots), so it is the same local path on Linux, macOS and Windows and
+    never leaves the folder it is written in.
     """
+    from asyncclient._names import safe_relative_path
     from asyncclient._protocol import run_file_path
 
-    rel = unquote(run_file_path(run_id, value.strip()))
-    if "\\" in rel:
-        raise errors.ValidationError(
-            f"{value!r} is not a run file path: a backslash cannot be part of one here"
-        )
-    return rel
+    return safe_relative_path(unquote(run_file_path(run_id, value.strip())))
 
 
 def run_files(run: Run) -> list[RunFile]:
     """The video, then the screenshots, of a run (empty before it is final)."""
+    from asyncclient._protocol import run_file_path
+
     files = []
     for link in run.file_refs:
         try:
             path: str | None = file_path(link, run.id)
+            given = unquote(run_file_path(run.id, link.strip()))
         except errors.ValidationError:
-            path = None
-        files.append(RunFile(path, link))
+            path = given = None
+        files.append(RunFile(path, link, given if given != path else None))
     return files

@@ -21,6 +21,7 @@ import contextlib
 import os
 import re
 import stat
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -113,6 +114,14 @@ class Config:
 
 
 def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own file: $XDG_CONFIG_HOME/asyncclient/config.toml (default
+    ~/.config/...) on Linux, ~/Library/Application Support/asyncclient/config.toml on macOS,
+    %APPDATA%\\asyncclient\\config.toml on Windows (platformdirs)."""
+    if sys.platform in ("darwin", "win32"):
+        import platformdirs
+
+        folder = Path(platformdirs.user_config_path("asyncclient", appauthor=False))
+        return folder / "config.toml"
     environ = os.environ if environ is None else environ
     xdg = environ.get("XDG_CONFIG_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
@@ -285,6 +294,8 @@ def _check_secret_file(path: Path, *, project: bool, line: int) -> None:
             "shared): set ASYNCCLIENT_API_KEY, or name the variable that holds the key with "
             "api_key_env"
         )
+    if sys.platform == "win32":
+        return  # no POSIX modes: the file lives in the user's profile, guarded by its ACL
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ValidationError(

@@ -13,8 +13,9 @@ The conventions a page follows (ARCHITECTURE.md repeats them for writers):
   address (`http://...`).
 - A ```` ```python title="NAME.py" ```` block is a complete program, saved as NAME.py where
   the page's shell is when the block comes; a later block runs it. Any other block titled
-  with a file name (```` ```toml title="asyncclient.toml" ````) is saved the same way. An untitled ```` ```python
-  ```` block is a fragment: each of its lines stands in a complete program above it.
+  with a file name (```` ```toml title="asyncclient.toml" ````) is saved the same way. An
+  untitled ```` ```python ```` block is a fragment: each of its lines stands in a complete
+  program above it.
 - A ```` ```text title="Output" ```` block right after a shell block is what that block
   prints: each of its lines, in order, matches a line of the output, where `...` stands for
   any text (ids, times, ports).

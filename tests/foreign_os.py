@@ -69,16 +69,25 @@ def _refuse_if_open(what: str, *paths: str | os.PathLike[str]) -> None:
         text = os.fsdecode(path)
         holders = _holders(text)
         if holders:
-            raise PermissionError(
+            error = PermissionError(
                 errno.EACCES,
-                f"The process cannot access the file because it is being used by another "
+                "The process cannot access the file because it is being used by another "
                 f"process ({what}; held by pid {', '.join(map(str, holders))})",
                 text,
             )
+            error.winerror = 32  # type: ignore[attr-defined]  # ERROR_SHARING_VIOLATION
+            raise error
 
 
 def install() -> None:
+    # The standard library decides "am I on Windows?" at import in a few places by trying
+    # `import msvcrt` (subprocess, for one): imported first, they stay the POSIX modules they
+    # are, as asyncio needs them to be here.
+    import asyncio  # noqa: F401
     import fcntl as real_fcntl
+    import getpass  # noqa: F401
+    import subprocess  # noqa: F401
+    import tempfile  # noqa: F401
 
     sys.modules["fcntl"] = None  # type: ignore[assignment]  # import fcntl -> ImportError
     for name in _POSIX_ONLY:
@@ -113,7 +122,9 @@ def install() -> None:
     def rename(src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # type: ignore[no-untyped-def]
         _refuse_if_open("rename", src, dst)
         if os.path.lexists(dst):
-            raise FileExistsError(errno.EEXIST, "Cannot create a file when that file already exists", os.fsdecode(dst))
+            raise FileExistsError(
+                errno.EEXIST, "Cannot create a file when that file already exists", os.fsdecode(dst)
+            )
         return real_rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
     def unlink(path, *, dir_fd=None):  # type: ignore[no-untyped-def]
@@ -130,4 +141,7 @@ def install() -> None:
 if __name__ == "__main__":
     install()
     module, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    if module == "-":  # a program on standard input
+        exec(compile(sys.stdin.read(), "<stdin>", "exec"), {"__name__": "__main__"})
+    else:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)

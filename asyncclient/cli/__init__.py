@@ -124,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the process exit code."""
     from asyncclient.cli._common import EXIT_BAD_INPUT, quiet_broken_pipe, run_handler
+    from asyncclient.cli._platform import fit_console_streams, raise_open_files_limit
 
+    fit_console_streams()
+    raise_open_files_limit()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from asyncclient import _wording
 from asyncclient._wording import (
@@ -304,8 +304,9 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
                 line = "" if out.stderr_is_terminal else None
             else:
                 # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C.
-                exit_code = 128 + signum
-                name = "interrupted" if signum == signal.SIGINT else "terminated"
+                interrupt = signum in _INTERRUPTS
+                exit_code = EXIT_INTERRUPTED if interrupt else 128 + signum
+                name = "interrupted" if interrupt else "terminated"
                 line = f"\n{name}: cleaning up (Ctrl-C again to exit at once)"
             # Said from the loop, not here: the handler may have interrupted a print to the
             # same stream, and a buffered stream refuses a reentrant write.
@@ -314,7 +315,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
         # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
         if threading.current_thread() is not threading.main_thread():
             return await handler(args, out)
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, on_signal) for sig in handled_signals()}
         try:
             with _woken_by_signals(loop):
                 return await handler(args, out)
@@ -336,6 +337,18 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
         return code
 
 
+# Ctrl-C, and on Windows Ctrl-Break (what a cancelled GitHub Actions job sends after Ctrl-C).
+_INTERRUPTS: Final = frozenset(
+    sig for sig in (signal.SIGINT, getattr(signal, "SIGBREAK", None)) if sig is not None
+)
+
+
+def handled_signals() -> tuple[int, ...]:
+    """The signals that stop a command: Ctrl-C and SIGTERM everywhere, and SIGBREAK where
+    it exists (Windows). The first cleans up (stops remote runs), a second exits at once."""
+    return (signal.SIGINT, signal.SIGTERM, *sorted(_INTERRUPTS - {signal.SIGINT}))
+
+
 @contextlib.contextmanager
 def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
     """Wake the event loop whenever a signal arrives, whichever thread the kernel gave it to.
@@ -353,24 +366,27 @@ def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         undo.callback(writer.close)
         reader.setblocking(False)
         writer.setblocking(False)
-        try:
-            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-        except ValueError:  # not the main thread of the main interpreter
-            yield
-            return
-        undo.callback(signal.set_wakeup_fd, previous)
 
         def drain() -> None:
             with contextlib.suppress(OSError):
                 while reader.recv(4096):
                     pass
 
+        # The reader first: a loop that cannot watch a socket (Windows' proactor) sets a
+        # wake-up fd of its own and reads it itself; replacing it would leave an idle loop
+        # deaf to Ctrl-C, so it is left alone.
         try:
             loop.add_reader(reader.fileno(), drain)
-        except NotImplementedError:  # a loop that cannot watch a socket (Windows' proactor)
+        except NotImplementedError:
             yield
             return
         undo.callback(loop.remove_reader, reader.fileno())
+        try:
+            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except ValueError:  # not the main thread of the main interpreter
+            yield
+            return
+        undo.callback(signal.set_wakeup_fd, previous)
         yield
 
 

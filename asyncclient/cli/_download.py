@@ -190,6 +190,9 @@ async def _download_all(
     if not jobs:
         out.info(f"run {run.id} has no video or screenshots")
         return []
+    for f in files:
+        if f.renamed_from is not None:
+            out.info(f"{f.renamed_from} is saved as {f.path} (a name every platform can store)")
     for _, _, destination in jobs:
         _make_parent(destination)
     semaphore = asyncio.Semaphore(concurrency)

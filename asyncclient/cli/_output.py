@@ -25,6 +25,11 @@ __all__ = [
 ]
 
 
+def _takes_unicode(stream: TextIO) -> bool:
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding in ("utf8", "utf8sig", "utf16", "utf32")
+
+
 class Output:
     """Where a command writes: data to stdout (tables or JSON), everything else to stderr."""
 
@@ -69,7 +74,11 @@ class Output:
         print(text, file=self.stdout, flush=True)
 
     def json(self, value: Any) -> None:
-        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.stdout, flush=True)
+        """`value` as JSON on stdout: as UTF-8 text where stdout takes it, else with every
+        other character escaped (`\\u65e5`), so it is valid JSON that keeps every character
+        on any encoding (a Windows runner's cp1252 log)."""
+        unicode = _takes_unicode(self.stdout)
+        print(json.dumps(value, indent=2, ensure_ascii=not unicode), file=self.stdout, flush=True)
 
     def info(self, text: str) -> None:
         """Progress and notes for people, on stderr; silent with --quiet."""

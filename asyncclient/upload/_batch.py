@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from asyncclient import _protocol as proto
+from asyncclient._limits import fit_uploads, open_files_left
 from asyncclient.errors import (
     ValidationError,
 )
@@ -64,7 +65,7 @@ async def upload_one(
         concurrency=concurrency,
         skip_existing=skip_existing,
         journal_dir=journal_dir,
-        windowed=False,
+        windowed=None,
         progress=None,
         on_result=None,
         capture=False,
@@ -109,12 +110,20 @@ async def upload_many(
                 f"no project for {item.path}: pass project_id= or UploadItem(..., project_id=...)"
             )
         groups.setdefault(proto.check_id("project", target), []).append(index)
-    budget = _Budget(proto.check_count("max_parts_in_flight", max_parts_in_flight))
-    per_build = (
-        max_parts_in_flight
-        if concurrency is None
-        else proto.check_count("concurrency", concurrency)
-    )
+    asked = proto.check_count("max_parts_in_flight", max_parts_in_flight)
+    # What the process may still open decides how many parts and builds are in flight at
+    # once (macOS starts at 256 files): fewer than asked rather than "Too many open files"
+    # half-way; too few for one build is said before anything is sent.
+    fitted, window = fit_uploads(asked, _LOOKAHEAD * asked, asked, open_files_left())
+    if (fitted, window) != (asked, _LOOKAHEAD * asked):
+        log.info(
+            "the open-files limit fits %d parts and %d builds in flight (asked: %d parts)",
+            fitted,
+            window,
+            asked,
+        )
+    budget = _Budget(fitted)
+    per_build = fitted if concurrency is None else proto.check_count("concurrency", concurrency)
     results: list[UploadResult | None] = [None] * len(listed)
 
     async def one_project(target: str, indexes: list[int]) -> None:
@@ -126,7 +135,7 @@ async def upload_many(
             concurrency=per_build,
             skip_existing=skip_existing,
             journal_dir=journal_dir,
-            windowed=True,
+            windowed=window,
             progress=progress,
             on_result=on_result,
             capture=True,
@@ -162,7 +171,7 @@ async def _upload_items(
     concurrency: int,
     skip_existing: bool,
     journal_dir: "str | os.PathLike[str] | None",
-    windowed: bool,
+    windowed: int | None,
     progress: Callable[[Path, int, int], object] | None,
     on_result: Callable[[UploadResult], object] | None,
     capture: bool,
@@ -175,7 +184,7 @@ async def _upload_items(
         concurrency=concurrency,
         skip_existing=bool(skip_existing),
         journal_dir=_journal_dir(journal_dir),
-        window=_Window(_LOOKAHEAD * budget.limit) if windowed else None,
+        window=_Window(windowed) if windowed else None,
     )
     results: list[UploadResult | None] = [None] * len(items)
     sources: list[_Source | None] = [None] * len(items)

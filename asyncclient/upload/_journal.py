@@ -16,6 +16,7 @@ it (a rename replaces a link, never writes through it); only a file this process
 appended to, through the descriptor it was created with. Read with O_NOFOLLOW."""
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import json
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from asyncclient import _files
 from asyncclient.errors import LocalFileError
 from asyncclient.upload._values import _JOURNAL_VERSION, STATE_DIR_ENV
 
@@ -33,7 +35,9 @@ log = logging.getLogger("asyncclient.upload")
 _JOURNALS_IN_USE: set[Path] = set()
 _TEMP_NAMES = itertools.count()
 _NO_FOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
-_CREATE: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
+_BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+_CREATE: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY
+_APPEND: Final = os.O_WRONLY | os.O_APPEND | _NO_FOLLOW | _BINARY
 
 
 def _create(path: Path) -> int:
@@ -69,7 +73,7 @@ def _discard(fd: int, path: Path) -> None:
 
 def _read_no_follow(path: Path) -> str:
     """The text of `path`, refusing a symbolic link (ELOOP) instead of reading its target."""
-    fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
+    fd = os.open(path, os.O_RDONLY | _NO_FOLLOW | _BINARY)
     with os.fdopen(fd, "rb") as handle:
         return handle.read().decode("utf-8")
 
@@ -287,14 +291,26 @@ class _Journal:
             return _new_file(self.path, head)
 
     def _replace(self, head: bytes) -> int:
+        """A new file written beside the name, closed, renamed over it (Windows renames no
+        open file), then opened again for the part lines: only if it is still the file this
+        process wrote (no link, nothing swapped in between)."""
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = _new_file(temp, head)
+        written = os.fstat(fd)
+        os.close(fd)
         try:
-            os.replace(temp, self.path)
+            _files.replace(temp, self.path)
         except BaseException:
-            _discard(fd, temp)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
             raise
+        fd = os.open(self.path, _APPEND)
+        if not os.path.samestat(os.fstat(fd), written):
+            os.close(fd)
+            raise FileExistsError(
+                errno.EEXIST, "another file took the journal's name", str(self.path)
+            )
         return fd
 
     def _give_up(self, exc: OSError) -> None:

@@ -330,7 +330,6 @@ def _file_message(file: str) -> str:
                 "https://svc.example/elsewhere/video.mp4",
             )
         ],
-        (["j_1", "shots\\01.png"], "'shots\\\\01.png' is not a run file path: a backslash"),
         (["j_1", "--concurrency", "0"], "--concurrency 0 is out of range: give 1 to 32"),
         (["j_1", "--concurrency", "33"], "--concurrency 33 is out of range: give 1 to 32"),
         (["t_1"], "t_1 is not a run id: run ids start with j_"),
@@ -358,3 +357,76 @@ async def test_an_output_that_is_a_file_is_refused_for_a_whole_run(
     assert result.code == 2
     assert result.stderr == f"error: -o {taken} is a file: give a folder for the run's files\n"
     assert svc.requests == []
+
+
+ODD_NAMES = ["CON.png", "a:b.png", "shot2.png.", "..%5C..%5Cevil.png", "aux.mp4", "ok.png"]
+
+
+@pytest.fixture
+async def odd_service() -> AsyncIterator[str]:
+    """A service whose run lists files named as Windows cannot store them (and one that would
+    climb out of the folder once decoded), and serves each: real HTTP on loopback."""
+    from aiohttp import web
+
+    async def get_run(request: web.Request) -> web.Response:
+        base = f"http://{request.host}/api/v1/runs/j_odd/files"
+        run = {
+            "id": "j_odd",
+            "status": "passed",
+            "final": True,
+            "testId": "t_1",
+            "video": f"{base}/video.mp4",
+            "screenshots": [f"{base}/screenshots/{name}" for name in ODD_NAMES],
+        }
+        return web.json_response({"run": run})
+
+    async def get_file(request: web.Request) -> web.Response:
+        return web.Response(body=request.match_info["path"].encode() * 100)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/runs/j_odd", get_run)
+    app.router.add_get("/api/v1/runs/j_odd/files/{path:.+}", get_file)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_run_files_get_names_every_platform_can_store(
+    odd_service: str, run_cli: RunCli, tmp_path: Path
+) -> None:
+    import ntpath
+
+    env = {"ASYNCCLIENT_BASE_URL": odd_service, "ASYNCCLIENT_API_KEY": "k-odd-1234"}
+    out = tmp_path / "out"
+    result = await run_cli("download", "j_odd", "-o", str(out), env=env)
+
+    assert result.code == 0, result.stderr
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written == sorted(
+        [
+            "video.mp4",
+            "screenshots/_CON.png",
+            "screenshots/a_b.png",
+            "screenshots/shot2.png",
+            "screenshots/.._.._evil.png",
+            "screenshots/_aux.mp4",
+            "screenshots/ok.png",
+        ]
+    )
+    assert not any(tmp_path.glob("evil.png"))  # nothing outside the folder
+    forbidden = set('<>:"/\\|?*')
+    for name in written:
+        for part in name.split("/"):
+            assert not (set(part) & forbidden), part
+            assert not part.endswith((".", " ")), part
+            assert part.split(".")[0].upper() not in {"CON", "PRN", "AUX", "NUL"}, part
+        assert ntpath.normpath(ntpath.join("C:\\out", *name.split("/"))).startswith("C:\\out\\")
+    # The bytes are the service's, and each rename is said once.
+    assert (out / "screenshots" / "_CON.png").read_bytes() == b"screenshots/CON.png" * 100
+    assert "screenshots/CON.png is saved as screenshots/_CON.png" in result.stderr
+    assert "screenshots/ok.png is saved" not in result.stderr

@@ -1,0 +1,78 @@
+"""Renaming and removing files the way every platform allows.
+
+Windows refuses to rename, replace or remove a file that any process holds open, and another
+program may hold one for a moment (a virus scanner, an indexer, a viewer showing the report).
+So the client never does so with a file it holds open itself, and where another program may,
+it tries again for a short, bounded time, as pip does (pip._internal.utils.filesystem:
+`replace` and `adjacent_tmp_file`, retried for about a second), then says in one line that the
+file is in use.
+"""
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from asyncclient.errors import LocalFileError
+
+__all__ = ["IN_USE_SECONDS", "areplace", "replace", "unlink"]
+
+IN_USE_SECONDS: Final = 2.0
+_PAUSE: Final = 0.1
+
+
+# Windows' ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION and ERROR_LOCK_VIOLATION: what a
+# rename or removal of a file another process holds open fails with (as PermissionError).
+_IN_USE: Final = frozenset({5, 32, 33})
+
+
+def _in_use(exc: OSError) -> bool:
+    """A file held open by another process (Windows); a POSIX permission error is final."""
+    return getattr(exc, "winerror", None) in _IN_USE
+
+
+def replace(src: Path, dst: Path, *, seconds: float = IN_USE_SECONDS) -> None:
+    """os.replace(src, dst), tried again while another program holds either file open.
+
+    Raises LocalFileError naming the file in use after `seconds`."""
+    _retrying(lambda: os.replace(src, dst), dst, seconds, time.sleep)
+
+
+async def areplace(src: Path, dst: Path, *, seconds: float = IN_USE_SECONDS) -> None:
+    """replace() on a worker thread (a rename may wait on the disk)."""
+    await asyncio.to_thread(replace, src, dst, seconds=seconds)
+
+
+def unlink(path: Path, *, seconds: float = IN_USE_SECONDS) -> None:
+    """Remove `path` if it is there, tried again while another program holds it open."""
+
+    def remove() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    _retrying(remove, path, seconds, time.sleep)
+
+
+def _retrying(
+    action: Callable[[], None], path: Path, seconds: float, sleep: Callable[[float], None]
+) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            action()
+            return
+        except OSError as exc:
+            if not _in_use(exc) or time.monotonic() >= deadline:
+                if _in_use(exc):
+                    raise LocalFileError(
+                        f"{path} is in use by another program (tried for {seconds:g} s): "
+                        "close it and run the same command again",
+                        exc.errno,
+                        exc.strerror,
+                        os.fspath(path),
+                    ) from exc
+                raise
+        sleep(_PAUSE)

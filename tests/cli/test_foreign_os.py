@@ -1,0 +1,199 @@
+"""The many-processes cases again, each process under Windows' rules (tests/foreign_os.py): no
+fcntl, none of the POSIX-only `os` functions, a byte-range msvcrt lock, and no rename or removal
+of a file any process holds open. Real processes against the emulator in this test's loop.
+
+Marked `processes`, like tests/cli/test_processes.py: run once, on the README's Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
+
+from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
+from asyncclient.testing.builders import build_apk
+
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
+
+MiB = 1 << 20
+FOREIGN = Path(__file__).resolve().parent.parent / "foreign_os.py"
+
+
+def windows_command(*argv: str) -> list[str]:
+    return [sys.executable, str(FOREIGN), "asyncclient", *argv]
+
+
+async def run_all(argvs: list[list[str]], env: dict[str, str]) -> list[tuple[int, str, str]]:
+    procs = [
+        await asyncio.create_subprocess_exec(
+            *windows_command(*argv),
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for argv in argvs
+    ]
+    outs = [await proc.communicate() for proc in procs]
+    return [
+        (proc.returncode or 0, out.decode(), err.decode())
+        for proc, (out, err) in zip(procs, outs, strict=True)
+    ]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_rules_are_in_force_in_the_child(tmp_path: Path) -> None:
+    """The harness itself: without it these would all succeed on Linux."""
+    probe = (
+        "import os, sys\n"
+        "try:\n    import fcntl\nexcept ImportError:\n    print('no fcntl')\n"
+        "print('pread' in dir(os), hasattr(os, 'O_NOFOLLOW'), hasattr(os, 'sendfile'))\n"
+        "import msvcrt; print('msvcrt', msvcrt.LK_NBLCK)\n"
+        "open('held', 'w').close(); f = open('held')\n"
+        "try:\n    os.replace('held', 'moved')\nexcept PermissionError as e:\n"
+        "    print('refused', e.winerror)\n"
+        "f.close(); os.replace('held', 'moved'); print('moved once closed')\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, str(FOREIGN), "-"],
+        input=probe,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+    assert ran.stdout.splitlines() == [
+        "no fcntl",
+        "False False False",
+        "msvcrt 2",
+        "refused 32",
+        "moved once closed",
+    ], ran.stderr
+
+
+@pytest.fixture(scope="module")
+def big_apk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_apk(tmp_path_factory.mktemp("apk") / "big.apk", filler_bytes=24 * MiB)
+
+
+def slow_service() -> FakeService:
+    # 16 MB/s per part: one upload takes about half a second, long enough for the others to
+    # find it under way, and for a kill to land midway.
+    return FakeService(
+        settings=ServiceSettings(part_bytes=2 * MiB),
+        conditions=NetworkConditions(part_bandwidth=16_000_000),
+    )
+
+
+async def test_four_processes_upload_one_file(big_apk: Path, tmp_path: Path) -> None:
+    expected = sha256(big_apk)
+    async with slow_service() as svc:
+        env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
+        for repetition in range(3):
+            svc.reset_requests()
+            results = await run_all([["upload", svc.project_id, str(big_apk)]] * 4, env)
+            for code, _, err in results:
+                assert code == 0, f"repetition {repetition}: {err}"
+            ids = {out.strip() for _, out, _ in results}
+            assert len(ids) == 1, ids  # one build: the others waited and took it
+            build = svc.backend.builds[ids.pop()]
+            assert build.status == "ready"
+            assert build.sha256 == expected
+            assert len(svc.requests_for("complete_upload")) == 1
+    assert list((tmp_path / "state" / "uploads").glob("*.json")) == []
+
+
+async def test_an_upload_killed_midway_resumes_from_its_journal(
+    big_apk: Path, tmp_path: Path
+) -> None:
+    async with slow_service() as svc:
+        env = {**os.environ, **env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
+        first = await asyncio.create_subprocess_exec(
+            *windows_command("upload", svc.project_id, str(big_apk), "--concurrency", "2"),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        # Killed once some parts are in: the journal holds them.
+        for _ in range(600):
+            await asyncio.sleep(0.02)
+            if len([r for r in svc.requests_for("upload_part") if r.status == 200]) >= 3:
+                break
+        first.send_signal(signal.SIGKILL)
+        await first.communicate()
+        sent_before = len([r for r in svc.requests_for("upload_part") if r.status == 200])
+        assert 3 <= sent_before < 12  # midway: 12 parts in all
+
+        second = await run_all(
+            [["upload", svc.project_id, str(big_apk)]],
+            env_for(svc) | {"ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")},
+        )
+        code, out, err = second[0]
+        assert code == 0, err
+        build = svc.backend.builds[out.strip()]
+        assert build.status == "ready"
+        assert build.sha256 == sha256(big_apk)
+        sent_after = len([r for r in svc.requests_for("upload_part") if r.status == 200])
+        # Only the missing parts went again (the journal was read and replaced under
+        # Windows' rules): fewer than a whole upload.
+        assert sent_after - sent_before < 12
+        assert "resum" in err.lower()
+
+
+async def test_four_processes_download_one_run_into_one_folder(tmp_path: Path) -> None:
+    async with FakeService(seed(), clock="manual") as svc:
+        run_id = await finished_run(svc)
+        served = {f: await plain_get(svc, f"runs/{run_id}/files/{f}") for f in CHECKOUT_FILES}
+        env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
+        for repetition in range(3):
+            folder = tmp_path / f"out{repetition}"
+            results = await run_all([["download", run_id, "-o", str(folder)]] * 4, env)
+            for code, _, err in results:
+                assert code == 0, f"repetition {repetition}: {err}"
+            left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+            assert left == sorted(["screenshots", *CHECKOUT_FILES])  # no .part, .etag, lock
+            for file, data in served.items():
+                assert (folder / file).read_bytes() == data
+
+
+async def test_two_downloads_through_a_symlinked_folder_take_one_lock(tmp_path: Path) -> None:
+    """One folder reached by two paths (a link; on macOS and Windows also another case):
+    the two processes take one lock, so neither breaks the other's file."""
+    async with FakeService(seed(), clock="manual") as svc:
+        run_id = await finished_run(svc)
+        served = {f: await plain_get(svc, f"runs/{run_id}/files/{f}") for f in CHECKOUT_FILES}
+        real = tmp_path / "evidence"
+        real.mkdir()
+        (tmp_path / "link").symlink_to(real)
+        env = {
+            **os.environ,
+            **env_for(svc),
+            "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
+        }
+        for repetition in range(5):
+            folder = real / str(repetition)
+            folder.mkdir()
+            procs = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "asyncclient", "download", run_id, "-o", str(path),
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                )
+                for path in (folder, tmp_path / "link" / str(repetition))
+            ]  # fmt: skip
+            outs = [await proc.communicate() for proc in procs]
+            for proc, (_, err) in zip(procs, outs, strict=True):
+                assert proc.returncode == 0, err.decode()
+            for file, data in served.items():
+                assert (folder / file).read_bytes() == data
+            assert not list(folder.rglob("*.part"))
