@@ -3,6 +3,7 @@ waits recorded instead of slept, and real app files built with asyncclient.testi
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,18 @@ def _no_network_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     (the network tests set their own)."""
     for name in NETWORK_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `linux(reason)` need a tool only Linux has here (a tmpfs mount, /proc,
+    Debian's Chromium): on macOS and Windows they are skipped, saying which."""
+    if sys.platform == "linux":
+        return
+    for item in items:
+        marker = item.get_closest_marker("linux")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"Linux only: {reason}"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

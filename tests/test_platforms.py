@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from asyncclient import _files, _limits, _locks, _names
-from asyncclient.cli import _common
+from asyncclient.cli import _platform
 from asyncclient.cli._platform import fit_console_streams, raise_open_files_limit
 from asyncclient.errors import LocalFileError, ValidationError
 
@@ -324,13 +324,14 @@ def test_sigbreak_stops_a_command_where_it_exists(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(signal, "SIGBREAK", signal.SIGUSR1, raising=False)
     import importlib
 
-    common = importlib.reload(_common)
+    platform = importlib.reload(_platform)
     try:
-        assert common.handled_signals() == (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+        assert platform.handled_signals() == (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+        assert signal.SIGUSR1 in platform.INTERRUPTS  # exits 130, as Ctrl-C does
     finally:
         monkeypatch.delattr(signal, "SIGBREAK")
-        importlib.reload(_common)
-    assert _common.handled_signals() == (signal.SIGINT, signal.SIGTERM)
+        importlib.reload(_platform)
+    assert _platform.handled_signals() == (signal.SIGINT, signal.SIGTERM)
 
 
 def test_a_proactor_loop_keeps_its_own_signal_wakeup() -> None:
@@ -348,7 +349,7 @@ def test_a_proactor_loop_keeps_its_own_signal_wakeup() -> None:
     try:
         before = signal.set_wakeup_fd(b.fileno(), warn_on_full_buffer=False)
         try:
-            with _common._woken_by_signals(Proactorish()):  # type: ignore[arg-type]
+            with _platform.woken_by_signals(Proactorish()):  # type: ignore[arg-type]
                 assert signal.set_wakeup_fd(b.fileno()) == b.fileno()  # still the loop's own
         finally:
             signal.set_wakeup_fd(before)

@@ -15,12 +15,11 @@ import importlib
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import Any, TextIO
 
 from asyncclient import _wording
 from asyncclient._wording import (
@@ -35,6 +34,7 @@ from asyncclient._wording import (
 )
 from asyncclient.cli._connection import add_network_options, open_session
 from asyncclient.cli._output import Output
+from asyncclient.cli._platform import INTERRUPTS, handled_signals, woken_by_signals
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -304,7 +304,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
                 line = "" if out.stderr_is_terminal else None
             else:
                 # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C.
-                interrupt = signum in _INTERRUPTS
+                interrupt = signum in INTERRUPTS
                 exit_code = EXIT_INTERRUPTED if interrupt else 128 + signum
                 name = "interrupted" if interrupt else "terminated"
                 line = f"\n{name}: cleaning up (Ctrl-C again to exit at once)"
@@ -317,7 +317,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return await handler(args, out)
         previous = {sig: signal.signal(sig, on_signal) for sig in handled_signals()}
         try:
-            with _woken_by_signals(loop):
+            with woken_by_signals(loop):
                 return await handler(args, out)
         finally:
             for sig, old_handler in previous.items():
@@ -335,59 +335,6 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
             return exit_code
         out.error(message)
         return code
-
-
-# Ctrl-C, and on Windows Ctrl-Break (what a cancelled GitHub Actions job sends after Ctrl-C).
-_INTERRUPTS: Final = frozenset(
-    sig for sig in (signal.SIGINT, getattr(signal, "SIGBREAK", None)) if sig is not None
-)
-
-
-def handled_signals() -> tuple[int, ...]:
-    """The signals that stop a command: Ctrl-C and SIGTERM everywhere, and SIGBREAK where
-    it exists (Windows). The first cleans up (stops remote runs), a second exits at once."""
-    return (signal.SIGINT, signal.SIGTERM, *sorted(_INTERRUPTS - {signal.SIGINT}))
-
-
-@contextlib.contextmanager
-def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """Wake the event loop whenever a signal arrives, whichever thread the kernel gave it to.
-
-    Python runs a signal handler in the main thread, at its next bytecode. The kernel may hand
-    a process's signal to any of its threads (a worker thread of the loop's executor, say), and
-    then nothing interrupts the main thread's wait in the selector: an idle command (`serve`)
-    ignored a Ctrl-C or a SIGTERM for good. Python writes the signal's number to the wakeup
-    fd from whichever thread gets it; the loop watches the other end of that socket, so it
-    wakes, and the handler runs.
-    """
-    with contextlib.ExitStack() as undo:
-        reader, writer = socket.socketpair()
-        undo.callback(reader.close)
-        undo.callback(writer.close)
-        reader.setblocking(False)
-        writer.setblocking(False)
-
-        def drain() -> None:
-            with contextlib.suppress(OSError):
-                while reader.recv(4096):
-                    pass
-
-        # The reader first: a loop that cannot watch a socket (Windows' proactor) sets a
-        # wake-up fd of its own and reads it itself; replacing it would leave an idle loop
-        # deaf to Ctrl-C, so it is left alone.
-        try:
-            loop.add_reader(reader.fileno(), drain)
-        except NotImplementedError:
-            yield
-            return
-        undo.callback(loop.remove_reader, reader.fileno())
-        try:
-            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-        except ValueError:  # not the main thread of the main interpreter
-            yield
-            return
-        undo.callback(signal.set_wakeup_fd, previous)
-        yield
 
 
 def _say_and_cancel(line: str | None, task: asyncio.Task[Any]) -> None:

@@ -1,13 +1,24 @@
-"""What the command sets up for the platform it runs on, before anything else: console streams
-that never fail on an encoding, and the open-files limit raised as far as it may go."""
+"""What the command sets up for the platform it runs on: console streams that never fail on an
+encoding, the open-files limit raised as far as it may go, the signals that stop a command
+(SIGBREAK on Windows too), and an event loop woken by them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
+import socket
 import sys
+from collections.abc import Iterator
 from typing import Any, Final
 
-__all__ = ["fit_console_streams", "raise_open_files_limit"]
+__all__ = [
+    "INTERRUPTS",
+    "fit_console_streams",
+    "handled_signals",
+    "raise_open_files_limit",
+    "woken_by_signals",
+]
 
 # macOS refuses a soft limit above OPEN_MAX (10240) even when the hard one says "unlimited".
 _MAC_OPEN_MAX: Final = 10240
@@ -49,3 +60,56 @@ def raise_open_files_limit(resource: Any | None = None, platform: str | None = N
         except (ValueError, OSError):
             pass  # kept as it was: the uploader fits what it opens to it
     return int(soft)
+
+
+# Ctrl-C, and on Windows Ctrl-Break (what a cancelled GitHub Actions job sends after Ctrl-C).
+INTERRUPTS: Final = frozenset(
+    sig for sig in (signal.SIGINT, getattr(signal, "SIGBREAK", None)) if sig is not None
+)
+
+
+def handled_signals() -> tuple[int, ...]:
+    """The signals that stop a command: Ctrl-C and SIGTERM everywhere, and SIGBREAK where
+    it exists (Windows). The first cleans up (stops remote runs), a second exits at once."""
+    return (signal.SIGINT, signal.SIGTERM, *sorted(INTERRUPTS - {signal.SIGINT}))
+
+
+@contextlib.contextmanager
+def woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Wake the event loop whenever a signal arrives, whichever thread the kernel gave it to.
+
+    Python runs a signal handler in the main thread, at its next bytecode. The kernel may hand
+    a process's signal to any of its threads (a worker thread of the loop's executor, say), and
+    then nothing interrupts the main thread's wait in the selector: an idle command (`serve`)
+    ignored a Ctrl-C or a SIGTERM for good. Python writes the signal's number to the wakeup
+    fd from whichever thread gets it; the loop watches the other end of that socket, so it
+    wakes, and the handler runs.
+    """
+    with contextlib.ExitStack() as undo:
+        reader, writer = socket.socketpair()
+        undo.callback(reader.close)
+        undo.callback(writer.close)
+        reader.setblocking(False)
+        writer.setblocking(False)
+
+        def drain() -> None:
+            with contextlib.suppress(OSError):
+                while reader.recv(4096):
+                    pass
+
+        # The reader first: a loop that cannot watch a socket (Windows' proactor) sets a
+        # wake-up fd of its own and reads it itself; replacing it would leave an idle loop
+        # deaf to Ctrl-C, so it is left alone.
+        try:
+            loop.add_reader(reader.fileno(), drain)
+        except NotImplementedError:
+            yield
+            return
+        undo.callback(loop.remove_reader, reader.fileno())
+        try:
+            previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        except ValueError:  # not the main thread of the main interpreter
+            yield
+            return
+        undo.callback(signal.set_wakeup_fd, previous)
+        yield

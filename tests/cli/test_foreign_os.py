@@ -21,7 +21,11 @@ from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, s
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
 
-pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.timeout(600),
+    pytest.mark.linux(reason="Windows' rules are built on /proc and POSIX record locks"),
+]
 
 MiB = 1 << 20
 FOREIGN = Path(__file__).resolve().parent.parent / "foreign_os.py"

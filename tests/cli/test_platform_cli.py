@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,9 @@ from asyncclient.testing.builders import build_apk
 TITLE = "Anmeldung 日本語 ✓"
 
 
+pytestmark = pytest.mark.linux(reason="the open-files limit is set with the resource module")
+
+
 def _command(*argv: str) -> list[str]:
     return [sys.executable, "-m", "asyncclient", *argv]
 
@@ -27,6 +29,8 @@ def _command(*argv: str) -> list[str]:
 async def run(
     *argv: str, env: dict[str, str], limit: tuple[int, int] | None = None
 ) -> tuple[int, str, str]:
+    import resource
+
     def limited() -> None:
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, limit)
@@ -71,6 +75,8 @@ async def test_150_builds_under_a_soft_limit_of_256_open_files(tmp_path: Path) -
         build_apk(tmp_path / f"app{i}.apk", seed=i, version_code=i + 1, filler_bytes=64 << 10)
         for i in range(150)
     ]
+    import resource
+
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     async with FakeService(settings=ServiceSettings(part_bytes=16 << 10)) as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}

@@ -184,6 +184,7 @@ def grow(where: Path, size: str) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True)
 
 
+@pytest.mark.linux(reason="a tmpfs mounted by the test")
 async def test_a_full_disk_during_a_download_exits_5_and_the_same_command_resumes(
     tmp_path: Path,
 ) -> None:
@@ -215,6 +216,7 @@ async def test_a_full_disk_during_a_download_exits_5_and_the_same_command_resume
             assert request.status == 206  # resumed from the partial file
 
 
+@pytest.mark.linux(reason="a tmpfs mounted by the test")
 async def test_a_full_disk_at_the_upload_journal_exits_5_and_the_same_command_finishes(
     tmp_path: Path,
 ) -> None:

@@ -265,6 +265,7 @@ def browse(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
+@pytest.mark.linux(reason="Debian's Chromium, which .ci/run installs")
 async def test_the_html_report_renders_in_chromium(
     svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
 ) -> None:
