@@ -245,21 +245,22 @@ class _Download:
 
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
 def _create_new(path: str, flags: int) -> int:
     """aiofiles' opener for a file that must be new: nothing at the name is written through."""
-    flags = (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
+    flags = (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _BINARY
     return os.open(path, flags, 0o666)
 
 
 def _append_existing(path: str, flags: int) -> int:
     """aiofiles' opener for the partial file being resumed: a link is refused (ELOOP)."""
-    return os.open(path, (flags & ~os.O_CREAT) | _NO_FOLLOW)
+    return os.open(path, (flags & ~os.O_CREAT) | _NO_FOLLOW | _BINARY)
 
 
 def _open_no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | _NO_FOLLOW)
+    return os.open(path, flags | _NO_FOLLOW | _BINARY)
 
 
 async def _resumable_size(path: Path) -> int | None:

@@ -10,7 +10,7 @@ The conventions a page follows (ARCHITECTURE.md repeats them for writers):
   as `command || echo "exit code: $?"`.
 - A ```` ```sh title="Another terminal" ```` block is a server: it runs in a fresh shell of its
   own, in the background, until the page ends; the page goes on once it has printed an
-  address (`http://...`).
+  address (`http://...` or `https://...`).
 - A ```` ```python title="NAME.py" ```` block is a complete program, saved as NAME.py where
   the page's shell is when the block comes; a later block runs it. Any other block titled
   with a file name (```` ```toml title="asyncclient.toml" ````) is saved the same way. An
@@ -178,7 +178,7 @@ class Servers:
             )
         self.running.append((process, log))
         deadline = time.monotonic() + timeout
-        while "http://" not in log.read_text(errors="replace"):
+        while not re.search(r"https?://", log.read_text(errors="replace")):
             if process.poll() is not None:
                 raise AssertionError(
                     f"the server block exited {process.returncode}:\n"
@@ -264,6 +264,8 @@ def run_page(
         shell.stdin.close()
         result.returncode = shell.wait(60)
     finally:
+        if not shell.stdin.closed:
+            shell.stdin.close()
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
             shell.wait()

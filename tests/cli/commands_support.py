@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -112,3 +116,36 @@ async def read_serve_info(proc: asyncio.subprocess.Process) -> Any:
             return json.loads(text)
         except json.JSONDecodeError:
             continue
+
+
+def asyncclient_command() -> list[str]:
+    """The installed `asyncclient` script beside this Python, else `python -m asyncclient`."""
+    script = Path(sys.executable).with_name("asyncclient")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
+
+
+async def run_all(
+    argvs: list[list[str]],
+    env: dict[str, str],
+    cwd: Path | None = None,
+    *,
+    command: Sequence[str] | None = None,
+) -> list[tuple[int, str, str]]:
+    """Start every command at once, as separate processes; (exit code, stdout, stderr) of
+    each, in order. `command`: what runs asyncclient (default: the installed script)."""
+    procs = [
+        await asyncio.create_subprocess_exec(
+            *(command if command is not None else asyncclient_command()),
+            *argv,
+            env={**os.environ, **env},
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for argv in argvs
+    ]
+    outs = [await proc.communicate() for proc in procs]
+    return [
+        (proc.returncode or 0, out.decode(), err.decode())
+        for proc, (out, err) in zip(procs, outs, strict=True)
+    ]

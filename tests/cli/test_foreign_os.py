@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
+from commands_support import run_all as shared_run_all
 
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
@@ -36,20 +37,7 @@ def windows_command(*argv: str) -> list[str]:
 
 
 async def run_all(argvs: list[list[str]], env: dict[str, str]) -> list[tuple[int, str, str]]:
-    procs = [
-        await asyncio.create_subprocess_exec(
-            *windows_command(*argv),
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for argv in argvs
-    ]
-    outs = [await proc.communicate() for proc in procs]
-    return [
-        (proc.returncode or 0, out.decode(), err.decode())
-        for proc, (out, err) in zip(procs, outs, strict=True)
-    ]
+    return await shared_run_all(argvs, env, command=windows_command())
 
 
 def sha256(path: Path) -> str:

@@ -8,17 +8,15 @@ the others: what they test is the operating system's locks, not the interpreter)
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
+from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, run_all, seed
 
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
@@ -26,33 +24,6 @@ from asyncclient.testing.builders import build_apk
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 MiB = 1 << 20
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).with_name("asyncclient")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
-
-
-async def run_all(
-    argvs: list[list[str]], env: dict[str, str], cwd: Path | None = None
-) -> list[tuple[int, str, str]]:
-    """Start every command at once; (exit code, stdout, stderr) of each, in order."""
-    procs = [
-        await asyncio.create_subprocess_exec(
-            *_command(),
-            *argv,
-            env={**os.environ, **env},
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for argv in argvs
-    ]
-    outs = [await proc.communicate() for proc in procs]
-    return [
-        (proc.returncode or 0, out.decode(), err.decode())
-        for proc, (out, err) in zip(procs, outs, strict=True)
-    ]
 
 
 def sha256(path: Path) -> str:
