@@ -51,7 +51,7 @@ async def emulator(**settings: object) -> AsyncIterator[FakeService]:
 
 
 @pytest.mark.parametrize("reading", ["strict", "lenient"])
-async def test_four_processes_upload_one_file_twenty_times(
+async def test_four_processes_upload_one_file_ten_times(
     big_apk: Path, tmp_path: Path, reading: str
 ) -> None:
     """Each time, every process exits 0 with a ready build of the file; the ones that found
@@ -60,7 +60,7 @@ async def test_four_processes_upload_one_file_twenty_times(
     joined = told = 0
     async with emulator(ready_accepts_parts=reading == "lenient") as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(20):
+        for repetition in range(10):
             svc.reset_requests()
             results = await run_all([["upload", svc.project_id, str(big_apk)]] * 4, env)
 
@@ -108,14 +108,14 @@ async def test_sixteen_processes_upload_sixteen_builds_with_one_state_folder(
 # --- downloads ------------------------------------------------------------------------------------
 
 
-async def test_four_processes_download_one_run_into_one_folder_twenty_times(
+async def test_four_processes_download_one_run_into_one_folder_ten_times(
     tmp_path: Path,
 ) -> None:
     async with FakeService(seed(), clock="manual") as svc:
         run_id = await finished_run(svc)
         served = {f: await plain_get(svc, f"runs/{run_id}/files/{f}") for f in CHECKOUT_FILES}
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(20):
+        for repetition in range(10):
             folder = tmp_path / f"out{repetition}"
             results = await run_all([["download", run_id, "-o", str(folder)]] * 4, env)
 
