@@ -257,7 +257,9 @@ async def claim(
                     # not remove it): its last word stands, for this one and the next.
                     with contextlib.suppress(OSError):
                         backend.unlock(fd)
-                    leftover = True
+                    # Removed after closing only where an open file cannot be removed: on
+                    # POSIX another process may have it open and locked by then.
+                    leftover = not backend.removes_open_files
                     return Claim(None, last, True)
                 _write(fd, {"pid": os.getpid()})
                 lock, fd = ProcessLock(path, fd, backend), -1

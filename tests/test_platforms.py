@@ -286,7 +286,8 @@ class FakeResource:
     [
         ("darwin", 256, -1, 10240),  # unlimited hard: macOS's OPEN_MAX
         ("darwin", 256, 1 << 20, 10240),
-        ("linux", 1024, 524288, 524288),
+        ("linux", 1024, 524288, 65536),  # enough: not the whole hard limit
+        ("linux", 1024, -1, 65536),
         ("linux", 4096, 4096, 4096),  # nothing to raise
     ],
 )

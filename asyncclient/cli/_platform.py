@@ -20,8 +20,10 @@ __all__ = [
     "woken_by_signals",
 ]
 
-# macOS refuses a soft limit above OPEN_MAX (10240) even when the hard one says "unlimited".
+# macOS refuses a soft limit above OPEN_MAX (10240) even when the hard one says "unlimited";
+# elsewhere 65536 is far more than the command opens, and no child needs more.
 _MAC_OPEN_MAX: Final = 10240
+_ENOUGH: Final = 65536
 
 
 def fit_console_streams(streams: tuple[Any, ...] | None = None) -> None:
@@ -48,11 +50,8 @@ def raise_open_files_limit(resource: Any | None = None, platform: str | None = N
         resource = resource_module
     platform = sys.platform if platform is None else platform
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = hard
-    if wanted == resource.RLIM_INFINITY or wanted < 0:
-        wanted = _MAC_OPEN_MAX if platform == "darwin" else max(soft, 1 << 16)
-    elif platform == "darwin":
-        wanted = min(wanted, _MAC_OPEN_MAX)
+    cap = _MAC_OPEN_MAX if platform == "darwin" else _ENOUGH
+    wanted = cap if hard == resource.RLIM_INFINITY or hard < 0 else min(hard, cap)
     if soft != resource.RLIM_INFINITY and wanted > soft:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
