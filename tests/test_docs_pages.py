@@ -77,6 +77,7 @@ def getting_started(
     )
 
 
+@pytest.mark.pages
 def test_getting_started_runs_as_written(
     getting_started: PageRun, reader: tuple[Path, dict[str, str]]
 ) -> None:
@@ -106,6 +107,7 @@ def test_the_harness_catches_a_failed_command_and_a_missing_line(tmp_path: Path)
     assert "not printed: '... world'" in problems[1]
 
 
+@pytest.mark.pages
 @pytest.mark.parametrize(
     "page",
     [p for p in runnable_pages() if p != GETTING_STARTED],
