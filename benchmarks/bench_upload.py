@@ -122,8 +122,26 @@ def _row(
     return {"wall": wall, "cpu": cpu, "rss": rss, "bytes": size, "server_sha256": sha256s, **more}
 
 
+def _without_process_locks() -> None:
+    """Every upload takes its lock at once, with no file: what the locks between processes
+    cost is then the difference from the same run with them."""
+    from asyncclient._locks import Claim
+    from asyncclient.upload import _transfer
+
+    class _NoLock:
+        def release(self, outcome: Any = None) -> None:
+            pass
+
+    async def claim(path: Any, **_: Any) -> Any:
+        return Claim(_NoLock(), None, False)  # type: ignore[arg-type]
+
+    _transfer.claim = claim  # type: ignore[assignment]
+
+
 async def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     marks: dict[str, float] = {}
+    if not spec.get("locks", True):
+        _without_process_locks()
     journal = tempfile.mkdtemp(prefix="bench-journal-", dir=spec.get("journal_base"))
     try:
         async with _session(spec) as session:
@@ -664,7 +682,13 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
         1: Config("3 calls alone, 1 build", "calls"),
         200: Config("3 calls alone, 200 builds", "calls"),
     }
-    plan = [(configs[n], sets[n]) for n in counts] + [(floor[n], sets[n]) for n in floor]
+    # What the locks between processes cost: the 200 builds again, each lock taken without a file.
+    unlocked = Config("asyncclient 200, no locks", "ours", max_parts_in_flight=16, locks=False)
+    plan = (
+        [(configs[n], sets[n]) for n in counts]
+        + [(floor[n], sets[n]) for n in floor]
+        + [(unlocked, sets[200])]
+    )
     with Emulator(part_bytes=part) as emu, _apart(emu, PIN):
         # Round-robin, the order turned every other round: the machine's slow spells fall on
         # every size alike, and each round's 200 builds are compared with that round's one.
@@ -692,6 +716,22 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
             f"journal or check): throughput {rate:.2f}x, client CPU per GB {cpu:.2f}x, fixed "
             f"CPU per extra build {fixed:.2f} ms (rounds {min(fixeds):.2f} to {max(fixeds):.2f})"
         )
+        mine = _fixed_per_build(runs[configs[1].label], runs[configs[200].label])
+        bare = _fixed_per_build(runs[floor[1].label], runs[floor[200].label])
+        print(
+            f"  fixed CPU per extra build against the floor's (median of the rounds' ratios): "
+            f"{statistics.median(m / b for m, b in zip(mine, bare, strict=True)):.2f}x "
+            f"(target <= 1.5x): {verdict(statistics.median(mine) <= 1.5 * statistics.median(bare))}"
+        )
+        locked = [r["cpu"] / 200 * 1000 for r in runs[configs[200].label]]
+        free = [r["cpu"] / 200 * 1000 for r in runs[unlocked.label]]
+        ratios = [a / b for a, b in zip(locked, free, strict=True)]
+        print(
+            f"  the locks between processes: client CPU per build {statistics.median(locked):.2f} "
+            f"ms with them, {statistics.median(free):.2f} ms without; with against without, "
+            f"median of the rounds' ratios {statistics.median(ratios):.2f}x (rounds "
+            f"{min(ratios):.2f} to {max(ratios):.2f}; target: within the rounds' spread of 1x)"
+        )
         walls: dict[bool, list[float]] = {True: [], False: []}
         for round_no in range(rounds):
             for terminal in (True, False) if round_no % 2 == 0 else (False, True):
@@ -704,17 +744,26 @@ def scenario_f(work: Path, quick: bool, rounds: int) -> None:
     )
 
 
+def _fixed_per_build(ones: list[dict[str, Any]], manys: list[dict[str, Any]]) -> list[float]:
+    """Each round's CPU per extra build (ms): the 200 builds' CPU less the one build's for the
+    same bytes, over the 199 builds more."""
+    return [
+        (many["cpu"] - one["cpu"] * many["bytes"] / one["bytes"]) / 199 * 1000
+        for one, many in zip(ones, manys, strict=True)
+    ]
+
+
 def _curve(
     ones: list[dict[str, Any]], manys: list[dict[str, Any]]
 ) -> tuple[float, float, float, list[float]]:
     """200 builds against one of the same bytes, each round against its own: the medians of
     the throughput ratio, the CPU-per-GB ratio and the fixed CPU per extra build (ms), and the
     rounds' fixed costs."""
-    rates, cpus, fixeds = [], [], []
+    rates, cpus = [], []
     for one, many in zip(ones, manys, strict=True):
         rates.append((many["bytes"] / many["wall"]) / (one["bytes"] / one["wall"]))
         cpus.append((many["cpu"] / many["bytes"]) / (one["cpu"] / one["bytes"]))
-        fixeds.append((many["cpu"] - one["cpu"] * many["bytes"] / one["bytes"]) / 199 * 1000)
+    fixeds = _fixed_per_build(ones, manys)
     rate, cpu, fixed = (statistics.median(v) for v in (rates, cpus, fixeds))
     return rate, cpu, fixed, fixeds
 
