@@ -13,7 +13,7 @@ import aiofiles.os
 import aiohttp.payload
 from aiofiles.threadpool.binary import AsyncBufferedReader
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient._opening import open_unleaked
 from asyncclient.errors import ValidationError
 
@@ -63,8 +63,8 @@ class PartBody:
     ) -> None:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("PartBody offset must be a whole number of bytes, 0 or more")
-        proto.check_size(length, "PartBody length")
-        proto.check_size(chunk_size, "PartBody chunk_size")
+        checks.check_size(length, "PartBody length")
+        checks.check_size(chunk_size, "PartBody chunk_size")
         self.path = os.fspath(path)
         self.offset = offset
         self.length = length

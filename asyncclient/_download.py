@@ -20,12 +20,14 @@ import aiofiles
 import aiofiles.os
 import aiohttp
 
+from asyncclient import _checks as checks
 from asyncclient import _files
-from asyncclient import _protocol as proto
+from asyncclient import _wire as wire
 from asyncclient._bodies import CHUNK_SIZE
 from asyncclient._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
 from asyncclient._names import safe_name
 from asyncclient._operations import OPERATIONS
+from asyncclient._retry import RetrySignal
 from asyncclient._transport import Call, Transport
 from asyncclient.errors import LocalFileError, TransportError, ValidationError
 
@@ -39,8 +41,8 @@ async def download_run_file(
     transport: Transport, run_id: str, file: str, dest: "str | os.PathLike[str]"
 ) -> Path:
     """See AsyncSession.download_run_file."""
-    run_id = proto.check_id("run", run_id)
-    rel = proto.run_file_path(run_id, file)
+    run_id = checks.check_id("run", run_id)
+    rel = wire.run_file_path(run_id, file)
     target = Path(dest)
     if await aiofiles.os.path.isdir(target):
         # The service's name for the file, made safe to store on any platform.
@@ -161,7 +163,7 @@ class _Download:
     async def _consume(self, resp: aiohttp.ClientResponse) -> None:
         status = resp.status
         if status == 416:
-            total = proto.parse_unsatisfied_range(resp.headers.get("Content-Range"))
+            total = wire.parse_unsatisfied_range(resp.headers.get("Content-Range"))
             if total is not None and total == self.offset:
                 self.total = total
                 self.complete = True
@@ -169,7 +171,7 @@ class _Download:
             await self._discard()
             raise self._retry(f"the service refused the range bytes={self.offset}- (416)")
         if status == 206:
-            content_range = proto.parse_content_range(resp.headers.get("Content-Range"))
+            content_range = wire.parse_content_range(resp.headers.get("Content-Range"))
             if content_range is None or content_range[0] != self.offset:
                 await self._discard()
                 raise self._retry(
@@ -237,11 +239,11 @@ class _Download:
             await _remove(path)
         self.offset = 0
 
-    def _retry(self, reason: str, *, at_once: bool = False) -> proto.RetrySignal:
+    def _retry(self, reason: str, *, at_once: bool = False) -> RetrySignal:
         error = TransportError(
             f"download of {self.target.name}: {reason}", method="GET", url=self.url
         )
-        return proto.RetrySignal(error, 0.0 if at_once else None)
+        return RetrySignal(error, 0.0 if at_once else None)
 
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -17,7 +17,7 @@ from asyncclient._converter import (
     structure_status,
 )
 from asyncclient._lenient import decode_error_body, rejection_problems, start_lists
-from asyncclient._protocol import API_PREFIX, excerpt, parse_retry_after, request_id_of
+from asyncclient._wire import API_PREFIX, excerpt, parse_retry_after, request_id_of
 from asyncclient.errors import (
     ApiError,
     BadRequestError,

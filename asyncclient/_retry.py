@@ -1,16 +1,22 @@
-"""The retry loop, run by the `backoff` library (the python-backoff distribution): one attempt
-after another until one succeeds, one fails for good, or the tries run out.
+"""The retry policy, all of it: which failures are tried again (classify), how long to wait
+before the next attempt (RetryPolicy), and the loop that does it (retrying), run by the
+`backoff` library (the python-backoff distribution). Change the policy here and nowhere else:
+the transport and the run watcher's sweeps both ask classify().
 
-What is ours is what backoff leaves to its user: the wait generator, which receives each failure
-(a RetrySignal) and answers with its Retry-After, exact and capped, or else with backoff's own
-exponential step under its full jitter; and the `on_backoff` handler, which logs the retry. The
-first attempt is made before backoff's loop is set up (most calls need no other), and a failure
-of it is that loop's first try.
+classify() sorts a failure into one of three verdicts. "retry": worth another attempt, counted
+against the tries (408, 429, a 5xx other than 502/503/504, a dropped or timed-out transfer of
+an idempotent request). "outage": the service looks down or restarting (no connection, a
+connection it dropped, 502/503/504), retried until the policy's deadline rather than for a
+number of tries, so that a call in flight rides out a deploy. "permanent": retrying cannot help
+(a 4xx, a TLS or certificate failure, a host name that does not resolve, a request that may
+have reached the service and is not safe to send twice).
 
-A failure that says the service is down or restarting (no connection, 502/503/504: an
-"outage") is retried until the policy's deadline, not for a number of tries, so that a call in
-flight rides out a deploy; every other failure keeps counting against the tries (and a
-Retry-After is obeyed exactly). No outage retry starts past the deadline, nor waits past it.
+What is ours in the loop is what backoff leaves to its user: the wait generator, which receives
+each failure (a RetrySignal) and answers with its Retry-After, exact and capped, or else with
+backoff's own exponential step under its full jitter; and the `on_backoff` handler, which logs
+the retry. The first attempt is made before backoff's loop is set up (most calls need no
+other), and a failure of it is that loop's first try. No outage retry starts past the
+deadline, nor waits past it.
 
 The one thing backoff cannot do is sleep with anything but `asyncio.sleep`. So when a sleep of
 one's own is given (`AsyncSession(sleep=...)`, or `asyncclient.testing.recorded_retry_waits()`
@@ -23,20 +29,133 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, Literal, Protocol, TypeVar, cast
 
+import aiohttp
 import attrs
 import backoff
 
-from asyncclient._protocol import DEFAULT_RETRY_DEADLINE, RetrySignal
+from asyncclient.errors import ApiError, TransportError
 
-__all__ = ["RetryPolicy", "Sleep", "recorded_retry_waits", "retrying"]
+__all__ = [
+    "DEFAULT_RETRY_DEADLINE",
+    "OUTAGE_STATUSES",
+    "RETRYABLE_STATUSES",
+    "RETRY_DEADLINE_ENV",
+    "RetryPolicy",
+    "RetrySignal",
+    "Sleep",
+    "Verdict",
+    "classify",
+    "recorded_retry_waits",
+    "retrying",
+]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 logger: Final = logging.getLogger("asyncclient")
+
+
+# --- which failures are retried -------------------------------------------------------------
+
+Verdict = Literal["retry", "outage", "permanent"]
+
+# 408 and 429 say "try again later"; 5xx are the service's own faults.
+RETRYABLE_STATUSES: Final = frozenset({408, 429, *range(500, 600)})
+# The service is down or restarting, behind a gateway that says so.
+OUTAGE_STATUSES: Final = frozenset({502, 503, 504})
+DEFAULT_RETRY_DEADLINE: Final = 30.0
+RETRY_DEADLINE_ENV: Final = "ASYNCCLIENT_RETRY_DEADLINE"
+
+# aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.
+_RETRYABLE_TRANSPORT: Final = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    aiohttp.UploadAbortedError,
+    TimeoutError,
+)
+_PERMANENT_TRANSPORT: Final = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)
+# Failures where the request surely never reached the service: it could not even connect.
+_NEVER_SENT: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+# The service is down or restarting: nothing listens, or it dropped the connection.
+_OUTAGE_TRANSPORT: Final = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+)
+
+
+class Named(Protocol):
+    """What the network layer recognised in a failure (a TLS, proxy or certificate problem,
+    with its own fix): `permanent` when retrying cannot heal it."""
+
+    @property
+    def permanent(self) -> bool: ...
+
+
+def classify(
+    failure: BaseException | int, *, idempotent: bool = True, named: Named | None = None
+) -> Verdict:
+    """Whether a failure is worth another attempt: "retry", "outage" or "permanent".
+
+    Args:
+        failure: An answer's HTTP status; an exception one attempt raised (aiohttp's, or a
+            TimeoutError); or an error of the tree a caller got back (the run watcher's
+            sweeps): an ApiError by its status, a TransportError as worth another sweep.
+        idempotent: The request may be sent twice. A request that is not is retried only
+            when it surely never reached the service (it could not connect).
+        named: What the network layer recognised in the failure, if anything: then never
+            an outage (the failure has a name and a fix of its own), and permanent when it
+            says so.
+    """
+    if isinstance(failure, int):
+        if not idempotent or failure not in RETRYABLE_STATUSES:
+            return "permanent"
+        return "outage" if failure in OUTAGE_STATUSES else "retry"
+    if isinstance(failure, ApiError):
+        return classify(failure.status, idempotent=idempotent)
+    if isinstance(failure, TransportError):
+        return "retry"
+    if (
+        not isinstance(failure, _RETRYABLE_TRANSPORT)
+        or isinstance(failure, _PERMANENT_TRANSPORT)
+        or _unresolved(failure)
+        or (named is not None and named.permanent)
+        or not (idempotent or isinstance(failure, _NEVER_SENT))
+    ):
+        return "permanent"
+    return "outage" if isinstance(failure, _OUTAGE_TRANSPORT) and named is None else "retry"
+
+
+def _unresolved(exc: BaseException) -> bool:
+    """A host name that does not resolve: a typo or a wrong address, not an outage; it fails
+    at once."""
+    return isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+        exc.os_error, socket.gaierror
+    )
+
+
+class RetrySignal(Exception):
+    """Raised by one attempt to ask the retry loop for another; carries the error to raise if
+    the attempts run out and the service's Retry-After, if any."""
+
+    def __init__(
+        self, error: BaseException, retry_after: float | None = None, *, outage: bool = False
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+        # The service looks down or restarting (no connection, 502/503/504): retried until
+        # the retry deadline rather than for a number of tries.
+        self.outage = outage
+        self.wait = 0.0  # the wait the retry policy chose after it
+
+
+# --- how long to wait, and the loop ---------------------------------------------------------
 
 
 class _DefaultSleep:

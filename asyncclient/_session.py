@@ -23,8 +23,10 @@ import aiofiles.os
 import aiohttp
 import aiohttp.payload
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
+from asyncclient import _environment as environment
 from asyncclient import _tracing
+from asyncclient import _wire as wire
 from asyncclient._bodies import PartBody
 from asyncclient._converter import converter
 from asyncclient._download import download_run_file
@@ -107,21 +109,19 @@ def _run_body(
     """The checked JSON body and Idempotency-Key of run_test (build_ids None) or run_project."""
     payload: dict[str, Any] = {}
     if mode is not None:
-        payload["mode"] = proto.check_choice("mode", mode, proto.MODES)
+        payload["mode"] = checks.check_choice("mode", mode, checks.MODES)
     if build_ids is not None:
-        if isinstance(build_ids, str | bytes) or not isinstance(build_ids, Iterable):
-            raise ValidationError("build_ids must be a list of build ids (ab_...)")
-        checked = [proto.check_id("build", value, "build_ids") for value in build_ids]
-        if len(checked) > proto.IDS_PER_REQUEST:
+        checked = checks.check_id_list("build", build_ids, "build_ids", unique=False)
+        if len(checked) > checks.IDS_PER_REQUEST:
             raise ValidationError(
-                f"build_ids may name at most {proto.IDS_PER_REQUEST} builds (one per app); "
+                f"build_ids may name at most {checks.IDS_PER_REQUEST} builds (one per app); "
                 f"got {len(checked)}"
             )
         if checked:
             payload["buildIds"] = checked
     if build_id is not None:
-        payload["buildId"] = proto.check_id("build", build_id)
-    return payload, proto.check_idempotency_key(idempotency_key)
+        payload["buildId"] = checks.check_id("build", build_id)
+    return payload, checks.check_idempotency_key(idempotency_key)
 
 
 class AsyncSession:
@@ -214,8 +214,8 @@ class AsyncSession:
         pool_timeout: float | None = None,
     ) -> None:
         names = self._option_names
-        key = proto.resolve_api_key(api_key, os.environ)
-        self._base_url = proto.resolve_base_url(base_url, os.environ)
+        key = environment.resolve_api_key(api_key, os.environ)
+        self._base_url = environment.resolve_base_url(base_url, os.environ)
         network = Network.resolve(
             self._base_url,
             os.environ,
@@ -225,20 +225,20 @@ class AsyncSession:
             client_key=client_key,
             flags=names,
         )
-        proto.check_number("timeout", timeout, minimum=0.001)
+        checks.check_number("timeout", timeout, minimum=0.001)
         if connect_timeout is not None:
-            proto.check_number("connect_timeout", connect_timeout, minimum=0.001)
-        proto.check_number("max_retries", max_retries, minimum=0, integer=True)
-        proto.check_number("backoff_base", backoff_base, minimum=0)
-        proto.check_number("backoff_max", backoff_max, minimum=0)
-        proto.check_number("max_retry_after", max_retry_after, minimum=0)
-        proto.check_number("connection_limit", connection_limit, minimum=1, integer=True)
+            checks.check_number("connect_timeout", connect_timeout, minimum=0.001)
+        checks.check_number("max_retries", max_retries, minimum=0, integer=True)
+        checks.check_number("backoff_base", backoff_base, minimum=0)
+        checks.check_number("backoff_max", backoff_max, minimum=0)
+        checks.check_number("max_retry_after", max_retry_after, minimum=0)
+        checks.check_number("connection_limit", connection_limit, minimum=1, integer=True)
         if pool_timeout is not None:
-            proto.check_number("pool_timeout", pool_timeout, minimum=0.001)
-        deadline = proto.resolve_retry_deadline(
+            checks.check_number("pool_timeout", pool_timeout, minimum=0.001)
+        deadline = environment.resolve_retry_deadline(
             retry_deadline, os.environ, flag=(names or {}).get("retry_deadline", "retry_deadline=")
         )
-        response_limit = proto.resolve_max_response_bytes(
+        response_limit = environment.resolve_max_response_bytes(
             max_response_bytes,
             os.environ,
             flag=network.flags.get("max_response_bytes", "max_response_bytes="),
@@ -249,7 +249,7 @@ class AsyncSession:
         self._t = Transport(
             key,
             self._base_url,
-            user_agent=proto.user_agent(__version__, aiohttp.__version__, user_agent),
+            user_agent=wire.user_agent(__version__, aiohttp.__version__, user_agent),
             timeout=timeout,
             connect_timeout=connect_timeout,
             max_retries=max_retries,
@@ -298,7 +298,7 @@ class AsyncSession:
         if (
             hint
             and not options.get("api_key")
-            and not os.environ.get(proto.API_KEY_ENV, "").strip()
+            and not os.environ.get(environment.API_KEY_ENV, "").strip()
         ):
             raise ValidationError(f"no API key: {hint} or pass api_key=")
         return cls(**options)
@@ -399,7 +399,7 @@ class AsyncSession:
             ready = [b for b in listing.builds if b.status == "ready"]
             ```
         """
-        project_id = proto.check_id("project", project_id)
+        project_id = checks.check_id("project", project_id)
         return await self._call("list_builds", read_build_list, ids={"project_id": project_id})
 
     async def get_build(self, build_id: str) -> Build:
@@ -419,7 +419,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        build_id = proto.check_id("build", build_id)
+        build_id = checks.check_id("build", build_id)
         return await self._call("get_build", read_build, ids={"build_id": build_id})
 
     async def start_upload(
@@ -448,12 +448,12 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        project_id = proto.check_id("project", project_id)
+        project_id = checks.check_id("project", project_id)
         payload: dict[str, Any] = {
-            "fileName": proto.check_file_name(file_name),
-            "size": proto.check_size(size),
+            "fileName": checks.check_file_name(file_name),
+            "size": checks.check_size(size),
         }
-        if proto.check_label(label) is not None:
+        if checks.check_label(label) is not None:
             payload["label"] = label
         return await self._call(
             "start_upload",
@@ -486,8 +486,8 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        build_id = proto.check_id("build", build_id)
-        part_number = proto.check_part_number(part_number)
+        build_id = checks.check_id("build", build_id)
+        part_number = checks.check_part_number(part_number)
         body: bytes | PartBody
         if isinstance(data, PartBody):
             try:
@@ -540,7 +540,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        build_id = proto.check_id("build", build_id)
+        build_id = checks.check_id("build", build_id)
         if isinstance(parts, str | bytes) or not isinstance(parts, Iterable):
             raise ValidationError("parts must be the list of UploadedPart from upload_part")
         listed = list(parts)
@@ -569,7 +569,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        build_id = proto.check_id("build", build_id)
+        build_id = checks.check_id("build", build_id)
         await self._delete("delete_build", {"build_id": build_id})
 
     async def _delete(self, name: str, ids: Mapping[str, str]) -> None:
@@ -619,7 +619,7 @@ class AsyncSession:
             run = (await session.wait_for_runs([start.run_id]))[0]
             ```
         """
-        test_id = proto.check_id("test", test_id)
+        test_id = checks.check_id("test", test_id)
         payload, key = _run_body(mode, None, build_id, idempotency_key)
         return await self._call(
             "run_test",
@@ -667,7 +667,7 @@ class AsyncSession:
             runs = await session.wait_for_runs([s.run_id for s in started.started])
             ```
         """
-        project_id = proto.check_id("project", project_id)
+        project_id = checks.check_id("project", project_id)
         payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
         return await self._call(
             "run_project",
@@ -717,22 +717,22 @@ class AsyncSession:
             ```
         """
         if retries is not None:
-            proto.check_number("retries", retries, minimum=0, integer=True)
+            checks.check_number("retries", retries, minimum=0, integer=True)
         params: dict[str, str] = {}
         if test_id is not None:
-            params["testId"] = proto.check_id("test", test_id)
+            params["testId"] = checks.check_id("test", test_id)
         if project_id is not None:
-            params["projectId"] = proto.check_id("project", project_id)
+            params["projectId"] = checks.check_id("project", project_id)
         if status is not None:
-            params["status"] = proto.check_choice("status", status, proto.RUN_STATUSES)
+            params["status"] = checks.check_choice("status", status, checks.RUN_STATUSES)
         if ids is None:
             if limit is not None:
-                params["limit"] = str(proto.check_limit(limit))
+                params["limit"] = str(checks.check_limit(limit))
             return await self._call("list_runs", read_runs, params=params, retries=retries)
         if limit is not None:
-            proto.check_limit(limit)
-        wanted = proto.check_run_ids(ids)
-        batches = list(proto.batched(wanted, proto.IDS_PER_REQUEST))
+            checks.check_limit(limit)
+        wanted = checks.check_run_ids(ids)
+        batches = list(wire.batched(wanted, checks.IDS_PER_REQUEST))
         if len(batches) == 1:
             found = await self._list_run_batch(batches[0], params, retries)
         else:
@@ -769,18 +769,11 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        batch = proto.check_run_ids(run_ids)
-        if len(batch) > proto.IDS_PER_REQUEST:
+        batch = checks.check_run_ids(run_ids)
+        if len(batch) > checks.IDS_PER_REQUEST:
             raise ValidationError(
-                f"list_run_views takes at most {proto.IDS_PER_REQUEST} run ids; use list_runs"
+                f"list_run_views takes at most {checks.IDS_PER_REQUEST} run ids; use list_runs"
             )
-        return await self._run_views(batch, retries=retries)
-
-    async def _run_views(
-        self, batch: Sequence[str], *, retries: int | None
-    ) -> list[Mapping[str, Any]]:
-        """list_run_views of ids already checked (the run watcher checks them once, not per
-        sweep)."""
         return await self._call(
             "list_runs", read_raw_runs, params={"ids": ",".join(batch)}, retries=retries
         )
@@ -812,7 +805,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        run_id = proto.check_id("run", run_id)
+        run_id = checks.check_id("run", run_id)
         return await self._call("get_run", read_run, ids={"run_id": run_id})
 
     async def stop_run(self, run_id: str) -> str:
@@ -836,7 +829,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        run_id = proto.check_id("run", run_id)
+        run_id = checks.check_id("run", run_id)
         try:
             return await self._call("stop_run", read_status, ids={"run_id": run_id})
         except ConflictError as exc:
@@ -898,7 +891,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        project_id = proto.check_id("project", project_id)
+        project_id = checks.check_id("project", project_id)
         return await self._call("list_endpoints", read_endpoints, ids={"project_id": project_id})
 
     async def add_endpoint(
@@ -938,8 +931,8 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        project_id = proto.check_id("project", project_id)
-        payload = proto.check_endpoint(name, description, url, method, headers, body_template)
+        project_id = checks.check_id("project", project_id)
+        payload = checks.check_endpoint(name, description, url, method, headers, body_template)
         return await self._call(
             "add_endpoint", read_id, json=payload, ids={"project_id": project_id}
         )
@@ -959,7 +952,7 @@ class AsyncSession:
             TransportError: The service could not be reached or did not answer in time,
                 after the retries.
         """
-        endpoint_id = proto.check_id("endpoint", endpoint_id)
+        endpoint_id = checks.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
 
     # --- uploads and watching: the work lives in upload.py and watch.py ----------------------
@@ -1172,9 +1165,7 @@ class AsyncSession:
             failed = [run for run in runs if not run.passed]
             ```
         """
-        if isinstance(run_ids, str | bytes):
-            raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
-        asked = list(run_ids)
+        asked = checks.check_id_list("run", run_ids, "run_ids", unique=False)
         async with self.watch_runs(
             asked,
             interval=interval,

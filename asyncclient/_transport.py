@@ -17,13 +17,14 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 import orjson
 
-from asyncclient import _protocol as proto
+from asyncclient import _environment as environment
 from asyncclient import _tracing
+from asyncclient import _wire as wire
 from asyncclient._bodies import PartBody, PartPayload, single, watched
-from asyncclient._bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._network import Network
+from asyncclient._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._responses import error_from_response
-from asyncclient._retry import RetryPolicy, retrying
+from asyncclient._retry import RetryPolicy, RetrySignal, classify, retrying
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Call", "Transport"]
@@ -46,33 +47,6 @@ _DEBUG: Final = logging.DEBUG
 # orjson decodes run views about twice as fast as the stdlib: most of a watcher's CPU.
 _loads: Final = orjson.loads
 _dumps: Final = orjson.dumps
-
-# aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.
-_RETRYABLE_TRANSPORT: Final = (
-    aiohttp.ClientConnectionError,
-    aiohttp.ClientPayloadError,
-    aiohttp.UploadAbortedError,
-    TimeoutError,
-)
-_PERMANENT_TRANSPORT: Final = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)
-# Failures where the request surely never reached the service: it could not even connect.
-_NEVER_SENT: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
-# The service is down or restarting: nothing listens, or it dropped the connection.
-_OUTAGE_TRANSPORT: Final = (
-    aiohttp.ClientConnectorError,
-    aiohttp.ConnectionTimeoutError,
-    aiohttp.ServerDisconnectedError,
-    aiohttp.ClientOSError,
-)
-
-
-def _unresolved(exc: BaseException) -> bool:
-    """A host name that does not resolve: a typo or a wrong address, not an outage; it fails
-    at once."""
-    return isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
-        exc.os_error, socket.gaierror
-    )
-
 
 # Stands in for the idle timer of a transfer's body on every other request.
 _NO_DEADLINE: Final = contextlib.nullcontext()
@@ -140,7 +114,7 @@ class Call:
     @property
     def request_id(self) -> str | None:
         """The service's id of the last answer (X-Request-Id and the like), if it gave one."""
-        return proto.request_id_of(self.answer_headers)
+        return wire.request_id_of(self.answer_headers)
 
     def describe(self) -> str:
         """`METHOD path?query`, for logs (no secrets live in either)."""
@@ -219,7 +193,7 @@ class Transport:
         connection_limit: int,
         client_session: aiohttp.ClientSession | None,
         network: Network,
-        max_response_bytes: int = proto.DEFAULT_MAX_RESPONSE_BYTES,
+        max_response_bytes: int = environment.DEFAULT_MAX_RESPONSE_BYTES,
         pool_timeout: float | None = None,
     ) -> None:
         self._max_response_bytes = max_response_bytes
@@ -227,7 +201,7 @@ class Transport:
         self._network = network
         # A dropped connection is looked at closely once (see Network.diagnose).
         self._probed = False
-        self._headers = proto.base_headers(key, user_agent)
+        self._headers = wire.base_headers(key, user_agent)
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
@@ -250,7 +224,7 @@ class Transport:
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
-        self._api = self._base_url + proto.API_PREFIX
+        self._api = self._base_url + wire.API_PREFIX
         # Our own session carries the timeout; a borrowed one gets it on every request. A
         # borrowed session made with raise_for_status=True would turn error answers into
         # aiohttp exceptions: every request asks for the answer itself.
@@ -391,7 +365,7 @@ class Transport:
                 call.status,
                 "invalid_response",
                 f"the answer to {op} could not be read ({type(exc).__name__}: {exc}); "
-                f"it began {proto.excerpt(raw, 120)!r}",
+                f"it began {wire.excerpt(raw, 120)!r}",
                 raw.decode("utf-8", "replace"),
                 method,
                 call.url,
@@ -419,7 +393,7 @@ class Transport:
             outage_logger.warning("service reachable again (%s)", call.describe())
         return result
 
-    def _tell_outage(self, signal: proto.RetrySignal) -> None:
+    def _tell_outage(self, signal: RetrySignal) -> None:
         """The first outage a call meets is said once (asyncclient.outage, a WARNING), until a
         call goes through again: the CLI shows it on stderr."""
         if self._outage_told:
@@ -549,10 +523,10 @@ class Transport:
             self._log_attempt(call, status, started)
         api_error = error_from_response(status, resp_headers, body, call.method, url)
         api_error.attempts = call.attempt
-        if call.idempotent and proto.is_retryable_status(status):
-            outage = status in proto.OUTAGE_STATUSES
-            raise proto.RetrySignal(api_error, api_error.retry_after, outage=outage)
-        raise api_error
+        verdict = classify(status, idempotent=call.idempotent)
+        if verdict == "permanent":
+            raise api_error
+        raise RetrySignal(api_error, api_error.retry_after, outage=verdict == "outage")
 
     def _too_large(self, call: "Call", seen: str) -> ResponseTooLargeError:
         status = call.status
@@ -565,7 +539,7 @@ class Transport:
             attempts=call.attempt,
             kind="too_large",
             fix="if it is genuine, raise the limit with "
-            + self._network.option_name("max_response_bytes", proto.MAX_RESPONSE_BYTES_ENV),
+            + self._network.option_name("max_response_bytes", environment.MAX_RESPONSE_BYTES_ENV),
             limit=self._max_response_bytes,
             request_id=call.request_id,
         )
@@ -596,22 +570,11 @@ class Transport:
         )
         # aiohttp's own words may hold a proxy's address with its password: never chain them.
         cause = None if any(secret in str(exc) for secret in network.secrets) else exc
-        retryable = (
-            isinstance(exc, _RETRYABLE_TRANSPORT)
-            and not isinstance(exc, _PERMANENT_TRANSPORT)
-            and not _unresolved(exc)
-            and not (failure is not None and failure.permanent)
-            and proto.should_retry_transport(
-                idempotent=call.idempotent, never_sent=isinstance(exc, _NEVER_SENT)
-            )
-        )
-        if not retryable:
+        verdict = classify(exc, idempotent=call.idempotent, named=failure)
+        if verdict == "permanent":
             raise error from cause
         error.__cause__ = cause
-        # No connection, or one the service dropped: it may be restarting (retried until the
-        # retry deadline). A failure that names its kind (TLS, proxy) is not an outage.
-        outage = isinstance(exc, _OUTAGE_TRANSPORT) and failure is None
-        raise proto.RetrySignal(error, outage=outage) from cause
+        raise RetrySignal(error, outage=verdict == "outage") from cause
 
     def _describe(self, exc: BaseException, call: Call) -> str:
         return _describe(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient.errors import AsyncClientError, ValidationError
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ class Reruns:
         if mode is not None and mode not in _MODES:
             raise ValidationError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         if build_id is not None:
-            build_id = proto.check_id("build", build_id)
+            build_id = checks.check_id("build", build_id)
         self.retry_failed = retry_failed
         self.fail_on_flaky = fail_on_flaky
         self._mode = mode
@@ -356,8 +356,7 @@ async def wait_with_retries(
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
 
-    if isinstance(run_ids, str | bytes):
-        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
+    ids = checks.check_id_list("run", run_ids, "run_ids", unique=False)
     reruns = Reruns(
         retry_failed,
         mode=mode,
@@ -365,7 +364,6 @@ async def wait_with_retries(
         idempotency_key=idempotency_key,
         fail_on_flaky=fail_on_flaky,
     )
-    ids = list(run_ids)
     deadline = None if timeout is None else time.monotonic() + timeout
     first = True
     while ids:

@@ -16,17 +16,17 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
+from asyncclient._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
 from asyncclient._converter import structure_hook
-from asyncclient._protocol import IDS_PER_REQUEST, check_id, is_retryable_status
+from asyncclient._retry import Sleep, classify
+from asyncclient._wire import batched
 from asyncclient.errors import (
     ApiError,
     AsyncClientError,
     ConflictError,
     NotFoundError,
-    RateLimitedError,
     ServerError,
-    TransportError,
     ValidationError,
     WatchTimeoutError,
 )
@@ -54,7 +54,6 @@ DEFAULT_CONCURRENCY: Final = 8
 """List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
 
 T = TypeVar("T")
-Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
 
@@ -157,9 +156,9 @@ class _Tracker:
             self.pending[run_id] = None
         return new
 
-    def batches(self, size: int) -> list[tuple[str, ...]]:
-        ids = tuple(self.pending)
-        return [ids[start : start + size] for start in range(0, len(ids), size)]
+    def batches(self, size: int) -> list[CheckedIds]:
+        """The ids still pending, `size` a batch (checked when they were added)."""
+        return [CheckedIds(batch) for batch in batched(tuple(self.pending), size)]
 
     def record(self, batch: Sequence[str], runs: Iterable[Raw]) -> list[Raw]:
         """Take in one answer (the service's JSON runs) for `batch`; returns the JSON of the runs
@@ -261,17 +260,8 @@ class _Pacer:
         return self._jittered(min(self.interval * 2.0 ** (failures - 1), self.max_interval))
 
 
-def _retry_after(error: AsyncClientError) -> float | None:
-    """The wait an error answer asked for (Retry-After), if it is one worth retrying."""
-    if isinstance(error, ApiError) and is_retryable_status(error.status):
-        return error.retry_after
-    return None
-
-
 def _check_ids(run_ids: Iterable[str]) -> list[str]:
-    if isinstance(run_ids, str | bytes):
-        raise ValidationError("run_ids must be a list of run ids (j_...), not one string")
-    return list(dict.fromkeys(check_id("run", run_id, "run_ids") for run_id in run_ids))
+    return check_id_list("run", run_ids, "run_ids")
 
 
 class RunWatcher:
@@ -356,8 +346,8 @@ class RunWatcher:
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
-        interval = proto.check_seconds("interval", interval)
-        max_interval = proto.check_seconds("max_interval", max_interval)
+        interval = checks.check_seconds("interval", interval)
+        max_interval = checks.check_seconds("max_interval", max_interval)
         if max_interval < interval:
             raise ValidationError(
                 f"max_interval ({max_interval:g}) must be at least interval ({interval:g})"
@@ -366,19 +356,19 @@ class RunWatcher:
             raise ValidationError(f"growth must be a number of at least 1; got {growth!r}")
         if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
             raise ValidationError(f"jitter must be a fraction from 0 to below 1; got {jitter!r}")
-        self._timeout = None if timeout is None else proto.check_seconds("timeout", timeout)
+        self._timeout = None if timeout is None else checks.check_seconds("timeout", timeout)
         self._session = session
-        self._tracker = _Tracker(proto.check_count("unknown_after", unknown_after))
+        self._tracker = _Tracker(checks.check_count("unknown_after", unknown_after))
         self._pacer = _Pacer(
             interval, max_interval, float(growth), float(jitter), rng or random.Random()
         )
         self._stop_on_timeout = stop_on_timeout
         self._stop_on_cancel = stop_on_cancel
         self._follow = follow
-        self._max_failed_sweeps = proto.check_count("max_failed_sweeps", max_failed_sweeps)
-        self._concurrency = proto.check_count("concurrency", concurrency)
-        self._stop_concurrency = proto.check_count("stop_concurrency", stop_concurrency)
-        self._stop_timeout = proto.check_seconds("stop_timeout", stop_timeout)
+        self._max_failed_sweeps = checks.check_count("max_failed_sweeps", max_failed_sweeps)
+        self._concurrency = checks.check_count("concurrency", concurrency)
+        self._stop_concurrency = checks.check_count("stop_concurrency", stop_concurrency)
+        self._stop_timeout = checks.check_seconds("stop_timeout", stop_timeout)
         self._sleep = sleep
         self._clock = clock
         self._tracker.add(_check_ids(run_ids))
@@ -599,8 +589,8 @@ class RunWatcher:
                 self.requests += 1
                 try:
                     # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                    # The ids were checked when they were added: not again per sweep.
-                    raw = await self._session._run_views(batch, retries=0)
+                    # The ids were checked when they were added (CheckedIds): not again.
+                    raw = await self._session.list_run_views(batch, retries=0)
                 except AsyncClientError as exc:
                     results[index] = exc
                     continue
@@ -624,16 +614,15 @@ class RunWatcher:
                 changed = changed or bool(result)
                 self._events.extend(result)
                 continue
-            wait = _retry_after(result)
+            if classify(result) == "permanent":
+                fatal = fatal or result
+                continue
+            wait = result.retry_after if isinstance(result, ApiError) else None
             if wait is not None:
                 retry_after = max(retry_after or 0.0, wait)
             # A 429 with a Retry-After is a pause, not a failure; a 5xx is a failure either way.
-            if isinstance(result, TransportError | ServerError) or (
-                isinstance(result, RateLimitedError) and wait is None
-            ):
+            if wait is None or isinstance(result, ServerError):
                 transient = result
-            elif wait is None and fatal is None:
-                fatal = result
         if fatal is not None:
             self._events.clear()
             raise fatal
@@ -720,7 +709,6 @@ class RunWatcher:
 
     async def _refresh(self, ids: Sequence[str]) -> None:
         """Fetch the latest views of `ids` (after stopping them); failures keep the old views."""
-        batches = [
-            ids[start : start + IDS_PER_REQUEST] for start in range(0, len(ids), IDS_PER_REQUEST)
-        ]
-        await self._fetch(batches)  # each answer updates the views; errors keep the old ones
+        await self._fetch(
+            list(batched(ids, IDS_PER_REQUEST))
+        )  # each answer updates the views; errors keep the old ones

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncclient import apps
-from asyncclient._axml import UnusualManifest
+from asyncclient.apps._axml import UnusualManifest
 from asyncclient.testing.builders import build_apk
 
 SIZES = (0, 100, 400)

@@ -22,17 +22,18 @@ import pytest
 from macholib.MachO import MachO
 from pyaxmlparser import APK
 
-from asyncclient import _axml, apps
-from asyncclient._axml import UnusualManifest, quick_manifest
+from asyncclient import apps
 from asyncclient.apps import (
     AppError,
     AppInfo,
     Compatibility,
     DeviceProfile,
     Problem,
+    _axml,
     check_compatibility,
     inspect_app,
 )
+from asyncclient.apps._axml import UnusualManifest, quick_manifest
 from asyncclient.testing import builders
 from asyncclient.testing.builders import build_apk, build_app_dir, build_app_zip
 
@@ -189,8 +190,8 @@ def test_utf8_string_pool_resource_label_and_codename_min_sdk(tmp_path: Path) ->
 def _read_in_full(manifest: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
     """What apps.py reads from `manifest` through apkInspector alone."""
     with monkeypatch.context() as patch:
-        patch.setattr(apps, "quick_manifest", _always_unusual)
-        return apps._decode_manifest(manifest, "app.apk")
+        patch.setattr(apps.android, "quick_manifest", _always_unusual)
+        return apps.android._decode_manifest(manifest, "app.apk")
 
 
 def _always_unusual(data: bytes) -> Any:
@@ -723,7 +724,7 @@ def test_apk_inspector_logs_go_to_our_logger_at_debug(
     def unusual(data: bytes) -> Any:
         raise UnusualManifest
 
-    monkeypatch.setattr(apps, "quick_manifest", unusual)  # read in full, by apkInspector
+    monkeypatch.setattr(apps.android, "quick_manifest", unusual)  # read in full, by apkInspector
     with caplog.at_level(logging.DEBUG):
         assert inspect_app(path).app_id == "com.example.shop"
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [

@@ -290,7 +290,7 @@ async def test_an_errors_request_id_is_the_services_in_the_message_and_the_log(
 
 
 async def test_request_ids_come_from_the_usual_headers_or_the_body() -> None:
-    from asyncclient._protocol import request_id_of
+    from asyncclient._wire import request_id_of
 
     assert request_id_of({"X-Request-Id": "a1"}) == "a1"
     assert request_id_of({"Request-Id": "b2"}) == "b2"

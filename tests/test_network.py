@@ -19,7 +19,7 @@ from network_support import PROXY_PASSWORD, PROXY_USER, ForwardProxy, forward_pr
 
 from asyncclient import AsyncSession
 from asyncclient._network import Network
-from asyncclient._proxies import bypasses, resolve_proxy
+from asyncclient._network.proxies import bypasses, resolve_proxy
 from asyncclient.errors import RedirectError, TransportError, ValidationError
 from asyncclient.testing import FakeService
 

@@ -16,8 +16,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncclient import _junit, _reports
+from asyncclient import _reports
 from asyncclient._converter import converter
+from asyncclient._reports import junit as _junit
 from asyncclient._responses import error_from_response
 from asyncclient.cli._runs import run_fields
 from asyncclient.errors import ApiError

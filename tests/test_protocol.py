@@ -5,40 +5,45 @@ import sys
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
+from asyncclient import _environment as environment
+from asyncclient import _wire as wire
+from asyncclient._retry import classify
 from asyncclient.errors import ValidationError, reason_phrase
 
 # --- configuration ------------------------------------------------------------------------------
 
 
 def test_api_key_from_argument_wins_over_environment() -> None:
-    assert proto.resolve_api_key("arg-key", {"ASYNCCLIENT_API_KEY": "env-key"}) == "arg-key"
+    assert environment.resolve_api_key("arg-key", {"ASYNCCLIENT_API_KEY": "env-key"}) == "arg-key"
 
 
 def test_api_key_from_environment() -> None:
-    assert proto.resolve_api_key(None, {"ASYNCCLIENT_API_KEY": " env-key\n"}) == "env-key"
+    assert environment.resolve_api_key(None, {"ASYNCCLIENT_API_KEY": " env-key\n"}) == "env-key"
 
 
 def test_missing_api_key_names_the_variable_and_the_argument() -> None:
     with pytest.raises(ValidationError) as info:
-        proto.resolve_api_key(None, {})
+        environment.resolve_api_key(None, {})
     assert "ASYNCCLIENT_API_KEY" in str(info.value)
     assert "api_key=" in str(info.value)
 
 
 def test_api_key_with_control_characters_is_refused_without_echoing_it() -> None:
     with pytest.raises(ValidationError) as info:
-        proto.resolve_api_key("sec ret", {})
+        environment.resolve_api_key("sec ret", {})
     assert "sec ret" not in str(info.value)
     with pytest.raises(ValidationError):
-        proto.resolve_api_key("secret\r\nX-Evil: 1", {})
+        environment.resolve_api_key("secret\r\nX-Evil: 1", {})
 
 
 def test_missing_base_url_names_the_variable_and_the_argument() -> None:
     with pytest.raises(ValidationError) as info:
-        proto.resolve_base_url(None, {})
+        environment.resolve_base_url(None, {})
     assert "ASYNCCLIENT_BASE_URL" in str(info.value)
     assert "base_url=" in str(info.value)
 
@@ -54,12 +59,12 @@ def test_missing_base_url_names_the_variable_and_the_argument() -> None:
     ],
 )
 def test_base_url_is_normalised(given: str, expected: str) -> None:
-    assert proto.resolve_base_url(given, {}) == expected
+    assert environment.resolve_base_url(given, {}) == expected
 
 
 def test_base_url_from_environment() -> None:
     env = {"ASYNCCLIENT_BASE_URL": "https://env.example/"}
-    assert proto.resolve_base_url(None, env) == "https://env.example"
+    assert environment.resolve_base_url(None, env) == "https://env.example"
 
 
 @pytest.mark.parametrize(
@@ -69,7 +74,7 @@ def test_base_url_from_environment() -> None:
 )  # fmt: skip
 def test_bad_base_url_is_refused(bad: str) -> None:
     with pytest.raises(ValidationError, match="base_url"):
-        proto.resolve_base_url(bad, {})
+        environment.resolve_base_url(bad, {})
 
 
 @pytest.mark.parametrize(
@@ -77,7 +82,7 @@ def test_bad_base_url_is_refused(bad: str) -> None:
 )
 def test_a_base_url_with_a_password_is_refused_without_showing_it(url: str) -> None:
     with pytest.raises(ValidationError) as caught:
-        proto.resolve_base_url(url, {})
+        environment.resolve_base_url(url, {})
 
     message = str(caught.value)
     assert "s3cret" not in message
@@ -88,16 +93,14 @@ def test_a_base_url_with_a_password_is_refused_without_showing_it(url: str) -> N
 
 def test_user_agent_names_client_aiohttp_and_python() -> None:
     py = ".".join(map(str, sys.version_info[:3]))
-    assert (
-        proto.user_agent("1.2.3", "3.14.5") == f"asyncclient/1.2.3 (+aiohttp/3.14.5; python/{py})"
-    )
-    assert proto.user_agent("1.2.3", "3.14.5", "ci-bot/7").endswith(") ci-bot/7")
+    assert wire.user_agent("1.2.3", "3.14.5") == f"asyncclient/1.2.3 (+aiohttp/3.14.5; python/{py})"
+    assert wire.user_agent("1.2.3", "3.14.5", "ci-bot/7").endswith(") ci-bot/7")
     with pytest.raises(ValidationError):
-        proto.user_agent("1", "2", "bad\r\nheader")
+        wire.user_agent("1", "2", "bad\r\nheader")
 
 
 def test_base_headers_hide_the_key_in_repr_but_send_it() -> None:
-    headers = proto.base_headers("sekrit-key", "asyncclient/1")
+    headers = wire.base_headers("sekrit-key", "asyncclient/1")
     assert headers["Authorization"] == "Bearer sekrit-key"
     assert f"{headers['Authorization']}" == "Bearer sekrit-key"
     assert "sekrit-key" not in repr(headers)
@@ -118,12 +121,12 @@ def test_base_headers_hide_the_key_in_repr_but_send_it() -> None:
     ],
 )
 def test_ids_with_their_prefix_pass(kind: str, value: str) -> None:
-    assert proto.check_id(kind, value) == value
+    assert checks.check_id(kind, value) == value
 
 
 def test_id_of_another_kind_says_which_kind_it_looks_like() -> None:
     with pytest.raises(ValidationError) as info:
-        proto.check_id("build", "j_1")
+        checks.check_id("build", "j_1")
     assert str(info.value).startswith("j_1 is not a build id: build ids start with ab_")
     assert "run id" in str(info.value)
 
@@ -131,38 +134,38 @@ def test_id_of_another_kind_says_which_kind_it_looks_like() -> None:
 @pytest.mark.parametrize("value", ["", "ab_", "ab_/x", "ab_a b", "abc", "p_", 5, None])
 def test_malformed_ids_are_refused(value: object) -> None:
     with pytest.raises(ValidationError):
-        proto.check_id("build", value)
+        checks.check_id("build", value)
 
 
 def test_id_check_names_the_parameter() -> None:
     with pytest.raises(ValidationError, match="build_ids"):
-        proto.check_id("build", "t_1", "build_ids")
+        checks.check_id("build", "t_1", "build_ids")
 
 
 def test_choices_limit_and_numbers() -> None:
-    assert proto.check_choice("mode", "warm", proto.MODES) == "warm"
+    assert checks.check_choice("mode", "warm", checks.MODES) == "warm"
     with pytest.raises(ValidationError, match="auto, cold, warm"):
-        proto.check_choice("mode", "hot", proto.MODES)
+        checks.check_choice("mode", "hot", checks.MODES)
     with pytest.raises(ValidationError, match="status"):
-        proto.check_choice("status", "done", proto.RUN_STATUSES)
-    assert proto.check_limit(1) == 1
-    assert proto.check_limit(200) == 200
+        checks.check_choice("status", "done", checks.RUN_STATUSES)
+    assert checks.check_limit(1) == 1
+    assert checks.check_limit(200) == 200
     for bad in (0, 201, -1, True, 2.5, "10"):
         with pytest.raises(ValidationError, match="limit"):
-            proto.check_limit(bad)
-    assert proto.check_part_number(1) == 1
+            checks.check_limit(bad)
+    assert checks.check_part_number(1) == 1
     for bad_part in (0, -3, True, 1.0):
         with pytest.raises(ValidationError, match="part_number"):
-            proto.check_part_number(bad_part)
-    assert proto.check_size(1) == 1
+            checks.check_part_number(bad_part)
+    assert checks.check_size(1) == 1
     for bad_size in (0, -1, False, 1.5):
         with pytest.raises(ValidationError, match="size"):
-            proto.check_size(bad_size)
+            checks.check_size(bad_size)
 
 
 def test_run_ids_are_deduplicated_in_order() -> None:
-    assert proto.check_run_ids(["j_2", "j_1", "j_2", "j_3", "j_1"]) == ["j_2", "j_1", "j_3"]
-    assert proto.check_run_ids(iter(["j_1"])) == ["j_1"]
+    assert checks.check_run_ids(["j_2", "j_1", "j_2", "j_3", "j_1"]) == ["j_2", "j_1", "j_3"]
+    assert checks.check_run_ids(iter(["j_1"])) == ["j_1"]
 
 
 @pytest.mark.parametrize(
@@ -171,18 +174,18 @@ def test_run_ids_are_deduplicated_in_order() -> None:
 )
 def test_bad_run_ids(ids: object, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
-        proto.check_run_ids(ids)
+        checks.check_run_ids(ids)
 
 
 @pytest.mark.parametrize("name", ["shop.apk", "Shop.APK", "shop.app.zip"])
 def test_app_file_names(name: str) -> None:
-    assert proto.check_file_name(name) == name
+    assert checks.check_file_name(name) == name
 
 
 @pytest.mark.parametrize("name", ["shop.zip", "shop.ipa", "shop.app", "", "dir/shop.apk", 3])
 def test_bad_app_file_names(name: object) -> None:
     with pytest.raises(ValidationError, match="file_name"):
-        proto.check_file_name(name)
+        checks.check_file_name(name)
 
 
 def _endpoint(**changes: object) -> dict[str, object]:
@@ -199,7 +202,7 @@ def _endpoint(**changes: object) -> dict[str, object]:
 
 
 def test_endpoint_body_uses_wire_names() -> None:
-    body = proto.check_endpoint(**_endpoint())
+    body = checks.check_endpoint(**_endpoint())
     assert body == {
         "name": "create_voucher",
         "description": "Creates a voucher for the test shopper.",
@@ -208,7 +211,7 @@ def test_endpoint_body_uses_wire_names() -> None:
         "headers": {"X-Api-Key": "hidden-value"},
         "bodyTemplate": '{"amount": {{amount}}}',
     }
-    minimal = proto.check_endpoint(**_endpoint(headers=None, body_template=None))
+    minimal = checks.check_endpoint(**_endpoint(headers=None, body_template=None))
     assert "headers" not in minimal
     assert "bodyTemplate" not in minimal
 
@@ -231,12 +234,12 @@ def test_endpoint_body_uses_wire_names() -> None:
 )
 def test_endpoint_limits(changes: dict[str, object], match: str) -> None:
     with pytest.raises(ValidationError, match=match) as info:
-        proto.check_endpoint(**_endpoint(**changes))
+        checks.check_endpoint(**_endpoint(**changes))
     assert "hidden-value" not in str(info.value)
 
 
 def test_endpoint_with_exactly_the_limits_passes() -> None:
-    body = proto.check_endpoint(
+    body = checks.check_endpoint(
         **_endpoint(name="n" * 40, description="d" * 600, headers={f"H{i}": "v" for i in range(20)})
     )
     assert len(body["headers"]) == 20
@@ -264,7 +267,7 @@ def test_endpoint_with_exactly_the_limits_passes() -> None:
     ],
 )
 def test_run_file_path(file: str, expected: str) -> None:
-    assert proto.run_file_path("j_1", file) == expected
+    assert wire.run_file_path("j_1", file) == expected
 
 
 @pytest.mark.parametrize(
@@ -283,17 +286,17 @@ def test_run_file_path(file: str, expected: str) -> None:
 )
 def test_bad_run_file_paths(file: object) -> None:
     with pytest.raises(ValidationError):
-        proto.run_file_path("j_1", file)
+        wire.run_file_path("j_1", file)
 
 
 def test_run_file_link_of_another_run_is_refused() -> None:
     with pytest.raises(ValidationError, match="belongs to run j_2"):
-        proto.run_file_path("j_1", "http://h/api/v1/runs/j_2/files/video.mp4")
+        wire.run_file_path("j_1", "http://h/api/v1/runs/j_2/files/video.mp4")
 
 
 def test_batched() -> None:
     ids = [f"j_{i}" for i in range(120)]
-    batches = list(proto.batched(ids, 50))
+    batches = list(wire.batched(ids, 50))
     assert [len(b) for b in batches] == [50, 50, 20]
     assert [i for b in batches for i in b] == ids
 
@@ -303,12 +306,12 @@ def test_batched() -> None:
 
 def test_excerpt_is_one_short_line() -> None:
     assert (
-        proto.excerpt(b"<html>\n  <body>oops</body>\n</html>") == "<html> <body>oops</body> </html>"
+        wire.excerpt(b"<html>\n  <body>oops</body>\n</html>") == "<html> <body>oops</body> </html>"
     )
-    long = proto.excerpt(b"x" * 1000, 50)
+    long = wire.excerpt(b"x" * 1000, 50)
     assert len(long) == 50
     assert long.endswith("\u2026")
-    assert proto.excerpt(b"\xff\xfeok") == "\ufffd\ufffdok"
+    assert wire.excerpt(b"\xff\xfeok") == "\ufffd\ufffdok"
 
 
 def test_reason_phrase() -> None:
@@ -329,25 +332,25 @@ def test_reason_phrase() -> None:
     ],
 )
 def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
-    assert proto.parse_retry_after(value) == expected
+    assert wire.parse_retry_after(value) == expected
 
 
 def test_retry_after_http_date() -> None:
     now = datetime(2026, 11, 21, 5, 0, 0, tzinfo=UTC)
     later = format_datetime(now + timedelta(seconds=42), usegmt=True)
-    assert proto.parse_retry_after(later, now=now.timestamp()) == 42.0
+    assert wire.parse_retry_after(later, now=now.timestamp()) == 42.0
     earlier = format_datetime(now - timedelta(seconds=42), usegmt=True)
-    assert proto.parse_retry_after(earlier, now=now.timestamp()) == 0.0
-    assert proto.parse_retry_after("Fri, 32 Foo 2026 99:00:00 GMT") is None
+    assert wire.parse_retry_after(earlier, now=now.timestamp()) == 0.0
+    assert wire.parse_retry_after("Fri, 32 Foo 2026 99:00:00 GMT") is None
 
 
 def test_content_range() -> None:
-    assert proto.parse_content_range("bytes 100-199/1000") == (100, 199, 1000)
-    assert proto.parse_content_range("bytes 0-9/*") == (0, 9, None)
-    assert proto.parse_content_range("items 0-9/10") is None
-    assert proto.parse_content_range(None) is None
-    assert proto.parse_unsatisfied_range("bytes */1000") == 1000
-    assert proto.parse_unsatisfied_range("bytes 0-1/2") is None
+    assert wire.parse_content_range("bytes 100-199/1000") == (100, 199, 1000)
+    assert wire.parse_content_range("bytes 0-9/*") == (0, 9, None)
+    assert wire.parse_content_range("items 0-9/10") is None
+    assert wire.parse_content_range(None) is None
+    assert wire.parse_unsatisfied_range("bytes */1000") == 1000
+    assert wire.parse_unsatisfied_range("bytes 0-1/2") is None
 
 
 # --- retries ------------------------------------------------------------------------------------
@@ -355,15 +358,19 @@ def test_content_range() -> None:
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504, 599])
 def test_retryable_statuses(status: int) -> None:
-    assert proto.is_retryable_status(status)
+    assert classify(status) != "permanent"
 
 
 @pytest.mark.parametrize("status", [200, 400, 401, 402, 403, 404, 409, 416, 422, 600])
 def test_statuses_not_retried(status: int) -> None:
-    assert not proto.is_retryable_status(status)
+    assert classify(status) == "permanent"
 
 
 def test_transport_retry_decision() -> None:
-    assert proto.should_retry_transport(idempotent=True, never_sent=False)
-    assert proto.should_retry_transport(idempotent=False, never_sent=True)
-    assert not proto.should_retry_transport(idempotent=False, never_sent=False)
+    dropped = aiohttp.ServerDisconnectedError()
+    never_sent = aiohttp.ClientConnectorError(
+        ConnectionKey("h", 1, False, True, None, None, None), ConnectionRefusedError()
+    )
+    assert classify(dropped, idempotent=True) != "permanent"
+    assert classify(never_sent, idempotent=False) != "permanent"
+    assert classify(dropped, idempotent=False) == "permanent"

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from asyncclient import _junit, _reports
+from asyncclient import _reports
+from asyncclient._reports import junit as _junit
 from asyncclient.models import Run, RunStatus
 
 

@@ -371,7 +371,7 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
 ) -> None:
     ids = create(svc, "t_fast", 120)
     watcher = session.watch_runs(ids, **manual.options())
-    real = session._run_views
+    real = session.list_run_views
     others_taken_in = False
 
     async def first_answer_last(batch: list[str], *, retries: int | None = None) -> Any:
@@ -398,7 +398,7 @@ async def test_each_answer_is_taken_in_on_arrival_and_events_keep_batch_order(
 
     monkeypatch.setattr(watcher._tracker, "record", recording)
 
-    monkeypatch.setattr(session, "_run_views", first_answer_last)
+    monkeypatch.setattr(session, "list_run_views", first_answer_last)
     first_sweep = [await anext(watcher) for _ in range(120)]
     await watcher.aclose()
     assert others_taken_in

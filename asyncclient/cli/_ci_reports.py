@@ -30,7 +30,8 @@ async def report(
 ) -> Any:
     """Every report asked for, of the suite's tests (their last attempts, with the earlier
     ones where tests were re-run); returns the SuiteResult."""
-    from asyncclient import _junit, _reports
+    from asyncclient import _reports
+    from asyncclient._reports import junit as _junit
 
     result = reruns.result()
     runs = list(result.final_runs)
@@ -61,7 +62,7 @@ async def report(
             ) from exc
         out.info(f"JUnit report: {path}")
     if getattr(args, "html", None):
-        from asyncclient import _html_report
+        from asyncclient._reports import html as _html_report
 
         try:
             path = _html_report.write_html(

@@ -212,11 +212,11 @@ def add_group(
 def check_id(value: str, kind: str, argument: str | None = None) -> str:
     """`value` if it is an id of `kind` ("project", "build", "test", "run", "endpoint").
 
-    The library's own check (asyncclient._protocol.check_id), so the command refuses exactly
+    The library's own check (asyncclient._checks.check_id), so the command refuses exactly
     what the session would; `argument` names the flag or argument in the message (default the
     positional's name, such as RUN_ID). A refusal is a ValidationError: exit 2, nothing sent.
     """
-    from asyncclient._protocol import check_id as protocol_check_id
+    from asyncclient._checks import check_id as protocol_check_id
 
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 

@@ -239,7 +239,7 @@ async def _download_screenshot(
 
 def _write_report(result: Any, folder: Path, shot: tuple[str, Path], out: Output) -> Path:
     """The HTML report of the suite, with the downloaded screenshot as its evidence."""
-    from asyncclient._html_report import write_html
+    from asyncclient._reports.html import write_html
 
     run_id, screenshot = shot
     evidence = {run_id: [screenshot.name]}

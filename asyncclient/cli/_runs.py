@@ -9,8 +9,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._checks import LIST_LIMIT_MAX
 from asyncclient._lenient import run_status_kind, text
-from asyncclient._protocol import LIST_LIMIT_MAX
 from asyncclient._suggest import did_you_mean
 from asyncclient.cli._common import (
     EXIT_OK,
@@ -102,7 +102,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 async def list_runs(args: argparse.Namespace, out: Output) -> int:
     from asyncclient import _reports
-    from asyncclient._protocol import check_limit
+    from asyncclient._checks import check_limit
     from asyncclient.errors import ValidationError
     from asyncclient.models import RunStatus
 

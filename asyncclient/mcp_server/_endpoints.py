@@ -7,7 +7,7 @@ from typing import Annotated, Any, Final
 from mcp.types import CallToolResult
 from pydantic import WithJsonSchema
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient.mcp_server._base import (
     DEFAULT_PAGE,
     Bounded,
@@ -70,7 +70,7 @@ class EndpointTools(ToolKit):
             string(
                 "Short name, such as create_voucher",
                 minLength=1,
-                maxLength=proto.ENDPOINT_NAME_MAX,
+                maxLength=checks.ENDPOINT_NAME_MAX,
             ),
         ],
         description: Annotated[
@@ -78,12 +78,12 @@ class EndpointTools(ToolKit):
             string(
                 "What the call does and when the tester should use it",
                 minLength=1,
-                maxLength=proto.ENDPOINT_DESCRIPTION_MAX,
+                maxLength=checks.ENDPOINT_DESCRIPTION_MAX,
             ),
         ],
         url: Annotated[str, string("The address to call: https:// only", pattern="^https://")],
         method: Annotated[
-            str, string("HTTP method (default POST)", enum=sorted(proto.ENDPOINT_METHODS))
+            str, string("HTTP method (default POST)", enum=sorted(checks.ENDPOINT_METHODS))
         ] = "POST",
         # Any, so that a malformed value is refused by the library, which never echoes header
         # values (the SDK's own validation error would quote them).
@@ -93,7 +93,7 @@ class EndpointTools(ToolKit):
                 {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
-                    "maxProperties": proto.ENDPOINT_HEADERS_MAX,
+                    "maxProperties": checks.ENDPOINT_HEADERS_MAX,
                     "description": "Request headers (up to 20), such as an Authorization "
                     "token: stored encrypted, never returned or shown",
                 }

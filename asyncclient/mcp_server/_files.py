@@ -9,7 +9,7 @@ from typing import Annotated, Final
 
 from mcp.types import CallToolResult
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient import _wording
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server._base import Bounded, RunId, ToolKit, string
@@ -53,7 +53,7 @@ class FileTools(ToolKit):
         machine) and its size."""
 
         async def work() -> DownloadResult:
-            rel = _wording.file_path(file, proto.check_id("run", run_id))
+            rel = _wording.file_path(file, checks.check_id("run", run_id))
             target = self._target(save_as if save_as is not None else f"{run_id}/{rel}")
             await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
             saved = await self._session.download_run_file(run_id, file.strip(), target)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Final
 from mcp.types import CallToolResult
 from pydantic import WithJsonSchema
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient import _wording
 from asyncclient.errors import ValidationError, WatchTimeoutError
 from asyncclient.mcp_server._base import (
@@ -41,7 +41,7 @@ _MODE_TEXT = (
     "auto (default): replay the learned path when it is fresh, otherwise explore; "
     "cold: always explore; warm: only replay"
 )
-Mode = Annotated[str | None, string(_MODE_TEXT, enum=sorted(proto.MODES))]
+Mode = Annotated[str | None, string(_MODE_TEXT, enum=sorted(checks.MODES))]
 IdempotencyKey = Annotated[
     str | None,
     string(
@@ -124,7 +124,7 @@ class RunTools(ToolKit):
                 {
                     "type": "array",
                     "items": {"type": "string", "pattern": "^ab_"},
-                    "maxItems": proto.IDS_PER_REQUEST,
+                    "maxItems": checks.IDS_PER_REQUEST,
                     "description": "Builds to run (ab_..., up to 50, at most one per app): each "
                     "app test runs the build of its own app",
                 }
@@ -142,9 +142,9 @@ class RunTools(ToolKit):
         very large suite the details of each start are left out first (leftOut says so)."""
 
         async def work() -> ProjectRunResult:
-            if build_ids is not None and len(build_ids) > proto.IDS_PER_REQUEST:
+            if build_ids is not None and len(build_ids) > checks.IDS_PER_REQUEST:
                 raise ValidationError(
-                    f"build_ids takes at most {proto.IDS_PER_REQUEST} builds; got {len(build_ids)}"
+                    f"build_ids takes at most {checks.IDS_PER_REQUEST} builds; got {len(build_ids)}"
                 )
             start = await self._session.run_project(
                 project_id,
@@ -178,7 +178,7 @@ class RunTools(ToolKit):
                     "type": "array",
                     "items": {"type": "string", "pattern": "^j_"},
                     "minItems": 1,
-                    "maxItems": proto.IDS_PER_REQUEST,
+                    "maxItems": checks.IDS_PER_REQUEST,
                     "description": "Up to 50 run ids (j_...): their full views, in this order",
                 }
             ),
@@ -198,7 +198,7 @@ class RunTools(ToolKit):
                 {
                     "type": "integer",
                     "minimum": 1,
-                    "maximum": proto.LIST_LIMIT_MAX,
+                    "maximum": checks.LIST_LIMIT_MAX,
                     "description": "At most this many runs (default 50, at most 200)",
                 }
             ),
@@ -211,9 +211,9 @@ class RunTools(ToolKit):
         wait_for_runs instead of calling this repeatedly."""
 
         async def work() -> RunsResult:
-            if ids is not None and len(ids) > proto.IDS_PER_REQUEST:
+            if ids is not None and len(ids) > checks.IDS_PER_REQUEST:
                 raise ValidationError(
-                    f"list_runs takes at most {proto.IDS_PER_REQUEST} ids; got {len(ids)}: "
+                    f"list_runs takes at most {checks.IDS_PER_REQUEST} ids; got {len(ids)}: "
                     "ask in several calls, or use wait_for_runs, which takes any number"
                 )
             runs = await self._session.list_runs(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asyncclient import _protocol as proto
+from asyncclient import _checks as checks
 from asyncclient._limits import fit_uploads, open_files_left
 from asyncclient.errors import (
     ValidationError,
@@ -60,8 +60,8 @@ async def upload_one(
     result = await _upload_items(
         session,
         project_id,
-        [UploadItem(Path(path), proto.check_label(label), progress)],
-        budget=_Budget(proto.check_count("concurrency", concurrency)),
+        [UploadItem(Path(path), checks.check_label(label), progress)],
+        budget=_Budget(checks.check_count("concurrency", concurrency)),
         concurrency=concurrency,
         skip_existing=skip_existing,
         journal_dir=journal_dir,
@@ -109,8 +109,8 @@ async def upload_many(
             raise ValidationError(
                 f"no project for {item.path}: pass project_id= or UploadItem(..., project_id=...)"
             )
-        groups.setdefault(proto.check_id("project", target), []).append(index)
-    asked = proto.check_count("max_parts_in_flight", max_parts_in_flight)
+        groups.setdefault(checks.check_id("project", target), []).append(index)
+    asked = checks.check_count("max_parts_in_flight", max_parts_in_flight)
     # What the process may still open decides how many parts and builds are in flight at
     # once (macOS starts at 256 files): fewer than asked rather than "Too many open files"
     # half-way; too few for one build is said before anything is sent.
@@ -123,7 +123,7 @@ async def upload_many(
             asked,
         )
     budget = _Budget(fitted)
-    per_build = fitted if concurrency is None else proto.check_count("concurrency", concurrency)
+    per_build = fitted if concurrency is None else checks.check_count("concurrency", concurrency)
     results: list[UploadResult | None] = [None] * len(listed)
 
     async def one_project(target: str, indexes: list[int]) -> None:
@@ -151,12 +151,12 @@ async def upload_many(
 
 def _item(value: object) -> UploadItem:
     if isinstance(value, UploadItem):
-        proto.check_label(value.label)
+        checks.check_label(value.label)
         return value
     if isinstance(value, str | os.PathLike):
         return UploadItem(Path(value))
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str | os.PathLike):
-        return UploadItem(Path(value[0]), proto.check_label(value[1]))
+        return UploadItem(Path(value[0]), checks.check_label(value[1]))
     raise ValidationError(
         f"each item must be a path, a (path, label) pair or an UploadItem; got {value!r}"
     )
@@ -176,7 +176,7 @@ async def _upload_items(
     on_result: Callable[[UploadResult], object] | None,
     capture: bool,
 ) -> list[UploadResult]:
-    project_id = proto.check_id("project", project_id)
+    project_id = checks.check_id("project", project_id)
     ctx = _Context(
         session=session,
         project_id=project_id,

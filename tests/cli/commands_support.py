@@ -95,8 +95,8 @@ def env_for(svc: FakeService, key: str | None = None) -> dict[str, str]:
 
 
 def library_message(check: Callable[..., object], *args: object) -> str:
-    """What one of the library's own checks (asyncclient._protocol) says about `args`: the
-    command must refuse with the same words, not a drifting copy of its own."""
+    """What one of the library's own checks (asyncclient._checks, asyncclient._wire) says about
+    `args`: the command must refuse with the same words, not a drifting copy of its own."""
     try:
         check(*args)
     except ValidationError as exc:

@@ -27,7 +27,7 @@ from commands_support import (
     start_run,
 )
 
-from asyncclient import _protocol
+from asyncclient import _checks as checks
 from asyncclient.testing import FakeService
 
 RunCli = Callable[..., Awaitable[Any]]
@@ -337,11 +337,11 @@ async def test_runs_stop_json(svc: FakeService, run_cli: RunCli) -> None:
         (["--status", "done"], f"--status done is not a run status: use one of {RUN_STATUSES}"),
         (
             ["--project", "t_1"],
-            library_message(_protocol.check_id, "project", "t_1", "--project"),
+            library_message(checks.check_id, "project", "t_1", "--project"),
         ),
         (
             ["--test", "p_demo"],
-            library_message(_protocol.check_id, "test", "p_demo", "--test"),
+            library_message(checks.check_id, "test", "p_demo", "--test"),
         ),
     ],
 )
@@ -384,9 +384,7 @@ async def test_bad_ids_are_refused_before_sending(
 
     assert result.code == 2
     # The library's own check, word for word, naming the argument to fix.
-    assert one_error_line(result.stderr) == library_message(
-        _protocol.check_id, kind, value, argument
-    )
+    assert one_error_line(result.stderr) == library_message(checks.check_id, kind, value, argument)
     assert argument in result.stderr
     assert svc.requests == []
 
@@ -515,7 +513,7 @@ def _library_endpoint_message(overrides: dict[str, str]) -> str:
     """What the library's check_endpoint says about `endpoints add` with these flags."""
     options = {"--method": "POST", **_ADD_DEFAULTS, **overrides}
     return library_message(
-        _protocol.check_endpoint,
+        checks.check_endpoint,
         options["--name"],
         options["--description"],
         options["--url"],

@@ -22,7 +22,7 @@ from commands_support import (
 )
 from network_support import Network
 
-from asyncclient import _protocol
+from asyncclient import _wire as wire
 from asyncclient.testing import FakeService, Fault
 
 # Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.
@@ -314,7 +314,7 @@ async def test_a_file_the_run_does_not_have(svc: FakeService, run_cli: RunCli) -
 
 def _file_message(file: str) -> str:
     """What the library's run_file_path says about FILE of run j_1."""
-    return library_message(_protocol.run_file_path, "j_1", file)
+    return library_message(wire.run_file_path, "j_1", file)
 
 
 @pytest.mark.parametrize(

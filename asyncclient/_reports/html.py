@@ -100,7 +100,7 @@ def html_report(
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("asyncclient", "templates"),
+        loader=jinja2.PackageLoader("asyncclient._reports", ""),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -1,6 +1,7 @@
-"""Reports on finished runs for people and CI: how a run reads in a report, a text summary and
-GitHub Markdown (JUnit XML: asyncclient._junit; HTML: asyncclient._html_report). Pure functions
-of the runs (no I/O) plus two small writers; used by `asyncclient run`/`watch` and the server."""
+"""Reports on finished runs for people and CI. This module: how a run reads in a report, the
+text summary and GitHub Markdown; beside it, `junit` (JUnit XML) and `html` (the --html page,
+drawn by report.html.j2). Pure functions of the runs (no I/O) plus small writers; used by
+`asyncclient run`/`watch`, the demo and the MCP server."""
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def _requirement_line(req: Requirement) -> str:
     return f"{req.line()} (result: {req.result or 'not given'})"
 
 
-def _labelled(req: Requirement) -> str:
+def labelled(req: Requirement) -> str:
     return ("failed " if req.outcome == "failed" else "unclear ") + _requirement_line(req)
 
 
@@ -214,7 +215,7 @@ def summary_lines(
             detail = f"{code}: {message}" if code and message else code or message
             lines.append(f"{indent}error {detail}")
         for req in failed_requirements(run):
-            lines.append(f"{indent}{_labelled(req)}")
+            lines.append(f"{indent}{labelled(req)}")
         if run.link:
             lines.append(indent + run.link)
         before = (earlier or {}).get(run.id)

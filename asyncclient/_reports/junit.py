@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Final
 
 from asyncclient._reports import (
-    _labelled,
     _requirement_line,
     captures,
     duration_seconds,
     error_details,
     failed_requirements,
     headline,
+    labelled,
     outcome,
     status_of,
     title,
@@ -140,7 +140,7 @@ def _testcase(suite: ET.Element, run: Run, earlier: Sequence[Run] = ()) -> None:
     for attempt in earlier:
         _attempt_element(case, attempt, flaky=kind == "passed")
     out_lines = [f"{status}: {headline(run)}" if headline(run) else status]
-    out_lines += [_labelled(req) for req in failed_requirements(run)]
+    out_lines += [labelled(req) for req in failed_requirements(run)]
     if run.link:
         out_lines.append(run.link)
     if earlier:
