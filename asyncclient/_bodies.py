@@ -1,12 +1,14 @@
-"""Request bodies that stream: PartBody, a slice of a file sent by sendfile or read with
-aiofiles, and the idle timer that watches a transfer's body while it goes out."""
+"""Request bodies, and how each attempt sends them: PartBody, a slice of a file sent by sendfile
+or read with aiofiles; the idle timer that watches a transfer's body while it goes out; and
+`outgoing()`, which turns a transfer's body into what aiohttp sends for one attempt (its
+headers, its timer, what to close afterwards), so the transport knows bodies only as `Body`."""
 
 import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, BinaryIO, Final
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, BinaryIO, Final, TypeAlias
 
 import aiofiles
 import aiofiles.os
@@ -17,7 +19,17 @@ from asyncclient import _checks as checks
 from asyncclient._opening import open_unleaked
 from asyncclient.errors import ValidationError
 
-__all__ = ["CHUNK_SIZE", "TRANSFER_SLICE", "PartBody", "PartPayload", "single", "watched"]
+__all__ = [
+    "CHUNK_SIZE",
+    "TRANSFER_SLICE",
+    "Body",
+    "Outgoing",
+    "PartBody",
+    "PartPayload",
+    "outgoing",
+    "single",
+    "watched",
+]
 
 CHUNK_SIZE: Final = 1 << 20
 #: A transfer's body goes out in slices of at most this size; each slice written re-arms its idle
@@ -283,6 +295,69 @@ async def _open_binary(path: str) -> AsyncBufferedReader:
 
 async def _aiofiles_open(path: str) -> AsyncBufferedReader:
     return await aiofiles.open(path, "rb")
+
+
+#: What a request may carry: bytes, a slice of a file, or nothing.
+Body: TypeAlias = "bytes | PartBody | None"
+
+
+class Outgoing:
+    """A transfer's body as one attempt sends it: `data` for aiohttp, the `headers` with its
+    length, the `timer` that watches it go out (None: no body to watch), and close() to call
+    once the attempt is over, however it ended."""
+
+    __slots__ = ("_payload", "_stream", "data", "headers", "timer")
+
+    def __init__(
+        self,
+        data: Any,
+        headers: Mapping[str, str],
+        timer: asyncio.Timeout | None = None,
+        *,
+        stream: AsyncGenerator[Any, None] | None = None,
+        payload: "PartPayload | None" = None,
+    ) -> None:
+        self.data = data
+        self.headers = headers
+        self.timer = timer
+        self._stream = stream
+        self._payload = payload
+
+    async def close(self) -> None:
+        # A stream still running belongs to aiohttp's writer task, whose cancellation unwinds
+        # it (closing the file); an idle one is closed here.
+        stream = self._stream
+        if stream is not None and not getattr(stream, "ag_running", False):
+            await stream.aclose()
+        if self._payload is not None:
+            await self._payload.release()
+
+
+async def outgoing(data: Any, headers: Mapping[str, str], idle: float) -> Outgoing:
+    """What one attempt of a transfer sends: `data` (a Body, or an async generator of bytes)
+    with `headers`, its idle timer re-armed `idle` seconds ahead as each slice goes out
+    (aiohttp's sock_read only watches the answer)."""
+    if isinstance(data, PartBody):
+        # An explicit length keeps aiohttp from chunked encoding; the body streams. The file
+        # is opened here, not in aiohttp's writer task, so it is closed by close() whatever
+        # becomes of that task (release() first stops a body still going out).
+        headers = {
+            **headers,
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(data.length),
+        }
+        timer = asyncio.timeout(None)
+        handle = None if data.file is not None else await data.open()
+        payload = PartPayload(data, handle, timer, idle)
+        return Outgoing(payload, headers, timer, payload=payload)
+    if data is None:
+        return Outgoing(None, headers)
+    if isinstance(data, bytes):
+        headers = {**headers, "Content-Length": str(len(data))}
+        data = single(data)
+    timer = asyncio.timeout(None)
+    stream = watched(data, timer, idle)
+    return Outgoing(stream, headers, timer, stream=stream)
 
 
 async def single(data: bytes) -> AsyncGenerator[bytes, None]:

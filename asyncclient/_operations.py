@@ -1,4 +1,4 @@
-"""Every operation of the API, declared once: name, method, path, tool, capability, id kinds.
+"""Every operation of the API, declared once: name, title, method, path, tool, capability.
 
 The session builds its requests from this table, the emulator its routes, and the emulator's
 fault conditions name operations by it; adding an operation starts with one row here.
@@ -26,20 +26,24 @@ _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 class Operation:
     """One operation of the spec.
 
-    name: the tool name where the spec gives one, else the name used for the REST-only one;
-    path: below API_PREFIX, with `{param}` placeholders (an aiohttp pattern may follow a colon,
-    as in `{file:.+}`); tool: whether the spec offers it as a tool; capability: the least key
-    capability it needs; ids: (path parameter, id kind) pairs; idempotency_key: whether it
-    accepts an Idempotency-Key header; retry_safe: whether repeating it is harmless.
+    Attributes:
+        name: The tool name where the spec gives one, else the name of the REST-only one.
+        title: The spec's heading of it, which the emulator's refusals name.
+        method: The HTTP method.
+        path: Below API_PREFIX, with `{param}` placeholders (an aiohttp pattern may follow a
+            colon, as in `{file:.+}`).
+        tool: Whether the spec offers it as a tool.
+        capability: The least key capability it needs; the emulator refuses a run-only key
+            an "edit" operation from this field alone.
+        retry_safe: Whether repeating it is harmless (the session retries only those).
     """
 
     name: str
+    title: str
     method: str
     path: str
     tool: bool = True
     capability: Capability = "any"
-    ids: tuple[tuple[str, str], ...] = ()
-    idempotency_key: bool = False
     retry_safe: bool = True
 
     @property
@@ -53,33 +57,32 @@ class Operation:
 
 
 _TABLE: Final = (
-    Operation("list_builds", "GET", "/projects/{project_id}/builds",
-              ids=(("project_id", "project"),)),
-    Operation("get_build", "GET", "/builds/{build_id}", ids=(("build_id", "build"),)),
-    Operation("start_upload", "POST", "/projects/{project_id}/builds", tool=False,
-              capability="run", ids=(("project_id", "project"),)),
-    Operation("upload_part", "PUT", "/builds/{build_id}/parts/{part_number}", tool=False,
-              capability="run", ids=(("build_id", "build"),)),
-    Operation("complete_upload", "POST", "/builds/{build_id}/complete", tool=False,
-              capability="run", ids=(("build_id", "build"),)),
-    Operation("delete_build", "DELETE", "/builds/{build_id}", capability="edit",
-              ids=(("build_id", "build"),)),
-    Operation("run_test", "POST", "/tests/{test_id}/run", capability="run",
-              ids=(("test_id", "test"),), idempotency_key=True),
-    Operation("run_project", "POST", "/projects/{project_id}/run", capability="run",
-              ids=(("project_id", "project"),), idempotency_key=True),
-    Operation("list_runs", "GET", "/runs"),
-    Operation("get_run", "GET", "/runs/{run_id}", ids=(("run_id", "run"),)),
-    Operation("stop_run", "POST", "/runs/{run_id}/stop", capability="run",
-              ids=(("run_id", "run"),)),
-    Operation("download_run_file", "GET", "/runs/{run_id}/files/{file:.+}", tool=False,
-              ids=(("run_id", "run"),)),
-    Operation("list_endpoints", "GET", "/projects/{project_id}/endpoints",
-              ids=(("project_id", "project"),)),
-    Operation("add_endpoint", "POST", "/projects/{project_id}/endpoints", capability="edit",
-              ids=(("project_id", "project"),), retry_safe=False),
-    Operation("delete_endpoint", "DELETE", "/endpoints/{endpoint_id}", capability="edit",
-              ids=(("endpoint_id", "endpoint"),)),
+    Operation("list_builds", "List builds", "GET", "/projects/{project_id}/builds"),
+    Operation("get_build", "Get a build", "GET", "/builds/{build_id}"),
+    Operation("start_upload", "Start a build upload", "POST", "/projects/{project_id}/builds",
+              tool=False, capability="run"),
+    Operation("upload_part", "Upload a build part", "PUT",
+              "/builds/{build_id}/parts/{part_number}",
+              tool=False, capability="run"),
+    Operation("complete_upload", "Complete a build upload", "POST", "/builds/{build_id}/complete",
+              tool=False, capability="run"),
+    Operation("delete_build", "Delete a build", "DELETE", "/builds/{build_id}",
+              capability="edit"),
+    Operation("run_test", "Run a test", "POST", "/tests/{test_id}/run",
+              capability="run"),
+    Operation("run_project", "Run a project", "POST", "/projects/{project_id}/run",
+              capability="run"),
+    Operation("list_runs", "List runs", "GET", "/runs"),
+    Operation("get_run", "Get a run", "GET", "/runs/{run_id}"),
+    Operation("stop_run", "Stop a run", "POST", "/runs/{run_id}/stop",
+              capability="run"),
+    Operation("download_run_file", "Download a run file", "GET", "/runs/{run_id}/files/{file:.+}",
+              tool=False),
+    Operation("list_endpoints", "List endpoints", "GET", "/projects/{project_id}/endpoints"),
+    Operation("add_endpoint", "Add an endpoint", "POST", "/projects/{project_id}/endpoints",
+              capability="edit", retry_safe=False),
+    Operation("delete_endpoint", "Delete an endpoint", "DELETE", "/endpoints/{endpoint_id}",
+              capability="edit"),
 )  # fmt: skip
 
 #: The operations by name, in the spec's order.

@@ -20,7 +20,7 @@ import orjson
 from asyncclient import _environment as environment
 from asyncclient import _tracing
 from asyncclient import _wire as wire
-from asyncclient._bodies import PartBody, PartPayload, single, watched
+from asyncclient._bodies import Body, Outgoing, outgoing
 from asyncclient._network import Network
 from asyncclient._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._responses import error_from_response
@@ -81,7 +81,7 @@ class Call:
         url: str,
         path: str,
         params: Mapping[str, str] | None,
-        data: bytes | PartBody | None,
+        data: Body,
         headers: Mapping[str, str],
         idempotent: bool,
         op: str,
@@ -320,7 +320,7 @@ class Transport:
         *,
         params: Mapping[str, str] | None = None,
         json: Any = None,
-        body: bytes | PartBody | None = None,
+        body: Body = None,
         headers: Mapping[str, str] | None = None,
         idempotent: bool = True,
         op: str,
@@ -451,31 +451,16 @@ class Transport:
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
-        stream: AsyncGenerator[Any, None] | None = None
-        payload: PartPayload | None = None
+        sending: Outgoing | None = None
         deadline: contextlib.AbstractAsyncContextManager[Any] = _NO_DEADLINE
-        if isinstance(data, PartBody):
-            # An explicit length keeps aiohttp from chunked encoding; the body streams. The file
-            # is opened here, not in aiohttp's writer task, so it is closed below whatever
-            # becomes of that task (release() first stops a body still going out).
-            headers = {
-                **headers,
-                "Content-Type": "application/octet-stream",
-                "Content-Length": str(data.length),
-            }
-            timer = deadline = asyncio.timeout(None)
-            handle = None if data.file is not None else await data.open()
-            data = payload = PartPayload(data, handle, timer, self._timeout_s)
-        elif call.transfer and data is not None:
-            # aiohttp's sock_read only watches the answer; this watches the body going out.
-            if isinstance(data, bytes):
-                headers = {**headers, "Content-Length": str(len(data))}
-                data = single(data)
-            timer = deadline = asyncio.timeout(None)
-            stream = data = watched(data, timer, self._timeout_s)
-        options = self._transfer_options if call.transfer else self._request_options
-        if self._owns_http and not call.transfer:
+        if call.transfer:
+            sending = await outgoing(data, headers, self._timeout_s)
+            data, headers = sending.data, sending.headers
+            if sending.timer is not None:
+                deadline = sending.timer
+        elif self._owns_http:
             deadline = asyncio.timeout(self._timeout_s)  # from now: the slot is had
+        options = self._transfer_options if call.transfer else self._request_options
         try:
             async with (
                 deadline,
@@ -513,12 +498,8 @@ class Transport:
                 self._log_attempt(call, type(exc).__name__, started)
             await self._raise_transport_error(exc, call)
         finally:
-            # A stream still running belongs to aiohttp's writer task, whose cancellation
-            # unwinds it (closing the file); an idle one is closed here.
-            if stream is not None and not getattr(stream, "ag_running", False):
-                await stream.aclose()
-            if payload is not None:
-                await payload.release()
+            if sending is not None:
+                await sending.close()
         if debug:
             self._log_attempt(call, status, started)
         api_error = error_from_response(status, resp_headers, body, call.method, url)

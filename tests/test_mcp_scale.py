@@ -306,7 +306,7 @@ async def test_a_smaller_budget_is_kept_too(service: FakeService, tmp_path: Path
         page = await calls.within(4000, "list_builds", {"project_id": "p_big"})
         assert 0 < len(page["builds"]) < 20
         assert page["nextOffset"] == len(page["builds"])
-        run_id = service.backend.create_runs("t_big_0000", 1)[0].id
+        run_id = service.backend.run_store.create_runs("t_big_0000", 1)[0].id
         service.advance(3600)
         waited = await calls.within(8000, "wait_for_runs", {"run_ids": [run_id]})
         assert waited["counts"] == {"failed": 1}

@@ -435,7 +435,7 @@ async def test_list_runs_with_filters(service: FakeService, session: AsyncSessio
 async def test_list_runs_by_ids_in_batches_in_the_order_asked(
     service: FakeService, session: AsyncSession
 ) -> None:
-    created = [run.id for run in service.backend.create_runs("t_search", 120)]
+    created = [run.id for run in service.backend.run_store.create_runs("t_search", 120)]
     wanted = created[:]
     random.Random(7).shuffle(wanted)
     asked = [*wanted[:10], "j_000000000000", *wanted, wanted[3]]
@@ -469,7 +469,7 @@ async def test_list_runs_retries_can_be_overridden_per_call(
 async def test_a_failing_batch_fails_the_call_and_stops_the_others(
     service: FakeService, session: AsyncSession
 ) -> None:
-    ids = [run.id for run in service.backend.create_runs("t_search", 120)]
+    ids = [run.id for run in service.backend.run_store.create_runs("t_search", 120)]
     service.inject("list_runs", Fault("500", times=10))
     with pytest.raises(ServerError):
         await session.list_runs(ids=ids, retries=0)

@@ -137,7 +137,7 @@ class ServerInFlight:
         self.now = 0
         self.peak = 0
         backend = svc.backend
-        target, commit = backend.part_target, backend.commit_part
+        target, commit = backend.build_store.part_target, backend.build_store.commit_part
 
         def part_target(*args: Any) -> Any:
             answer = target(*args)
@@ -149,8 +149,8 @@ class ServerInFlight:
             self.now -= 1
             return commit(*args)
 
-        monkeypatch.setattr(backend, "part_target", part_target)
-        monkeypatch.setattr(backend, "commit_part", commit_part)
+        monkeypatch.setattr(backend.build_store, "part_target", part_target)
+        monkeypatch.setattr(backend.build_store, "commit_part", commit_part)
 
 
 def stored_bytes(svc: FakeService, build_id: str) -> bytes:
@@ -204,13 +204,13 @@ async def test_etags_go_to_complete_in_part_order(
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=6)
     listed: list[list[tuple[int, str]]] = []
-    complete = svc.backend.complete_upload
+    complete = svc.backend.build_store.complete_upload
 
     async def spy(key: Any, build_id: str, parts: Any) -> Any:
         listed.append(list(parts))
         return await complete(key, build_id, parts)
 
-    monkeypatch.setattr(svc.backend, "complete_upload", spy)
+    monkeypatch.setattr(svc.backend.build_store, "complete_upload", spy)
     await client.upload_build(svc.project_id, apk, concurrency=6, journal_dir=journal)
     data = apk.read_bytes()
     expected = [(n, part_etag(data[(n - 1) * PART : n * PART])) for n in range(1, 7)]
@@ -373,14 +373,14 @@ async def test_a_progress_callback_that_raises_fails_the_upload(
 
 def report_a_wrong_sha256(svc: FakeService, monkeypatch: pytest.MonkeyPatch) -> None:
     """The emulator completes uploads as ever but reports a sha256 of zeros for the build."""
-    complete = svc.backend.complete_upload
+    complete = svc.backend.build_store.complete_upload
 
     async def damaged(*args: Any) -> Any:
         build = await complete(*args)
         build.sha256 = "0" * 64
         return build
 
-    monkeypatch.setattr(svc.backend, "complete_upload", damaged)
+    monkeypatch.setattr(svc.backend.build_store, "complete_upload", damaged)
 
 
 async def test_a_different_sha256_from_the_service_is_an_error(
@@ -453,14 +453,14 @@ async def test_a_service_that_never_reports_sha256_is_unverified_not_failed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     apk = make_apk(tmp_path / "shop.apk", parts=2)
-    complete = svc.backend.complete_upload
+    complete = svc.backend.build_store.complete_upload
 
     async def no_sha(*args: Any) -> Any:
         build = await complete(*args)
         build.sha256 = None
         return build
 
-    monkeypatch.setattr(svc.backend, "complete_upload", no_sha)
+    monkeypatch.setattr(svc.backend.build_store, "complete_upload", no_sha)
     with caplog.at_level(logging.WARNING, logger="asyncclient.upload"):
         (result,) = await client.upload_builds(
             project_id=svc.project_id, items=[apk], journal_dir=journal
@@ -690,7 +690,7 @@ def cancel_after_commits(
     svc: FakeService, monkeypatch: pytest.MonkeyPatch, commits: int, task: list[asyncio.Task[Any]]
 ) -> None:
     """Cancel task[0] as soon as the emulator has stored `commits` parts."""
-    commit = svc.backend.commit_part
+    commit = svc.backend.build_store.commit_part
     count = 0
 
     def counting(*args: Any) -> Any:
@@ -700,7 +700,7 @@ def cancel_after_commits(
             task[0].cancel()
         return commit(*args)
 
-    monkeypatch.setattr(svc.backend, "commit_part", counting)
+    monkeypatch.setattr(svc.backend.build_store, "commit_part", counting)
 
 
 async def interrupted_upload(

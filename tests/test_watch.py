@@ -303,7 +303,7 @@ def manual(svc: FakeService) -> ManualTime:
 
 
 def create(svc: FakeService, test_id: str, count: int) -> list[str]:
-    return [run.id for run in svc.backend.create_runs(test_id, count)]
+    return [run.id for run in svc.backend.run_store.create_runs(test_id, count)]
 
 
 def list_requests(svc: FakeService) -> list[list[str]]:
@@ -596,7 +596,7 @@ async def test_a_run_that_ended_before_its_stop_is_fine(
 
         async def stop_run(self, run_id: str) -> str:
             if run_id == ids[0]:
-                svc.backend.stop_run(key, run_id)
+                svc.backend.run_store.stop_run(key, run_id)
             return await session.stop_run(run_id)
 
     watcher = RunWatcher(

@@ -11,19 +11,19 @@ import struct
 import zipfile
 
 from asyncclient.apps._values import (
-    _UNDECODABLE_MEMBER,
     ANDROID,
     IOS,
+    UNDECODABLE_MEMBER,
     AppError,
     AppInfo,
     Compatibility,
     DeviceProfile,
     Problem,
-    _shown,
+    shown,
 )
-from asyncclient.apps.android import _inspect_apk
+from asyncclient.apps.android import inspect_apk
 from asyncclient.apps.devices import check_compatibility
-from asyncclient.apps.ios import _ditto, _inspect_app_zip
+from asyncclient.apps.ios import ditto_command, inspect_app_zip
 
 __all__ = [
     "AppError",
@@ -50,17 +50,17 @@ def inspect_app(path: str | os.PathLike[str], file_name: str | None = None) -> A
         if platform == ANDROID:
             advice = "build it with your Android toolchain (an .apk is a zip)"
         else:
-            advice = f"zip the Simulator .app folder ({_ditto(display)})"
+            advice = f"zip the Simulator .app folder ({ditto_command(display)})"
         raise AppError(f"{display} is not a zip file: {advice}") from exc
     except OSError as exc:
         raise AppError(f"cannot read {display}: {exc.strerror or exc}") from exc
-    except (*_UNDECODABLE_MEMBER, UnicodeDecodeError, ValueError, EOFError, struct.error) as exc:
+    except (*UNDECODABLE_MEMBER, UnicodeDecodeError, ValueError, EOFError, struct.error) as exc:
         # zipfile's other complaints about a damaged central directory
-        raise AppError(f"{display} is a damaged zip file ({_shown(str(exc))}): rebuild it") from exc
+        raise AppError(f"{display} is a damaged zip file ({shown(str(exc))}): rebuild it") from exc
     with archive:
         if platform == ANDROID:
-            return _inspect_apk(archive, display)
-        return _inspect_app_zip(archive, display)
+            return inspect_apk(archive, display)
+        return inspect_app_zip(archive, display)
 
 
 def _platform_of(name: str) -> str:

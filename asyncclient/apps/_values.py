@@ -12,13 +12,13 @@ ANDROID: Final = "android"
 IOS: Final = "ios"
 
 # Real manifests and Info.plists are kilobytes; anything this big is not one (or is a zip bomb).
-_MAX_MANIFEST_BYTES: Final = 8 << 20
-_MAX_PLIST_BYTES: Final = 8 << 20
+MAX_MANIFEST_BYTES: Final = 8 << 20
+MAX_PLIST_BYTES: Final = 8 << 20
 # Universal binaries hold a handful of slices; a larger count means the header is not a fat header.
-_MAX_FAT_ARCHS: Final = 32
+MAX_FAT_ARCHS: Final = 32
 # What zipfile raises for a member it cannot decode: RuntimeError for an encrypted one, and a
 # subclass of RuntimeError for a compression method it does not support.
-_UNDECODABLE_MEMBER: Final = (RuntimeError,)
+UNDECODABLE_MEMBER: Final = (RuntimeError,)
 
 
 class AppError(ValueError):
@@ -99,9 +99,7 @@ class Compatibility:
         return not self.problems
 
 
-def _read_member(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, limit: int
-) -> bytes:
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, limit: int) -> bytes:
     if info.file_size > limit:
         raise AppError(
             f"{display}: {info.filename} is {info.file_size} bytes, far more than a real one "
@@ -112,7 +110,7 @@ def _read_member(
             data = member.read(limit + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
         raise AppError(f"{display}: {info.filename} is damaged ({exc}): rebuild the app") from exc
-    except _UNDECODABLE_MEMBER as exc:
+    except UNDECODABLE_MEMBER as exc:
         raise AppError(
             f"{display}: {info.filename} cannot be read ({exc}): rebuild the app"
         ) from exc
@@ -121,12 +119,12 @@ def _read_member(
     return data
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """Text from a damaged file, made safe to put in a one-line message."""
     return text if text.isprintable() and len(text) <= 80 else repr(text[:80])
 
 
-def _text(value: object) -> str | None:
+def as_text(value: object) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):

@@ -9,13 +9,13 @@ from typing import Any, Final
 
 from asyncclient.apps._axml import Attributes, UnusualManifest, quick_manifest, typed_value
 from asyncclient.apps._values import (
-    _MAX_MANIFEST_BYTES,
     ANDROID,
+    MAX_MANIFEST_BYTES,
     AppError,
     AppInfo,
-    _read_member,
-    _shown,
-    _text,
+    as_text,
+    read_member,
+    shown,
 )
 
 # Binary XML (AXML): the document's chunk type, and the android: attribute resource ids we read.
@@ -60,7 +60,7 @@ def _axml() -> Any:
     return apkInspector.axml
 
 
-def _inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
+def inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
     infos = archive.infolist()
     if not infos:
         raise AppError(f"{display} is an empty zip: build the apk with your Android toolchain")
@@ -71,10 +71,10 @@ def _inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
             f"{display} is a zip without an AndroidManifest.xml, so not an apk: "
             "build it with your Android toolchain (Gradle assembleDebug)"
         ) from None
-    data = _read_member(archive, manifest_info, display, _MAX_MANIFEST_BYTES)
+    data = read_member(archive, manifest_info, display, MAX_MANIFEST_BYTES)
     manifest, uses_sdk, application = _decode_manifest(data, display)
 
-    package = _text(manifest.get("package"))
+    package = as_text(manifest.get("package"))
     if not package:
         raise AppError(f"{display}: AndroidManifest.xml has no package: rebuild the apk")
     label = _android_attr(application, _ATTR_LABEL, "label")
@@ -86,10 +86,10 @@ def _inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
     return AppInfo(
         platform=ANDROID,
         app_id=package,
-        app_name=_text(label),
-        version=_text(_android_attr(manifest, _ATTR_VERSION_NAME, "versionName")),
-        version_code=_text(_android_attr(manifest, _ATTR_VERSION_CODE, "versionCode")),
-        min_os=_text(_android_attr(uses_sdk, _ATTR_MIN_SDK_VERSION, "minSdkVersion")),
+        app_name=as_text(label),
+        version=as_text(_android_attr(manifest, _ATTR_VERSION_NAME, "versionName")),
+        version_code=as_text(_android_attr(manifest, _ATTR_VERSION_CODE, "versionCode")),
+        min_os=as_text(_android_attr(uses_sdk, _ATTR_MIN_SDK_VERSION, "minSdkVersion")),
         abis=sorted(abis),
         supported_platforms=(),
     )
@@ -143,7 +143,7 @@ def _decode_manifest(data: bytes, display: str) -> tuple[Attributes, Attributes,
             name = _pool_string(strings, element.attrext[1])
             if depth == 0 and manifest is None:
                 if name != "manifest":
-                    found = f"<{_shown(name)}>" if name else "an element without a name"
+                    found = f"<{shown(name)}>" if name else "an element without a name"
                     raise AppError(
                         f"{display}: AndroidManifest.xml starts with {found}, not <manifest>: "
                         "rebuild the apk"

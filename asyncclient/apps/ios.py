@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from typing import Final
 
 from asyncclient.apps._values import (
-    _MAX_FAT_ARCHS,
-    _MAX_PLIST_BYTES,
-    _UNDECODABLE_MEMBER,
     IOS,
+    MAX_FAT_ARCHS,
+    MAX_PLIST_BYTES,
+    UNDECODABLE_MEMBER,
     AppError,
     AppInfo,
-    _read_member,
-    _text,
+    as_text,
+    read_member,
 )
 
 # Mach-O magics as read big-endian from the first four bytes, and the CPU types we name.
@@ -52,16 +52,16 @@ _ARM_SUBTYPES: Final[Mapping[int, str]] = {
 }
 
 
-def _inspect_app_zip(archive: zipfile.ZipFile, display: str) -> AppInfo:
+def inspect_app_zip(archive: zipfile.ZipFile, display: str) -> AppInfo:
     infos = archive.infolist()
     if not infos:
         raise AppError(
-            f"{display} is an empty zip: zip the Simulator .app folder ({_ditto(display)})"
+            f"{display} is an empty zip: zip the Simulator .app folder ({ditto_command(display)})"
         )
     plist_info = _find_info_plist(infos, display)
     app_dir = plist_info.filename.rsplit("/", 1)[0]
     bundle = app_dir.rsplit("/", 1)[-1]
-    data = _read_member(archive, plist_info, display, _MAX_PLIST_BYTES)
+    data = read_member(archive, plist_info, display, MAX_PLIST_BYTES)
     try:
         plist = plistlib.loads(data)
     except Exception as exc:  # plistlib raises many kinds of error on damaged XML or binary plists
@@ -95,10 +95,10 @@ def _inspect_app_zip(archive: zipfile.ZipFile, display: str) -> AppInfo:
     return AppInfo(
         platform=IOS,
         app_id=bundle_id,
-        app_name=_text(plist.get("CFBundleDisplayName")) or _text(plist.get("CFBundleName")),
-        version=_text(plist.get("CFBundleShortVersionString")),
-        version_code=_text(plist.get("CFBundleVersion")),
-        min_os=_text(plist.get("MinimumOSVersion")),
+        app_name=as_text(plist.get("CFBundleDisplayName")) or as_text(plist.get("CFBundleName")),
+        version=as_text(plist.get("CFBundleShortVersionString")),
+        version_code=as_text(plist.get("CFBundleVersion")),
+        min_os=as_text(plist.get("MinimumOSVersion")),
         abis=archs,
         supported_platforms=[p for p in platforms if isinstance(p, str)],
     )
@@ -122,7 +122,7 @@ def _find_info_plist(infos: list[zipfile.ZipInfo], display: str) -> zipfile.ZipI
             )
         raise AppError(
             f"{display} has no Name.app/Info.plist: zip the Simulator .app folder itself "
-            f"({_ditto(display)})"
+            f"({ditto_command(display)})"
         )
     depth = min(d for d, _ in found)
     outermost = [info for d, info in found if d == depth]
@@ -132,7 +132,7 @@ def _find_info_plist(infos: list[zipfile.ZipInfo], display: str) -> zipfile.ZipI
     return outermost[0]
 
 
-def _ditto(display: str) -> str:
+def ditto_command(display: str) -> str:
     """The command that zips the .app an .app.zip of this name should hold."""
     bundle = display[: -len(".zip")] if display.lower().endswith(".app.zip") else "Name.app"
     return f"ditto -ck --keepParent {bundle} {bundle}.zip"
@@ -150,7 +150,7 @@ def _mach_o_archs(
         raise AppError(
             f"{display}: the executable {label} is damaged ({exc}): rebuild the app"
         ) from exc
-    except _UNDECODABLE_MEMBER as exc:
+    except UNDECODABLE_MEMBER as exc:
         raise AppError(f"{display}: the executable {label} cannot be read ({exc})") from exc
     return _parse_mach_o(head, info.file_size, f"{display}: the executable {label}")
 
@@ -163,9 +163,9 @@ def _mach_o_header_rest(head: bytes) -> int:
     if magic in (_FAT_CIGAM, _FAT_CIGAM_64):
         (count,) = struct.unpack("<I", head[4:])
     if magic in (_FAT_MAGIC, _FAT_CIGAM):
-        return struct.calcsize("<" + _FAT_ARCH) * min(int(count), _MAX_FAT_ARCHS + 1)
+        return struct.calcsize("<" + _FAT_ARCH) * min(int(count), MAX_FAT_ARCHS + 1)
     if magic in (_FAT_MAGIC_64, _FAT_CIGAM_64):
-        return struct.calcsize("<" + _FAT_ARCH_64) * min(int(count), _MAX_FAT_ARCHS + 1)
+        return struct.calcsize("<" + _FAT_ARCH_64) * min(int(count), MAX_FAT_ARCHS + 1)
     return 4  # the cpusubtype of a thin header
 
 
@@ -187,7 +187,7 @@ def _parse_mach_o(head: bytes, size: int, what: str) -> tuple[str, ...]:
         endian + (_FAT_ARCH_64 if magic in (_FAT_MAGIC_64, _FAT_CIGAM_64) else _FAT_ARCH)
     )
     (count,) = struct.unpack(endian + "I", head[4:8])
-    if not 0 < count <= _MAX_FAT_ARCHS:
+    if not 0 < count <= MAX_FAT_ARCHS:
         raise AppError(f"{what} is a universal binary of {count} architectures: rebuild the app")
     if len(head) < 8 + entry.size * count:
         raise AppError(f"{what} is truncated: rebuild the app")

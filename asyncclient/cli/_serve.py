@@ -105,7 +105,6 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         SeedError,
         ServiceSettings,
     )
-    from asyncclient.testing._clock import to_iso
 
     for name in ("error_rate", "rate_limit_rate", "drop_rate"):
         value = getattr(args, name)
@@ -178,7 +177,7 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
                     "dialect": service.dialect.name,
                     **info,
                     "speed": args.speed,
-                    "serviceTimeStart": to_iso(started_at),
+                    "serviceTimeStart": service.clock.started_at_iso,
                 }
             )
         else:

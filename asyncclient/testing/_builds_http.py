@@ -25,7 +25,7 @@ __all__ = ["HANDLERS"]
 async def list_builds(request: web.Request) -> web.Response:
     dialect = request.app[STATE].dialect
     backend, key = authenticated(request)
-    builds = backend.list_builds(key, request.match_info["project_id"])
+    builds = backend.build_store.list_builds(key, request.match_info["project_id"])
     settings = backend.settings
     return json_answer(
         {
@@ -38,7 +38,7 @@ async def list_builds(request: web.Request) -> web.Response:
 
 async def get_build(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    build = backend.get_build(key, request.match_info["build_id"])
+    build = backend.build_store.get(key, request.match_info["build_id"])
     return json_answer({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
@@ -52,13 +52,15 @@ async def start_upload(request: web.Request) -> web.Response:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise invalid("size", "size is required and must be a whole number of bytes, at least 1")
     label = opt_str(data, "label")
-    build = backend.start_upload(key, request.match_info["project_id"], file_name, size, label)
+    build = backend.build_store.start_upload(
+        key, request.match_info["project_id"], file_name, size, label
+    )
     return json_answer({"id": build.id, "partBytes": build.part_bytes, "parts": build.parts}, 201)
 
 
 async def upload_part(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    build, number, expected = backend.part_target(
+    build, number, expected = backend.build_store.part_target(
         key, request.match_info["build_id"], request.match_info["part_number"]
     )
     declared = request.content_length
@@ -75,7 +77,7 @@ async def upload_part(request: web.Request) -> web.Response:
         # (if cut off, nothing earlier is lost); any other into a file commit_part copies.
         # A ready build's part is taken only in the lenient reading, and then discarded.
         discard = build.status == "ready"
-        claimed = None if discard else backend.claim_part(build, number)
+        claimed = None if discard else backend.build_store.claim_part(build, number)
         dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"
         try:
             crc, length = await receive(
@@ -83,7 +85,7 @@ async def upload_part(request: web.Request) -> web.Response:
             )
         finally:
             if claimed is not None:
-                backend.release_part(build, number, claimed)
+                backend.build_store.release_part(build, number, claimed)
     except FileNotFoundError:
         raise ServiceError(404, "not_found", f"build {build.id} was deleted") from None
     if length != expected:
@@ -99,7 +101,7 @@ async def upload_part(request: web.Request) -> web.Response:
     if discard:
         dest.unlink(missing_ok=True)
         return json_answer({"partNumber": number, "etag": etag})
-    await backend.commit_part(build, number, dest if claimed is None else claimed, etag)
+    await backend.build_store.commit_part(build, number, dest if claimed is None else claimed, etag)
     return json_answer({"partNumber": number, "etag": etag})
 
 
@@ -120,13 +122,13 @@ async def complete_upload(request: web.Request) -> web.Response:
         ):
             raise invalid("parts", "each part must be an object {partNumber: int, etag: string}")
         parts.append((item["partNumber"], item["etag"]))
-    build = await backend.complete_upload(key, request.match_info["build_id"], parts)
+    build = await backend.build_store.complete_upload(key, request.match_info["build_id"], parts)
     return json_answer({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
 async def delete_build(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    await backend.delete_build(key, request.match_info["build_id"])
+    await backend.build_store.delete_build(key, request.match_info["build_id"])
     return json_answer({"ok": True})
 
 

@@ -21,6 +21,11 @@ class Clock:
         """The wall-clock time (Unix seconds) service time started from: the clock's creation."""
         return self._base
 
+    @property
+    def started_at_iso(self) -> str:
+        """started_at in the wire's timestamp format (ISO 8601 UTC, milliseconds)."""
+        return to_iso(self._base)
+
     def now(self) -> float:
         return self._base + self._offset
 

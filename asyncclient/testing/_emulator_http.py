@@ -33,7 +33,7 @@ _PAGE_DIALECT = Dialect()
 
 async def result_page(request: web.Request) -> web.Response:
     backend = request.app[STATE].backend
-    run = backend.find_run(request.match_info["run_id"])
+    run = backend.run_store.find_run(request.match_info["run_id"])
     if run is None:
         raise ServiceError(404, "not_found", "no such run")
     now = backend.now()
@@ -91,7 +91,7 @@ async def emulator_runs(request: web.Request) -> web.Response:
     count = data.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 100_000:
         raise invalid("count", "count must be a whole number from 1 to 100000")
-    runs = backend.create_runs(req_str(data, "testId"), count, run_mode(data))
+    runs = backend.run_store.create_runs(req_str(data, "testId"), count, run_mode(data))
     return json_answer({"runIds": [run.id for run in runs]}, 201)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from asyncclient.testing._auth import ApiKey, require_edit
+from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._errors import ServiceError, lookup_error
 from asyncclient.testing._seed import SeedEndpoint
 from asyncclient.testing._state import SharedState
@@ -82,7 +82,6 @@ class EndpointStore:
         headers: Mapping[str, str],
         body_template: str | None,
     ) -> Endpoint:
-        require_edit(key, "Add an endpoint")
         project = self._state.project(key, project_id)
         if any(e.name == name for e in project.endpoints):
             raise ServiceError(
@@ -104,7 +103,6 @@ class EndpointStore:
         return endpoint
 
     def delete_endpoint(self, key: ApiKey, endpoint_id: str) -> None:
-        require_edit(key, "Delete an endpoint")
         endpoint = self.endpoints.get(endpoint_id)
         if endpoint is None or endpoint.project_id not in key.projects:
             raise lookup_error("endpoint", "ep_", endpoint_id, endpoint is not None)

@@ -16,17 +16,16 @@ __all__ = ["HANDLERS"]
 
 async def list_endpoints(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    endpoints = backend.list_endpoints(key, request.match_info["project_id"])
+    endpoints = backend.endpoint_store.list_endpoints(key, request.match_info["project_id"])
     now = backend.now()
     dialect = request.app[STATE].dialect
     return json_answer({"endpoints": [dialect.endpoint_view(e, now) for e in endpoints]})
 
 
 async def add_endpoint(request: web.Request) -> web.Response:
+    # Capability first (authenticated): a key that may not edit learns nothing about the body.
     backend, key = authenticated(request)
     project_id = request.match_info["project_id"]
-    # Capability first: a key that may not edit learns nothing about the body's problems.
-    backend.require_edit(key, "Add an endpoint")
     data = await json_body(
         request,
         ("name", "description", "method", "url", "headers", "bodyTemplate"),
@@ -44,7 +43,7 @@ async def add_endpoint(request: web.Request) -> web.Response:
     )
     if problem is not None:
         raise invalid(*problem)
-    endpoint = backend.add_endpoint(
+    endpoint = backend.endpoint_store.add_endpoint(
         key,
         project_id,
         name=data["name"],
@@ -59,7 +58,7 @@ async def add_endpoint(request: web.Request) -> web.Response:
 
 async def delete_endpoint(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    backend.delete_endpoint(key, request.match_info["endpoint_id"])
+    backend.endpoint_store.delete_endpoint(key, request.match_info["endpoint_id"])
     return json_answer({"ok": True})
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from asyncclient.testing._auth import ApiKey
+from asyncclient._operations import OPERATIONS
+from asyncclient.testing._auth import ApiKey, require_edit
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._conditions import FaultPlan
 from asyncclient.testing._errors import ServiceError, invalid
@@ -177,8 +178,15 @@ def base_url(request: web.BaseRequest) -> str:
 
 
 def authenticated(request: web.Request) -> tuple[Backend, ApiKey]:
+    """The service's state and the caller's key: 401 without a known key, 403 when the
+    operation (the route's name) needs a capability the key lacks, read from the operation
+    table alone, before anything of the request is looked at."""
     backend = request.app[STATE].backend
-    return backend, backend.authenticate(request.headers.get("Authorization"))
+    key = backend.authenticate(request.headers.get("Authorization"))
+    operation = OPERATIONS.get(request.match_info.route.name or "")
+    if operation is not None and operation.capability == "edit":
+        require_edit(key, operation.title)
+    return backend, key
 
 
 async def read_body(request: web.Request) -> bytes:

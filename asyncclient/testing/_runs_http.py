@@ -65,7 +65,7 @@ async def run_test(request: web.Request) -> web.Response:
         build_id = data.get("buildId")
         if build_id is not None:
             build_id = build_id_field("buildId", build_id)
-        run = backend.run_test(key, request.match_info["test_id"], mode, build_id)
+        run = backend.run_store.run_test(key, request.match_info["test_id"], mode, build_id)
         link = f"{base}/runs/{run.id}"
         return 201, {"runId": run.id, "mode": run.mode, "overage": run.overage, "link": link}
 
@@ -88,7 +88,7 @@ async def run_project(request: web.Request) -> web.Response:
             build_ids.extend(build_id_field("buildIds", b) for b in listed)
         if data.get("buildId") is not None:
             build_ids.append(build_id_field("buildId", data["buildId"]))
-        started, skipped = backend.run_project(
+        started, skipped = backend.run_store.run_project(
             key, request.match_info["project_id"], mode, build_ids
         )
         dialect = request.app[STATE].dialect
@@ -133,7 +133,7 @@ async def list_runs(request: web.Request) -> web.Response:
         if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 200:
             raise invalid("limit", "limit must be a whole number from 1 to 200")
         limit = int(raw_limit)
-    runs = backend.list_runs(
+    runs = backend.run_store.list_runs(
         key,
         ids=ids,
         test_id=query.get("testId"),
@@ -150,13 +150,13 @@ async def list_runs(request: web.Request) -> web.Response:
 async def get_run(request: web.Request) -> web.Response:
     state = request.app[STATE]
     backend, key = authenticated(request)
-    run = backend.get_run(key, request.match_info["run_id"])
+    run = backend.run_store.get(key, request.match_info["run_id"])
     return json_text('{"run":' + state.views.full(run, backend.now(), base_url(request)) + "}")
 
 
 async def stop_run(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    run = backend.stop_run(key, request.match_info["run_id"])
+    run = backend.run_store.stop_run(key, request.match_info["run_id"])
     return json_answer(
         {"status": request.app[STATE].dialect.run_status(run.status_at(backend.now()))}
     )
@@ -173,7 +173,9 @@ def _if_range_holds(value: str, etag: str, last_modified: str) -> bool:
 
 async def download_run_file(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
-    run, file = backend.run_file(key, request.match_info["run_id"], request.match_info["file"])
+    run, file = backend.run_store.run_file(
+        key, request.match_info["run_id"], request.match_info["file"]
+    )
     finished = run.finished_at(backend.now())
     last_modified = formatdate(finished, usegmt=True)
     headers = {"Accept-Ranges": "bytes", "ETag": file.etag, "Last-Modified": last_modified}

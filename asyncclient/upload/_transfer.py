@@ -6,6 +6,7 @@ the final checksum must be read together, and splitting them would scatter that 
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -284,15 +285,12 @@ class _Upload:
         return None
 
     async def _upload(self, journal: _Journal | None, *, resume: bool) -> "Build":
-        hashers: list[_Hasher] = []
-        try:
-            return await self._upload_with(hashers, journal, resume=resume)
-        finally:
-            for hasher in hashers:
-                await hasher.stop()
+        # The hashing thread, if one is started, is stopped however the upload ends.
+        async with contextlib.AsyncExitStack() as cleanup:
+            return await self._upload_with(cleanup, journal, resume=resume)
 
     async def _upload_with(
-        self, hashers: "list[_Hasher]", journal: _Journal | None, *, resume: bool
+        self, cleanup: contextlib.AsyncExitStack, journal: _Journal | None, *, resume: bool
     ) -> "Build":
         session = self.ctx.session
         src = self.source
@@ -313,10 +311,11 @@ class _Upload:
         # that answers another one leaves the journal without them, and a resume starts over).
         listing = self.ctx.listing
         expected_part_bytes = part_bytes or (listing.part_bytes if listing is not None else 0)
-        hasher = None
+        started = None
         if self.sha256 is None:
-            hasher = _Hasher(src.send_path, src.size, expected_part_bytes or None)
-            hashers.append(hasher)
+            started = _Hasher(src.send_path, src.size, expected_part_bytes or None)
+            cleanup.push_async_callback(started.stop)
+        hasher = started  # the source of the journal's digests, while its parts are these
         if build_id is not None and hasher is not None:
             proven = await self._provable(journal, hasher, etags)
             if proven is None:  # the file is not the one the journal's parts came from
@@ -342,8 +341,8 @@ class _Upload:
             self.sink.check()
             # The local checksum before completing: a file that changed under the upload is
             # refused here, before the service holds a ready build made of it.
-            if hashers:
-                self.sha256 = await hashers[-1].result()
+            if started is not None:
+                self.sha256 = await started.result()
             self._check_unchanged()
             uploaded = self._part_list(etags, parts)
             try:
@@ -450,7 +449,8 @@ class _Upload:
             while queue:
                 number = queue.popleft()
                 length = self._length(number, part_bytes)
-                body = _part_body(path, (number - 1) * part_bytes, length, self.sink.add, shared)
+                offset = (number - 1) * part_bytes
+                body = PartBody(path, offset, length, progress=self.sink.add, file=shared)
                 async with budget.slot((self.index, number)):
                     uploaded = await session.upload_part(build_id, number, body)
                 etags[number] = uploaded.etag
@@ -554,14 +554,6 @@ async def _open_for_parts(path: Path) -> BinaryIO:
     return await open_unleaked(
         asyncio.to_thread(open, path, "rb", buffering=0), lambda file: file.close()
     )
-
-
-def _part_body(
-    path: Path, offset: int, length: int, progress: Callable[[int], object], file: BinaryIO
-) -> Any:
-    # Imported here: importing this module stays free of aiohttp.
-
-    return PartBody(path, offset, length, progress=progress, file=file)
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -299,8 +299,8 @@ async def test_wait_on_a_project_reports_json_junit_and_step_summary(
 async def test_watch_follows_given_runs(
     svc: FakeService, run_cli: RunCli, env: dict[str, str]
 ) -> None:
-    ok = svc.backend.create_runs("t_pass", 2)
-    bad = svc.backend.create_runs("t_fail", 1)
+    ok = svc.backend.run_store.create_runs("t_pass", 2)
+    bad = svc.backend.run_store.create_runs("t_fail", 1)
     ids = [r.id for r in ok + bad]
     result = await run_cli("watch", *ids, ids[0], *FAST, "--json", "-q", env=env)
     assert result.code == 1
@@ -319,7 +319,7 @@ async def test_watch_follows_given_runs(
 async def test_watch_an_unknown_run_exits_3(
     svc: FakeService, run_cli: RunCli, env: dict[str, str]
 ) -> None:
-    (known,) = svc.backend.create_runs("t_pass", 1)
+    (known,) = svc.backend.run_store.create_runs("t_pass", 1)
     result = await run_cli("watch", known.id, "j_nosuchrun", *FAST, env=env)
     assert result.code == 3
     assert "does not know 1 run id(s): j_nosuchrun" in result.stderr
@@ -464,8 +464,8 @@ async def test_a_terminal_gets_a_live_table(svc: FakeService) -> None:
     from asyncclient.cli._output import Output
     from asyncclient.cli._run import watch
 
-    ids = [run.id for run in svc.backend.create_runs("t_pass", 2)]
-    ids += [run.id for run in svc.backend.create_runs("t_fail", 1)]
+    ids = [run.id for run in svc.backend.run_store.create_runs("t_pass", 2)]
+    ids += [run.id for run in svc.backend.run_store.create_runs("t_fail", 1)]
     argv = ["--base-url", svc.url, "--api-key", KEY, "watch", *ids, *FAST]
     stdout, stderr = io.StringIO(), Terminal()
     assert await watch(build_parser().parse_args(argv), Output(stdout=stdout, stderr=stderr)) == 1
@@ -517,7 +517,7 @@ async def test_a_start_with_no_run_exits_1_even_with_allow_skipped(
     allow: list[str],
 ) -> None:
     # A service that answers 201 {"started": [], "skipped": []} (the spec says 402 or 400).
-    monkeypatch.setattr(svc.backend, "run_project", lambda *args: ([], []))
+    monkeypatch.setattr(svc.backend.run_store, "run_project", lambda *args: ([], []))
     result = await run_cli("run", "project", "p_cli", "--wait", *allow, *FAST, env=env)
     assert result.code == 1, result.stderr
     assert result.stdout.splitlines() == ["0 runs"]

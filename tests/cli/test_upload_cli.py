@@ -242,14 +242,14 @@ async def test_ctrl_c_keeps_the_journal_and_the_same_command_resumes(
     path = apk(tmp_path, parts=40)
     svc.conditions = NetworkConditions(part_bandwidth=256 * 1024)  # a part every 0.25 s
     two_parts_in = asyncio.Event()
-    commit = svc.backend.commit_part
+    commit = svc.backend.build_store.commit_part
 
     def counting(*args: Any) -> Any:
         if len(svc.requests_for("upload_part")) >= 1:  # this is the second part
             two_parts_in.set()
         return commit(*args)
 
-    monkeypatch.setattr(svc.backend, "commit_part", counting)
+    monkeypatch.setattr(svc.backend.build_store, "commit_part", counting)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "asyncclient", "upload", svc.project_id, str(path),
         "--concurrency", "1",
