@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
+from typing import Any, Final, Protocol, TypedDict, TypeVar
 
 from asyncclient import _checks as checks
 from asyncclient._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
@@ -31,9 +31,6 @@ from asyncclient.errors import (
     WatchTimeoutError,
 )
 from asyncclient.models import Run
-
-if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -260,6 +257,20 @@ class _Pacer:
         return self._jittered(min(self.interval * 2.0 ** (failures - 1), self.max_interval))
 
 
+class RunSource(Protocol):
+    """What the watcher asks of the service: the operations of AsyncSession it calls (the
+    watcher depends on them, not on the session's module, which makes watchers)."""
+
+    @property
+    def max_retry_after(self) -> float: ...
+
+    async def list_run_views(
+        self, run_ids: Sequence[str], *, retries: int | None = None
+    ) -> list[Mapping[str, Any]]: ...
+
+    async def stop_run(self, run_id: str) -> str: ...
+
+
 def _check_ids(run_ids: Iterable[str]) -> list[str]:
     return check_id_list("run", run_ids, "run_ids")
 
@@ -326,7 +337,7 @@ class RunWatcher:
 
     def __init__(
         self,
-        session: AsyncSession,
+        session: RunSource,
         run_ids: Iterable[str] = (),
         *,
         interval: float = 3.0,

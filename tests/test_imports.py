@@ -1,9 +1,12 @@
-"""The package's import graph has no circles, lazy imports inside functions included (only
-`if TYPE_CHECKING:` imports are exempt), and each module's docstring says what it is for."""
+"""The package's import graph has no circles, lazy imports inside functions included, and type-only
+ones (`if TYPE_CHECKING:`) only where records hold each other; each module's docstring says what
+it is for, none has over 600 lines of code, and ARCHITECTURE.md names every one."""
 
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,15 +32,15 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+def _imports(tree: ast.AST, *, types: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not types and isinstance(node, ast.If) and _is_type_checking(node):
             for other in node.orelse:
                 yield from _imports(other)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _imports(node)
+        yield from _imports(node, types=types)
 
 
 def _resolve(importer: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
@@ -58,12 +61,13 @@ def _resolve(importer: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
         yield candidate if candidate in MODULES else base
 
 
-def edges() -> dict[str, set[str]]:
+def edges(*, types: bool = False) -> dict[str, set[str]]:
+    """Who imports whom; with `types`, imports made only for type checkers too."""
     graph: dict[str, set[str]] = {}
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         targets = set()
-        for node in _imports(tree):
+        for node in _imports(tree, types=types):
             for target in _resolve(name, node):
                 while target and target not in MODULES:
                     target = target.rpartition(".")[0]
@@ -102,6 +106,98 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_circles() -> None:
     cycle = find_cycle(edges())
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+# The emulator's records hold each other (a project its builds, runs and endpoints; an endpoint
+# the runs that called it), each typed where its store lives: the state that contains them names
+# their types for the type checker only. No seam removes a container's knowing what it holds.
+RECORDS_THAT_HOLD_EACH_OTHER = {
+    "asyncclient.testing._state": {
+        "asyncclient.testing._builds",
+        "asyncclient.testing._endpoints",
+        "asyncclient.testing._runs",
+    },
+    "asyncclient.testing._endpoints": {"asyncclient.testing._runs"},
+}
+
+
+def test_no_circles_of_type_only_imports_but_the_records() -> None:
+    graph = edges(types=True)
+    for importer, imported in RECORDS_THAT_HOLD_EACH_OTHER.items():
+        assert imported <= graph[importer], f"{importer} no longer needs the allowance"
+        graph[importer] -= imported
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle (type-only imports included): " + " -> ".join(cycle or [])
+
+
+def code_lines(path: Path) -> int:
+    """Lines that hold code: not blank, not only a comment, not inside a docstring."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    docs: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            docs.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    lines: set[int] = set()
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in skip or token.type == tokenize.ENDMARKER:
+            continue
+        lines.update(n for n in range(token.start[0], token.end[0] + 1) if n not in docs)
+    return len(lines)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_has_over_600_lines_of_code(name: str) -> None:
+    assert code_lines(MODULES[name]) <= 600, f"{name}: split it by what it holds"
+
+
+def test_code_lines_leave_out_docstrings_and_comments(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""Doc."""\n\n# a comment\nx = 1  # trailing\n\n\n'
+        'def f():\n    """Doc\n    more."""\n    return x\n'
+    )
+    assert code_lines(sample) == 3
+
+
+def mapped_modules(text: str) -> set[str]:
+    """The files ARCHITECTURE.md's map names, as paths under asyncclient/: a line's first word
+    ending `.py` is a file, ending `/` a folder holding the more indented lines below it."""
+    block = text.split("## The map", 1)[1].split("```", 2)[1]
+    found: set[str] = set()
+    folders: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        word = line.split()[0]
+        if not word.endswith((".py", "/")):
+            continue  # a description carried onto the next line
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        path = "".join(folder for _, folder in folders) + word
+        if word.endswith("/"):
+            folders.append((indent, word))
+        else:
+            found.add(path.removeprefix("asyncclient/"))
+    return found
+
+
+def test_architecture_names_every_module() -> None:
+    mapped = mapped_modules((PACKAGE.parent / "ARCHITECTURE.md").read_text())
+    present = {str(path.relative_to(PACKAGE)) for path in MODULES.values()}
+    assert present - mapped == set(), "ARCHITECTURE.md's map leaves these out"
+    assert mapped - present == set(), "ARCHITECTURE.md's map names files that are gone"
+
+
+def test_the_map_reader_follows_folders() -> None:
+    text = "## The map\n```\nasyncclient/\n  a.py  x\n        more\n  b/\n    c.py\n  d.py\n```"
+    assert mapped_modules(text) == {"a.py", "b/c.py", "d.py"}
 
 
 def test_the_walker_sees_a_circle() -> None:
@@ -148,3 +244,71 @@ def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
         assert not {m for m in reached if m.startswith("asyncclient.cli")}, name
     assert "asyncclient._wording" in _reachable(graph, "asyncclient.mcp_server")
     assert "asyncclient._wording" in _reachable(graph, "asyncclient.cli._common")
+
+
+# --- ARCHITECTURE.md's "Where to go" holds in the code --------------------------------------
+
+
+def _defining(name: str) -> set[str]:
+    """The modules that define `name` at their top level (a def, a class or an assignment)."""
+    found = set()
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if node.name == name:
+                    found.add(module)
+                continue
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found.add(module)
+    return found
+
+
+def _names_used(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "RETRYABLE_STATUSES",
+        "OUTAGE_STATUSES",
+        "DEFAULT_RETRY_DEADLINE",
+        "RetrySignal",
+        "RetryPolicy",
+        "classify",
+        "retrying",
+    ],
+)
+def test_the_retry_policy_is_one_module(name: str) -> None:
+    assert _defining(name) == {"asyncclient._retry"}
+
+
+def test_the_transport_and_the_watcher_ask_the_same_classify() -> None:
+    assert "classify" in _names_used("asyncclient._transport")
+    assert "classify" in _names_used("asyncclient.watch")
+    for module in ("asyncclient._transport", "asyncclient.watch"):
+        text = MODULES[module].read_text()
+        assert "RETRYABLE_STATUSES" not in text, module
+        assert "OUTAGE_STATUSES" not in text, module
+
+
+def test_the_transport_knows_no_part() -> None:
+    assert "PartBody" not in MODULES["asyncclient._transport"].read_text()
+
+
+def test_the_emulator_is_one_hop() -> None:
+    tree = ast.parse(MODULES["asyncclient.testing._backend"].read_text())
+    (backend,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Backend"]
+    methods = {
+        n.name for n in backend.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert methods == {"__init__", "now", "authenticate", "aclose"}  # no operation to forward
+    # The edit capability is checked in one place, from the operation table's rows.
+    callers = {m for m in MODULES if "require_edit(" in MODULES[m].read_text()}
+    assert callers == {"asyncclient.testing._auth", "asyncclient.testing._http"}

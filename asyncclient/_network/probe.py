@@ -8,13 +8,32 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    from asyncclient._network import Network
+from asyncclient._network.proxies import Proxy
 
 __all__ = ["alert_after_handshake", "peer_names", "speaks_tls", "ssl_words"]
+
+
+class Network(Protocol):
+    """What a closer look needs of the session's network (asyncclient._network.Network)."""
+
+    @property
+    def proxy(self) -> Proxy | None: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None: ...
+
 
 _PROBE_TIMEOUT: Final = 5.0
 # How long a closer look waits for an alert after the handshake (a loopback one comes at once).

@@ -82,6 +82,9 @@ def _test_row(
         "link_text": final.link or "",
         "files": files,
         "start_error": test.start_error,
+        # Every field of the --json summary, for the template to show (a new field is one
+        # line in _reports.report_fields and its place in report.html.j2).
+        "fields": _reports.report_fields(final),
     }
 
 

@@ -1,6 +1,7 @@
 """The HTTP handlers of the build operations: list, get, start an upload, parts, complete, delete.
 
-Each parses and checks its request, calls `Backend` and writes the answer through the dialect.
+Each parses and checks its request, calls the build store (`backend.build_store`) and writes
+the answer through the dialect.
 """
 
 import secrets

@@ -1,6 +1,7 @@
 """The HTTP handlers of the tester-endpoint operations: list, add, delete.
 
-Each parses and checks its request, calls `Backend` and writes the answer through the dialect.
+Each parses and checks its request, calls the endpoint store (`backend.endpoint_store`) and
+writes the answer through the dialect.
 """
 
 from collections.abc import Awaitable, Callable

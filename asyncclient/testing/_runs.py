@@ -17,6 +17,7 @@ from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._builds import Build, BuildStore
 from asyncclient.testing._errors import (
     ServiceError,
+    Skip,
     invalid,
     invalid_state,
     lookup_error,
@@ -160,16 +161,6 @@ def _default_requirement(test: SeedTest) -> SeedRequirement:
         "error": "The run ended in an error before this check.",
     }[test.outcome]
     return SeedRequirement(test.title, result, reason)
-
-
-@attrs.frozen
-class Skip:
-    test_id: str
-    code: str
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"testId": self.test_id, "reason": self.reason, "code": self.code}
 
 
 def _unit_interval(text: str) -> float:

@@ -1,6 +1,7 @@
 """The HTTP handlers of the run operations: start (idempotent), list, get, stop, download a file.
 
-Each parses and checks its request, calls `Backend` and writes the answer through the dialect.
+Each parses and checks its request, calls the run store (`backend.run_store`) and writes the
+answer through the dialect.
 """
 
 from collections.abc import Awaitable, Callable

@@ -7,7 +7,6 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from asyncclient import _checks as checks
 from asyncclient._limits import fit_uploads, open_files_left
@@ -26,14 +25,11 @@ from asyncclient.upload._values import (
     DEFAULT_MAX_PARTS_IN_FLIGHT,
     ItemLike,
     Progress,
+    Service,
     UploadItem,
     UploadResult,
     default_journal_dir,
 )
-
-if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
-
 
 __all__ = ["upload_many", "upload_one"]
 
@@ -45,7 +41,7 @@ def _journal_dir(journal_dir: "str | os.PathLike[str] | None") -> Path:
 
 
 async def upload_one(
-    session: "AsyncSession",
+    session: Service,
     project_id: str,
     path: "str | os.PathLike[str]",
     *,
@@ -76,7 +72,7 @@ async def upload_one(
 
 
 async def upload_many(
-    session: "AsyncSession",
+    session: Service,
     items: Iterable["ItemLike"],
     *,
     project_id: str | None = None,
@@ -163,7 +159,7 @@ def _item(value: object) -> UploadItem:
 
 
 async def _upload_items(
-    session: "AsyncSession",
+    session: Service,
     project_id: str,
     items: list[UploadItem],
     *,

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -36,11 +36,7 @@ from asyncclient.upload._budget import _Budget, _ProgressSink, _Window
 from asyncclient.upload._hashing import _Hasher
 from asyncclient.upload._journal import _Journal, journal_name
 from asyncclient.upload._preflight import _Source
-from asyncclient.upload._values import STATE_DIR_ENV, Progress, UploadResult
-
-if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
-
+from asyncclient.upload._values import STATE_DIR_ENV, Progress, Service, UploadResult
 
 log = logging.getLogger("asyncclient.upload")
 
@@ -49,7 +45,7 @@ log = logging.getLogger("asyncclient.upload")
 class _Context:
     """What the uploads of one call share."""
 
-    session: "AsyncSession"
+    session: Service
     project_id: str
     budget: _Budget
     concurrency: int

@@ -3,15 +3,16 @@ progress callback's shape, and where resume journals live."""
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final, Protocol, TypeAlias
 
 import attrs
 
+from asyncclient._bodies import PartBody
 from asyncclient._locks import STATE_DIR_ENV, state_dir
 from asyncclient.apps import AppInfo
-from asyncclient.models import Build
+from asyncclient.models import Build, BuildList, UploadedPart, UploadStart
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -142,3 +143,27 @@ def default_journal_dir() -> Path:
     """Where resume journals live: $ASYNCCLIENT_STATE_DIR/uploads, else
     $XDG_STATE_HOME/asyncclient/uploads, else ~/.local/state/asyncclient/uploads."""
     return state_dir() / "uploads"
+
+
+class Service(Protocol):
+    """What the uploader asks of the service: the operations of AsyncSession it calls, so that
+    it depends on them and not on the session's module (which imports the uploader)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def list_builds(self, project_id: str) -> BuildList: ...
+
+    async def get_build(self, build_id: str) -> Build: ...
+
+    async def start_upload(
+        self, project_id: str, file_name: str, size: int, label: str | None = None
+    ) -> UploadStart: ...
+
+    async def upload_part(
+        self, build_id: str, part_number: int, data: bytes | bytearray | memoryview | PartBody
+    ) -> UploadedPart: ...
+
+    async def complete_upload(self, build_id: str, parts: Sequence[UploadedPart]) -> Build: ...
+
+    async def delete_build(self, build_id: str) -> None: ...

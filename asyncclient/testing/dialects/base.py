@@ -19,8 +19,8 @@ import attrs
 
 from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._clock import to_iso
-from asyncclient.testing._errors import ServiceError
-from asyncclient.testing._runs import FINAL_STATUSES, Skip
+from asyncclient.testing._errors import ServiceError, Skip
+from asyncclient.testing._runs import FINAL_STATUSES
 
 if TYPE_CHECKING:
     from asyncclient.testing._builds import Build

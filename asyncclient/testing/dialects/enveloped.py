@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from asyncclient.testing._builds import BuildRejected
-from asyncclient.testing._errors import ServiceError
-from asyncclient.testing._runs import Skip
+from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing.dialects.base import Check, Dialect
 
 if TYPE_CHECKING:
