@@ -2,16 +2,17 @@
 waits recorded instead of slept, and real app files built with asyncclient.testing.builders."""
 
 import asyncio
+import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from body_paths import BodyPath
 from hypothesis import HealthCheck, settings
-from network_support import NETWORK_KINDS, ForwardProxy, Network, forward_proxy
+from network_support import NETWORK_KINDS, ForwardProxy, Network, ServeEmulator, forward_proxy
 
 from asyncclient import AsyncSession
 from asyncclient.testing import DIALECTS, FakeService, recorded_retry_waits
@@ -112,12 +113,84 @@ def dialect() -> str:
 
 
 @pytest.fixture
-async def service(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+def serve_emulator(dialect: str, network: Network) -> ServeEmulator:
+    """`async with serve_emulator(seed, clock="manual") as svc:` the emulator with `seed` (None:
+    the demo) and FakeService's options, in the test's wire dialect, and over HTTPS or a
+    proxy in modules marked `networks`: the one place a test's emulator meets both."""
+
+    def serve(
+        seed: Any = None, **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[FakeService]:
+        emulator = FakeService(seed, dialect=dialect, **network.service_options, **options)
+        return network.serve(emulator)
+
+    return serve
+
+
+@pytest.fixture
+async def service(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
     """The emulator with the demo seed, in each dialect (and network, in modules marked
     `networks`); time moves only through service.advance(seconds)."""
-    emulator = FakeService(clock="manual", dialect=dialect, **network.service_options)
-    async with network.serve(emulator) as svc:
+    async with serve_emulator(clock="manual") as svc:
         yield svc
+
+
+RERUN_BUILD = "ab_b1"
+
+
+def _rerun_seed(
+    *,
+    flaky: bool = True,
+    broken: bool = True,
+    extra: int = 0,
+    failing: int = 0,
+    tests: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    app = {"project": "p_ci", "target": "android", "appId": "com.example.shop"}
+    chosen = [{"id": "t_pass", "title": "Passes", **app, "durationSeconds": 20}]
+    if flaky:
+        chosen.append({"id": "t_flaky", "title": "Flaky", **app, "durationSeconds": 25,
+                       "flakyRuns": 1})  # fmt: skip
+    if broken:
+        chosen.append({"id": "t_broken", "title": "Always fails", **app, "outcome": "failed",
+                       "durationSeconds": 30})  # fmt: skip
+    for test in chosen:
+        test.update((tests or {}).get(test["id"], {}))
+    for i in range(extra):
+        chosen.append(
+            {"id": f"t_{i:04d}", "project": "p_ci", "target": "web", "url": "https://x.example",
+             "outcome": "failed" if i < failing else "passed", "durationSeconds": 10,
+             "queuedSeconds": 0}
+        )  # fmt: skip
+    return {
+        "projects": [{"id": "p_ci", "plan": "paid", "includedRuns": 100000}],
+        "keys": [{"key": "ci-run", "capability": "run", "projects": ["p_ci"]}],
+        "builds": [
+            {
+                "id": RERUN_BUILD,
+                "project": "p_ci",
+                "platform": "android",
+                "appId": "com.example.shop",
+            },
+            {
+                "id": "ab_b2",
+                "project": "p_ci",
+                "platform": "android",
+                "appId": "com.example.shop",
+                "versionCode": "2",
+            },
+        ],
+        "tests": chosen,
+    }
+
+
+@pytest.fixture
+def rerun_seed() -> Callable[..., dict[str, Any]]:
+    """The seed of the re-run tests (library and CLI): project p_ci, key ci-run, builds
+    ab_b1 and ab_b2, tests t_pass, t_flaky (fails its first run; flaky=False leaves it out)
+    and t_broken (always fails; broken=False leaves it out), and `extra` web tests of which
+    the first `failing` fail. `tests={"t_pass": {"title": ...}}` changes a test's fields."""
+    return _rerun_seed
 
 
 @pytest.fixture

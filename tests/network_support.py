@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ import pytest
 from asyncclient.testing import FakeService
 
 NETWORK_KINDS = ("plain", "tls", "proxy")
+#: The conftest's `serve_emulator` fixture: `async with serve_emulator(seed, **options) as svc`.
+ServeEmulator = Callable[..., contextlib.AbstractAsyncContextManager[FakeService]]
 PROXY_USER = "ci-runner"
 PROXY_PASSWORD = "pr0xy-s3cret-42"
 _ACCESS = re.compile(r" - CONNECT (?P<target>\S+) - (?P<bytes>\d+) bytes")

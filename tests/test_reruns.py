@@ -5,7 +5,7 @@ the watcher's injected sleep."""
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -16,50 +16,13 @@ from asyncclient.models import Run, RunStatus
 from asyncclient.reruns import Attempts, Reruns, SuiteResult, needs_rerun, wait_with_retries
 from asyncclient.testing import FakeService
 
-BUILD = "ab_b1"
-
-
-def seed(flaky: bool = True, broken: bool = True, extra: int = 0, failing: int = 0) -> Any:
-    tests: list[dict[str, Any]] = [
-        {"id": "t_pass", "project": "p_ci", "title": "Passes", "target": "android",
-         "appId": "com.example.shop", "durationSeconds": 20},
-    ]  # fmt: skip
-    if flaky:
-        tests.append(
-            {"id": "t_flaky", "project": "p_ci", "title": "Flaky", "target": "android",
-             "appId": "com.example.shop", "durationSeconds": 25, "flakyRuns": 1}
-        )  # fmt: skip
-    if broken:
-        tests.append(
-            {"id": "t_broken", "project": "p_ci", "title": "Always fails", "target": "android",
-             "appId": "com.example.shop", "outcome": "failed", "durationSeconds": 30}
-        )  # fmt: skip
-    for i in range(extra):
-        tests.append(
-            {"id": f"t_{i:04d}", "project": "p_ci", "target": "web", "url": "https://x.example",
-             "outcome": "failed" if i < failing else "passed", "durationSeconds": 10,
-             "queuedSeconds": 0}
-        )  # fmt: skip
-    return {
-        "projects": [{"id": "p_ci", "plan": "paid", "includedRuns": 100000}],
-        "keys": [{"key": "ci-run", "capability": "run", "projects": ["p_ci"]}],
-        "builds": [
-            {"id": BUILD, "project": "p_ci", "platform": "android", "appId": "com.example.shop"},
-            {
-                "id": "ab_b2",
-                "project": "p_ci",
-                "platform": "android",
-                "appId": "com.example.shop",
-                "versionCode": "2",
-            },
-        ],
-        "tests": tests,
-    }
+BUILD = "ab_b1"  # RERUN_BUILD of conftest.py
+Seed = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
-async def svc() -> AsyncIterator[FakeService]:
-    async with FakeService(seed(), clock="manual") as service:
+async def svc(rerun_seed: Seed) -> AsyncIterator[FakeService]:
+    async with FakeService(rerun_seed(), clock="manual") as service:
         yield service
 
 
@@ -113,10 +76,10 @@ async def test_only_what_did_not_pass_is_rerun_with_the_first_runs_build_and_mod
 
 @pytest.mark.parametrize("fail_on_flaky", [False, True])
 async def test_a_flaky_test_alone_passes_unless_flaky_counts_as_failed(
-    fail_on_flaky: bool,
+    fail_on_flaky: bool, rerun_seed: Seed
 ) -> None:
     async with (
-        FakeService(seed(broken=False), clock="manual") as svc,
+        FakeService(rerun_seed(broken=False), clock="manual") as svc,
         AsyncSession("ci-run", svc.url, backoff_base=0.0) as client,
     ):
         start = await client.run_project("p_ci", build_id=BUILD)
@@ -154,12 +117,12 @@ async def test_a_stopped_run_is_not_rerun(svc: FakeService, session: AsyncSessio
     assert svc.requests_for("run_test") == []
 
 
-async def test_reruns_of_many_tests_are_watched_in_batches_of_fifty() -> None:
+async def test_reruns_of_many_tests_are_watched_in_batches_of_fifty(rerun_seed: Seed) -> None:
     """1,000 tests, 300 of which fail: the re-runs go out together and each sweep over them is
     ceil(300 / 50) = 6 List runs requests, never one poll per run."""
     async with (
         FakeService(
-            seed(flaky=False, broken=False, extra=1000, failing=300), clock="manual"
+            rerun_seed(flaky=False, broken=False, extra=1000, failing=300), clock="manual"
         ) as svc,
         AsyncSession("ci-run", svc.url, backoff_base=0.0) as client,
     ):

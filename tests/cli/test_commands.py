@@ -26,6 +26,7 @@ from commands_support import (
     seed,
     start_run,
 )
+from network_support import ServeEmulator
 
 from asyncclient import _checks as checks
 from asyncclient.testing import FakeService
@@ -37,9 +38,9 @@ RUN_STATUSES = "queued, running, passed, failed, blocked, inconclusive, error, c
 
 
 @pytest.fixture
-async def svc(dialect: str) -> AsyncIterator[FakeService]:
+async def svc(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
     """The emulator in each wire dialect (the `dialect` fixture of tests/conftest.py)."""
-    async with FakeService(seed(), clock="manual", dialect=dialect) as service:
+    async with serve_emulator(seed(), clock="manual") as service:
         yield service
 
 

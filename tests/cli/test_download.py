@@ -20,7 +20,7 @@ from commands_support import (
     seed,
     start_run,
 )
-from network_support import Network
+from network_support import ServeEmulator
 
 from asyncclient import _wire as wire
 from asyncclient.testing import FakeService, Fault
@@ -32,10 +32,9 @@ RunCli = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture
-async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+async def svc(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
     """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
-    emulator = FakeService(seed(), clock="manual", dialect=dialect, **network.service_options)
-    async with network.serve(emulator) as service:
+    async with serve_emulator(seed(), clock="manual") as service:
         yield service
 
 

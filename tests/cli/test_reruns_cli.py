@@ -24,58 +24,34 @@ KEY = "ci-run"
 BUILD = "ab_b1"
 FAST = ("--interval", "0.01")
 SCRIPT = "<script>document.title='pwned'</script>"
+Seed = Callable[..., dict[str, Any]]
 
 
-def app_test(test_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": test_id, "project": "p_ci", "target": "android", "appId": "com.example.shop",
-        "queuedSeconds": 1, **fields,
-    }  # fmt: skip
-
-
-def seed(broken: bool = True) -> dict[str, Any]:
-    tests = [
-        app_test("t_pass", title="Log in", durationSeconds=20),
-        app_test(
-            "t_flaky",
-            title="Search <b>bold</b>",
-            durationSeconds=25,
-            flakyRuns=1,
-            flakyReason=f"Lost the device {SCRIPT}",
-        ),
-    ]
-    if broken:
-        tests.append(
-            app_test(
-                "t_broken",
-                title="Voucher",
-                outcome="failed",
-                durationSeconds=30,
-                requirements=[
+def seed(rerun_seed: Seed, broken: bool = True) -> dict[str, Any]:
+    """The re-run seed (tests/conftest.py) with titles and reasons a report must escape."""
+    return rerun_seed(
+        broken=broken,
+        tests={
+            "t_pass": {"title": "Log in", "queuedSeconds": 1},
+            "t_flaky": {
+                "title": "Search <b>bold</b>",
+                "queuedSeconds": 1,
+                "flakyReason": f"Lost the device {SCRIPT}",
+            },
+            "t_broken": {
+                "title": "Voucher",
+                "queuedSeconds": 1,
+                "requirements": [
                     {"title": "Total drops", "result": "failed", "reason": "Stayed <i>42</i>."}
                 ],
-            )
-        )
-    return {
-        "projects": [{"id": "p_ci", "plan": "paid", "includedRuns": 1000}],
-        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ci"]}],
-        "builds": [
-            {"id": BUILD, "project": "p_ci", "platform": "android", "appId": "com.example.shop"},
-            {
-                "id": "ab_b2",
-                "project": "p_ci",
-                "platform": "android",
-                "appId": "com.example.shop",
-                "versionCode": "2",
             },
-        ],
-        "tests": tests,
-    }
+        },
+    )
 
 
 @pytest.fixture
-async def svc() -> AsyncIterator[FakeService]:
-    async with FakeService(seed(), speed=1000.0) as service:
+async def svc(rerun_seed: Seed) -> AsyncIterator[FakeService]:
+    async with FakeService(seed(rerun_seed), speed=1000.0) as service:
         yield service
 
 
@@ -160,9 +136,9 @@ async def test_the_whole_ci_loop(
 
 
 async def test_a_suite_whose_only_failure_was_flaky_passes_and_says_so(
-    run_cli: RunCli, tmp_path: Path
+    run_cli: RunCli, tmp_path: Path, rerun_seed: Seed
 ) -> None:
-    async with FakeService(seed(broken=False), speed=1000.0) as svc:
+    async with FakeService(seed(rerun_seed, broken=False), speed=1000.0) as svc:
         env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
         summary = tmp_path / "summary.md"
         result = await run_cli(
@@ -176,8 +152,8 @@ async def test_a_suite_whose_only_failure_was_flaky_passes_and_says_so(
     assert "passed on attempt 2" in markdown
 
 
-async def test_fail_on_flaky_fails_the_job(run_cli: RunCli) -> None:
-    async with FakeService(seed(broken=False), speed=1000.0) as svc:
+async def test_fail_on_flaky_fails_the_job(run_cli: RunCli, rerun_seed: Seed) -> None:
+    async with FakeService(seed(rerun_seed, broken=False), speed=1000.0) as svc:
         env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
         result = await run_cli(
             "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",

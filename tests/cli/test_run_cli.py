@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_support import Network
+from network_support import ServeEmulator
 
 from asyncclient.testing import FakeService
 
@@ -102,10 +102,9 @@ FAST = ("--interval", "0.01")
 
 
 @pytest.fixture
-async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+async def svc(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
     """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
-    emulator = FakeService(SEED, speed=1000.0, dialect=dialect, **network.service_options)
-    async with network.serve(emulator) as service:
+    async with serve_emulator(SEED, speed=1000.0) as service:
         yield service
 
 

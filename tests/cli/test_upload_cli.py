@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_support import Network
+from network_support import ServeEmulator
 
 from asyncclient.cli import _common, _output, _upload, _upload_progress
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
@@ -32,12 +32,9 @@ PART = 64 * 1024
 
 
 @pytest.fixture
-async def svc(dialect: str, network: Network) -> AsyncIterator[FakeService]:
+async def svc(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
     """The emulator in each wire dialect, and over HTTPS and a proxy (tests/conftest.py)."""
-    emulator = FakeService(
-        settings=ServiceSettings(part_bytes=PART), dialect=dialect, **network.service_options
-    )
-    async with network.serve(emulator) as service:
+    async with serve_emulator(settings=ServiceSettings(part_bytes=PART)) as service:
         yield service
 
 
