@@ -235,6 +235,18 @@ def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> floa
     return float(value)
 
 
+def check_days(value: object) -> float:
+    """A window of history in days: a number above 0 (fractions allowed)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValidationError(f"days must be a number of days above 0 (such as 14); got {value!r}")
+    return float(value)
+
+
 def check_label(label: object) -> str | None:
     """A build's label: a string (for example a commit id) or None."""
     if label is not None and not isinstance(label, str):

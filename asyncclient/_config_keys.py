@@ -46,6 +46,9 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "interval": Key("float", "--interval"),
     "timeout": Key("float", "--timeout"),
     "stop_on_timeout": Key("bool", "--stop-on-timeout"),
+    "quarantine": Key("path", "--quarantine"),
+    "fail_on_quarantined": Key("bool", "--fail-on-quarantined"),
+    "no_history": Key("bool", "--no-history"),
 }
 
 COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {

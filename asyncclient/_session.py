@@ -74,6 +74,7 @@ from asyncclient.watch import RunWatcher, WatchOptions
 
 if TYPE_CHECKING:
     from asyncclient.config import Config
+    from asyncclient.flakiness import FlakinessReport
 
 __all__ = ["AsyncSession", "PartBody"]
 
@@ -784,6 +785,46 @@ class AsyncSession:
         # No limit goes to the service: its default (50) covers a whole batch.
         params = {**filters, "ids": ",".join(batch)}
         return await self._call("list_runs", read_runs, params=params, retries=retries)
+
+    async def flakiness(
+        self, project_id: str, days: float = 14, *, tests: Iterable[str] | None = None
+    ) -> "FlakinessReport":
+        """Which of a project's tests flake across jobs, from the service's run history.
+
+        A test is flaky on a build when it both passed and did not pass on that build; it
+        is broken when its runs on each of its last 3 builds all did not pass (see
+        `asyncclient.flakiness` for every definition). Requests are bounded: one listing of
+        the project's newest runs (to find its tests, unless `tests` names them), then per
+        test one listing and at most one `ids=` read per 50 runs whose listing left out
+        their build.
+
+        Args:
+            project_id: The project (`p_...`).
+            days: The window: runs created in the last `days` days.
+            tests: Only these tests (`t_...`); None: every test the project's newest 200 runs
+                name.
+
+        Returns:
+            A `FlakinessReport`: one `TestFlakiness` per test, what hurts most first.
+
+        Raises:
+            ValidationError: A bad project or test id, or `days` not above 0.
+            ApiError: The service refused a request, after the retries its status allows.
+            TransportError: The service could not be reached, after the retries.
+
+        Examples:
+            ```python
+            report = await session.flakiness("p_demo", days=30)
+            for test in report.tests:
+                print(test.test_id, test.state, test.strip)
+            ```
+        """
+        from asyncclient.flakiness import fetch_flakiness
+
+        checks.check_id("project", project_id)
+        named = None if tests is None else checks.check_id_list("test", tests, "tests")
+        window = checks.check_days(days)
+        return await fetch_flakiness(self, project_id, days=window, tests=named)
 
     async def get_run(self, run_id: str) -> Run:
         """One run in the full view.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -29,6 +29,7 @@ from asyncclient.errors import AsyncClientError, ValidationError
 
 if TYPE_CHECKING:
     from asyncclient._session import AsyncSession
+    from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
 
 __all__ = [
@@ -117,6 +118,12 @@ class SuiteResult:
         fail_on_flaky: Whether a flaky test counts as failed.
         complete: Whether every run ended (False after a timeout).
         unknown: Run ids the service did not know.
+        quarantined: The quarantined tests (test id -> reason): one that did not pass does
+            not fail the suite, unless fail_on_quarantined.
+        fail_on_quarantined: Whether a quarantined test that did not pass fails the suite.
+        history: Per test that did not pass, its history before this suite (what
+            `AsyncSession.flakiness` reads; None for a test with no earlier run), or None
+            when it was not read.
     """
 
     tests: tuple[Attempts, ...]
@@ -125,11 +132,27 @@ class SuiteResult:
     """False when the wait ended (its timeout) before every run was final."""
     unknown: tuple[str, ...] = ()
     """Run ids the service did not know (their tests are left out)."""
+    quarantined: Mapping[str, str] = attrs.field(factory=dict)
+    fail_on_quarantined: bool = False
+    history: Mapping[str, TestFlakiness | None] | None = None
+
+    def excused(self, test: Attempts) -> bool:
+        """Whether the test did not pass but is quarantined (and that does not fail it)."""
+        return not test.passed and test.test_id in self.quarantined and not self.fail_on_quarantined
 
     @property
     def passed(self) -> bool:
-        """Every test passed in the end (a flaky one counts unless fail_on_flaky)."""
-        return all(t.passed and not (self.fail_on_flaky and t.flaky) for t in self.tests)
+        """Every test passed in the end (a flaky one counts unless fail_on_flaky; a quarantined
+        one that did not pass is excused unless fail_on_quarantined)."""
+        return all(
+            (t.passed and not (self.fail_on_flaky and t.flaky)) or self.excused(t)
+            for t in self.tests
+        )
+
+    @property
+    def quarantined_failures(self) -> tuple[Attempts, ...]:
+        """The quarantined tests that did not pass in the end."""
+        return tuple(t for t in self.tests if not t.passed and t.test_id in self.quarantined)
 
     @property
     def flaky(self) -> tuple[Attempts, ...]:
@@ -188,6 +211,8 @@ class Reruns:
         build_id: str | None = None,
         idempotency_key: str | None = None,
         fail_on_flaky: bool = False,
+        quarantined: Mapping[str, str] | None = None,
+        fail_on_quarantined: bool = False,
     ) -> None:
         if isinstance(retry_failed, bool) or not isinstance(retry_failed, int):
             raise ValidationError(f"retry_failed must be a whole number; got {retry_failed!r}")
@@ -201,6 +226,8 @@ class Reruns:
             build_id = checks.check_id("build", build_id)
         self.retry_failed = retry_failed
         self.fail_on_flaky = fail_on_flaky
+        self.quarantined = dict(quarantined or {})
+        self.fail_on_quarantined = fail_on_quarantined
         self._mode = mode
         self._build_id = build_id
         # Each re-run's key is derived from this one: the same suite key gives the same re-run
@@ -293,6 +320,8 @@ class Reruns:
             self.fail_on_flaky,
             complete,
             tuple(unknown),
+            self.quarantined,
+            self.fail_on_quarantined,
         )
 
 

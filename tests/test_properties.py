@@ -137,7 +137,7 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
     )  # fmt: skip
     assert reason in "\n".join(_reports.summary_lines([run]))
     suite = ET.fromstring(_junit.junit_xml([run]))
-    case_element = suite.find("testsuite/testcase")
+    case_element = suite.find("testcase")
     assert case_element is not None
     shown = case_element.find("failure")
     if shown is None:

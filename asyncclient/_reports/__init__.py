@@ -10,10 +10,14 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from asyncclient import _files, _lenient
 from asyncclient.models import Requirement, Run
+
+if TYPE_CHECKING:
+    from asyncclient.flakiness import TestFlakiness
+    from asyncclient.reruns import SuiteResult
 
 __all__ = [
     "Outcome",
@@ -22,10 +26,13 @@ __all__ = [
     "duration_seconds",
     "failed_requirements",
     "format_duration",
+    "history_fields",
+    "history_verdict",
     "outcome",
     "plain_text",
     "report_fields",
     "step_summary_markdown",
+    "suite_notes",
     "summary_lines",
     "write_atomically",
 ]
@@ -277,11 +284,13 @@ def step_summary_markdown(
     skipped: Sequence[tuple[str, str]] = (),
     earlier: Mapping[str, Sequence[Run]] | None = None,
     counts: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """A Markdown table of the runs (status, test, run with link, duration, headline); for
     each run that did not pass its failed requirements with reasons; the tests not started.
     With `earlier` (re-run tests: the earlier attempts of each final run), the tests that
-    passed only on a re-run get a section of their own; `counts` replaces the counts line."""
+    passed only on a re-run get a section of their own; `counts` replaces the counts line;
+    `notes` (suite_notes: the quarantine and the history) a section of their own."""
     lines = [f"### {_cell(heading)}: {_cell(counts or counts_line(runs))}", ""]
     if runs:
         lines += [
@@ -319,10 +328,85 @@ def step_summary_markdown(
                 f"- **{_cell(title(run))}** passed on attempt {len(failed) + 1} "
                 f"({_link(run.id, run.link)}); before: {tries}"
             )
+    if notes:
+        lines += ["", "#### Quarantine and history", ""]
+        lines += [f"- {_cell(note)}" for note in notes]
     if skipped:
         lines += ["", f"Not started ({len(skipped)}):"]
         lines += [f"- `{_cell(test_id)}`: {_cell(reason)}" for test_id, reason in skipped]
     return "\n".join(lines) + "\n\n"
+
+
+def history_verdict(history: TestFlakiness | None) -> str:
+    """What a test's history before this job makes of its failure now: a new failure (it was
+    stable), a known flake, a known breakage, or no earlier runs."""
+    if history is None:
+        return "no earlier runs"
+    return {"stable": "new failure", "flaky": "known flake", "broken": "known breakage"}[
+        history.state
+    ]
+
+
+def history_fields(history: TestFlakiness | None) -> dict[str, Any]:
+    """The `history` object of a test that did not pass, in --json."""
+    fields: dict[str, Any] = {"verdict": history_verdict(history)}
+    if history is not None:
+        fields.update(
+            state=history.state,
+            runs=history.runs,
+            notPassed=history.not_passed,
+            flakyBuilds=history.flaky_builds,
+            builds=history.builds,
+            recent=list(history.recent),
+        )
+    return fields
+
+
+def _history_line(test_id: str, history: TestFlakiness | None) -> str:
+    verdict = history_verdict(history)
+    if history is None:
+        return f"{test_id}: {verdict} in the window read"
+    done = f"{history.not_passed} of {history.runs} earlier runs did not pass"
+    if history.state == "stable":
+        return f"{test_id}: {verdict}: it passed its {history.runs} earlier runs"
+    if history.state == "flaky":
+        return (
+            f"{test_id}: {verdict}: flaky on {history.flaky_builds} of {history.builds} "
+            f"builds ({done}) {history.strip}"
+        )
+    return f"{test_id}: {verdict}: broken on its last builds ({done}) {history.strip}"
+
+
+def suite_notes(result: SuiteResult) -> list[str]:
+    """What the quarantine and the history say of a suite, a line each: every quarantined
+    test (excused, failing the job anyway, or passed: a hint to lift it), and for every test
+    that did not pass whether it is a new failure, a known flake or a known breakage."""
+    lines: list[str] = []
+    for test in result.tests:
+        reason = result.quarantined.get(test.test_id)
+        if reason is None:
+            continue
+        if test.passed:
+            lines.append(
+                f"quarantined {test.test_id} passed ({reason}): its quarantine may be lifted"
+            )
+        elif result.fail_on_quarantined:
+            lines.append(
+                f"quarantined {test.test_id} did not pass ({reason}): it fails the job "
+                "(--fail-on-quarantined)"
+            )
+        else:
+            lines.append(
+                f"quarantined {test.test_id} did not pass ({reason}): it does not fail the job"
+            )
+    history = result.history
+    if history is not None:
+        lines += [
+            _history_line(test.test_id, history.get(test.test_id))
+            for test in result.tests
+            if test.test_id in history
+        ]
+    return lines
 
 
 def append_step_summary(path: str | os.PathLike[str], markdown: str) -> None:

@@ -112,6 +112,21 @@ def html_report(
     base = Path(evidence_dir or ".").absolute()
     here = Path(report_dir).absolute()
     rows = [_test_row(test, evidence or {}, base, here) for test in result.tests]
+    history = result.history or {}
+    for test, row in zip(result.tests, rows, strict=True):
+        if test.test_id in history:
+            found = history[test.test_id]
+            row["history"] = {
+                "verdict": _reports.history_verdict(found),
+                "strip": found.strip if found is not None else "",
+                "runs": found.runs if found is not None else 0,
+                "not_passed": found.not_passed if found is not None else 0,
+            }
+        else:
+            row["history"] = None
+        row["quarantined"] = result.quarantined.get(test.test_id)
+    quarantined = [row for row in rows if row["quarantined"] is not None]
+    rows = [row for row in rows if row["quarantined"] is None]
     order = {"failed": 0, "not_final": 1, "flaky": 2, "cancelled": 3, "passed": 4}
     rows.sort(key=lambda row: order.get(row["outcome"], 0))
     counts = {key: sum(row["outcome"] == key for row in rows) for key in order}
@@ -119,8 +134,10 @@ def html_report(
     return template.render(
         name=name,
         rows=rows,
+        quarantined=quarantined,
+        fail_on_quarantined=result.fail_on_quarantined,
         counts=counts,
-        total=len(rows),
+        total=len(rows) + len(quarantined),
         summary=result.summary(),
         passed=result.passed,
         skipped=[{"test_id": t, "reason": r} for t, r in skipped],

@@ -34,6 +34,8 @@ async def report(
     from asyncclient._reports import junit as _junit
 
     result = reruns.result()
+    if not getattr(args, "no_history", False):
+        result = await _with_history(session, result, out)
     runs = list(result.final_runs)
     earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
     counts = result.summary() if reruns.retry_failed else None
@@ -41,9 +43,11 @@ async def report(
     lines += [
         f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
     ]
+    notes = _reports.suite_notes(result)
+    lines += notes
     if out.json_mode:
-        by_final = {test.final.id: test for test in result.tests} if earlier else {}
-        out.json([_json_run(run, by_final.get(run.id)) for run in runs])
+        by_final = {test.final.id: test for test in result.tests}
+        out.json([_json_run(run, by_final.get(run.id), result, bool(earlier)) for run in runs])
         for line in lines:
             out.info(line)
     else:
@@ -54,7 +58,15 @@ async def report(
         evidence = await _download_failed(session, result, args.download_failed, out)
     if args.junit:
         try:
-            path = _junit.write_junit(args.junit, runs, name=name, skipped=skipped, earlier=earlier)
+            path = _junit.write_junit(
+                args.junit,
+                runs,
+                name=name,
+                skipped=skipped,
+                earlier=earlier,
+                quarantined={t.test_id: result.quarantined[t.test_id] for t in result.tests
+                             if result.excused(t)},
+            )  # fmt: skip
         except OSError as exc:
             raise CommandError(
                 f"cannot write the JUnit report {args.junit}: {exc.strerror or exc}",
@@ -85,7 +97,12 @@ async def report(
             _reports.append_step_summary(
                 summary_path,
                 _reports.step_summary_markdown(
-                    runs, heading=name, skipped=skipped, earlier=earlier, counts=counts
+                    runs,
+                    heading=name,
+                    skipped=skipped,
+                    earlier=earlier,
+                    counts=counts,
+                    notes=notes,
                 ),
             )
         except OSError as exc:
@@ -94,12 +111,40 @@ async def report(
     return result
 
 
-def _json_run(run: Run, test: Any) -> dict[str, Any]:
-    """A run of --json; with re-runs in the suite, also its test's flaky mark and attempts."""
+async def _with_history(session: AsyncSession, result: Any, out: Output) -> Any:
+    """The result with the history of each test that did not pass (one listing each, the
+    suite's own runs left out); a history that cannot be read is named and left out."""
+    import attrs
+
+    from asyncclient.errors import AsyncClientError
+    from asyncclient.flakiness import fetch_flakiness
+
+    failing = [t.test_id for t in result.tests if t.outcome == "failed"]
+    if not failing:
+        return result
+    project = next((run.project_id for run in result.runs if run.project_id), None)
+    try:
+        report = await fetch_flakiness(
+            session, project, tests=failing, exclude={run.id for run in result.runs}
+        )
+    except AsyncClientError as exc:
+        out.error(f"could not read the history of the tests that did not pass: {exc}")
+        return result
+    return attrs.evolve(result, history={test_id: report.of(test_id) for test_id in failing})
+
+
+def _json_run(run: Run, test: Any, result: Any, reran: bool) -> dict[str, Any]:
+    """A run of --json; with re-runs in the suite, also its test's flaky mark and attempts;
+    with a quarantine, whether its test is quarantined; for a test that did not pass, its
+    history when it was read."""
     from asyncclient import _reports
 
     entry = {**to_json(run), "summary": _reports.report_fields(run)}
-    if test is not None:
+    if test is not None and result.quarantined:
+        entry["quarantined"] = test.test_id in result.quarantined
+    if test is not None and result.history is not None and test.test_id in result.history:
+        entry["history"] = _reports.history_fields(result.history[test.test_id])
+    if test is not None and reran:
         entry["flaky"] = test.flaky
         entry["attempts"] = [
             {

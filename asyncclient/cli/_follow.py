@@ -57,6 +57,8 @@ async def follow(
         build_id=build_id,
         idempotency_key=idempotency_key,
         fail_on_flaky=getattr(args, "fail_on_flaky", False),
+        quarantined=_quarantined(args),
+        fail_on_quarantined=getattr(args, "fail_on_quarantined", False),
     )
     interval = args.interval or DEFAULT_INTERVAL
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -118,6 +120,15 @@ async def follow(
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
         return EXIT_NOT_PASSED
     return EXIT_OK if result.passed else EXIT_NOT_PASSED
+
+
+def _quarantined(args: argparse.Namespace) -> dict[str, str]:
+    """The tests --quarantine keeps from failing the command (test id -> reason); an entry
+    past its until is not honoured (check_follow_options warned of it)."""
+    quarantine = getattr(args, "quarantine_file", None)
+    if quarantine is None:
+        return {}
+    return {test: entry.reason for test, entry in quarantine.honoured().items()}
 
 
 def _no_note() -> list[str]:

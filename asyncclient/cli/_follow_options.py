@@ -9,11 +9,14 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
 from asyncclient.reruns import MAX_RETRY_FAILED
+
+if TYPE_CHECKING:
+    from asyncclient.cli._output import Output
 
 __all__ = ["add_follow_options", "check_follow_options", "ids_from_text"]
 
@@ -71,6 +74,24 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         action="store_true",
         help="when --timeout hits, stop the runs still going before exiting",
     )
+    group.add_argument(
+        "--quarantine",
+        metavar="FILE",
+        help="the quarantine file (TOML, [[quarantine]] test/reason/until): a listed test still "
+        "runs and is re-run, but if it finally does not pass the command does not fail for it; "
+        "an entry past its until is not honoured (a warning names it)",
+    )
+    group.add_argument(
+        "--fail-on-quarantined",
+        action="store_true",
+        help="with --quarantine: a quarantined test that did not pass fails the command again",
+    )
+    group.add_argument(
+        "--no-history",
+        action="store_true",
+        help="do not read the history of the tests that did not pass (by default each is told "
+        "a new failure, a known flake or a known breakage, one listing per test)",
+    )
     return group
 
 
@@ -82,7 +103,11 @@ def _seconds(flag: str, value: float | None) -> None:
         raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
 
 
-def check_follow_options(args: argparse.Namespace, *, waiting: bool) -> None:
+def check_follow_options(
+    args: argparse.Namespace, *, waiting: bool, out: Output | None = None
+) -> None:
+    """Refuse options that do not go together, before any request; read the quarantine file
+    (args.quarantine_file) and warn (on `out`) of its entries past their until."""
     if not waiting:
         given = [
             flag
@@ -96,6 +121,9 @@ def check_follow_options(args: argparse.Namespace, *, waiting: bool) -> None:
                 ("--html", args.html),
                 ("--stop-on-timeout", args.stop_on_timeout),
                 ("--allow-skipped", getattr(args, "allow_skipped", False)),
+                ("--quarantine", args.quarantine),
+                ("--fail-on-quarantined", args.fail_on_quarantined),
+                ("--no-history", args.no_history),
             )
             if value
         ]
@@ -124,6 +152,19 @@ def check_follow_options(args: argparse.Namespace, *, waiting: bool) -> None:
         folder = Path(args.download_failed)
         if folder.exists() and not folder.is_dir():
             raise CommandError(f"--download-failed {folder} is a file: give a folder")
+    if args.fail_on_quarantined and not args.quarantine:
+        raise CommandError("--fail-on-quarantined needs --quarantine FILE")
+    if args.quarantine:
+        from asyncclient.quarantine import load_quarantine
+
+        # Read now, before any run starts: a file that is not right fails the command here.
+        quarantine = args.quarantine_file = load_quarantine(args.quarantine)
+        for entry in quarantine.expired():
+            if out is not None:
+                out.warning(
+                    f"the quarantine of {entry.test} ended on {entry.until.isoformat()} "
+                    f"({args.quarantine}): it is not honoured; extend its until or remove it"
+                )
 
 
 def _check_report_path(flag: str, value: str) -> None:

@@ -88,6 +88,11 @@ class Output:
     def error(self, text: str) -> None:
         print(f"error: {text}", file=self.stderr, flush=True)
 
+    def warning(self, text: str) -> None:
+        """Something the user should act on that does not stop the command; shown even with
+        --quiet."""
+        print(f"warning: {text}", file=self.stderr, flush=True)
+
     def table(
         self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
     ) -> None:

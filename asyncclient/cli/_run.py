@@ -196,7 +196,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     _check_ids("test", [args.test_id], "TEST_ID")
     if args.build:
         _check_ids("build", [args.build], "--build")
-    check_follow_options(args, waiting=args.wait)
+    check_follow_options(args, waiting=args.wait, out=out)
     async with open_session(args) as session:
         start = await session.run_test(
             args.test_id,
@@ -231,7 +231,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
 
     _check_ids("project", [args.project_id], "PROJECT_ID")
     builds = _check_ids("build", args.build or [], "--build")
-    check_follow_options(args, waiting=args.wait)
+    check_follow_options(args, waiting=args.wait, out=out)
     async with open_session(args) as session:
         result = await session.run_project(
             args.project_id,
@@ -297,7 +297,7 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
                 "of asyncclient run"
             )
     run_ids = _check_ids("run", given, "RUN_ID")
-    check_follow_options(args, waiting=True)
+    check_follow_options(args, waiting=True, out=out)
     async with open_session(args) as session:
         return await follow(
             session,

@@ -45,6 +45,7 @@ class Backend:
         seeded_at = clock.now() - 3600.0
         self.build_store.add_seeded(seed.builds, seeded_at)
         self.endpoint_store.add_seeded(seed.endpoints, seeded_at)
+        self.run_store.add_history(clock.now())
 
     def now(self) -> float:
         return self.clock.now()

@@ -1,6 +1,8 @@
 """The built-in demo seed, as the dict a JSON seed file would hold (camelCase).
 
-Data only: p_demo (paid) and p_free (free), keys demo-run and demo-edit, their tests and builds.
+Data only: p_demo (paid) and p_free (free), keys demo-run and demo-edit, their tests and builds,
+and two weeks of p_demo's history (finished runs on earlier builds): t_login and t_search stable,
+t_onboarding flaky on two builds, t_checkout broken since build 43.
 """
 
 from typing import Any
@@ -38,6 +40,16 @@ DEMO: dict[str, Any] = {
             ],
             "captures": {"user": "demo@example.com", "greeting": "Welcome back, Dana"},
             "headline": "Logged in and reached the home screen.",
+            "history": [
+                {"daysAgo": 13.2, "status": "passed", "build": "ab_demo_android_41"},
+                {"daysAgo": 12.1, "status": "passed", "build": "ab_demo_android_41"},
+                {"daysAgo": 10.3, "status": "passed", "build": "ab_demo_android_42"},
+                {"daysAgo": 8.2, "status": "passed", "build": "ab_demo_android_42"},
+                {"daysAgo": 6.1, "status": "passed", "build": "ab_demo_android_43"},
+                {"daysAgo": 4.4, "status": "passed", "build": "ab_demo_android_44"},
+                {"daysAgo": 2.3, "status": "passed", "build": "ab_demo_android_45"},
+                {"daysAgo": 1.2, "status": "passed", "build": "ab_demo_android_45"},
+            ],
             "durationSeconds": 30,
             "queuedSeconds": 3,
             "durationJitter": 0.3,
@@ -76,6 +88,18 @@ DEMO: dict[str, Any] = {
             "durationJitter": 0.2,
             "learnedPath": "stale",
             "usesEndpoints": ["create_voucher"],
+            "history": [
+                {"daysAgo": 13.1, "status": "passed", "build": "ab_demo_android_41"},
+                {"daysAgo": 12.0, "status": "passed", "build": "ab_demo_android_41"},
+                {"daysAgo": 10.2, "status": "passed", "build": "ab_demo_android_42"},
+                {"daysAgo": 8.1, "status": "passed", "build": "ab_demo_android_42"},
+                {"daysAgo": 6.0, "status": "failed", "build": "ab_demo_android_43"},
+                {"daysAgo": 5.9, "status": "failed", "build": "ab_demo_android_43"},
+                {"daysAgo": 4.3, "status": "failed", "build": "ab_demo_android_44"},
+                {"daysAgo": 2.2, "status": "failed", "build": "ab_demo_android_45"},
+                {"daysAgo": 2.1, "status": "failed", "build": "ab_demo_android_45"},
+                {"daysAgo": 1.1, "status": "cancelled", "build": "ab_demo_android_45"},
+            ],
             "screenshots": 4,
         },
         {
@@ -99,6 +123,13 @@ DEMO: dict[str, Any] = {
             "durationJitter": 0.25,
             "learnedPath": "none",
             "screenshots": 2,
+            "history": [
+                {"daysAgo": 12.5, "status": "passed"},
+                {"daysAgo": 9.5, "status": "passed"},
+                {"daysAgo": 6.5, "status": "passed"},
+                {"daysAgo": 3.5, "status": "passed"},
+                {"daysAgo": 0.5, "status": "passed"},
+            ],
         },
         {
             "id": "t_onboarding",
@@ -123,6 +154,16 @@ DEMO: dict[str, Any] = {
             ],
             "captures": {"pages": 4},
             "headline": "Onboarding finished on the front page.",
+            "history": [
+                {"daysAgo": 11.4, "status": "passed", "build": "ab_demo_ios_98"},
+                {"daysAgo": 9.3, "status": "failed", "build": "ab_demo_ios_98"},
+                {"daysAgo": 9.2, "status": "passed", "build": "ab_demo_ios_98"},
+                {"daysAgo": 7.4, "status": "passed", "build": "ab_demo_ios_99"},
+                {"daysAgo": 5.3, "status": "passed", "build": "ab_demo_ios_99"},
+                {"daysAgo": 3.2, "status": "error", "build": "ab_demo_ios_100"},
+                {"daysAgo": 3.1, "status": "passed", "build": "ab_demo_ios_100"},
+                {"daysAgo": 1.3, "status": "passed", "build": "ab_demo_ios_100"},
+            ],
             "durationSeconds": 40,
             "queuedSeconds": 3,
             "durationJitter": 0.3,

@@ -64,6 +64,7 @@ class Run:
         "flaky_failure",
         "id",
         "mode",
+        "outcome",
         "overage",
         "project_id",
         "seq",
@@ -101,6 +102,7 @@ class Run:
         self.stopped_at: float | None = None
         self.overage = overage
         self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
+        self.outcome: str | None = None  # the seed's history: how this run ended
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.test.seed.id} {self.mode}>"
@@ -112,6 +114,8 @@ class Run:
             return "queued"
         if now < self.end_at:
             return "running"
+        if self.outcome is not None:
+            return self.outcome
         return "failed" if self.flaky_failure else self.test.seed.outcome
 
     def started_at(self, now: float) -> float | None:
@@ -132,6 +136,9 @@ class Run:
         """Each check with its result and reason, once final ([] before)."""
         if status not in FINAL_STATUSES:
             return []
+        if self.outcome is not None and self.outcome != self.test.seed.outcome:
+            # A run of the history that ended otherwise than the test does today.
+            return [_default_requirement(self.test.seed, self.outcome)]
         seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
         if status == "cancelled":
             return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
@@ -151,15 +158,16 @@ class Run:
         return _files.file_names(self.test.seed.screenshots)
 
 
-def _default_requirement(test: SeedTest) -> SeedRequirement:
-    result = {"passed": "passed", "failed": "failed"}.get(test.outcome, "skipped")
+def _default_requirement(test: SeedTest, outcome: str | None = None) -> SeedRequirement:
+    outcome = outcome or test.outcome
+    result = {"passed": "passed", "failed": "failed"}.get(outcome, "skipped")
     reason = {
         "passed": "The goal was reached.",
         "failed": "The goal was not reached.",
         "blocked": "The app blocked the tester before this check.",
         "inconclusive": "The tester could not tell whether the goal was reached.",
         "error": "The run ended in an error before this check.",
-    }[test.outcome]
+    }[outcome]
     return SeedRequirement(test.title, result, reason)
 
 
@@ -234,6 +242,49 @@ class RunStore:
                 skipped=skipped,
             )
         return started, skipped
+
+    def add_history(self, at: float) -> None:
+        """The finished runs of the seed's history, each `days_ago` before `at`, oldest first
+        (so that listings, newest first, put them after every run started since). They count
+        against no plan and start no flaky streak: they happened before the service began."""
+        entries = [
+            (at - entry.days_ago * 86400.0, test, entry)
+            for test in self._state.tests.values()
+            for entry in test.seed.history
+        ]
+        entries.sort(key=lambda item: item[0])
+        for created, test, entry in entries:
+            seeded = test.seed
+            build = None
+            if entry.build is not None:
+                build = BuildRef(
+                    id=entry.build,
+                    app_id=seeded.app_id,
+                    version=entry.version,
+                    version_code=None,
+                    platform=seeded.target,
+                )
+            run = Run(
+                id=self._state.new_id("j_", self.runs),
+                seq=self._state.next_seq(),
+                test=test,
+                build=build,
+                mode="auto",
+                source="history",
+                created_at=created,
+                queued=1.0,
+                duration=entry.duration_seconds or seeded.duration_seconds,
+                overage=False,
+            )
+            if entry.status == "cancelled":
+                run.stopped_at = run.start_at
+            else:
+                run.outcome = entry.status
+            project = self._state.projects[seeded.project]
+            self.runs[run.id] = run
+            self.order.append(run)
+            project.runs.append(run)
+            test.runs.append(run)
 
     def create_runs(self, test_id: str, count: int, mode: str = "auto") -> list[Run]:
         """Many runs of one test at once, without a key (the benchmarks' bulk loader)."""

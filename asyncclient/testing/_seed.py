@@ -14,6 +14,7 @@ from asyncclient.testing import builders
 
 __all__ = [
     "ENDPOINT_METHODS",
+    "HISTORY_STATUSES",
     "OUTCOMES",
     "Seed",
     "SeedBuild",
@@ -22,12 +23,15 @@ __all__ = [
     "SeedKey",
     "SeedProject",
     "SeedRequirement",
+    "SeedRun",
     "SeedTest",
     "endpoint_problem",
     "materialize_build",
 ]
 
 OUTCOMES = ("passed", "failed", "blocked", "inconclusive", "error")
+#: What a run of the seed's history may have ended in (cancelled: stopped, not counted).
+HISTORY_STATUSES = (*OUTCOMES, "cancelled")
 ENDPOINT_METHODS = ("POST", "GET", "PUT", "PATCH", "DELETE")
 
 
@@ -58,6 +62,19 @@ class SeedRequirement:
 
 
 @attrs.frozen
+class SeedRun:
+    """A finished run of a test's history: `days_ago` before the service started, on the
+    build `build` (an id; the build itself need not be in the seed: a run keeps what it knew
+    of its build after the build is deleted), ending in `status`."""
+
+    days_ago: float
+    status: str
+    build: str | None
+    version: str | None = None
+    duration_seconds: float | None = None
+
+
+@attrs.frozen
 class SeedTest:
     id: str
     project: str
@@ -82,6 +99,8 @@ class SeedTest:
     flaky_runs: int = 0
     flaky_rate: float = 0.0
     flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
+    # Finished runs of earlier days, served as they are (the history `asyncclient flaky` reads).
+    history: tuple[SeedRun, ...] = ()
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from asyncclient.testing._demo_seed import DEMO
 from asyncclient.testing._seed import (
+    HISTORY_STATUSES,
     OUTCOMES,
     Seed,
     SeedBuild,
@@ -22,6 +23,7 @@ from asyncclient.testing._seed import (
     SeedKey,
     SeedProject,
     SeedRequirement,
+    SeedRun,
     SeedTest,
     endpoint_problem,
 )
@@ -156,7 +158,29 @@ _TEST_KEYS = (
     "flakyRuns",
     "flakyRate",
     "flakyReason",
+    "history",
 )
+
+
+def _history_run(source: str, where: str, data: Any, target: str) -> SeedRun:
+    r = _Reader(source, where, data, ("daysAgo", "status", "build", "version", "durationSeconds"))
+    build = r.opt_text("build")
+    if target == "web" and build is not None:
+        r.fail("is only for android and ios tests (a web test runs without a build)", "build")
+    if target != "web" and build is None:
+        r.fail("is required for an app test's run (the build it ran on, ab_...)", "build")
+    if build is not None and not build.startswith("ab_"):
+        r.fail(f"must start with 'ab_', got {build!r}", "build")
+    if not r.has("daysAgo"):
+        r.fail("is required: how many days before the service started the run was", "daysAgo")
+    duration = r.number("durationSeconds", 30.0, 0.001) if r.has("durationSeconds") else None
+    return SeedRun(
+        days_ago=r.number("daysAgo", 0.0, 0.0, 3650.0),
+        status=r.choice("status", HISTORY_STATUSES),
+        build=build,
+        version=r.opt_text("version"),
+        duration_seconds=duration,
+    )
 
 
 def _test(source: str, where: str, data: Any) -> SeedTest:
@@ -204,6 +228,10 @@ def _test(source: str, where: str, data: Any) -> SeedTest:
         uses_endpoints=r.text_list("usesEndpoints"),
         pinned_build=pinned,
         screenshots=r.integer("screenshots", 3, 0, 99),
+        history=tuple(
+            _history_run(source, f"{where}.history[{i}]", item, target)
+            for i, item in enumerate(r.table_list("history"))
+        ),
         **_flaky(r),
     )
 

@@ -98,7 +98,7 @@ async def test_the_whole_ci_loop(
     # JUnit: one testcase per test, in Surefire's convention.
     cases = junit_cases(junit)
     assert sorted(cases) == ["t_broken", "t_flaky", "t_pass"]
-    assert len(list(cases["t_pass"])) == 2  # properties, system-out
+    assert [child.tag for child in cases["t_pass"]] == ["system-out"]
     flaky = cases["t_flaky"]
     assert flaky.find("failure") is None
     assert len(flaky.findall("flakyFailure")) == 1
@@ -106,7 +106,7 @@ async def test_the_whole_ci_loop(
     broken = cases["t_broken"]
     assert broken.find("failure") is not None
     assert len(broken.findall("rerunFailure")) == 2
-    suite = ET.parse(junit).getroot().find("testsuite")
+    suite = ET.parse(junit).getroot()
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
 

@@ -219,7 +219,7 @@ class Dialect:
             return "The run was stopped before it finished."
         if run.flaky_failure:
             return f"The run failed before its first check: {seeded.flaky_reason}"
-        if seeded.headline:
+        if seeded.headline and run.outcome in (None, seeded.outcome):
             return seeded.headline
         return {
             "passed": f"All {total} checks passed.",

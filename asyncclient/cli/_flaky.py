@@ -1,0 +1,170 @@
+"""`asyncclient flaky PROJECT`: which tests flake across jobs, from the service's run history
+(asyncclient.flakiness), and the quarantine file that keeps them from failing jobs
+(asyncclient.quarantine, `--write-quarantine`)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from asyncclient.cli._common import EXIT_OK, add_command, check_id, open_session
+from asyncclient.cli._output import Output
+
+if TYPE_CHECKING:
+    from asyncclient.flakiness import FlakinessReport, TestFlakiness
+
+_EXAMPLES = """\
+  asyncclient flaky p_123                            # the last 14 days, what hurts most first
+  asyncclient flaky p_123 --days 30 --test t_login --test t_checkout
+  asyncclient flaky p_123 --json | jq -r '.tests[] | select(.state == "flaky") | .testId'
+  asyncclient flaky p_123 --write-quarantine quarantine.toml   # then review it in a pull request
+"""
+
+# A quarantined test whose last this many runs all passed is a candidate to lift.
+LIFT_AFTER: int = 20
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "flaky",
+        parents,
+        handler="asyncclient.cli._flaky:flaky",
+        help="which tests of a project flake across jobs, from its run history",
+        description="Read a project's run history and say, per test, whether it is broken (its "
+        "runs on each of its last 3 builds all did not pass), flaky (it both passed and did not "
+        "pass on one build) or stable. Cancelled runs are not counted; a run did not pass when "
+        "its status is anything but passed. Sorted by what hurts most: flaky builds, then "
+        "device time lost.",
+        examples=_EXAMPLES,
+    )
+    p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
+    p.add_argument(
+        "--days",
+        type=float,
+        default=14.0,
+        metavar="N",
+        help="read the runs created in the last N days (default 14)",
+    )
+    p.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="ID",
+        dest="tests",
+        help="only this test (repeatable; default: every test the project's newest 200 runs name)",
+    )
+    p.add_argument(
+        "--write-quarantine",
+        metavar="FILE",
+        help="add the tests now flaky (never a broken one) to the quarantine file FILE, until 30 "
+        "days ahead, keeping what it holds; and list its tests that passed their last 20 runs "
+        "as candidates to lift",
+    )
+
+
+async def flaky(args: argparse.Namespace, out: Output) -> int:
+    project_id = check_id(args.project_id, "project")
+    tests = [check_id(test, "test", "--test") for test in args.tests]
+    from asyncclient._checks import check_days
+
+    days = check_days(args.days)
+    async with open_session(args) as session:
+        report = await session.flakiness(project_id, days, tests=tests or None)
+    shown = list(report.tests)
+    if out.json_mode:
+        out.json({**report.to_json(), "tests": [t.to_json() for t in shown]})
+    else:
+        _table(out, report, shown)
+    for test in shown:
+        if test.truncated:
+            out.info(
+                f"{test.test_id}: more runs in the last {days:g} days than one listing returns "
+                "(200): these figures are of its newest 200"
+            )
+    if args.write_quarantine:
+        _write_quarantine(out, report, shown, args.write_quarantine)
+    return EXIT_OK
+
+
+def _table(out: Output, report: FlakinessReport, tests: list[TestFlakiness]) -> None:
+    from asyncclient.cli._output import format_time
+
+    rows = [
+        [
+            t.test_id,
+            t.state,
+            f"{t.flaky_builds}/{t.builds}",
+            f"{t.not_passed}/{t.runs}",
+            f"{t.failure_rate:.0%}",
+            _duration(t.device_seconds_lost),
+            format_time(t.last_flaky_at) if t.last_flaky_at else "",
+            t.strip,
+        ]
+        for t in tests
+    ]
+    out.table(
+        ["TEST", "STATE", "FLAKY BUILDS", "NOT PASSED", "RATE", "LOST", "LAST FLAKY", "RECENT"],
+        rows,
+    )
+    if not tests:
+        out.info(f"no finished runs of {report.project_id} in the last {report.days:g} days")
+        return
+    counts = {state: sum(1 for t in tests if t.state == state) for state in ("broken", "flaky")}
+    out.info(
+        f"{len(tests)} tests over {report.days:g} days: {counts['broken']} broken, "
+        f"{counts['flaky']} flaky (RECENT: oldest to newest; ✓ passed, ✗ failed, ! other)"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds <= 0:
+        return ""
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes >= 1 else f"{seconds:.0f} s"
+
+
+def _write_quarantine(
+    out: Output, report: FlakinessReport, tests: list[TestFlakiness], path: str
+) -> None:
+    from asyncclient.quarantine import (
+        QuarantineEntry,
+        load_quarantine,
+        until_from,
+        write_quarantine,
+    )
+
+    today = date.today()
+    new = [
+        QuarantineEntry(test.test_id, _reason(test, report.days), until_from(today))
+        for test in tests
+        if test.state == "flaky"
+    ]
+    added = write_quarantine(path, new)
+    for entry in added:
+        out.info(f"quarantined {entry.test} until {entry.until.isoformat()} in {path}")
+    if not added:
+        out.info(f"{path}: no test to add")
+    for test in tests:
+        if test.state == "broken":
+            out.info(f"{test.test_id} is broken, not flaky: not quarantined (fix or revert it)")
+    quarantine = load_quarantine(path)
+    by_id = {test.test_id: test for test in report.tests}
+    for entry in quarantine.entries:
+        known = by_id.get(entry.test)
+        recent = known.recent if known is not None else ()
+        if len(recent) >= LIFT_AFTER and all(s == "passed" for s in recent[-LIFT_AFTER:]):
+            out.info(
+                f"candidate to lift: {entry.test} passed its last {LIFT_AFTER} runs; remove its "
+                f"entry from {path}"
+            )
+
+
+def _reason(test: TestFlakiness, days: float) -> str:
+    """A quarantine entry's reason, from the evidence."""
+    last = f"; last flaked {test.last_flaky_at.date().isoformat()}" if test.last_flaky_at else ""
+    return (
+        f"flaky on {test.flaky_builds} of {test.builds} builds in {days:g} days "
+        f"({test.not_passed} of {test.runs} runs did not pass{last})"
+    )

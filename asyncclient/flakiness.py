@@ -1,0 +1,325 @@
+"""Flaky tests across jobs, read from the service's run history.
+
+The definitions are those of Google's TAP, LUCI Analysis, Develocity, Datadog and Trunk:
+
+- A test's **counted runs** are its final runs created in the window, except stopped ones
+  (`cancelled`: the spec does not count a stopped run). A run **did not pass** when its status
+  is anything but `passed`, the rule `--retry-failed` uses.
+- A **flaky build** is a build on which the test has both a passed and a not-passed counted
+  run. Builds, not runs, are counted, so that one build retried ten times weighs once. Runs of
+  a web test (no build) count as one build.
+- **broken**: its runs on each of its last 3 builds (all of its builds, when it has fewer) all
+  did not pass: a regression, never to be quarantined. Else **flaky** when it has a flaky build.
+  Else **stable**.
+
+`analyse()` is a pure function of the runs (tested without a service); `fetch_flakiness()`
+reads the runs with a bounded number of requests: one listing of the project's newest runs to
+find its tests (unless they are named), then per test one listing (at most 200 runs, the API's
+limit) and, only for runs whose listing did not say their build, one `ids=` read per 50.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal, Protocol
+
+import attrs
+
+from asyncclient.models import Run
+
+__all__ = [
+    "BROKEN_BUILDS",
+    "DEFAULT_DAYS",
+    "FlakinessReport",
+    "State",
+    "TestFlakiness",
+    "analyse",
+    "fetch_flakiness",
+]
+
+State = Literal["broken", "flaky", "stable"]
+DEFAULT_DAYS: Final = 14
+"""The window, in days, of runs a flakiness report reads by default."""
+BROKEN_BUILDS: Final = 3
+"""A test whose runs on each of its last this many builds all did not pass is broken."""
+RECENT_RUNS: Final = 20
+"""How many of a test's newest counted runs its strip of marks shows."""
+LISTING_LIMIT: Final = 200
+_NO_BUILD: Final = ""  # the one "build" of every run without one (web tests)
+_CONCURRENCY: Final = 8
+_ORDER: Final[Mapping[str, int]] = {"broken": 0, "flaky": 1, "stable": 2}
+
+
+@attrs.frozen
+class TestFlakiness:
+    """One test's history over the window.
+
+    Attributes:
+        test_id: The test.
+        title: Its title, as its newest run gave it.
+        state: `broken`, `flaky` or `stable` (see the module's definitions).
+        runs: Its counted runs (final, not stopped).
+        not_passed: Those that did not pass.
+        builds: The builds it ran on.
+        flaky_builds: The builds on which it both passed and did not pass.
+        failure_rate: not_passed / runs (0.0 without runs).
+        last_flaky_at: When its newest not-passed run on a flaky build was created.
+        last_run_at: When its newest counted run was created.
+        device_seconds_lost: The summed duration of its runs that did not pass.
+        recent: The statuses of its newest counted runs (at most 20), oldest first.
+        truncated: Its window holds more runs than one listing returns (200): the figures
+            are of the newest 200.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    test_id: str
+    title: str | None
+    state: State
+    runs: int
+    not_passed: int
+    builds: int
+    flaky_builds: int
+    failure_rate: float
+    last_flaky_at: datetime | None
+    last_run_at: datetime | None
+    device_seconds_lost: float
+    recent: tuple[str, ...]
+    truncated: bool = False
+
+    @property
+    def strip(self) -> str:
+        """The recent runs as one mark each, oldest first: ✓ passed, ✗ failed, ! any other
+        outcome (error, blocked, inconclusive)."""
+        return "".join(_mark(status) for status in self.recent)
+
+    def to_json(self) -> dict[str, object]:
+        """The test as `asyncclient flaky --json` prints it (camelCase, times in ISO 8601)."""
+        return {
+            "testId": self.test_id,
+            "title": self.title,
+            "state": self.state,
+            "runs": self.runs,
+            "notPassed": self.not_passed,
+            "builds": self.builds,
+            "flakyBuilds": self.flaky_builds,
+            "failureRate": round(self.failure_rate, 4),
+            "lastFlakyAt": _iso(self.last_flaky_at),
+            "lastRunAt": _iso(self.last_run_at),
+            "deviceSecondsLost": round(self.device_seconds_lost, 3),
+            "recent": list(self.recent),
+            "truncated": self.truncated,
+        }
+
+
+@attrs.frozen
+class FlakinessReport:
+    """What `AsyncSession.flakiness` found.
+
+    Attributes:
+        project_id: The project read.
+        days: The window, in days.
+        since: The window's start (runs created before it are not read).
+        tests: One entry per test, what hurts most first: broken, then flaky (most flaky
+            builds, then most device time lost), then stable.
+        requests: How many requests the report took.
+    """
+
+    project_id: str
+    days: float
+    since: datetime
+    tests: tuple[TestFlakiness, ...]
+    requests: int = 0
+
+    def of(self, test_id: str) -> TestFlakiness | None:
+        """The entry of `test_id`, if the window holds runs of it."""
+        return next((t for t in self.tests if t.test_id == test_id), None)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "projectId": self.project_id,
+            "days": self.days,
+            "since": _iso(self.since),
+            "tests": [test.to_json() for test in self.tests],
+        }
+
+
+def _mark(status: str) -> str:
+    return "✓" if status == "passed" else "✗" if status == "failed" else "!"
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def counted(run: Run, since: datetime | None = None) -> bool:
+    """Whether a run counts: final, not stopped, and (with `since`) created in the window."""
+    if not run.is_final or run.status_kind == "cancelled":
+        return False
+    created = run.created_at
+    return since is None or created is None or created >= since
+
+
+def analyse(
+    runs: Iterable[Run],
+    *,
+    since: datetime | None = None,
+    truncated: Iterable[str] = (),
+) -> list[TestFlakiness]:
+    """Each test's history from its runs (any order, any tests): a pure function.
+
+    Args:
+        runs: Runs with their test id, status, creation time and build (full views, or list
+            views that carry the build).
+        since: Runs created before it are left out (None: none is).
+        truncated: Tests whose window holds more runs than were read.
+
+    Returns:
+        One entry per test with a counted run, what hurts most first.
+    """
+    by_test: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.test_id is not None and counted(run, since):
+            by_test.setdefault(run.test_id, []).append(run)
+    cut = set(truncated)
+    found = [_one(test_id, test_runs, test_id in cut) for test_id, test_runs in by_test.items()]
+    return sorted(found, key=_hurt)
+
+
+def _hurt(test: TestFlakiness) -> tuple[int, int, float, float, str]:
+    return (
+        _ORDER[test.state],
+        -test.flaky_builds,
+        -test.device_seconds_lost,
+        -test.failure_rate,
+        test.test_id,
+    )
+
+
+def _when(run: Run) -> float:
+    return run.created_at.timestamp() if run.created_at is not None else 0.0
+
+
+def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
+    runs = sorted(runs, key=_when)
+    builds: dict[str, list[Run]] = {}
+    for run in runs:
+        builds.setdefault(run.used_build_id or _NO_BUILD, []).append(run)
+    flaky = [
+        build_runs
+        for build_runs in builds.values()
+        if any(r.passed for r in build_runs) and any(not r.passed for r in build_runs)
+    ]
+    # The builds in the order the test last ran on them; the last few decide "broken".
+    latest = sorted(builds.values(), key=lambda build_runs: _when(build_runs[-1]))
+    broken = all(not r.passed for build_runs in latest[-BROKEN_BUILDS:] for r in build_runs)
+    state: State = "broken" if broken else "flaky" if flaky else "stable"
+    failing = [r for r in runs if not r.passed]
+    flake_times = [r.created_at for b in flaky for r in b if not r.passed and r.created_at]
+    lost = sum((r.duration_ms or 0) for r in failing) / 1000.0
+    return TestFlakiness(
+        test_id=test_id,
+        title=runs[-1].test_title,
+        state=state,
+        runs=len(runs),
+        not_passed=len(failing),
+        builds=len(builds),
+        flaky_builds=len(flaky),
+        failure_rate=len(failing) / len(runs),
+        last_flaky_at=max(flake_times, default=None),
+        last_run_at=runs[-1].created_at,
+        device_seconds_lost=lost,
+        recent=tuple(r.status_kind for r in runs[-RECENT_RUNS:]),
+        truncated=truncated,
+    )
+
+
+# --- reading the history ------------------------------------------------------------------------
+
+
+class RunLister(Protocol):
+    """What the history needs of the service: AsyncSession.list_runs."""
+
+    async def list_runs(
+        self,
+        ids: Iterable[str] | None = None,
+        test_id: str | None = None,
+        project_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[Run]: ...
+
+
+async def fetch_flakiness(
+    session: RunLister,
+    project_id: str | None,
+    *,
+    days: float = DEFAULT_DAYS,
+    tests: Sequence[str] | None = None,
+    now: datetime | None = None,
+    exclude: Collection[str] = (),
+) -> FlakinessReport:
+    """Read the project's history and analyse it (see AsyncSession.flakiness): the tests
+    named, or (None) those the project's newest 200 runs name. `exclude`: run ids left out
+    (a job's own runs, when it asks what came before them); project_id None: the tests'
+    runs wherever they are (the named tests only)."""
+    since = (now or datetime.now(UTC)) - timedelta(days=days)
+    requests = 0
+    if tests is None:
+        if project_id is None:
+            raise ValueError("name the tests, or the project to find them in")
+        requests += 1
+        newest = await session.list_runs(project_id=project_id, limit=LISTING_LIMIT)
+        wanted = list(dict.fromkeys(r.test_id for r in newest if r.test_id))
+    else:
+        wanted = list(dict.fromkeys(tests))
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(test_id: str) -> tuple[list[Run], bool, int]:
+        async with gate:
+            return await _history(session, project_id, test_id, since, exclude)
+
+    found = await asyncio.gather(*(one(test_id) for test_id in wanted))
+    runs = [run for test_runs, _, _ in found for run in test_runs]
+    cut = [test_id for test_id, (_, truncated, _) in zip(wanted, found, strict=True) if truncated]
+    requests += sum(count for _, _, count in found)
+    return FlakinessReport(
+        project_id=project_id or "",
+        days=days,
+        since=since,
+        tests=tuple(analyse(runs, since=since, truncated=cut)),
+        requests=requests,
+    )
+
+
+async def _history(
+    session: RunLister,
+    project_id: str | None,
+    test_id: str,
+    since: datetime,
+    exclude: Collection[str] = (),
+) -> tuple[list[Run], bool, int]:
+    """One test's counted runs in the window: one listing, then the full views of the runs
+    whose listing left out their build (50 a request). Also whether the listing was full with
+    runs still inside the window, and the requests made."""
+    listing = await session.list_runs(test_id=test_id, limit=LISTING_LIMIT)
+    inside = [
+        r
+        for r in listing
+        if (project_id is None or r.project_id in (None, project_id))
+        and r.id not in exclude
+        and counted(r, since)
+    ]
+    oldest = listing[-1].created_at if listing else None
+    truncated = len(listing) >= LISTING_LIMIT and (oldest is None or oldest >= since)
+    unknown = [r.id for r in inside if r.used_build_id is None and r.platform != "web"]
+    requests = 1
+    if unknown:
+        full = {run.id: run for run in await session.list_runs(ids=unknown)}
+        requests += -(-len(unknown) // 50)
+        inside = [full.get(r.id, r) for r in inside]
+    return inside, truncated, requests
