@@ -87,6 +87,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "upload_build",
         "wait_for_runs",
         "download_run_file",
+        "flaky_tests",
     }
 
     def props(name: str) -> dict[str, Any]:
@@ -420,6 +421,33 @@ async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
     assert waited["counts"] == {"queued": 1}
     assert waited["notPassed"] == waited["passed"] == []
     assert "still going" in waited["summary"]
+
+
+async def test_flaky_tests_tells_a_known_flake_from_a_breakage(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """The demo seed's two weeks of history: t_checkout broken, t_onboarding flaky."""
+    async with stdio_server(service, RUN_KEY, tmp_path) as (client, _):
+        tools = by_name((await client.list_tools()).tools)
+        assert tools["flaky_tests"].annotations is not None
+        assert tools["flaky_tests"].annotations.read_only_hint is True
+        calls = Calls(client)
+        found = await calls.ok("flaky_tests", {"project_id": "p_demo"})
+        one = await calls.ok(
+            "flaky_tests", {"project_id": "p_demo", "test_ids": ["t_onboarding"], "days": 30}
+        )
+        refused = await calls.error("flaky_tests", {"project_id": "p_demo", "days": 0})
+    states = {test["testId"]: test["state"] for test in found["tests"]}
+    assert states == {
+        "t_checkout": "broken",
+        "t_onboarding": "flaky",
+        "t_login": "stable",
+        "t_search": "stable",
+    }
+    assert [test["testId"] for test in found["tests"]][:2] == ["t_checkout", "t_onboarding"]
+    (onboarding,) = one["tests"]
+    assert (onboarding["flakyBuilds"], onboarding["builds"], one["days"]) == (2, 3, 30)
+    assert "days" in refused
 
 
 # --- streamable HTTP ------------------------------------------------------------------------------

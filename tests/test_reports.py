@@ -249,3 +249,42 @@ def test_a_report_makes_its_folders_and_follows_the_umask(tmp_path: Path) -> Non
     assert written.read_bytes() == b"<x/>"
     assert written.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in written.parent.iterdir()] == ["r.xml"]
+
+
+XSD = Path(__file__).resolve().parent / "data" / "surefire-test-report.xsd"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"skipped": [("t_app", "no build")]},
+        {"earlier": {"j_ok": [FAILED]}},  # flaky: passed on attempt 2
+        {"earlier": {"j_bad": [ERRORED, FAILED]}},  # failed after re-runs of both kinds
+        {"earlier": {"j_err": [FAILED]}, "quarantined": {"t_err": "crashes on boot"}},
+    ],
+    ids=["plain", "not-started", "flaky", "reruns", "quarantined"],
+)
+def test_junit_is_valid_against_surefires_own_schema(options: dict[str, Any]) -> None:
+    """Maven Surefire's surefire-test-report.xsd (tests/data), as Jenkins' strict readers hold
+    it: the root a <testsuite>, no <properties> inside a testcase, its children in order."""
+    import xmlschema
+
+    runs = [PASSED, FAILED, ERRORED, CANCELLED, RUNNING]
+    xmlschema.XMLSchema(XSD).validate(_junit.junit_xml(runs, name="p_demo", **options).decode())
+
+
+def test_a_quarantined_test_is_skipped_with_its_attempts_told() -> None:
+    suite = ET.fromstring(
+        _junit.junit_xml(
+            [PASSED, FAILED], earlier={"j_bad": [ERRORED]}, quarantined={"t_bad": "flaky UI"}
+        )
+    )
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "1")
+    case = suite.findall("testcase")[1]
+    assert [child.tag for child in case] == ["skipped", "system-out"]
+    assert case[0].get("message") == "quarantined: flaky UI"
+    told = case.findtext("system-out") or ""
+    assert "quarantined: flaky UI; its attempts:" in told
+    assert "1. j_err error" in told
+    assert "2. j_bad failed" in told

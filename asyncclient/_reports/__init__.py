@@ -365,7 +365,7 @@ def history_fields(history: TestFlakiness | None) -> dict[str, Any]:
 def _history_line(test_id: str, history: TestFlakiness | None) -> str:
     verdict = history_verdict(history)
     if history is None:
-        return f"{test_id}: {verdict} in the window read"
+        return f"{test_id}: {verdict} (in the last 14 days): nothing to compare with"
     done = f"{history.not_passed} of {history.runs} earlier runs did not pass"
     if history.state == "stable":
         return f"{test_id}: {verdict}: it passed its {history.runs} earlier runs"

@@ -39,12 +39,12 @@ async def report(
     runs = list(result.final_runs)
     earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
     counts = result.summary() if reruns.retry_failed else None
+    notes = _reports.suite_notes(result)
     lines = _reports.summary_lines(runs, earlier=earlier, counts=counts)
+    lines[-1:-1] = notes  # the quarantine and the history, before the counts line
     lines += [
         f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
     ]
-    notes = _reports.suite_notes(result)
-    lines += notes
     if out.json_mode:
         by_final = {test.final.id: test for test in result.tests}
         out.json([_json_run(run, by_final.get(run.id), result, bool(earlier)) for run in runs])

@@ -1,4 +1,5 @@
-"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run and wait_for_runs."""
+"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs and
+flaky_tests."""
 
 from __future__ import annotations
 
@@ -33,7 +34,15 @@ from asyncclient.reruns import MAX_RETRY_FAILED, wait_with_retries
 
 __all__ = ["TOOLS", "RunTools"]
 
-TOOLS: Final = ("run_test", "run_project", "list_runs", "get_run", "stop_run", "wait_for_runs")
+TOOLS: Final = (
+    "run_test",
+    "run_project",
+    "list_runs",
+    "get_run",
+    "stop_run",
+    "wait_for_runs",
+    "flaky_tests",
+)
 DEFAULT_WAIT_TIMEOUT: Final = 600.0
 MAX_WAIT_TIMEOUT: Final = 3600.0
 
@@ -80,6 +89,12 @@ class RunResult(Bounded):
 class StopResult(Bounded):
     id: str
     status: str
+
+
+class FlakyResult(Bounded):
+    projectId: str
+    days: float
+    tests: list[dict[str, Any]]
 
 
 class RunTools(ToolKit):
@@ -254,6 +269,57 @@ class RunTools(ToolKit):
             return {"id": run_id, "status": str(await self._session.stop_run(run_id))}
 
         return await self._answer(work())
+
+    async def flaky_tests(
+        self,
+        project_id: ProjectId,
+        days: Annotated[
+            float | None,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": 365,
+                    "description": "The window: runs created in the last this many days "
+                    "(default 14)",
+                }
+            ),
+        ] = None,
+        test_ids: Annotated[
+            list[str] | None,
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": "^t_"},
+                    "minItems": 1,
+                    "maxItems": 50,
+                    "description": "Only these tests (t_...); default every test the "
+                    "project's newest 200 runs name",
+                }
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, FlakyResult]:
+        """Which tests of a project flake across jobs, from its run history, what hurts most
+        first. Per test: state (broken: its runs on each of its last 3 builds all did not
+        pass, a regression; flaky: on some build it both passed and did not pass; stable),
+        runs (final, not stopped), notPassed, builds, flakyBuilds, failureRate, lastFlakyAt,
+        deviceSecondsLost and recent (its newest statuses, oldest first). Use it to tell a
+        known flake from a new failure before re-running or blaming a change."""
+
+        async def work() -> FlakyResult:
+            window = 14.0 if days is None else days
+            report = await self._session.flakiness(project_id, window, tests=test_ids)
+            return {
+                "projectId": project_id,
+                "days": window,
+                "tests": [test.to_json() for test in report.tests],
+            }
+
+        return await self._answer(
+            work(),
+            parts=("tests",),
+            advice={"tests": "name fewer tests with test_ids (the most hurting come first)"},
+        )
 
     async def wait_for_runs(
         self,

@@ -57,6 +57,7 @@ TOOLS: Final = (
     "get_run",
     "stop_run",
     "wait_for_runs",
+    "flaky_tests",
     "download_run_file",
     "list_endpoints",
     "add_endpoint",
@@ -68,6 +69,7 @@ READ_TOOLS: Final = (
     "list_runs",
     "get_run",
     "wait_for_runs",
+    "flaky_tests",
     "download_run_file",
     "list_endpoints",
 )

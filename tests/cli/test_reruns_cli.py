@@ -269,3 +269,154 @@ async def test_the_html_report_renders_in_chromium(
     assert taken.returncode == 0, taken.stderr
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 10_000
+
+
+# --- the quarantine ------------------------------------------------------------------------------
+
+XSD = Path(__file__).resolve().parent.parent / "data" / "surefire-test-report.xsd"
+
+
+def quarantine_file(tmp_path: Path, until: str = "2099-12-31") -> Path:
+    path = tmp_path / "quarantine.toml"
+    path.write_text(
+        "# The voucher service is down on weekends.\n"
+        f'[[quarantine]]\ntest = "t_broken"\nreason = "voucher service down"\nuntil = {until}\n'
+    )
+    return path
+
+
+async def test_a_quarantined_failing_test_runs_and_is_rerun_but_does_not_fail_the_job(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    junit, html = tmp_path / "junit.xml", tmp_path / "report.html"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "2",
+        "--quarantine", str(quarantine_file(tmp_path)), "--junit", str(junit),
+        "--html", str(html), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert len(runs_of(svc, "t_broken")) == 3  # run, then re-run twice: still quarantined
+    assert (
+        "quarantined t_broken did not pass (voucher service down): it does not fail the job"
+        in result.stdout
+    )
+    # JUnit: a skipped testcase with its attempts told, and the whole file valid against
+    # Maven Surefire's own schema.
+    import xmlschema
+
+    xmlschema.XMLSchema(XSD).validate(str(junit))
+    case = junit_cases(junit)["t_broken"]
+    skipped = case.find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "quarantined: voucher service down"
+    assert case.find("failure") is None
+    assert case.findall("rerunFailure") == []
+    out = case.findtext("system-out") or ""
+    assert "its attempts:" in out
+    assert out.count(" failed") >= 3
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("failures"), suite.get("skipped")) == ("0", "1")
+    # The HTML report: a section of its own.
+    page = html.read_text()
+    assert 'id="quarantined"' in page
+    assert "voucher service down" in page
+
+
+async def test_json_marks_the_quarantined_test_and_tells_its_history(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    result = await run_cli(
+        "--json", "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--quarantine", str(quarantine_file(tmp_path)), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    by_test = {entry["testId"]: entry for entry in result.json()}
+    assert by_test["t_broken"]["quarantined"] is True
+    assert by_test["t_pass"]["quarantined"] is False
+    # No earlier runs of t_broken on this service: its failure now is all there is.
+    assert by_test["t_broken"]["history"] == {"verdict": "no earlier runs"}
+    assert "history" not in by_test["t_pass"]
+
+
+async def test_fail_on_quarantined_counts_them_again(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--quarantine", str(quarantine_file(tmp_path)), "--fail-on-quarantined",
+        "--junit", str(junit), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1  # t_flaky passed on its re-run: t_broken alone fails the job
+    assert "4 tests" not in result.stdout
+    assert "1 flaky" in result.stdout
+    assert "it fails the job (--fail-on-quarantined)" in result.stdout
+    assert junit_cases(junit)["t_broken"].find("failure") is not None
+
+
+async def test_an_expired_entry_is_not_honoured_and_a_warning_names_it(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    path = quarantine_file(tmp_path, until="2020-01-31")
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--quarantine", str(path), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1  # t_flaky passed on its re-run: t_broken alone fails the job
+    assert "1 flaky" in result.stdout
+    assert "quarantined t_broken" not in result.stdout
+    warning = (
+        f"warning: the quarantine of t_broken ended on 2020-01-31 ({path}): it is not "
+        "honoured; extend its until or remove it"
+    )
+    assert warning in result.stderr.splitlines()
+
+
+async def test_the_quarantine_is_read_before_any_run_starts(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "q.toml"
+    bad.write_text('[[quarantine]]\ntest = "t_broken"\nreason = "x"\nuntil = "soon"\n')
+    result = await run_cli(
+        "run", "project", "p_ci", "--wait", "--quarantine", str(bad), *FAST, env=env
+    )
+    assert result.code == 2
+    assert "until must be a TOML date such as 2026-12-31" in result.stderr
+    assert svc.requests == []
+    needs = await run_cli("run", "project", "p_ci", "--fail-on-quarantined", env=env)
+    assert needs.code == 2
+    assert "--fail-on-quarantined need --wait" in needs.stderr
+
+
+async def test_the_quarantine_from_the_configuration_file(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    quarantine_file(tmp_path)
+    (tmp_path / "asyncclient.toml").write_text(
+        '[run]\nquarantine = "quarantine.toml"\nretry_failed = 1\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    result = await run_cli("run", "project", "p_ci", "--build", BUILD, "--wait", *FAST, env=env)
+    assert result.code == 0, result.stderr
+    assert "it does not fail the job" in result.stdout
+
+
+@pytest.mark.linux(reason="Debian's Chromium, which .ci/run installs")
+async def test_the_quarantine_section_renders_in_chromium(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    html = tmp_path / "report.html"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--quarantine", str(quarantine_file(tmp_path)), "--html", str(html), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    dom = browse(html, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr
+    section = dom.stdout.split('<section class="quarantined" id="quarantined">', 1)[1]
+    section = section.split("</section>", 1)[0]
+    assert "Quarantined (1): their failures do not fail the job" in section
+    assert "Voucher" in section
+    assert "quarantined: voucher service down" in section
+    assert 'class="count-quarantined"' in dom.stdout
