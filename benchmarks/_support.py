@@ -25,8 +25,8 @@ from asyncclient.testing import FakeService, ServiceSettings
 async def main():
     options = json.loads(sys.argv[1])
     settings = ServiceSettings(**options.get("settings", {}))
-    async with FakeService(port=0, settings=settings, data_dir=options.get("data_dir"),
-                           tls=options.get("tls", False)) as svc:
+    async with FakeService(options.get("seed"), port=0, settings=settings,
+                           data_dir=options.get("data_dir"), tls=options.get("tls", False)) as svc:
         ca_file = str(svc.ca_file) if svc.ca_file else None
         print(json.dumps({"url": svc.url, "run_key": svc.run_key, "edit_key": svc.edit_key,
                           "project_id": svc.project_id, "ca_file": ca_file}), flush=True)
@@ -49,12 +49,16 @@ class Emulator:
     """The embedded service started with `python -c` in a child process; stopped on exit.
 
     settings: ServiceSettings fields (part_bytes, max_bytes, ...). Its builds are kept in a
-    scratch_dir() removed on exit. tls=True: HTTPS with a throwaway CA (`ca_file`).
+    scratch_dir() removed on exit. tls=True: HTTPS with a throwaway CA (`ca_file`). seed: a
+    seed dict (written to a file there) instead of the demo.
     """
 
-    def __init__(self, *, tls: bool = False, **settings: Any) -> None:
+    def __init__(
+        self, *, tls: bool = False, seed: dict[str, Any] | None = None, **settings: Any
+    ) -> None:
         self.settings = settings
         self.tls = tls
+        self.seed = seed
         self.ca_file: str | None = None
         self._data_dir: Path | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -62,8 +66,17 @@ class Emulator:
 
     def __enter__(self) -> Self:
         self._data_dir = scratch_dir("bench-emulator-")
+        seed_file = None
+        if self.seed is not None:
+            seed_file = self._data_dir / "seed.json"
+            seed_file.write_text(json.dumps(self.seed))
         options = json.dumps(
-            {"settings": self.settings, "data_dir": str(self._data_dir), "tls": self.tls}
+            {
+                "settings": self.settings,
+                "data_dir": str(self._data_dir),
+                "tls": self.tls,
+                "seed": None if seed_file is None else str(seed_file),
+            }
         )
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _SERVER, options],
