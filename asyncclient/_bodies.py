@@ -254,7 +254,17 @@ class PartPayload(aiohttp.payload.Payload):
                     self._handle = await part.open()
                 fd = self._handle.fileno()
             buffer = _take_buffer(size)
-            got: int = await _preadv(fd, [memoryview(buffer)[:size]], offset)
+            whole = memoryview(buffer)
+            view = whole[:size]
+            try:
+                got: int = await _preadv(fd, [view], offset)
+            finally:
+                # The worker thread's call may keep its arguments a moment after the answer:
+                # released views let go of the buffer, so _give_back sees who really holds it.
+                # (Still read into after a cancellation: kept, and never given back.)
+                with contextlib.suppress(BufferError):
+                    view.release()
+                    whole.release()
             return buffer, got
         if self._handle is None:
             self._handle = await part.open()

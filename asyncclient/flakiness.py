@@ -134,7 +134,11 @@ class FlakinessReport:
     requests: int = 0
 
     def of(self, test_id: str) -> TestFlakiness | None:
-        """The entry of `test_id`, if the window holds runs of it."""
+        """The entry of a test, if the window holds runs of it.
+
+        Args:
+            test_id: The test (`t_...`).
+        """
         return next((t for t in self.tests if t.test_id == test_id), None)
 
     def to_json(self) -> dict[str, object]:
@@ -157,7 +161,12 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def counted(run: Run, since: datetime | None = None) -> bool:
-    """Whether a run counts: final, not stopped, and (with `since`) created in the window."""
+    """Whether a run counts: final, not stopped, and (with `since`) created in the window.
+
+    Args:
+        run: The run.
+        since: The window's start (None: no start).
+    """
     if not run.is_final or run.status_kind == "cancelled":
         return False
     created = run.created_at

@@ -65,7 +65,11 @@ class QuarantineEntry:
     owner: str | None = None
 
     def expired(self, today: date) -> bool:
-        """Whether `today` is past its last day."""
+        """Whether `today` is past its last day.
+
+        Args:
+            today: The day to judge on.
+        """
         return today > self.until
 
 
@@ -82,12 +86,20 @@ class Quarantine:
     entries: tuple[QuarantineEntry, ...] = ()
 
     def honoured(self, today: date | None = None) -> dict[str, QuarantineEntry]:
-        """The entries in force `today` (default: the local date), by test id."""
+        """The entries in force, by test id.
+
+        Args:
+            today: The day to judge on (default: the local date).
+        """
         day = today or date.today()
         return {e.test: e for e in self.entries if not e.expired(day)}
 
     def expired(self, today: date | None = None) -> list[QuarantineEntry]:
-        """The entries past their `until`, which are not honoured."""
+        """The entries past their `until`, which are not honoured.
+
+        Args:
+            today: The day to judge on (default: the local date).
+        """
         day = today or date.today()
         return [e for e in self.entries if e.expired(day)]
 

@@ -137,7 +137,11 @@ class SuiteResult:
     history: Mapping[str, TestFlakiness | None] | None = None
 
     def excused(self, test: Attempts) -> bool:
-        """Whether the test did not pass but is quarantined (and that does not fail it)."""
+        """Whether the test did not pass but is quarantined (and that does not fail it).
+
+        Args:
+            test: One test of this suite.
+        """
         return not test.passed and test.test_id in self.quarantined and not self.fail_on_quarantined
 
     @property
