@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from network_support import NETWORK_KINDS, ForwardProxy, Network, ServeEmulator, forward_proxy
 
 from asyncclient import AsyncSession
-from asyncclient.testing import DIALECTS, FakeService, recorded_retry_waits
+from asyncclient.testing import DIALECTS, FakeService, demo_seed_data, recorded_retry_waits
 from asyncclient.testing.builders import build_apk
 
 MakeApk = Callable[..., Path]
@@ -129,9 +129,10 @@ def serve_emulator(dialect: str, network: Network) -> ServeEmulator:
 
 @pytest.fixture
 async def service(serve_emulator: ServeEmulator) -> AsyncIterator[FakeService]:
-    """The emulator with the demo seed, in each dialect (and network, in modules marked
-    `networks`); time moves only through service.advance(seconds)."""
-    async with serve_emulator(clock="manual") as svc:
+    """The emulator with the demo seed (without its history: these tests count the runs they
+    start), in each dialect (and network, in modules marked `networks`); time moves only
+    through service.advance(seconds)."""
+    async with serve_emulator(demo_seed_data(history=False), clock="manual") as svc:
         yield svc
 
 

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.timeout(90), pytest.mark.networks]
 def _seed() -> dict[str, Any]:
     """The demo seed with keys no result could contain by chance, and without its flaky test
     (re-runs have a test of their own below): each run ends as its test's outcome says."""
-    data = demo_seed_data()
+    data = demo_seed_data(history=False)
     for key in data["keys"]:
         key["key"] = RUN_KEY if key["capability"] == "run" else EDIT_KEY
     for test in data["tests"]:
@@ -423,11 +423,12 @@ async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
     assert "still going" in waited["summary"]
 
 
-async def test_flaky_tests_tells_a_known_flake_from_a_breakage(
-    service: FakeService, tmp_path: Path
-) -> None:
+async def test_flaky_tests_tells_a_known_flake_from_a_breakage(tmp_path: Path) -> None:
     """The demo seed's two weeks of history: t_checkout broken, t_onboarding flaky."""
-    async with stdio_server(service, RUN_KEY, tmp_path) as (client, _):
+    async with (
+        FakeService() as demo,
+        stdio_server(demo, demo.run_key, tmp_path) as (client, _),
+    ):
         tools = by_name((await client.list_tools()).tools)
         assert tools["flaky_tests"].annotations is not None
         assert tools["flaky_tests"].annotations.read_only_hint is True

@@ -53,7 +53,7 @@ def _outcome(i: int) -> str:
 
 
 def _big_seed() -> dict[str, Any]:
-    data = demo_seed_data()
+    data = demo_seed_data(history=False)
     data["projects"].append(
         {"id": "p_big", "name": "Big suite", "plan": "paid", "includedRuns": 100_000}
     )
@@ -337,7 +337,7 @@ async def test_toolsets_tools_and_read_only_together(service: FakeService, tmp_p
     # --read-only wins over both.
     assert await _offered(
         service, tmp_path, "--toolsets", "runs,endpoints", "--tools", "delete_build", "--read-only"
-    ) == ["list_runs", "get_run", "wait_for_runs", "list_endpoints"]
+    ) == ["list_runs", "get_run", "wait_for_runs", "flaky_tests", "list_endpoints"]
     assert await _offered(
         service, tmp_path, "--toolsets", "all", "--exclude-tools", "delete_build,delete_endpoint"
     ) == [name for name in TOOLS if name not in ("delete_build", "delete_endpoint")]

@@ -283,10 +283,11 @@ async def test_wait_on_a_project_reports_json_junit_and_step_summary(
     assert failure.attrib["message"] == "The cart total was wrong."
     assert failure.text is not None
     assert "Total matches: Expected 10, saw 12." in failure.text
-    props = {p.attrib["name"]: p.attrib["value"] for p in cases[0].iter("property")}
-    assert props["run_id"] == runs[0]["id"]
-    assert props["link"] == runs[0]["link"]
-    assert props["capture.greeting"] == "Welcome back, Dana"
+    props = {p.attrib["name"]: p.attrib["value"] for p in suite.iter("property")}
+    run_id = runs[0]["id"]
+    assert (cases[0].findtext("system-out") or "").startswith(f"run {run_id}")
+    assert props[f"{run_id}.link"] == runs[0]["link"]
+    assert props[f"{run_id}.capture.greeting"] == "Welcome back, Dana"
 
     text = summary.read_text()
     assert text.startswith("earlier step\n### p_cli: 2 runs: 1 passed, 1 failed\n")

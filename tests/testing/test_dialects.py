@@ -31,7 +31,7 @@ class Shouting(Dialect):
 
 @pytest.fixture
 async def services(fake_service_factory: FakeServiceFactory) -> dict[str, FakeService]:
-    seed = demo_seed_data()
+    seed = demo_seed_data(history=False)
     onboarding = next(t for t in seed["tests"] if t["id"] == "t_onboarding")
     onboarding["pinnedBuild"] = "ab_demo_ios_100"
     return {
@@ -76,7 +76,7 @@ async def test_the_silent_cases_get_each_dialects_status(
 
 
 async def test_another_projects_id_is_403_in_flat(fake_service_factory: FakeServiceFactory) -> None:
-    seed = demo_seed_data()
+    seed = demo_seed_data(history=False)
     seed["keys"].append({"key": "only-free", "capability": "run", "projects": ["p_free"]})
     for name, expected in (("asyncclient", 404), ("flat", 403), ("enveloped", 404)):
         svc = await fake_service_factory(seed, clock="manual", dialect=name)
@@ -192,7 +192,7 @@ async def test_builds_and_stopped_runs_in_each_dialect(
 async def test_not_started_lists_inside_or_beside_the_error(
     fake_service_factory: FakeServiceFactory,
 ) -> None:
-    seed = demo_seed_data()
+    seed = demo_seed_data(history=False)
     seed["projects"].append({"id": "p_x", "name": "Nothing runs", "plan": "paid"})
     seed["keys"][0]["projects"].append("p_x")
     seed["tests"].append(
@@ -214,7 +214,7 @@ async def test_not_started_lists_inside_or_beside_the_error(
 async def test_a_dialect_of_ones_own(fake_service_factory: FakeServiceFactory) -> None:
     for spec in (Shouting, Shouting(), f"{__name__}:Shouting"):
         assert get_dialect(spec).name == "shouting"
-    seed = {**demo_seed_data(), "dialect": f"{__name__}:Shouting"}
+    seed = {**demo_seed_data(history=False), "dialect": f"{__name__}:Shouting"}
     svc = await fake_service_factory(seed, clock="manual")
     assert svc.dialect.name == "shouting"
     async with aiohttp.ClientSession(svc.url) as session:
