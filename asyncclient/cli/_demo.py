@@ -1,7 +1,8 @@
 """`asyncclient demo`: the whole job, end to end, against the embedded emulator.
 
 Starts the emulator on a free loopback port, builds a sample .apk, uploads it, runs project
-p_demo, follows the runs live, prints the verdicts, downloads a screenshot, and says what next.
+p_demo, follows the runs live, prints the verdicts, reads which tests flake across jobs from the
+project's history, downloads a screenshot, writes the HTML report, and says what next.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ What to run next, against a real service:
   asyncclient run project p_YOURPROJECT --build "$BUILD" --wait --retry-failed 2 \\
       --junit report.xml --html report.html --download-failed evidence/
   asyncclient runs list --project p_YOURPROJECT --status failed
+  asyncclient flaky p_YOURPROJECT                    # which tests flake across jobs
 Or keep playing locally: `asyncclient serve`, then point the commands above at it."""
 
 
@@ -115,6 +117,7 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
                     apk.unlink()  # uploaded: the ~25 MB sample has served its purpose
                 tests = await _run_project(session, service.project_id, build_id, out)
                 result = await _follow(session, tests, out)
+                await _flakiness(session, service.project_id, out)
                 shot = await _download_screenshot(session, result, folder, out)
                 screenshot = shot[1]
                 report = _write_report(result, folder, shot, out)
@@ -233,8 +236,27 @@ async def _download_screenshot(
         raise CommandError("no run produced a screenshot; the emulator seed looks wrong", 1)
     run = next((r for r in with_files if not r.passed), with_files[0])
     path = await session.download_run_file(run.id, run.screenshot_refs[0], folder)
-    out.info(f"\n5. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")
+    out.info(f"\n6. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")
     return run.id, Path(path)
+
+
+async def _flakiness(session: Any, project_id: str, out: Output) -> None:
+    """Which tests flake across jobs: the seed's two weeks of history, and this suite."""
+    report = await session.flakiness(project_id)
+    out.info(
+        f"\n5. Which tests flake across jobs: {project_id}'s runs of the last 14 days, this "
+        "suite's included (asyncclient flaky)"
+    )
+    width = max((len(test.test_id) for test in report.tests), default=0)
+    for test in report.tests:
+        out.info(
+            f"   {test.test_id.ljust(width)}  {test.state:<6}  flaky on {test.flaky_builds} of "
+            f"{test.builds} builds  {test.strip}"
+        )
+    out.info(
+        "   broken: failed on each of its last 3 builds (a regression: fix it); flaky: passed "
+        "and failed on one build (quarantine it: asyncclient flaky --write-quarantine FILE)"
+    )
 
 
 def _write_report(result: Any, folder: Path, shot: tuple[str, Path], out: Output) -> Path:
@@ -246,5 +268,5 @@ def _write_report(result: Any, folder: Path, shot: tuple[str, Path], out: Output
     path = write_html(
         folder / "report.html", result, name="p_demo", evidence=evidence, evidence_dir=folder
     )
-    out.info(f"\n6. Wrote the HTML report: {path}")
+    out.info(f"\n7. Wrote the HTML report: {path}")
     return path

@@ -50,7 +50,11 @@ async def test_demo_tours_the_whole_job_and_exits_0(
     report = (tmp_path / "report.html").read_text()
     assert "flaky: passed on attempt 2" in report
     assert f'src="{screenshots[0].name}"' in report
-    assert f"6. Wrote the HTML report: {tmp_path / 'report.html'}" in err
+    assert f"7. Wrote the HTML report: {tmp_path / 'report.html'}" in err
+    # The project's history: the seed's two weeks and this suite.
+    assert re.search(r"t_checkout +broken +flaky on 0 of \d+ builds", err)
+    assert re.search(r"t_onboarding +flaky +flaky on 2 of 3 builds", err)
+    assert re.search(r"t_login +stable", err)
 
 
 async def test_demo_without_output_keeps_only_the_screenshot(
