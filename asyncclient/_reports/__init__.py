@@ -386,9 +386,16 @@ def suite_notes(result: SuiteResult) -> list[str]:
         reason = result.quarantined.get(test.test_id)
         if reason is None:
             continue
-        if test.passed:
+        if test.flaky:
             lines.append(
-                f"quarantined {test.test_id} passed ({reason}): its quarantine may be lifted"
+                f"quarantined {test.test_id} passed on attempt {test.attempts} ({reason}): "
+                "still flaky"
+            )
+        elif test.passed:
+            lines.append(
+                f"quarantined {test.test_id} passed ({reason}): if it keeps passing, lift its "
+                "quarantine (asyncclient flaky --write-quarantine names it once it has passed "
+                "its last 20 runs)"
             )
         elif result.fail_on_quarantined:
             lines.append(

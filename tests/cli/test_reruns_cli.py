@@ -420,3 +420,24 @@ async def test_the_quarantine_section_renders_in_chromium(
     assert "Voucher" in section
     assert "quarantined: voucher service down" in section
     assert 'class="count-quarantined"' in dom.stdout
+
+
+async def test_quarantined_tests_that_passed_are_shown_as_such(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "quarantine.toml"
+    path.write_text(
+        '[[quarantine]]\ntest = "t_pass"\nreason = "was flaky"\nuntil = 2099-01-01\n\n'
+        '[[quarantine]]\ntest = "t_flaky"\nreason = "device loss"\nuntil = 2099-01-01\n'
+    )
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--quarantine", str(path), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1  # t_broken is not quarantined
+    lines = result.stdout.splitlines()
+    assert any(
+        line.startswith("quarantined t_pass passed (was flaky): if it keeps passing, lift")
+        for line in lines
+    )
+    assert "quarantined t_flaky passed on attempt 2 (device loss): still flaky" in lines
