@@ -1,7 +1,9 @@
 """Reports on finished runs for people and CI. This module: how a run reads in a report, the
 text summary and GitHub Markdown; beside it, `junit` (JUnit XML) and `html` (the --html page,
 drawn by report.html.j2). Pure functions of the runs (no I/O) plus small writers; used by
-`asyncclient run`/`watch`, the demo and the MCP server."""
+`asyncclient run`/`watch`, the demo and the MCP server. Over 400 lines: every report reads a
+run, a suite, its quarantine and its history through this one wording, so that the terminal,
+`--json`, the GitHub summary, JUnit and the HTML page never say one thing two ways."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         action="store_true",
         default=None,
         help="offer only the tools that change nothing on the service (list, get, "
-        "wait_for_runs, download_run_file); wins over --toolsets and --tools "
+        "wait_for_runs, flaky_tests, download_run_file); wins over --toolsets and --tools "
         f"(env {READ_ONLY_ENV}=1)",
     )
     p.add_argument(
