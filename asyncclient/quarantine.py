@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -241,8 +241,3 @@ def write_quarantine(
 def until_from(today: date, days: int = DEFAULT_QUARANTINE_DAYS) -> date:
     """The `until` of an entry made `today`: `days` ahead."""
     return today + timedelta(days=days)
-
-
-def names(entries: Sequence[QuarantineEntry]) -> str:
-    """`t_a (until 2026-12-01), t_b (until ...)`, for messages."""
-    return ", ".join(f"{e.test} (until {e.until.isoformat()})" for e in entries)

@@ -114,16 +114,11 @@ def html_report(
     rows = [_test_row(test, evidence or {}, base, here) for test in result.tests]
     history = result.history or {}
     for test, row in zip(result.tests, rows, strict=True):
+        found = history.get(test.test_id)
+        row["history"] = None
         if test.test_id in history:
-            found = history[test.test_id]
-            row["history"] = {
-                "verdict": _reports.history_verdict(found),
-                "strip": found.strip if found is not None else "",
-                "runs": found.runs if found is not None else 0,
-                "not_passed": found.not_passed if found is not None else 0,
-            }
-        else:
-            row["history"] = None
+            strip = found.strip if found is not None else ""
+            row["history"] = {"runs": 0, **_reports.history_fields(found), "strip": strip}
         row["quarantined"] = result.quarantined.get(test.test_id)
     quarantined = [row for row in rows if row["quarantined"] is not None]
     rows = [row for row in rows if row["quarantined"] is None]

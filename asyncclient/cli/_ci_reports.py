@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import EXIT_NOT_PASSED, CommandError
@@ -57,40 +58,33 @@ async def report(
     if getattr(args, "download_failed", None):
         evidence = await _download_failed(session, result, args.download_failed, out)
     if args.junit:
-        try:
-            path = _junit.write_junit(
-                args.junit,
-                runs,
-                name=name,
-                skipped=skipped,
-                earlier=earlier,
-                quarantined={t.test_id: result.quarantined[t.test_id] for t in result.tests
-                             if result.excused(t)},
-            )  # fmt: skip
-        except OSError as exc:
-            raise CommandError(
-                f"cannot write the JUnit report {args.junit}: {exc.strerror or exc}",
-                EXIT_NOT_PASSED,
-            ) from exc
-        out.info(f"JUnit report: {path}")
+        excused = {
+            t.test_id: result.quarantined[t.test_id] for t in result.tests if result.excused(t)
+        }
+        _written(
+            out,
+            "JUnit",
+            args.junit,
+            lambda: _junit.write_junit(
+                args.junit, runs, name=name, skipped=skipped, earlier=earlier, quarantined=excused
+            ),
+        )
     if getattr(args, "html", None):
         from asyncclient._reports import html as _html_report
 
-        try:
-            path = _html_report.write_html(
+        _written(
+            out,
+            "HTML",
+            args.html,
+            lambda: _html_report.write_html(
                 args.html,
                 result,
                 name=name,
                 skipped=skipped,
                 evidence=evidence,
                 evidence_dir=getattr(args, "download_failed", None),
-            )
-        except OSError as exc:
-            raise CommandError(
-                f"cannot write the HTML report {args.html}: {exc.strerror or exc}",
-                EXIT_NOT_PASSED,
-            ) from exc
-        out.info(f"HTML report: {path}")
+            ),
+        )
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:
@@ -109,6 +103,17 @@ async def report(
             # The step summary is a courtesy; the runs' result and the JUnit report stand.
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
     return result
+
+
+def _written(out: Output, kind: str, target: str, write: Callable[[], Path]) -> None:
+    """Write one report file, say where; a file that cannot be written fails the command."""
+    try:
+        path = write()
+    except OSError as exc:
+        raise CommandError(
+            f"cannot write the {kind} report {target}: {exc.strerror or exc}", EXIT_NOT_PASSED
+        ) from exc
+    out.info(f"{kind} report: {path}")
 
 
 async def _with_history(session: AsyncSession, result: Any, out: Output) -> Any:
@@ -170,7 +175,6 @@ async def _download_failed(
     FOLDER/RUN_ID/, a few at once, as `asyncclient download` lays them out. A file that cannot
     be downloaded is named on stderr; it does not change the verdict. Returns, per run id, the
     paths saved (relative to FOLDER)."""
-    from pathlib import Path
 
     from asyncclient._wording import describe_error, run_files
 
