@@ -79,18 +79,21 @@ def big_apk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_apk(tmp_path_factory.mktemp("apk") / "big.apk", filler_bytes=24 * MiB)
 
 
-def slow_service() -> FakeService:
-    # 16 MB/s per part: one upload takes about half a second, long enough for the others to
-    # find it under way, and for a kill to land midway.
+def slow_service(part_bandwidth: int = 16_000_000) -> FakeService:
+    # 16 MB/s per part: one upload takes about half a second, long enough for a kill to land
+    # midway.
     return FakeService(
         settings=ServiceSettings(part_bytes=2 * MiB),
-        conditions=NetworkConditions(part_bandwidth=16_000_000),
+        conditions=NetworkConditions(part_bandwidth=part_bandwidth),
     )
 
 
 async def test_four_processes_upload_one_file(big_apk: Path, tmp_path: Path) -> None:
     expected = sha256(big_apk)
-    async with slow_service() as svc:
+    # 4 MB/s per part: one upload takes about two seconds, so that the four processes, started
+    # together but up to a second apart on a busy machine, all find it under way (one that
+    # starts after it ended uploads the file again: the lock keeps overlapping uploads apart).
+    async with slow_service(part_bandwidth=4_000_000) as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
         for repetition in range(3):
             svc.reset_requests()
