@@ -2,6 +2,7 @@
 Importing the package is cheap: the session and models load (with aiohttp) on first use."""
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from asyncclient._version import __version__
@@ -28,6 +29,11 @@ from asyncclient.errors import (
     ValidationError,
     WatchTimeoutError,
 )
+
+# A library's logging: records go wherever the application sends them, and nowhere (not to
+# logging.lastResort on stderr) when it sets up nothing. The loggers, one per concern, are
+# asyncclient.requests, .retries, .outage, .watch, .upload, .apps and .mcp.
+logging.getLogger("asyncclient").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from asyncclient._bodies import PartBody

@@ -33,6 +33,7 @@ GLOBAL_KEYS: Final[Mapping[str, Key]] = {
     "max_response_bytes": Key(
         "int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", 32 << 20
     ),
+    "log": Key("str", None, "ASYNCCLIENT_LOG"),
     "api_key_env": Key("str"),
     "api_key": Key("str", "--api-key", "ASYNCCLIENT_API_KEY"),
 }

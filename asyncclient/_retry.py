@@ -13,10 +13,10 @@ have reached the service and is not safe to send twice).
 
 What is ours in the loop is what backoff leaves to its user: the wait generator, which receives
 each failure (a RetrySignal) and answers with its Retry-After, exact and capped, or else with
-backoff's own exponential step under its full jitter; and the `on_backoff` handler, which logs
-the retry. The first attempt is made before backoff's loop is set up (most calls need no
-other), and a failure of it is that loop's first try. No outage retry starts past the
-deadline, nor waits past it.
+backoff's own exponential step under its full jitter; and the `on_backoff` handler, which hands
+each retry to its caller (the transport logs, counts and watches for outages with it). The
+first attempt is made before backoff's loop is set up (most calls need no other), and a failure
+of it is that loop's first try. No outage retry starts past the deadline, nor waits past it.
 
 The one thing backoff cannot do is sleep with anything but `asyncio.sleep`. So when a sleep of
 one's own is given (`AsyncSession(sleep=...)`, or `asyncclient.testing.recorded_retry_waits()`
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -56,7 +55,6 @@ __all__ = [
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
-logger: Final = logging.getLogger("asyncclient")
 
 
 # --- which failures are retried -------------------------------------------------------------
@@ -228,13 +226,13 @@ async def retrying(
     policy: RetryPolicy,
     retries: int,
     *,
-    describe: Callable[[], str] = lambda: "request",
-    on_outage: Callable[[RetrySignal], object] | None = None,
+    on_retry: Callable[[RetrySignal], object] | None = None,
 ) -> T:
     """Await attempt() until it returns; a RetrySignal it raises asks for another attempt,
     up to `retries` more (an outage: until the policy's deadline), after the policy's wait.
     When they run out, the signal's error is raised (its cause kept; after an outage it says
-    how long it was retried). on_outage(signal): each outage failure that will be retried.
+    how long it was retried). on_retry(signal): each failure that will be retried, its wait
+    chosen (`signal.wait`), before the wait (the caller logs and counts it).
     Anything else, CancelledError included, goes through untouched."""
     started = policy.now()
     try:
@@ -259,15 +257,8 @@ async def retrying(
 
     async def on_backoff(details: Any) -> None:
         signal: RetrySignal = details["exception"]
-        if signal.outage and on_outage is not None and deadline and retries > 0:
-            on_outage(signal)
-        logger.info(
-            "%s: attempt %d failed (%s); retrying in %.2f s",
-            describe(),
-            details["tries"],
-            signal.error,
-            signal.wait,
-        )
+        if on_retry is not None:
+            on_retry(signal)
         if sleep is not None:
             await sleep(signal.wait)
 
@@ -279,7 +270,7 @@ async def retrying(
         jitter=None,  # the wait generator jitters, and never a Retry-After
         giveup=giveup,
         on_backoff=on_backoff,
-        logger=None,  # on_backoff logs; the error itself is raised, not logged
+        logger=None,  # on_retry logs; the error itself is raised, not logged
         own_sleep=sleep is not None,
         started=started,
     )

@@ -5,7 +5,6 @@ with the docstring users read, on the one public class.
 """
 
 import asyncio
-import logging
 import os
 from collections.abc import (
     Awaitable,
@@ -25,7 +24,7 @@ import aiohttp.payload
 
 from asyncclient import _checks as checks
 from asyncclient import _environment as environment
-from asyncclient import _tracing
+from asyncclient import _telemetry
 from asyncclient import _wire as wire
 from asyncclient._bodies import PartBody
 from asyncclient._converter import converter
@@ -78,7 +77,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncSession", "PartBody"]
 
-logger = logging.getLogger("asyncclient")
 
 T = TypeVar("T")
 
@@ -175,6 +173,9 @@ class AsyncSession:
             A host name that does not resolve fails at once.
         pool_timeout: Seconds a call may wait for a free connection of the pool; `None`: no
             limit. That wait never counts against `timeout` and never causes a retry.
+        outage_threshold: Seconds calls must keep failing as an outage does (no connection,
+            502, 503, 504, no answer in between) before the `asyncclient.outage` logger warns,
+            once; shorter blips that the retries fix are not logged above DEBUG.
 
     Raises:
         ValidationError: A missing key or address, or an option out of range (the message
@@ -213,6 +214,7 @@ class AsyncSession:
         max_response_bytes: int | None = None,
         retry_deadline: float | None = None,
         pool_timeout: float | None = None,
+        outage_threshold: float = 2.0,
     ) -> None:
         names = self._option_names
         key = environment.resolve_api_key(api_key, os.environ)
@@ -236,6 +238,7 @@ class AsyncSession:
         checks.check_number("connection_limit", connection_limit, minimum=1, integer=True)
         if pool_timeout is not None:
             checks.check_number("pool_timeout", pool_timeout, minimum=0.001)
+        checks.check_number("outage_threshold", outage_threshold, minimum=0)
         deadline = environment.resolve_retry_deadline(
             retry_deadline, os.environ, flag=(names or {}).get("retry_deadline", "retry_deadline=")
         )
@@ -260,6 +263,7 @@ class AsyncSession:
             network=network,
             max_response_bytes=response_limit,
             pool_timeout=pool_timeout,
+            outage_threshold=float(outage_threshold),
         )
 
     @classmethod
@@ -879,7 +883,7 @@ class AsyncSession:
                 raise
         return (await self.get_run(run_id)).status
 
-    @_tracing.traced("download_run_file", "run_id", "file")
+    @_telemetry.traced("download_run_file", "run_id", "file")
     async def download_run_file(self, run_id: str, file: str, dest: str | os.PathLike[str]) -> Path:
         """Download a run's file (its video, a screenshot) to disk, resuming a partial one.
 
@@ -998,7 +1002,7 @@ class AsyncSession:
 
     # --- uploads and watching: the work lives in upload.py and watch.py ----------------------
 
-    @_tracing.traced("upload_build", "project_id")
+    @_telemetry.traced("upload_build", "project_id")
     async def upload_build(
         self,
         project_id: str,
@@ -1059,7 +1063,7 @@ class AsyncSession:
             journal_dir=journal_dir,
         )
 
-    @_tracing.traced("upload_builds", "project_id")
+    @_telemetry.traced("upload_builds", "project_id")
     async def upload_builds(
         self,
         items: "Iterable[ItemLike]",
@@ -1165,7 +1169,7 @@ class AsyncSession:
             **options,
         )
 
-    @_tracing.traced("wait_for_runs")
+    @_telemetry.traced("wait_for_runs")
     async def wait_for_runs(
         self,
         run_ids: Iterable[str],

@@ -6,6 +6,7 @@ alone live beside it (_bodies, _bounded, _network, _retry, _responses)."""
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -18,20 +19,22 @@ import aiohttp
 import orjson
 
 from asyncclient import _environment as environment
-from asyncclient import _tracing
+from asyncclient import _telemetry
 from asyncclient import _wire as wire
 from asyncclient._bodies import Body, Outgoing, outgoing
 from asyncclient._network import Network
 from asyncclient._network.bounded import ERROR_BODY_LIMIT, read_bounded
+from asyncclient._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
 from asyncclient._responses import error_from_response
 from asyncclient._retry import RetryPolicy, RetrySignal, classify, retrying
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Call", "Transport"]
 
-logger = logging.getLogger("asyncclient")
-# Said once when the service cannot be reached and calls wait for it (see Transport.run).
-outage_logger = logging.getLogger("asyncclient.outage")
+# One DEBUG record per attempt (requests) and per retry (retries), with their fields on the
+# record as well as in the message (see the embedding guide); outages: asyncclient._outage.
+requests_log: Final = logging.getLogger("asyncclient.requests")
+retries_log: Final = logging.getLogger("asyncclient.retries")
 
 
 def _short(reason: str) -> str:
@@ -60,8 +63,10 @@ class Call:
         "attempt",
         "consume",
         "data",
+        "failure",
         "headers",
         "idempotent",
+        "meters",
         "method",
         "op",
         "params",
@@ -70,7 +75,7 @@ class Call:
         "prepare",
         "retries",
         "status",
-        "traced",
+        "tracer",
         "transfer",
         "url",
     )
@@ -109,7 +114,11 @@ class Call:
         # error, a DEBUG line), not on every answer of a hot path.
         self.answer_headers: Mapping[str, str] | None = None
         self.phase: str | None = None  # where the last attempt was (our own session only)
-        self.traced = False  # an OpenTelemetry span is current: requests carry its traceparent
+        # The raw exception of the last attempt's transport failure (aiohttp's, a timeout).
+        self.failure: BaseException | None = None
+        # OpenTelemetry's tracer and instruments when an SDK is set up (asyncclient._telemetry).
+        self.tracer: Any = None
+        self.meters: _telemetry.Instruments | None = None
 
     @property
     def request_id(self) -> str | None:
@@ -124,8 +133,11 @@ class Call:
         """Path and query, for logs and messages (no secrets live in either)."""
         path = urlsplit(self.url).path
         if self.params:
-            return f"{path}?{urlencode(self.params, safe=',')}"
+            return f"{path}?{self.query()}"
         return path
+
+    def query(self) -> str:
+        return urlencode(self.params, safe=",") if self.params else ""
 
 
 def _describe(
@@ -195,6 +207,7 @@ class Transport:
         network: Network,
         max_response_bytes: int = environment.DEFAULT_MAX_RESPONSE_BYTES,
         pool_timeout: float | None = None,
+        outage_threshold: float = DEFAULT_OUTAGE_THRESHOLD,
     ) -> None:
         self._max_response_bytes = max_response_bytes
         self._base_url = base_url
@@ -209,7 +222,7 @@ class Transport:
         # deadline starts once the attempt has one of the pool's slots (_slots).
         self._own_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
         self._pool_timeout = pool_timeout
-        self._outage_told = False
+        self._outages = Outages(outage_threshold, retry.deadline, retry.now)
         self._transfer_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=timeout
         )
@@ -330,7 +343,7 @@ class Transport:
         ids: Mapping[str, str] | None = None,
     ) -> T:
         """Send one request (with retries) and decode its JSON answer with `decode`; with
-        OpenTelemetry, in a span named after `op` (asyncclient._tracing) holding `ids`."""
+        OpenTelemetry, in a span named after `op` (asyncclient._telemetry) holding `ids`."""
         request_headers: Mapping[str, str] = self._headers
         if json is not None:
             body = _dumps(json)
@@ -349,13 +362,13 @@ class Transport:
             retries=retries,
             transfer=transfer,
         )
-        if _tracing.ENABLED and _tracing.active():
-            call.traced = True
-            with _tracing.span(op, ids, client=True) as current:
+        if _telemetry.ENABLED and _telemetry.tracer() is not None:
+            with _telemetry.operation(op, ids) as current:
                 try:
                     raw: bytes = await self.run(call)
                 finally:
-                    _tracing.record_call(current, call.status, call.attempt)
+                    if current is not None and current.is_recording():
+                        current.set_attribute("asyncclient.attempts", call.attempt)
         else:
             raw = await self.run(call)
         try:
@@ -376,35 +389,61 @@ class Transport:
     async def run(self, call: Call) -> Any:
         """Attempt the call, retrying what asks for it (RetrySignal) with the policy's waits;
         on giving up, raise the public error with the number of attempts made."""
+        if _telemetry.ENABLED:
+            call.tracer = _telemetry.tracer()
+            call.meters = _telemetry.instruments()
         retries = self._max_retries if call.retries is None else call.retries
+        outages = self._outages
         try:
             result = await retrying(
                 lambda: self._attempt(call),
                 self._retry,
                 retries,
-                describe=call.describe,
-                on_outage=self._tell_outage,
+                on_retry=functools.partial(self._retried, call),
             )
-        except (ApiError, TransportError) as error:
-            error.attempts = call.attempt
+        except BaseException as error:
+            if isinstance(error, ApiError | TransportError):
+                error.attempts = call.attempt
+            if outages.since is not None:
+                # An answer of the service, other than an outage's, says it is back.
+                answered = isinstance(error, ApiError) and classify(error.status) != "outage"
+                outages.left(id(call), answered=answered, request=call.describe())
             raise
-        if self._outage_told:
-            self._outage_told = False
-            outage_logger.warning("service reachable again (%s)", call.describe())
+        if outages.since is not None:
+            outages.left(id(call), answered=True, request=call.describe())
         return result
 
-    def _tell_outage(self, signal: RetrySignal) -> None:
-        """The first outage a call meets is said once (asyncclient.outage, a WARNING), until a
-        call goes through again: the CLI shows it on stderr."""
-        if self._outage_told:
-            return
-        self._outage_told = True
+    def _retried(self, call: Call, signal: RetrySignal) -> None:
+        """A failed attempt that will be tried again: told to the outage watch when it is an
+        outage's, counted (asyncclient.client.retries) and logged (asyncclient.retries)."""
         error = signal.error
-        reason = getattr(error, "detail", None) or str(error)
-        deadline = self._retry.deadline
-        outage_logger.warning(
-            "service unreachable (%s): retrying for up to %g s", _short(reason), deadline or 0
-        )
+        status = error.status if isinstance(error, ApiError) else None
+        failure = call.failure
+        if signal.outage:
+            reason = getattr(error, "detail", None) or str(error)
+            self._outages.failed(id(call), _short(reason), call.describe())
+        meters = call.meters
+        if meters is not None:
+            reason_type = str(status) if status else _telemetry.error_type(failure or error)
+            meters.retries.add(
+                1, {"asyncclient.operation": call.op, "asyncclient.retry.reason": reason_type}
+            )
+        if retries_log.isEnabledFor(_DEBUG):
+            retries_log.debug(
+                "%s: attempt %d failed (%s); retrying in %.2f s",
+                call.describe(),
+                call.attempt,
+                error,
+                signal.wait,
+                extra={
+                    "operation": call.op,
+                    "attempt": call.attempt,
+                    "wait": float(signal.wait),
+                    "http_status": status,
+                    "error": None if status else _telemetry.error_type(failure or error),
+                    "request_id": call.request_id if status else None,
+                },
+            )
 
     async def _attempt(self, call: Call) -> Any:
         """One attempt. Returns the body (or what call.consume made of the answer); raises
@@ -442,12 +481,74 @@ class Transport:
             slots.release()
 
     async def _send(self, call: Call, http: aiohttp.ClientSession) -> Any:
-        """The request of one attempt, on `http` (see _attempt)."""
-        debug = logger.isEnabledFor(_DEBUG)
-        started = time.perf_counter() if debug else 0.0
+        """The request of one attempt, on `http` (see _attempt), observed when anything
+        observes it: its CLIENT span, its duration metric, its DEBUG line."""
+        call.status = 0
+        call.answer_headers = None
+        call.failure = None
+        tracer, meters = call.tracer, call.meters
+        if tracer is None and meters is None and not requests_log.isEnabledFor(_DEBUG):
+            return await self._exchange(call, http, call.headers)
+        started = time.perf_counter()
         headers = call.headers
-        if call.traced:
-            headers = _tracing.inject(headers)
+        span = None
+        network = self._network
+        if tracer is not None:
+            url = _telemetry.url_full(call.url, call.query())
+            span = _telemetry.start_attempt(
+                tracer, call.method, url, network.host, network.port, call.attempt
+            )
+            headers = _telemetry.inject(headers, span)
+        raised: BaseException | None = None
+        try:
+            return await self._exchange(call, http, headers)
+        except BaseException as exc:
+            raised = exc
+            raise
+        finally:
+            self._observed(call, span, meters, started, raised)
+
+    def _observed(
+        self,
+        call: Call,
+        span: Any,
+        meters: "_telemetry.Instruments | None",
+        started: float,
+        raised: BaseException | None,
+    ) -> None:
+        """One attempt's end, on its span, in the duration metric and in its DEBUG line."""
+        seconds = time.perf_counter() - started
+        status = call.status
+        failure = call.failure
+        error: str | None = None
+        if failure is not None:
+            error = _telemetry.error_type(failure)
+        elif status >= 400:
+            error = str(status)
+        elif raised is not None and not isinstance(raised, RetrySignal):
+            error = _telemetry.error_type(raised)
+        if span is not None:
+            _telemetry.end_attempt(span, status, error)
+        network = self._network
+        if meters is not None:
+            attributes: dict[str, Any] = {
+                "http.request.method": call.method,
+                "server.address": network.host,
+                "server.port": network.port,
+                "url.scheme": "https" if network.https else "http",
+            }
+            if status:
+                attributes["http.response.status_code"] = status
+            if error is not None:
+                attributes["error.type"] = error
+            meters.duration.record(seconds, attributes)
+        if requests_log.isEnabledFor(_DEBUG):
+            self._log_attempt(call, status, error, seconds)
+
+    async def _exchange(
+        self, call: Call, http: aiohttp.ClientSession, headers: Mapping[str, str]
+    ) -> Any:
+        """The request of one attempt with `headers`, its answer read and mapped."""
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
@@ -478,13 +579,9 @@ class Transport:
                 consume = call.consume
                 if consume is not None and (200 <= status < 300 or status == 416):
                     result = await consume(resp)
-                    if debug:
-                        self._log_attempt(call, status, started)
                     return result
                 if 200 <= status < 300:
                     body = await read_bounded(resp, self._max_response_bytes, call, self._too_large)
-                    if debug:
-                        self._log_attempt(call, status, started)
                     return body
                 # Enough for the error's message; the rest is dropped as it arrives, and an
                 # error page over the limit is not fetched again by a retry.
@@ -494,14 +591,11 @@ class Transport:
                 resp_headers = resp.headers
                 url = str(resp.url)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            if debug:
-                self._log_attempt(call, type(exc).__name__, started)
+            call.failure = exc
             await self._raise_transport_error(exc, call)
         finally:
             if sending is not None:
                 await sending.close()
-        if debug:
-            self._log_attempt(call, status, started)
         api_error = error_from_response(status, resp_headers, body, call.method, url)
         api_error.attempts = call.attempt
         verdict = classify(status, idempotent=call.idempotent)
@@ -562,23 +656,41 @@ class Transport:
             exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer, phase=call.phase
         )
 
-    def _log_attempt(self, call: Call, outcome: int | str, started: float) -> None:
+    def _log_attempt(self, call: Call, status: int, error: str | None, seconds: float) -> None:
         # The service's request id finds the call in its logs; a run start's Idempotency-Key
-        # (not a secret) ties the attempts of one start together. Nothing else of the headers.
+        # (not a secret) ties the attempts of one start together; the proxy is shown without
+        # its password. Nothing else of the headers.
         extra = ""
-        request_id = call.request_id if isinstance(outcome, int) else None
+        request_id = call.request_id if status else None
         if request_id:
             extra += f", request id {request_id}"
         key = call.headers.get("Idempotency-Key")
         if key:
             extra += f", Idempotency-Key {key}"
-        logger.debug(
+        proxy = self._network.proxy
+        if proxy is not None:
+            extra += f", via proxy {proxy.shown}"
+        outcome: object = status
+        if call.failure is not None or not status:
+            outcome = type(call.failure).__name__ if call.failure is not None else error
+        requests_log.debug(
             "%s %s -> %s in %.1f ms (attempt %d, %s%s)",
             call.method,
             call.target(),
             outcome,
-            (time.perf_counter() - started) * 1000.0,
+            seconds * 1000.0,
             call.attempt,
             call.op,
             extra,
+            extra={
+                "operation": call.op,
+                "method": call.method,
+                "target": call.target(),
+                "attempt": call.attempt,
+                "http_status": status or None,
+                "error": error,
+                "duration": seconds,
+                "request_id": request_id,
+                "proxy": proxy.shown if proxy is not None else None,
+            },
         )

@@ -100,7 +100,7 @@ class Config:
         }
         options: dict[str, Any] = {}
         for key, setting in self.settings.items():
-            if key == "api_key_env":
+            if key in ("api_key_env", "log"):  # the CLI's, not the session's
                 continue
             value = setting.value
             options[names.get(key, key)] = os.fspath(value) if isinstance(value, Path) else value

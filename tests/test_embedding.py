@@ -1,6 +1,6 @@
 """Embedding the session in an async service: any event loop (one at a time), outages ridden
 out within the retry deadline, pool waits that are nobody's fault, request ids on errors and
-in logs, OpenTelemetry spans, and the two example services of the guide, run for real.
+in logs, and the two example services of the guide, run for real.
 
 Waits between retries are recorded, not slept (asyncclient.testing.recorded_retry_waits): time
 goes on by each wait for the task that waited, so "8 s" of outage costs milliseconds.
@@ -124,11 +124,9 @@ async def test_two_live_loops_at_once_are_refused_with_the_fix(svc: FakeService)
 # --- outages --------------------------------------------------------------------------------------
 
 
-async def test_calls_in_flight_ride_out_a_restart_of_the_service(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """20 calls are in flight when the service goes away for 8 s and comes back on the same
-    port: with the default settings every one succeeds."""
+async def _outage(seconds: float, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """20 calls are in flight when the service goes away for `seconds` and comes back on the
+    same port: with the default settings every one succeeds. The outage logger's records."""
     port = free_port()
     svc = FakeService(port=port)
     await svc.start()
@@ -139,7 +137,7 @@ async def test_calls_in_flight_ride_out_a_restart_of_the_service(
     restart: list[asyncio.Task[Any]] = []
 
     async def on_wait(elapsed: float) -> None:
-        if elapsed >= 8.0:  # each call's own time: the service is back after 8 s
+        if elapsed >= seconds:  # each call's own time: the service is back after `seconds`
             if not restart:
                 restart.append(asyncio.ensure_future(svc.start()))
                 restart[0].add_done_callback(lambda _: back.set())
@@ -147,19 +145,92 @@ async def test_calls_in_flight_ride_out_a_restart_of_the_service(
 
     try:
         with (
-            caplog.at_level(logging.WARNING, "asyncclient.outage"),
+            caplog.at_level(logging.DEBUG, "asyncclient"),
             recorded_retry_waits(on_wait) as waits,
         ):
             results = await asyncio.gather(*(session.list_builds("p_demo") for _ in range(20)))
         assert all(len(r.builds) == 1 for r in results)
         assert max(waits) <= 5.0  # an outage's waits are capped: a service back is found soon
-        told = [r.getMessage() for r in caplog.records if r.name == "asyncclient.outage"]
-        assert told[0] == "service unreachable (connection refused): retrying for up to 30 s"
-        assert told.count(told[0]) == 1  # once, however many calls wait
-        assert told[-1].startswith("service reachable again")
     finally:
         await session.close()
         await svc.stop()
+    return [r for r in caplog.records if r.name == "asyncclient.outage"]
+
+
+@pytest.mark.parametrize("seconds", [4.0, 8.0])
+async def test_an_outage_is_told_once_when_it_begins_and_once_when_it_ends(
+    seconds: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    began, ended = await _outage(seconds, caplog)
+    assert began.levelno == logging.WARNING
+    said = began.getMessage()
+    assert said.startswith("service unreachable since ")
+    assert ": connection refused (GET /api/v1/projects/p_demo/builds); calls are retried for " \
+        "up to 30 s" in said  # fmt: skip
+    assert began.outage_seconds >= 2.0  # past the threshold, not at the first failure
+    assert ended.levelno == logging.INFO
+    assert ended.getMessage().startswith("service reachable again after ")
+    assert ended.outage_seconds >= 2.0
+    assert ended.outage_since == began.outage_since
+    # Every retry is on its own logger, at DEBUG, with its fields.
+    retries = [r for r in caplog.records if r.name == "asyncclient.retries"]
+    assert len(retries) >= 20
+    assert {r.levelno for r in retries} == {logging.DEBUG}
+    assert {r.operation for r in retries} == {"list_builds"}
+    assert all(r.http_status is None and r.error for r in retries)
+    assert all(isinstance(r.wait, float) for r in retries)
+
+
+async def test_a_half_second_blip_is_not_an_outage(caplog: pytest.LogCaptureFixture) -> None:
+    assert await _outage(0.5, caplog) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_outage_ends_with_a_call_that_lived_through_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A call that began after the service came back does not end the outage while calls that
+    waited for it are still under way: one of those says it is over."""
+    from asyncclient._outage import Outages
+
+    now = [0.0]
+    outages = Outages(2.0, 30.0, lambda: now[0])
+    with caplog.at_level(logging.DEBUG, "asyncclient.outage"):
+        outages.failed(1, "connection refused", "GET /a")
+        now[0] = 1.0
+        outages.failed(2, "connection refused", "GET /b")
+        now[0] = 2.5
+        outages.failed(1, "connection refused", "GET /a")  # 2.5 s: told
+        now[0] = 4.0
+        outages.left(3, answered=True, request="GET /fresh")  # a newcomer: not the one to say
+        outages.left(2, answered=True, request="GET /b")
+        outages.left(1, answered=True, request="GET /a")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert said[1][1] == "service reachable again after 4.0 s (3 failed attempts; GET /b came " \
+        "through)"  # fmt: skip
+    assert outages.since is None
+
+
+def test_blips_between_answers_are_never_told(caplog: pytest.LogCaptureFixture) -> None:
+    """Failures spread over minutes, each followed by an answer, never add up to an outage."""
+    from asyncclient._outage import Outages
+
+    now = [0.0]
+    outages = Outages(2.0, 30.0, lambda: now[0])
+    with caplog.at_level(logging.DEBUG, "asyncclient.outage"):
+        for call in range(100):
+            now[0] = call * 1.5
+            outages.failed(call, "503 unavailable", "GET /x")
+            now[0] += 1.0
+            outages.left(call + 1000, answered=True, request="GET /y")  # another call answered
+            outages.left(call, answered=True, request="GET /x")
+        # A call that gives up alone ends its blip too: the next failure starts afresh.
+        outages.failed(7, "connection refused", "GET /x")
+        outages.left(7, answered=False, request="GET /x")
+        now[0] += 60.0
+        outages.failed(8, "connection refused", "GET /x")
+    assert caplog.records == []
 
 
 async def test_an_outage_past_the_deadline_fails_saying_how_long_it_tried() -> None:
@@ -300,64 +371,6 @@ async def test_request_ids_come_from_the_usual_headers_or_the_body() -> None:
     assert request_id_of({"X-Request-Id": "x" * 500}) is None  # not an id: not shown
     assert request_id_of({"X-Request-Id": "a\nb"}) is None
     assert request_id_of({}, None) is None
-
-
-# --- OpenTelemetry --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def spans() -> Iterator[Any]:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)  # once per process: the global provider
-    yield exporter
-    exporter.clear()
-
-
-async def test_each_operation_is_a_span_and_each_request_carries_its_traceparent(
-    svc: FakeService, spans: Any, tmp_path: Path
-) -> None:
-    from asyncclient.testing.builders import build_apk
-
-    spans.clear()
-    apk = build_apk(tmp_path / "shop.apk")
-    async with AsyncSession(svc.run_key, svc.url) as session:
-        await session.get_build("ab_demo_ios_100")
-        with pytest.raises(NotFoundError):
-            await session.get_build("ab_nope")
-        build = await session.upload_build(svc.project_id, apk)
-    finished = {s.name: s for s in spans.get_finished_spans()}
-    got = [s for s in spans.get_finished_spans() if s.name == "asyncclient.get_build"]
-    assert len(got) == 2
-    ok, missing = got
-    assert ok.attributes["asyncclient.build_id"] == "ab_demo_ios_100"
-    assert ok.attributes["http.response.status_code"] == 200
-    assert ok.attributes["asyncclient.attempts"] == 1
-    assert missing.attributes["error.type"] == "NotFoundError"
-    assert missing.attributes["http.response.status_code"] == 404
-    upload = finished["asyncclient.upload_build"]
-    assert upload.attributes["asyncclient.project_id"] == svc.project_id
-    children = {
-        s.name
-        for s in spans.get_finished_spans()
-        if s.parent and s.parent.span_id == upload.context.span_id
-    }
-    assert {
-        "asyncclient.start_upload",
-        "asyncclient.upload_part",
-        "asyncclient.complete_upload",
-    } <= children
-    assert build.id
-    # The service saw the W3C traceparent of each request's span.
-    (seen,) = [r for r in svc.requests_for("get_build") if r.status == 200]
-    assert seen.traceparent is not None
-    assert seen.traceparent.split("-")[1] == format(ok.context.trace_id, "032x")
 
 
 # --- the README's example services, run for real -------------------------------------------------

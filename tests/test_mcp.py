@@ -400,7 +400,8 @@ async def test_endpoint_and_delete_tools_with_an_edit_key(
     # print each one a second time.
     requests = [line for line in stderr.splitlines() if "/api/v1/" in line]
     assert any("POST /api/v1/projects/p_demo/endpoints" in line for line in requests)
-    assert all(re.match(r"\d{4}-\d\d-\d\d [\d:,]+ asyncclient ", line) for line in requests)
+    stamp = r"\d{4}-\d\d-\d\d [\d:,]+ DEBUG asyncclient\.requests "
+    assert all(re.match(stamp, line) for line in requests)
     for secret in (EDIT_KEY, HEADER_SECRET, "shop-token"):
         assert secret not in texts
         assert secret not in stderr

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from asyncclient import _wording
 from asyncclient._wording import (
@@ -221,17 +221,42 @@ def check_id(value: str, kind: str, argument: str | None = None) -> str:
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 
 
+LOG_ENV: Final = "ASYNCCLIENT_LOG"
+LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+_LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def log_level(value: object, origin: str) -> int:
+    """The level `ASYNCCLIENT_LOG` or the `log` key of a configuration file asks for; a
+    ValidationError (exit 2) names the value, where it came from and the levels there are."""
+    level = LOG_LEVELS.get(str(value).strip().lower())
+    if level is None:
+        from asyncclient.errors import ValidationError
+
+        where = f"{LOG_ENV}" if origin == LOG_ENV else f"log in {origin}"
+        raise ValidationError(f"{where} is {value!r}, not a log level: give debug, info or warning")
+    return level
+
+
 def setup_logging(
-    verbose: bool, stream: TextIO | None = None, *, quiet: bool = False
+    verbose: bool,
+    stream: TextIO | None = None,
+    *,
+    quiet: bool = False,
+    level: int | None = None,
 ) -> logging.Handler | None:
-    """With --verbose, the session's request log on stderr; returns the handler it added.
-    Without it (and without --quiet), only the line that says the service is unreachable and
-    is being waited for (the asyncclient.outage logger)."""
+    """The library's logs on stderr; returns the handler it added. --verbose is `level`
+    DEBUG: every request (asyncclient.requests) and retry (asyncclient.retries) as well.
+    `level` (ASYNCCLIENT_LOG, or `log` in a file): every asyncclient logger at that level.
+    Neither (and not --quiet): only the lines that say the service is away and back
+    (asyncclient.outage)."""
     if verbose:
-        return _attach("asyncclient", "%(asctime)s %(name)s %(message)s", logging.DEBUG, stream)
+        level = logging.DEBUG
+    if level is not None:
+        return _attach("asyncclient", _LOG_FORMAT, level, stream)
     if quiet:
         return None
-    handler = _attach("asyncclient.outage", "%(message)s", logging.WARNING, stream)
+    handler = _attach("asyncclient.outage", "%(message)s", logging.INFO, stream)
     logging.getLogger("asyncclient.outage").propagate = False
     return handler
 
@@ -256,7 +281,7 @@ def _remove_logging(handler: logging.Handler | None) -> None:
     if handler is not None:
         logger = logging.getLogger("asyncclient")
         logger.removeHandler(handler)
-        if not logger.handlers:
+        if not logger.handlers or all(isinstance(h, logging.NullHandler) for h in logger.handlers):
             logger.setLevel(logging.NOTSET)
 
 
@@ -275,11 +300,29 @@ def run_handler(args: argparse.Namespace) -> int:
     signal (`serve`: its parser sets `ends_on_signal`) ends with 0 instead.
     """
     out = Output(json_mode=args.json, quiet=args.quiet)
-    log_handler = setup_logging(args.verbose, quiet=args.quiet)
+    from asyncclient.errors import ValidationError
+
+    try:
+        level = _asked_level(args)
+    except ValidationError as exc:  # the one-line error, exit 2
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    log_handler = setup_logging(args.verbose, quiet=args.quiet, level=level)
     try:
         return _run_handler(args, out)
     finally:
         _remove_logging(log_handler)
+
+
+def _asked_level(args: argparse.Namespace) -> int | None:
+    """The level of ASYNCCLIENT_LOG, else of `log` in a file (put on args by apply_config)."""
+    value = os.environ.get(LOG_ENV, "").strip()
+    if value:
+        return log_level(value, LOG_ENV)
+    setting = getattr(args, "log_setting", None)
+    if setting is None:
+        return None
+    return log_level(setting.value, setting.origin)
 
 
 def _run_handler(args: argparse.Namespace, out: Output) -> int:

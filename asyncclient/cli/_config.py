@@ -64,6 +64,7 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         for name, key in GLOBAL_KEYS.items()
     }
     config = load_config(getattr(args, "profile", None), flags=flags)
+    args.log_setting = config.settings.get("log")  # ASYNCCLIENT_LOG or `log` (run_handler)
     if getattr(args, "verbose", False) and config.files:
         read = ", ".join(str(path) for path in config.files)
         profile = f" (profile {config.profile})" if config.profile else ""

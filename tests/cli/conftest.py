@@ -42,7 +42,12 @@ def run_cli(
     """
 
     async def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
-        for name in ("ASYNCCLIENT_BASE_URL", "ASYNCCLIENT_API_KEY", "GITHUB_STEP_SUMMARY"):
+        for name in (
+            "ASYNCCLIENT_BASE_URL",
+            "ASYNCCLIENT_API_KEY",
+            "ASYNCCLIENT_LOG",
+            "GITHUB_STEP_SUMMARY",
+        ):
             monkeypatch.delenv(name, raising=False)
         for name, value in (env or {}).items():
             monkeypatch.setenv(name, value)

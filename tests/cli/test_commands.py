@@ -749,7 +749,9 @@ async def test_an_unreachable_service_exits_4(run_cli: RunCli, waits: list[float
 
     assert result.code == 4
     said, error = result.stderr.splitlines()  # said once while it waited, then the error
-    assert said == "service unreachable (connection refused): retrying for up to 30 s"
+    assert said.startswith("service unreachable since ")
+    assert said.endswith(": connection refused (GET /api/v1/projects/p_demo/builds); calls are "
+                         "retried for up to 30 s")  # fmt: skip
     assert error.startswith("error: cannot connect to 127.0.0.1:")
     assert "retried for 30.0 s (retry deadline)" in error
     assert "check --base-url or ASYNCCLIENT_BASE_URL and that the service is up" in error

@@ -133,6 +133,9 @@ async def test_the_readme_tour_through_a_proxy_shows_no_secret(
     assert len(tunnels) >= 4  # each command opened its own
     text = "".join(outputs) + report.read_text()
     assert "-> 200" in text  # --verbose logged the requests
+    # ... and named the proxy each went through, its password hidden.
+    assert ", via proxy http://" in text
+    assert ":***@127.0.0.1:" in text
     assert PROXY_PASSWORD not in text
     assert tls_service.run_key not in text
 

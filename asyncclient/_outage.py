@@ -1,0 +1,110 @@
+"""Outages, told once: the `asyncclient.outage` logger of a session.
+
+A failure that looks like the service being away (no connection, a dropped one, 502, 503,
+504: asyncclient._retry.classify's "outage") starts a streak; any answer from the service ends
+it. Only a streak that lasts longer than the session's `outage_threshold` (2 s by default) is
+an outage: one WARNING says since when and what fails, once, however many calls wait; when a
+call that lived through it comes through, one INFO line says how long it lasted. A blip a retry
+fixes within the threshold, the few per cent of 503s and dropped connections a busy service
+gives, says nothing (the `asyncclient.retries` logger has each retry at DEBUG).
+
+Time is the retry policy's clock (RetryPolicy.now), so tests that record their waits instead of
+sleeping (asyncclient.testing.recorded_retry_waits) see outages of the length they simulate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["DEFAULT_OUTAGE_THRESHOLD", "Outages"]
+
+log: Final = logging.getLogger("asyncclient.outage")
+
+DEFAULT_OUTAGE_THRESHOLD: Final = 2.0
+
+
+class Outages:
+    """The session's view of its service's outages (see the module doc). `since` is None
+    while nothing fails: the one check a call pays when all is well."""
+
+    __slots__ = (
+        "_deadline",
+        "_failures",
+        "_now",
+        "_threshold",
+        "_told",
+        "_waiting",
+        "_wall",
+        "_what",
+        "since",
+    )
+
+    def __init__(self, threshold: float, deadline: float | None, now: Callable[[], float]) -> None:
+        self._threshold = threshold
+        self._deadline = deadline
+        self._now = now
+        self.since: float | None = None  # the first outage failure since the service answered
+        self._wall = 0.0
+        self._what = ""
+        self._failures = 0
+        self._told = False
+        self._waiting: set[int] = set()  # the calls (ids) that met this streak and go on
+
+    def failed(self, call: int, reason: str, request: str) -> None:
+        """Call number `call` met an outage failure (`reason`, on `request`) and will retry."""
+        now = self._now()
+        if self.since is None:
+            self.since = now
+            self._wall = time.time()
+            self._what = f"{reason} ({request})"
+        self._failures += 1
+        self._waiting.add(call)
+        if self._told or now - self.since < self._threshold:
+            return
+        self._told = True
+        deadline = f"; calls are retried for up to {self._deadline:g} s" if self._deadline else ""
+        log.warning(
+            "service unreachable since %s (%.1f s so far): %s%s",
+            time.strftime("%H:%M:%S", time.localtime(self._wall)),
+            now - self.since,
+            self._what,
+            deadline,
+            extra={
+                "outage_since": self._wall,
+                "outage_seconds": now - self.since,
+                "failure": reason,
+            },
+        )
+
+    def left(self, call: int, *, answered: bool, request: str) -> None:
+        """Call number `call` ended: `answered` when the service answered it (a success or an
+        answer that is not an outage's), else it gave up or was cancelled."""
+        lived = call in self._waiting
+        self._waiting.discard(call)
+        if self.since is None:
+            return
+        if not answered:
+            if not self._waiting and not self._told:
+                self._reset()  # the calls that saw the blip are gone: it says nothing more
+            return
+        if self._told and not lived and self._waiting:
+            return  # the calls that lived through it are about to come through: one of them says
+        if self._told:
+            seconds = self._now() - self.since
+            log.info(
+                "service reachable again after %.1f s (%d failed attempts; %s came through)",
+                seconds,
+                self._failures,
+                request,
+                extra={"outage_since": self._wall, "outage_seconds": seconds},
+            )
+        self._reset()
+
+    def _reset(self) -> None:
+        self.since = None
+        self._told = False
+        self._failures = 0
+        self._what = ""
