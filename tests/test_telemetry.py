@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
 from asyncclient import AsyncSession, NotFoundError, _telemetry
-from asyncclient.testing import Fault, FakeService, recorded_retry_waits
+from asyncclient.testing import FakeService, Fault, recorded_retry_waits
 from asyncclient.testing.builders import build_apk
 
 

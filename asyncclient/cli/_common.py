@@ -12,14 +12,13 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import Any
 
 from asyncclient import _wording
 from asyncclient._wording import (
@@ -33,6 +32,7 @@ from asyncclient._wording import (
     EXIT_UNREACHABLE,
 )
 from asyncclient.cli._connection import add_network_options, open_session
+from asyncclient.cli._logging import asked_level, remove_logging, setup_logging
 from asyncclient.cli._output import Output
 from asyncclient.cli._platform import INTERRUPTS, handled_signals, woken_by_signals
 
@@ -221,70 +221,6 @@ def check_id(value: str, kind: str, argument: str | None = None) -> str:
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 
 
-LOG_ENV: Final = "ASYNCCLIENT_LOG"
-LOG_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
-_LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s %(message)s"
-
-
-def log_level(value: object, origin: str) -> int:
-    """The level `ASYNCCLIENT_LOG` or the `log` key of a configuration file asks for; a
-    ValidationError (exit 2) names the value, where it came from and the levels there are."""
-    level = LOG_LEVELS.get(str(value).strip().lower())
-    if level is None:
-        from asyncclient.errors import ValidationError
-
-        where = f"{LOG_ENV}" if origin == LOG_ENV else f"log in {origin}"
-        raise ValidationError(f"{where} is {value!r}, not a log level: give debug, info or warning")
-    return level
-
-
-def setup_logging(
-    verbose: bool,
-    stream: TextIO | None = None,
-    *,
-    quiet: bool = False,
-    level: int | None = None,
-) -> logging.Handler | None:
-    """The library's logs on stderr; returns the handler it added. --verbose is `level`
-    DEBUG: every request (asyncclient.requests) and retry (asyncclient.retries) as well.
-    `level` (ASYNCCLIENT_LOG, or `log` in a file): every asyncclient logger at that level.
-    Neither (and not --quiet): only the lines that say the service is away and back
-    (asyncclient.outage)."""
-    if verbose:
-        level = logging.DEBUG
-    if level is not None:
-        return _attach("asyncclient", _LOG_FORMAT, level, stream)
-    if quiet:
-        return None
-    handler = _attach("asyncclient.outage", "%(message)s", logging.INFO, stream)
-    logging.getLogger("asyncclient.outage").propagate = False
-    return handler
-
-
-def _attach(name: str, fmt: str, level: int, stream: TextIO | None) -> logging.Handler:
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter(fmt))
-    logger = logging.getLogger(name)
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    return handler
-
-
-def _remove_logging(handler: logging.Handler | None) -> None:
-    # main() may run several times in one process (tests, embedding): no handler piles up.
-    outage_logger = logging.getLogger("asyncclient.outage")
-    if handler is not None and handler in outage_logger.handlers:
-        outage_logger.removeHandler(handler)
-        outage_logger.setLevel(logging.NOTSET)
-        outage_logger.propagate = True
-        return
-    if handler is not None:
-        logger = logging.getLogger("asyncclient")
-        logger.removeHandler(handler)
-        if not logger.handlers or all(isinstance(h, logging.NullHandler) for h in logger.handlers):
-            logger.setLevel(logging.NOTSET)
-
-
 def resolve_handler(spec: str) -> Handler:
     module, _, name = spec.partition(":")
     handler: Handler = getattr(importlib.import_module(module), name)
@@ -303,7 +239,7 @@ def run_handler(args: argparse.Namespace) -> int:
     from asyncclient.errors import ValidationError
 
     try:
-        level = _asked_level(args)
+        level = asked_level(args)
     except ValidationError as exc:  # the one-line error, exit 2
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
@@ -311,18 +247,7 @@ def run_handler(args: argparse.Namespace) -> int:
     try:
         return _run_handler(args, out)
     finally:
-        _remove_logging(log_handler)
-
-
-def _asked_level(args: argparse.Namespace) -> int | None:
-    """The level of ASYNCCLIENT_LOG, else of `log` in a file (put on args by apply_config)."""
-    value = os.environ.get(LOG_ENV, "").strip()
-    if value:
-        return log_level(value, LOG_ENV)
-    setting = getattr(args, "log_setting", None)
-    if setting is None:
-        return None
-    return log_level(setting.value, setting.origin)
+        remove_logging(log_handler)
 
 
 def _run_handler(args: argparse.Namespace, out: Output) -> int:

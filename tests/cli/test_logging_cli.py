@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from asyncclient.testing import Fault, FakeService, recorded_retry_waits
+from asyncclient.testing import FakeService, Fault, recorded_retry_waits
 
 
 @pytest.fixture
@@ -94,7 +94,8 @@ async def test_a_value_that_is_not_a_level_is_refused_before_any_request(
     (line,) = result.stderr.splitlines()
     assert said in line
     if where == "file":
-        assert line.startswith("error: log in ") and "asyncclient.toml:1 is 'loud'" in line
+        assert line.startswith("error: log in ")
+        assert "asyncclient.toml:1 is 'loud'" in line
     assert svc.requests_for("list_builds") == []
 
 
