@@ -104,7 +104,10 @@ class Outages:
         self._reset()
 
     def _reset(self) -> None:
+        # The calls still retrying join the next streak when they fail again; one that
+        # succeeds meanwhile is not looked for (since is None): nothing of it stays here.
         self.since = None
         self._told = False
         self._failures = 0
         self._what = ""
+        self._waiting.clear()

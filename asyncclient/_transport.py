@@ -419,7 +419,7 @@ class Transport:
         error = signal.error
         status = error.status if isinstance(error, ApiError) else None
         failure = call.failure
-        if signal.outage:
+        if signal.outage and self._retry.deadline:  # 0: an outage is a failure like any
             reason = getattr(error, "detail", None) or str(error)
             self._outages.failed(id(call), _short(reason), call.describe())
         meters = call.meters

@@ -88,7 +88,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def runnable_pages() -> list[Path]:
-    return [DOCS / "index.md", *sorted((DOCS / "guides").glob("*.md")), DOCS / "troubleshooting.md"]
+    guides = sorted((DOCS / "guides").glob("*.md")) + sorted((DOCS / "guides" / "ci").glob("*.md"))
+    return [DOCS / "index.md", *guides, DOCS / "troubleshooting.md"]
 
 
 def check_fragments(page: Path) -> list[str]:

@@ -231,6 +231,10 @@ def test_blips_between_answers_are_never_told(caplog: pytest.LogCaptureFixture) 
         now[0] += 60.0
         outages.failed(8, "connection refused", "GET /x")
     assert caplog.records == []
+    # A call whose blip another call's answer ended is not remembered after it succeeds.
+    outages.left(9, answered=True, request="GET /y")
+    assert outages.since is None
+    assert not outages._waiting
 
 
 async def test_an_outage_past_the_deadline_fails_saying_how_long_it_tried() -> None:

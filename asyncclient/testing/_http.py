@@ -54,6 +54,7 @@ class RequestRecord:
         op: The operation's tool name, if the route is one.
         request_id: The `X-Request-Id` answered.
         traceparent: The `traceparent` the client sent, if any.
+        idempotency_key: The `Idempotency-Key` the client sent, if any.
     """
 
     method: str
@@ -65,6 +66,8 @@ class RequestRecord:
     """The X-Request-Id the answer carried."""
     traceparent: str | None = None
     """The request's W3C traceparent header, if it carried one."""
+    idempotency_key: str | None = None
+    """The request's Idempotency-Key header, if it carried one."""
 
 
 class RunViews:
@@ -133,6 +136,7 @@ class AppState:
                 op,
                 request_id,
                 request.headers.get("traceparent"),
+                request.headers.get("Idempotency-Key"),
             )
         )
 

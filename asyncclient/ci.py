@@ -1,0 +1,365 @@
+"""The whole CI loop as one step, for the GitHub Action (`action.yml`) and the GitLab CI template
+(`ci/asyncclient.gitlab-ci.yml`): upload the app files, run the project on the builds, wait,
+re-run what failed, download the evidence, write the reports, then hand the numbers to the
+next steps; the exit code is the `asyncclient run` command's own.
+
+    python -m asyncclient.ci github    # settings from the action's inputs (INPUT_*)
+    python -m asyncclient.ci gitlab    # settings from the template's ASYNCCLIENT_* variables
+
+Both run the `asyncclient` command itself (`upload`, then `run project --wait --json`), its
+progress and its reports on stderr as in any job (on GitHub it writes the step summary, as it
+does whenever GITHUB_STEP_SUMMARY is set). The outputs: `build-ids`, `run-ids`, `outcome`
+(`passed` or `failed`), `passed`, `failed`, `flaky`, `quarantined` (counts of tests: each test
+is one of the four), `junit`, `html` (the paths written). On GitHub they go to GITHUB_OUTPUT;
+on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for later jobs;
+the report paths are the template's own variables there).
+
+The idempotency key of the run start names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
+GITHUB_RUN_ATTEMPT and the job; GitLab: CI_PIPELINE_ID and CI_JOB_ID) and what it starts (a
+digest of the project and the build ids): the same step run again in the same attempt starts
+nothing new, matrix jobs that upload their own builds never share a key, and a re-run of the
+job (a new attempt, a new job id) starts afresh.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+__all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
+
+EXIT_BAD_INPUT: Final = 2
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"", "0", "false", "no", "off"})
+
+
+class SettingError(ValueError):
+    """A setting of the step that cannot be used: its message names it and the fix."""
+
+
+@attrs.frozen
+class Settings:
+    """What the step does, from the action's inputs or the template's variables."""
+
+    project: str
+    apps: tuple[str, ...] = ()
+    label: str = ""
+    mode: str = ""
+    retry_failed: int = 0
+    junit: str = ""
+    html: str = ""
+    download_failed: str = ""
+    quarantine: str = ""
+    timeout: str = ""
+    profile: str = ""
+    fail_on_flaky: bool = False
+    key_prefix: str = ""  # the CI run and attempt, for the idempotency key
+    names: Mapping[str, str] = attrs.field(factory=dict)  # how each setting is named there
+
+
+@attrs.frozen
+class Tally:
+    """The outcome of a suite, counted per test: each test is passed (on its first attempt),
+    flaky (passed on a re-run), quarantined (did not pass, excused by the quarantine file) or
+    failed (did not pass, or never ended)."""
+
+    passed: int = 0
+    flaky: int = 0
+    failed: int = 0
+    quarantined: int = 0
+    run_ids: tuple[str, ...] = ()
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+def _flag(value: str, name: str) -> bool:
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise SettingError(f"{name} is {value!r}: give true or false")
+
+
+def _count(value: str, name: str) -> int:
+    text = value.strip() or "0"
+    if not text.isdigit():
+        raise SettingError(f"{name} is {value!r}: give a whole number of re-runs (0 to 10)")
+    return int(text)
+
+
+def _settings(
+    get: Callable[[str], str], names: Mapping[str, str], key_prefix: str, label: str
+) -> Settings:
+    project = get("project").strip()
+    if not project:
+        raise SettingError(f"{names['project']} is not set: give the project's id (p_...)")
+    apps = tuple(line.strip() for line in get("apps").splitlines() if line.strip())
+    return Settings(
+        project=project,
+        apps=apps,
+        label=get("label").strip() or label,
+        mode=get("mode").strip(),
+        retry_failed=_count(get("retry-failed"), names["retry-failed"]),
+        junit=get("junit").strip(),
+        html=get("html").strip(),
+        download_failed=get("download-failed").strip(),
+        quarantine=get("quarantine").strip(),
+        timeout=get("timeout").strip(),
+        profile=get("profile").strip(),
+        fail_on_flaky=_flag(get("fail-on-flaky"), names["fail-on-flaky"]),
+        key_prefix=key_prefix,
+        names=names,
+    )
+
+
+SETTINGS: Final = (
+    "project",
+    "apps",
+    "label",
+    "mode",
+    "retry-failed",
+    "junit",
+    "html",
+    "download-failed",
+    "quarantine",
+    "timeout",
+    "profile",
+    "fail-on-flaky",
+)
+
+
+def github_settings(environ: Mapping[str, str]) -> Settings:
+    """The action's inputs, as action.yml hands them to this step (INPUT_<NAME>, upper case,
+    dashes as underscores: INPUT_RETRY_FAILED)."""
+    names = {name: f"the input {name}" for name in SETTINGS}
+
+    def get(name: str) -> str:
+        return environ.get("INPUT_" + name.upper().replace("-", "_"), "")
+
+    attempt = environ.get("GITHUB_RUN_ATTEMPT", "1")
+    prefix = f"gh-{environ.get('GITHUB_RUN_ID', 'local')}-{attempt}-{environ.get('GITHUB_JOB', '')}"
+    return _settings(get, names, prefix, environ.get("GITHUB_SHA", ""))
+
+
+def gitlab_settings(environ: Mapping[str, str]) -> Settings:
+    """The template's variables: ASYNCCLIENT_<NAME> (ASYNCCLIENT_RETRY_FAILED, ...)."""
+    names = {name: "ASYNCCLIENT_" + name.upper().replace("-", "_") for name in SETTINGS}
+
+    def get(name: str) -> str:
+        return environ.get(names[name], "")
+
+    prefix = f"gl-{environ.get('CI_PIPELINE_ID', 'local')}-{environ.get('CI_JOB_ID', '')}"
+    return _settings(get, names, prefix, environ.get("CI_COMMIT_SHA", ""))
+
+
+# --- the loop -------------------------------------------------------------------------------------
+
+
+def app_files(patterns: Sequence[str], name: str, cwd: Path) -> list[str]:
+    """Each line a path or a glob (`**` included), relative to `cwd`; one that names no file
+    is an error that says which."""
+    files: list[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            found = sorted(glob.glob(pattern, root_dir=cwd, recursive=True))
+            found = [f for f in found if (cwd / f).is_file()]
+            if not found:
+                raise SettingError(f"{name}: {pattern} matched no file (in {cwd})")
+            files.extend(found)
+        elif not (cwd / pattern).is_file():
+            raise SettingError(f"{name}: {pattern} is not a file (in {cwd})")
+        else:
+            files.append(pattern)
+    return list(dict.fromkeys(files))
+
+
+def idempotency_key(settings: Settings, build_ids: Sequence[str]) -> str:
+    """The CI run and attempt, and a digest of what is started (see the module doc)."""
+    what = "\n".join([settings.project, *sorted(build_ids)])
+    digest = hashlib.sha256(what.encode()).hexdigest()[:16]
+    return f"{settings.key_prefix[: 255 - 17]}-{digest}"
+
+
+def run_arguments(settings: Settings, build_ids: Sequence[str]) -> list[str]:
+    """`asyncclient run project ...` for these settings."""
+    argv = ["run", "project", settings.project, "--wait", "--json"]
+    for build in build_ids:
+        argv += ["--build", build]
+    argv += ["--idempotency-key", idempotency_key(settings, build_ids)]
+    options = (
+        ("--mode", settings.mode),
+        ("--junit", settings.junit),
+        ("--html", settings.html),
+        ("--download-failed", settings.download_failed),
+        ("--quarantine", settings.quarantine),
+        ("--profile", settings.profile),
+    )
+    argv += [part for flag, value in options if value for part in (flag, value)]
+    if settings.retry_failed:
+        argv += ["--retry-failed", str(settings.retry_failed)]
+    if settings.timeout:
+        # A CI job that gives up stops what it started: the runs do not go on unwatched.
+        argv += ["--timeout", settings.timeout, "--stop-on-timeout"]
+    if settings.fail_on_flaky:
+        argv.append("--fail-on-flaky")
+    return argv
+
+
+def tally(runs: Any) -> Tally:
+    """Count the tests of `run project --wait --json`'s answer (one entry per test, its final
+    run, with `flaky`, `quarantined` and the outcome in `summary`)."""
+    counts = {"passed": 0, "flaky": 0, "failed": 0, "quarantined": 0}
+    ids: list[str] = []
+    for run in runs if isinstance(runs, list) else []:
+        if not isinstance(run, dict):
+            continue
+        ids.append(str(run.get("id", "")))
+        summary = run.get("summary")
+        if not isinstance(summary, dict):
+            summary = {}
+        outcome = summary.get("outcome") or run.get("status")
+        if outcome == "passed":
+            counts["flaky" if run.get("flaky") else "passed"] += 1
+        elif run.get("quarantined"):
+            counts["quarantined"] += 1
+        else:
+            counts["failed"] += 1
+    return Tally(run_ids=tuple(i for i in ids if i), **counts)
+
+
+Command = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _asyncclient(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """The asyncclient command of this Python; its stdout captured, its stderr the job's."""
+    return subprocess.run(
+        [sys.executable, "-m", "asyncclient", *argv],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+
+
+def run(
+    settings: Settings, write: Callable[[Mapping[str, str]], None], command: Command = _asyncclient
+) -> int:
+    """The loop (see the module doc); `write` gets the outputs, also when the suite failed.
+    Returns the exit code of the command that ended it."""
+    cwd = Path.cwd()
+    outputs = {
+        "build-ids": "",
+        "run-ids": "",
+        "outcome": "failed",
+        "passed": "0",
+        "failed": "0",
+        "flaky": "0",
+        "quarantined": "0",
+        "junit": "",
+        "html": "",
+    }
+    try:
+        files = app_files(settings.apps, settings.names.get("apps", "apps"), cwd)
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        write(outputs)
+        return EXIT_BAD_INPUT
+    build_ids: list[str] = []
+    if files:
+        argv = ["upload", settings.project, *files]
+        if settings.label:
+            argv += ["--label", settings.label]
+        if settings.profile:
+            argv += ["--profile", settings.profile]
+        uploaded = command(argv)
+        build_ids = uploaded.stdout.split()
+        outputs["build-ids"] = " ".join(build_ids)
+        if uploaded.returncode != 0:
+            write(outputs)
+            return uploaded.returncode
+    finished = command(run_arguments(settings, build_ids))
+    try:
+        answer = json.loads(finished.stdout) if finished.stdout.strip() else []
+    except ValueError:
+        answer = []
+    counted = tally(answer)
+    outputs.update(
+        {
+            "run-ids": " ".join(counted.run_ids),
+            "outcome": "passed" if finished.returncode == 0 else "failed",
+            "passed": str(counted.passed),
+            "failed": str(counted.failed),
+            "flaky": str(counted.flaky),
+            "quarantined": str(counted.quarantined),
+            "junit": settings.junit if settings.junit and (cwd / settings.junit).is_file() else "",
+            "html": settings.html if settings.html and (cwd / settings.html).is_file() else "",
+        }
+    )
+    write(outputs)
+    return finished.returncode
+
+
+def github_output(environ: Mapping[str, str]) -> Callable[[Mapping[str, str]], None]:
+    """Appends the outputs to the file GITHUB_OUTPUT names (`name=value` lines)."""
+
+    def write(outputs: Mapping[str, str]) -> None:
+        path = environ.get("GITHUB_OUTPUT")
+        if not path:
+            return
+        with open(path, "a", encoding="utf-8") as out:
+            for name, value in outputs.items():
+                out.write(f"{name}={value}\n")
+
+    return write
+
+
+def gitlab_output(path: Path) -> Callable[[Mapping[str, str]], None]:
+    """Writes the outputs as a dotenv file (ASYNCCLIENT_BUILD_IDS=..., for `reports: dotenv`)."""
+
+    def write(outputs: Mapping[str, str]) -> None:
+        # The report paths stay out: ASYNCCLIENT_JUNIT and _HTML are the template's inputs,
+        # and a later job that extends it again must not get them changed by this one.
+        lines = [
+            f"ASYNCCLIENT_{name.upper().replace('-', '_')}={value}"
+            for name, value in outputs.items()
+            if name not in ("junit", "html")
+        ]
+        partial = path.with_name(path.name + ".part")
+        partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+
+    return write
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m asyncclient.ci github|gitlab`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in (["github"], ["gitlab"]):
+        print("usage: python -m asyncclient.ci github|gitlab", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    environ = os.environ
+    try:
+        if args == ["github"]:
+            settings = github_settings(environ)
+            write = github_output(environ)
+        else:
+            settings = gitlab_settings(environ)
+            write = gitlab_output(Path(environ.get("ASYNCCLIENT_DOTENV", "asyncclient.env")))
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    return run(settings, write)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

