@@ -3,7 +3,9 @@
 A failure that looks like the service being away (no connection, a dropped one, 502, 503,
 504: asyncclient._retry.classify's "outage") starts a streak; any answer from the service ends
 it. Only a streak that lasts longer than the session's `outage_threshold` (2 s by default) is
-an outage: one WARNING says since when and what fails, once, however many calls wait; when a
+an outage: one WARNING says since when and what fails, once, however many calls wait (said by a
+failure past the threshold, or by a timer at the threshold while calls wait between sparse
+attempts); when a
 call that lived through it comes through, one INFO line says how long it lasted. A blip a retry
 fixes within the threshold, the few per cent of 503s and dropped connections a busy service
 gives, says nothing (the `asyncclient.retries` logger has each retry at DEBUG).
@@ -14,6 +16,8 @@ sleeping (asyncclient.testing.recorded_retry_waits) see outages of the length th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -34,7 +38,9 @@ class Outages:
         "_deadline",
         "_failures",
         "_now",
+        "_reason",
         "_threshold",
+        "_timer",
         "_told",
         "_waiting",
         "_wall",
@@ -49,9 +55,13 @@ class Outages:
         self.since: float | None = None  # the first outage failure since the service answered
         self._wall = 0.0
         self._what = ""
+        self._reason = ""
         self._failures = 0
         self._told = False
         self._waiting: set[int] = set()  # the calls (ids) that met this streak and go on
+        # Fires at the threshold: a call waiting between sparse attempts (5 s apart, say)
+        # meets no failure at that moment, yet the service has been away for that long.
+        self._timer: asyncio.TimerHandle | None = None
 
     def failed(self, call: int, reason: str, request: str) -> None:
         """Call number `call` met an outage failure (`reason`, on `request`) and will retry."""
@@ -60,22 +70,34 @@ class Outages:
             self.since = now
             self._wall = time.time()
             self._what = f"{reason} ({request})"
+            self._reason = reason
+            with contextlib.suppress(RuntimeError):  # no running loop: the failures alone tell
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(self._threshold, self._due)
         self._failures += 1
         self._waiting.add(call)
-        if self._told or now - self.since < self._threshold:
-            return
+        if not self._told and now - self.since >= self._threshold:
+            self._tell(now - self.since)
+
+    def _due(self) -> None:
+        """The threshold has passed since the streak began: calls still wait, nothing answered."""
+        self._timer = None
+        if self.since is not None and not self._told and self._waiting:
+            self._tell(max(self._threshold, self._now() - self.since))
+
+    def _tell(self, seconds: float) -> None:
         self._told = True
         deadline = f"; calls are retried for up to {self._deadline:g} s" if self._deadline else ""
         log.warning(
             "service unreachable since %s (%.1f s so far): %s%s",
             time.strftime("%H:%M:%S", time.localtime(self._wall)),
-            now - self.since,
+            seconds,
             self._what,
             deadline,
             extra={
                 "outage_since": self._wall,
-                "outage_seconds": now - self.since,
-                "failure": reason,
+                "outage_seconds": seconds,
+                "failure": self._reason,
             },
         )
 
@@ -93,7 +115,7 @@ class Outages:
         if self._told and not lived and self._waiting:
             return  # the calls that lived through it are about to come through: one of them says
         if self._told:
-            seconds = self._now() - self.since
+            seconds = max(self._now() - self.since, self._threshold)
             log.info(
                 "service reachable again after %.1f s (%d failed attempts; %s came through)",
                 seconds,
@@ -111,3 +133,6 @@ class Outages:
         self._failures = 0
         self._what = ""
         self._waiting.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

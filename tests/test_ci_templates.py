@@ -366,3 +366,29 @@ def test_the_templates_validate_against_their_schemas() -> None:
         json.loads(json.dumps(yaml.safe_load((ROOT / "action.yml").read_text())))["runs"]["using"]
         == "composite"
     )
+
+
+def test_the_guides_complete_workflows_validate_too(tmp_path: Path) -> None:
+    """The complete workflow and pipeline the CI guides show (titled with their file names)
+    are valid for GitHub and GitLab, as a reader who copies them needs."""
+    fence = re.compile(r'^```yaml title="([^"]+)"\n(.*?)^```', re.M | re.S)
+    found: dict[str, list[Path]] = {"vendor.github-workflows": [], "vendor.gitlab-ci": []}
+    for page in sorted((ROOT / "docs" / "guides" / "ci").glob("*.md")):
+        for number, (title, body) in enumerate(fence.findall(page.read_text())):
+            schema = "vendor.gitlab-ci" if title == ".gitlab-ci.yml" else "vendor.github-workflows"
+            if schema == "vendor.github-workflows" and not title.startswith(".github/workflows/"):
+                continue
+            saved = tmp_path / f"{page.stem}-{number}.yml"
+            saved.write_text(body)
+            found[schema].append(saved)
+    assert all(found.values()), found
+    tool = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert tool
+    for schema, files in found.items():
+        result = subprocess.run(
+            [tool, "--builtin-schema", schema, *map(str, files)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

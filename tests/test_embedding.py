@@ -212,6 +212,31 @@ def test_the_outage_ends_with_a_call_that_lived_through_it(
     assert outages.since is None
 
 
+async def test_a_call_waiting_between_attempts_is_told_at_the_threshold(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Attempts seconds apart meet no failure at the threshold itself: a timer tells it."""
+    from asyncclient._outage import Outages
+
+    loop = asyncio.get_running_loop()
+    outages = Outages(0.05, 30.0, loop.time)
+    with caplog.at_level(logging.DEBUG, "asyncclient.outage"):
+        outages.failed(1, "connection refused", "GET /a")  # then a long wait: no failure
+        await asyncio.sleep(0.2)
+        (began,) = caplog.records
+        assert began.levelno == logging.WARNING
+        assert began.outage_seconds >= 0.05
+        outages.left(1, answered=True, request="GET /a")
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+    # A blip that ends before the threshold cancels the timer: nothing is said.
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, "asyncclient.outage"):
+        outages.failed(2, "connection refused", "GET /b")
+        outages.left(2, answered=True, request="GET /b")
+        await asyncio.sleep(0.2)
+    assert caplog.records == []
+
+
 def test_blips_between_answers_are_never_told(caplog: pytest.LogCaptureFixture) -> None:
     """Failures spread over minutes, each followed by an answer, never add up to an outage."""
     from asyncclient._outage import Outages
