@@ -1,7 +1,7 @@
-"""The whole CI loop as one step, for the GitHub Action (`action.yml`) and the GitLab CI template
-(`ci/asyncclient.gitlab-ci.yml`): upload the app files, run the project on the builds, wait,
-re-run what failed, download the evidence, write the reports, then hand the numbers to the
-next steps; the exit code is the `asyncclient run` command's own.
+"""The whole CI loop as one step, for the GitHub Action (`action.yml`) and the GitLab CI
+template (`.gitlab/ci/asyncclient.gitlab-ci.yml`): upload the app files, run the project on the
+builds, wait, re-run what failed, download the evidence, write the reports, then hand the
+numbers to the next steps; the exit code is the `asyncclient run` command's own.
 
     python -m asyncclient.ci github    # settings from the action's inputs (INPUT_*)
     python -m asyncclient.ci gitlab    # settings from the template's ASYNCCLIENT_* variables
