@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -160,3 +161,17 @@ def raw_client(service: FakeService) -> aiohttp.ClientSession:
     if not service.tls:
         return aiohttp.ClientSession()
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=service.ssl_context()))
+
+
+async def read_serve_info(proc: asyncio.subprocess.Process) -> Any:
+    """The JSON object `asyncclient serve --json` prints first, read line by line until whole."""
+    assert proc.stdout is not None
+    text = ""
+    while True:
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+        assert line, "serve ended before printing its address"
+        text += line.decode()
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            continue

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.cli.commands_support import read_serve_info
+from network_support import read_serve_info
 
 CLIENT = Path(__file__).with_name("long_lived_client.py")
 ROOT = CLIENT.parent.parent

@@ -6,7 +6,6 @@ The emulator runs on a manual clock, so a run becomes final only when a test adv
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import subprocess
@@ -103,20 +102,6 @@ def library_message(check: Callable[..., object], *args: object) -> str:
     except ValidationError as exc:
         return str(exc)
     raise AssertionError(f"{check.__name__}{args!r} accepted what the test expected refused")
-
-
-async def read_serve_info(proc: asyncio.subprocess.Process) -> Any:
-    """The JSON object `asyncclient serve --json` prints first, read line by line until whole."""
-    assert proc.stdout is not None
-    text = ""
-    while True:
-        line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
-        assert line, "serve ended before printing its address"
-        text += line.decode()
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            continue
 
 
 def asyncclient_command() -> list[str]:

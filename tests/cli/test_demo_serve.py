@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from commands_support import read_serve_info
+from network_support import read_serve_info
 
 from asyncclient.testing import OPERATIONS
 

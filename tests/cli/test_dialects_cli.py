@@ -15,7 +15,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from commands_support import env_for, read_serve_info
+from commands_support import env_for
+from network_support import read_serve_info
 
 from asyncclient.testing import FakeService, demo_seed_data
 from asyncclient.testing.builders import build_apk

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from commands_support import read_serve_info
-from network_support import PROXY_PASSWORD, ForwardProxy
+from network_support import PROXY_PASSWORD, ForwardProxy, read_serve_info
 
 from asyncclient.testing import FakeService
 from asyncclient.testing.builders import build_apk
