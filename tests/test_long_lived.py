@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 from network_support import read_serve_info
 
+# Real processes (a client and `asyncclient serve`): run on the README's Python only, as the
+# other many-process tests (the behaviour is the library's own Python on every interpreter).
+pytestmark = pytest.mark.processes
+
 CLIENT = Path(__file__).with_name("long_lived_client.py")
 ROOT = CLIENT.parent.parent
 
@@ -92,7 +96,6 @@ async def test_at_debug_each_retry_is_one_record_and_a_blip_no_warning(
 
 
 @pytest.mark.slow
-@pytest.mark.processes
 async def test_20000_calls_with_faults_keep_memory_descriptors_and_tasks_flat(
     faulty: dict[str, Any],
 ) -> None:
