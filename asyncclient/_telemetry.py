@@ -151,13 +151,10 @@ def url_full(url: str, query: str) -> str:
 
 
 @contextlib.contextmanager
-def operation(name: str, ids: Mapping[str, Any] | None = None) -> Iterator[Any]:
-    """An INTERNAL span `asyncclient.NAME` around the block (None without an SDK); ids become
-    `asyncclient.<name>` attributes; an exception sets `error.type` and the error status."""
-    found = tracer()
-    if found is None:
-        yield None
-        return
+def operation(found: Any, name: str, ids: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """An INTERNAL span `asyncclient.NAME` around the block, made by `found` (what tracer()
+    gave); ids become `asyncclient.<name>` attributes; an exception sets `error.type` and the
+    error status."""
     with found.start_as_current_span(
         f"asyncclient.{name}",
         kind=SpanKind.INTERNAL,
@@ -230,13 +227,14 @@ def traced(
 
         @functools.wraps(method)
         async def traced_method(*args: P.args, **kwargs: P.kwargs) -> R:
-            if tracer() is None:
+            found = tracer()
+            if found is None:
                 return await method(*args, **kwargs)
             ids = {key: kwargs.get(key) for key in id_args}
             for index, key in enumerate(names[: len(args) - 1]):
                 if key in id_args:
                     ids[key] = args[index + 1]
-            with operation(name, ids):
+            with operation(found, name, ids):
                 return await method(*args, **kwargs)
 
         return traced_method

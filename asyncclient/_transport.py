@@ -362,15 +362,19 @@ class Transport:
             retries=retries,
             transfer=transfer,
         )
-        if _telemetry.ENABLED and _telemetry.tracer() is not None:
-            with _telemetry.operation(op, ids) as current:
+        if _telemetry.ENABLED:
+            # Looked up once a call: run() and each attempt use what the call holds.
+            call.tracer = _telemetry.tracer()
+            call.meters = _telemetry.instruments()
+        if call.tracer is not None:
+            with _telemetry.operation(call.tracer, op, ids) as current:
                 try:
-                    raw: bytes = await self.run(call)
+                    raw: bytes = await self.run(call, telemetry_found=True)
                 finally:
-                    if current is not None and current.is_recording():
+                    if current.is_recording():
                         current.set_attribute("asyncclient.attempts", call.attempt)
         else:
-            raw = await self.run(call)
+            raw = await self.run(call, telemetry_found=True)
         try:
             return decode(_loads(raw) if raw else None)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -386,10 +390,11 @@ class Transport:
                 request_id=call.request_id,
             ) from exc
 
-    async def run(self, call: Call) -> Any:
+    async def run(self, call: Call, *, telemetry_found: bool = False) -> Any:
         """Attempt the call, retrying what asks for it (RetrySignal) with the policy's waits;
-        on giving up, raise the public error with the number of attempts made."""
-        if _telemetry.ENABLED:
+        on giving up, raise the public error with the number of attempts made.
+        telemetry_found: request() has looked up the call's tracer and instruments already."""
+        if _telemetry.ENABLED and not telemetry_found:
             call.tracer = _telemetry.tracer()
             call.meters = _telemetry.instruments()
         retries = self._max_retries if call.retries is None else call.retries
@@ -423,12 +428,16 @@ class Transport:
             reason = getattr(error, "detail", None) or str(error)
             self._outages.failed(id(call), _short(reason), call.describe())
         meters = call.meters
+        debug = retries_log.isEnabledFor(_DEBUG)
+        if meters is None and not debug:
+            return
+        kind = None if status else _telemetry.error_type(failure or error)
         if meters is not None:
-            reason_type = str(status) if status else _telemetry.error_type(failure or error)
+            reason = kind or str(status)
             meters.retries.add(
-                1, {"asyncclient.operation": call.op, "asyncclient.retry.reason": reason_type}
+                1, {"asyncclient.operation": call.op, "asyncclient.retry.reason": reason}
             )
-        if retries_log.isEnabledFor(_DEBUG):
+        if debug:
             retries_log.debug(
                 "%s: attempt %d failed (%s); retrying in %.2f s",
                 call.describe(),
@@ -440,7 +449,7 @@ class Transport:
                     "attempt": call.attempt,
                     "wait": float(signal.wait),
                     "http_status": status,
-                    "error": None if status else _telemetry.error_type(failure or error),
+                    "error": kind,
                     "request_id": call.request_id if status else None,
                 },
             )
@@ -660,37 +669,37 @@ class Transport:
         # The service's request id finds the call in its logs; a run start's Idempotency-Key
         # (not a secret) ties the attempts of one start together; the proxy is shown without
         # its password. Nothing else of the headers.
-        extra = ""
+        said = ""
         request_id = call.request_id if status else None
         if request_id:
-            extra += f", request id {request_id}"
+            said += f", request id {request_id}"
         key = call.headers.get("Idempotency-Key")
         if key:
-            extra += f", Idempotency-Key {key}"
-        proxy = self._network.proxy
+            said += f", Idempotency-Key {key}"
+        proxy = self._network.proxy.shown if self._network.proxy is not None else None
         if proxy is not None:
-            extra += f", via proxy {proxy.shown}"
-        outcome: object = status
-        if call.failure is not None or not status:
-            outcome = type(call.failure).__name__ if call.failure is not None else error
+            said += f", via proxy {proxy}"
+        failure = call.failure
+        outcome = type(failure).__name__ if failure is not None else (status or error)
+        target = call.target()
         requests_log.debug(
             "%s %s -> %s in %.1f ms (attempt %d, %s%s)",
             call.method,
-            call.target(),
+            target,
             outcome,
             seconds * 1000.0,
             call.attempt,
             call.op,
-            extra,
+            said,
             extra={
                 "operation": call.op,
                 "method": call.method,
-                "target": call.target(),
+                "target": target,
                 "attempt": call.attempt,
                 "http_status": status or None,
                 "error": error,
                 "duration": seconds,
                 "request_id": request_id,
-                "proxy": proxy.shown if proxy is not None else None,
+                "proxy": proxy,
             },
         )

@@ -35,11 +35,11 @@ from typing import Any, Final
 
 import attrs
 
+from asyncclient._environment import switch
+
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
 
 EXIT_BAD_INPUT: Final = 2
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-_FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
 
 class SettingError(ValueError):
@@ -83,12 +83,10 @@ class Tally:
 
 
 def _flag(value: str, name: str) -> bool:
-    word = value.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise SettingError(f"{name} is {value!r}: give true or false")
+    on = switch(value)
+    if on is None:
+        raise SettingError(f"{name} is {value!r}: give true or false")
+    return on
 
 
 def _count(value: str, name: str) -> int:

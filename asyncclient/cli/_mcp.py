@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from asyncclient._environment import switch
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command, api_key_source, open_session
 from asyncclient.cli._output import Output
 
@@ -28,8 +29,6 @@ READ_ONLY_ENV = "ASYNCCLIENT_MCP_READ_ONLY"
 # not load the SDK; a test checks they agree.
 LIST_BUDGET_DEFAULT = 16_000
 MIN_RESULT_CHARS = 2_000
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
 _EXAMPLES = """\
@@ -222,12 +221,11 @@ def _listed(given: list[str] | None, env: str, flag: str) -> tuple[list[str], st
 def _read_only(given: bool | None) -> bool:
     if given:
         return True
-    value = os.environ.get(READ_ONLY_ENV, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise CommandError(f"{READ_ONLY_ENV}={value!r}: give 1 (read-only) or 0")
+    value = os.environ.get(READ_ONLY_ENV, "")
+    read_only = switch(value)
+    if read_only is None:
+        raise CommandError(f"{READ_ONLY_ENV}={value.strip().lower()!r}: give 1 (read-only) or 0")
+    return read_only
 
 
 def choose_tools(server_module: Any, args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
