@@ -265,3 +265,14 @@ def check_idempotency_key(key: object) -> str:
     ):
         raise ValidationError("idempotency_key must be 1 to 255 printable ASCII characters")
     return key
+
+
+_ON: Final = frozenset({"1", "true", "yes", "on"})
+_OFF: Final = frozenset({"", "0", "false", "no", "off"})
+
+
+def switch(text: str) -> bool | None:
+    """An on/off setting's words, as variables and CI inputs give them: 1, true, yes, on (any
+    case) or 0, false, no, off and nothing; None for anything else (the caller names it)."""
+    word = text.strip().lower()
+    return True if word in _ON else False if word in _OFF else None

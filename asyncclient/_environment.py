@@ -1,6 +1,6 @@
 """The session's settings read from its arguments and the environment: the API key, the
-service's address, the largest answer read, the retry deadline, on/off words, each with the
-one-line error that names the variable or argument to fix. No I/O beyond the mapping it is given."""
+service's address, the largest answer read and the retry deadline, each with the one-line
+error that names the variable or argument to fix. No I/O beyond the mapping it is given."""
 
 import math
 from collections.abc import Mapping
@@ -15,15 +15,6 @@ API_KEY_ENV: Final = "ASYNCCLIENT_API_KEY"
 BASE_URL_ENV: Final = "ASYNCCLIENT_BASE_URL"
 MAX_RESPONSE_BYTES_ENV: Final = "ASYNCCLIENT_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_RESPONSE_BYTES: Final = 32 << 20
-_ON: Final = frozenset({"1", "true", "yes", "on"})
-_OFF: Final = frozenset({"", "0", "false", "no", "off"})
-
-
-def switch(text: str) -> bool | None:
-    """An on/off setting's words, as variables and CI inputs give them: 1, true, yes, on (any
-    case) or 0, false, no, off and nothing; None for anything else (the caller names it)."""
-    word = text.strip().lower()
-    return True if word in _ON else False if word in _OFF else None
 
 
 def resolve_api_key(

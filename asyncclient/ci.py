@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._environment import switch
+from asyncclient._checks import switch
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
 
