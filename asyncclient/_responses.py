@@ -2,12 +2,13 @@
 Sans I/O: functions of (status, headers, body); the session calls them, tests call them alone.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 
+from asyncclient._checks import check_id
 from asyncclient._converter import (
     converter,
     structure_hook,
@@ -56,6 +57,8 @@ __all__ = [
     "read_run",
     "read_run_start",
     "read_runs",
+    "read_runs_of",
+    "read_runs_within",
     "read_status",
     "read_upload_start",
     "read_uploaded_part",
@@ -88,10 +91,62 @@ read_build: Final = _field("build", Build)
 read_build_list: Final = structure_hook(BuildList)
 read_upload_start: Final = structure_hook(UploadStart)
 read_uploaded_part: Final = structure_hook(UploadedPart)
-read_run_start: Final = structure_hook(RunStart)
-read_project_run_start: Final = structure_hook(ProjectRunStart)
+_structure_run_start: Final = structure_hook(RunStart)
+_structure_project_run_start: Final = structure_hook(ProjectRunStart)
+
+
+def read_run_start(payload: Any) -> RunStart:
+    """A Start run answer; its run id checked before anything prints or follows it (a
+    ValidationError, a ValueError: the transport reports an answer that could not be read)."""
+    start = _structure_run_start(payload)
+    check_id("run", start.run_id, "the answer's runId")
+    return start
+
+
+def read_project_run_start(payload: Any) -> ProjectRunStart:
+    """A Run project answer; each started run's id and test id checked (as read_run_start)."""
+    start = _structure_project_run_start(payload)
+    for started in start.started:
+        check_id("run", started.run_id, "the answer's runId")
+        check_id("test", started.test_id, "the answer's testId")
+    return start
+
+
 read_run: Final = _field("run", Run)
 read_runs: Final = _list_field("runs", Run)
+
+
+def read_runs_of(ids: Sequence[str]) -> Callable[[Any], list[Run]]:
+    """A List runs answer to `ids=`: only the runs asked for are structured (a service that
+    answers more costs the decoding of its JSON, never more runs)."""
+    wanted = frozenset(ids)
+
+    def read(payload: Any) -> list[Run]:
+        runs = payload["runs"]
+        if isinstance(runs, list):
+            runs = [
+                r
+                for r in runs
+                if not isinstance(r, dict) or r.get("id", "") in wanted or "id" not in r
+            ]
+        return structure_list(Run, runs)
+
+    return read
+
+
+def read_runs_within(limit: int) -> Callable[[Any], list[Run]]:
+    """A List runs answer cut to the `limit` asked before it is structured: a service that
+    ignores the limit costs the decoding of its JSON, never more runs than asked."""
+
+    def read(payload: Any) -> list[Run]:
+        runs = payload["runs"]
+        if isinstance(runs, list) and len(runs) > limit:
+            runs = runs[:limit]
+        return structure_list(Run, runs)
+
+    return read
+
+
 read_endpoints: Final = _list_field("endpoints", Endpoint)
 
 

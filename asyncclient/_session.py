@@ -40,7 +40,8 @@ from asyncclient._responses import (
     read_raw_runs,
     read_run,
     read_run_start,
-    read_runs,
+    read_runs_of,
+    read_runs_within,
     read_status,
     read_upload_start,
     read_uploaded_part,
@@ -733,7 +734,10 @@ class AsyncSession:
         if ids is None:
             if limit is not None:
                 params["limit"] = str(checks.check_limit(limit))
-            return await self._call("list_runs", read_runs, params=params, retries=retries)
+            # Cut to what was asked (the service's default 50 when no limit was given; the
+            # API's maximum, 200, for a service that chose otherwise), whatever it answers.
+            within = read_runs_within(limit if limit is not None else checks.LIST_LIMIT_MAX)
+            return await self._call("list_runs", within, params=params, retries=retries)
         if limit is not None:
             checks.check_limit(limit)
         wanted = checks.check_run_ids(ids)
@@ -788,7 +792,7 @@ class AsyncSession:
     ) -> list[Run]:
         # No limit goes to the service: its default (50) covers a whole batch.
         params = {**filters, "ids": ",".join(batch)}
-        return await self._call("list_runs", read_runs, params=params, retries=retries)
+        return await self._call("list_runs", read_runs_of(batch), params=params, retries=retries)
 
     async def flakiness(
         self, project_id: str, days: float = 14, *, tests: Iterable[str] | None = None

@@ -150,6 +150,14 @@ def url_full(url: str, query: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def _without_query(value: str) -> str:
+    """An id attribute that may be a link (a run file's signed URL): no query string, no
+    fragment, no credentials, as `url.full` of the same request (a signature is a secret)."""
+    if "://" in value:
+        return url_full(value, "")
+    return value.split("?", 1)[0].split("#", 1)[0]
+
+
 @contextlib.contextmanager
 def operation(found: Any, name: str, ids: Mapping[str, Any] | None = None) -> Iterator[Any]:
     """An INTERNAL span `asyncclient.NAME` around the block, made by `found` (what tracer()
@@ -164,6 +172,8 @@ def operation(found: Any, name: str, ids: Mapping[str, Any] | None = None) -> It
         if current.is_recording():
             current.set_attribute("asyncclient.operation", name)
             for key, value in (ids or {}).items():
+                if isinstance(value, str):
+                    value = _without_query(value)
                 if isinstance(value, str | int | float | bool):
                     current.set_attribute(f"asyncclient.{key}", value)
         try:

@@ -15,10 +15,18 @@ on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for l
 the report paths are the template's own variables there).
 
 The idempotency key of the run start names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
-GITHUB_RUN_ATTEMPT and the job; GitLab: CI_PIPELINE_ID and CI_JOB_ID) and what it starts (a
-digest of the project and the build ids): the same step run again in the same attempt starts
-nothing new, matrix jobs that upload their own builds never share a key, and a re-run of the
-job (a new attempt, a new job id) starts afresh.
+GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
+CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
+is started (a digest of the project, the build ids, the mode, the re-run count, the quarantine
+file's path and bytes, the timeout, the profile and the flaky rule): the same step run again in
+the same attempt starts nothing new; matrix legs that differ in any of these, or in their
+`job-index`, never share a key; a re-run of the job (a new attempt, a new job id) starts afresh.
+An `idempotency-key` input (ASYNCCLIENT_IDEMPOTENCY_KEY) replaces the CI part of the key.
+
+What the step hands on is written so that nothing in it can forge more: GitHub outputs in the
+`name<<DELIMITER` form with a random delimiter, the GitLab dotenv report one checked line per
+value (ids and counts only; a list that would pass GitLab's 5,120-byte limit goes to a file
+beside it, `asyncclient-outputs.json`, which the dotenv names).
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ import glob
 import hashlib
 import json
 import os
+import re
+import secrets
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +45,8 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._checks import switch
+from asyncclient._checks import check_id, switch
+from asyncclient.errors import ValidationError
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
 
@@ -63,6 +74,7 @@ class Settings:
     profile: str = ""
     fail_on_flaky: bool = False
     key_prefix: str = ""  # the CI run and attempt, for the idempotency key
+    job_index: str = ""  # the matrix leg (GitHub: ${{ strategy.job-index }}, given as an input)
     names: Mapping[str, str] = attrs.field(factory=dict)  # how each setting is named there
 
 
@@ -96,12 +108,30 @@ def _count(value: str, name: str) -> int:
     return int(text)
 
 
+def _key_part(value: str, name: str) -> str:
+    text = value.strip()
+    if text and not _KEY_PART.fullmatch(text):
+        raise SettingError(
+            f"{name} is {text[:80]!r}: use at most 120 letters, digits and . _ - : characters"
+        )
+    return text
+
+
+_KEY_PART: Final = re.compile(r"[A-Za-z0-9._:\-]{1,120}")
+
+
 def _settings(
     get: Callable[[str], str], names: Mapping[str, str], key_prefix: str, label: str
 ) -> Settings:
     project = get("project").strip()
     if not project:
         raise SettingError(f"{names['project']} is not set: give the project's id (p_...)")
+    own_key = _key_part(get("idempotency-key"), names["idempotency-key"])
+    job_index = _key_part(get("job-index"), names["job-index"])
+    if own_key:
+        key_prefix = own_key
+    elif job_index:
+        key_prefix = f"{key_prefix}-leg{job_index}"
     apps = tuple(line.strip() for line in get("apps").splitlines() if line.strip())
     return Settings(
         project=project,
@@ -117,6 +147,7 @@ def _settings(
         profile=get("profile").strip(),
         fail_on_flaky=_flag(get("fail-on-flaky"), names["fail-on-flaky"]),
         key_prefix=key_prefix,
+        job_index=job_index,
         names=names,
     )
 
@@ -134,6 +165,8 @@ SETTINGS: Final = (
     "timeout",
     "profile",
     "fail-on-flaky",
+    "job-index",
+    "idempotency-key",
 )
 
 
@@ -182,19 +215,41 @@ def app_files(patterns: Sequence[str], name: str, cwd: Path) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def idempotency_key(settings: Settings, build_ids: Sequence[str]) -> str:
-    """The CI run and attempt, and a digest of what is started (see the module doc)."""
-    what = "\n".join([settings.project, *sorted(build_ids)])
+def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | None = None) -> str:
+    """The CI run, attempt and leg, and a digest of everything that decides what is started
+    (see the module doc)."""
+    quarantine = ""
+    if settings.quarantine:
+        path = (cwd or Path.cwd()) / settings.quarantine
+        try:
+            quarantine = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            quarantine = "unreadable"  # the run command says why, in one line
+    what = json.dumps(
+        {
+            "project": settings.project,
+            "builds": sorted(build_ids),
+            "mode": settings.mode,
+            "retryFailed": settings.retry_failed,
+            "quarantine": [settings.quarantine, quarantine],
+            "timeout": settings.timeout,
+            "profile": settings.profile,
+            "failOnFlaky": settings.fail_on_flaky,
+        },
+        sort_keys=True,
+    )
     digest = hashlib.sha256(what.encode()).hexdigest()[:16]
     return f"{settings.key_prefix[: 255 - 17]}-{digest}"
 
 
-def run_arguments(settings: Settings, build_ids: Sequence[str]) -> list[str]:
+def run_arguments(
+    settings: Settings, build_ids: Sequence[str], cwd: Path | None = None
+) -> list[str]:
     """`asyncclient run project ...` for these settings."""
     argv = ["run", "project", settings.project, "--wait", "--json"]
     for build in build_ids:
         argv += ["--build", build]
-    argv += ["--idempotency-key", idempotency_key(settings, build_ids)]
+    argv += ["--idempotency-key", idempotency_key(settings, build_ids, cwd)]
     options = (
         ("--mode", settings.mode),
         ("--junit", settings.junit),
@@ -222,7 +277,7 @@ def tally(runs: Any) -> Tally:
     for run in runs if isinstance(runs, list) else []:
         if not isinstance(run, dict):
             continue
-        ids.append(str(run.get("id", "")))
+        ids.append(_checked_id("run", run.get("id")))
         summary = run.get("summary")
         if not isinstance(summary, dict):
             summary = {}
@@ -236,13 +291,24 @@ def tally(runs: Any) -> Tally:
     return Tally(run_ids=tuple(i for i in ids if i), **counts)
 
 
+def _checked_id(kind: str, value: object) -> str:
+    """An id handed to later steps: one the API could have made, else nothing (the service's
+    text never reaches an output unchecked)."""
+    try:
+        return check_id(kind, value)
+    except ValidationError:
+        return ""
+
+
 Command = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
 def _asyncclient(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """The asyncclient command of this Python; its stdout captured, its stderr the job's."""
+    # -P: the workspace (a pull request's checkout, the working directory) is not put on
+    # sys.path, so its own asyncclient/ folder never runs in place of this package.
     return subprocess.run(
-        [sys.executable, "-m", "asyncclient", *argv],
+        [sys.executable, "-P", "-m", "asyncclient", *argv],
         stdout=subprocess.PIPE,
         text=True,
         check=False,
@@ -280,12 +346,13 @@ def run(
         if settings.profile:
             argv += ["--profile", settings.profile]
         uploaded = command(argv)
-        build_ids = uploaded.stdout.split()
+        checked = (_checked_id("build", word) for word in uploaded.stdout.split())
+        build_ids = [build for build in checked if build]
         outputs["build-ids"] = " ".join(build_ids)
         if uploaded.returncode != 0:
             write(outputs)
             return uploaded.returncode
-    finished = command(run_arguments(settings, build_ids))
+    finished = command(run_arguments(settings, build_ids, cwd))
     try:
         answer = json.loads(finished.stdout) if finished.stdout.strip() else []
     except ValueError:
@@ -307,33 +374,70 @@ def run(
     return finished.returncode
 
 
+def github_output_text(outputs: Mapping[str, str], token: str | None = None) -> str:
+    """The outputs in GitHub's multi-line form, `name<<DELIMITER`, value, `DELIMITER`, with a
+    random delimiter that no value holds: a value with new lines cannot forge another output."""
+    chunks = []
+    for name, value in outputs.items():
+        delimiter = f"ASYNCCLIENT_{token or secrets.token_hex(16)}"
+        while delimiter in value:
+            delimiter = f"ASYNCCLIENT_{secrets.token_hex(16)}"
+        chunks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    return "".join(chunks)
+
+
 def github_output(environ: Mapping[str, str]) -> Callable[[Mapping[str, str]], None]:
-    """Appends the outputs to the file GITHUB_OUTPUT names (`name=value` lines)."""
+    """Appends the outputs to the file GITHUB_OUTPUT names (github_output_text)."""
 
     def write(outputs: Mapping[str, str]) -> None:
         path = environ.get("GITHUB_OUTPUT")
         if not path:
             return
         with open(path, "a", encoding="utf-8") as out:
-            for name, value in outputs.items():
-                out.write(f"{name}={value}\n")
+            out.write(github_output_text(outputs))
 
     return write
 
 
+DOTENV_LIMIT: Final = 5120
+"""GitLab's default size limit of a dotenv report, in bytes; the file is kept under it."""
+OUTPUTS_FILE: Final = "asyncclient-outputs.json"
+_DOTENV_VALUE: Final = re.compile(r"[A-Za-z0-9_.\- ]*")
+
+
+def gitlab_dotenv_text(outputs: Mapping[str, str], spill: Path | None = None) -> str:
+    """The outputs as dotenv lines (`ASYNCCLIENT_BUILD_IDS=...`) under GitLab's limit: each
+    value one line of id characters (anything else is left out), and the id lists that
+    would pass the limit written to `spill` (JSON) instead, which ASYNCCLIENT_OUTPUTS_FILE
+    names. The report paths stay out: ASYNCCLIENT_JUNIT and _HTML are the template's inputs,
+    and a later job that extends it again must not get them changed by this one."""
+    values = {
+        f"ASYNCCLIENT_{name.upper().replace('-', '_')}": value
+        for name, value in outputs.items()
+        if name not in ("junit", "html") and _DOTENV_VALUE.fullmatch(value)
+    }
+    text = "".join(f"{key}={value}\n" for key, value in values.items())
+    if len(text.encode()) <= DOTENV_LIMIT - 200 or spill is None:
+        return text
+    spilled = {
+        k: v for k, v in values.items() if k in ("ASYNCCLIENT_BUILD_IDS", "ASYNCCLIENT_RUN_IDS")
+    }
+    data = json.dumps(
+        {k.removeprefix("ASYNCCLIENT_").lower(): v.split() for k, v in spilled.items()}
+    )
+    spill.write_text(data + "\n", encoding="utf-8")
+    kept = {k: v for k, v in values.items() if k not in spilled}
+    kept["ASYNCCLIENT_OUTPUTS_FILE"] = spill.name
+    return "".join(f"{key}={value}\n" for key, value in kept.items())
+
+
 def gitlab_output(path: Path) -> Callable[[Mapping[str, str]], None]:
-    """Writes the outputs as a dotenv file (ASYNCCLIENT_BUILD_IDS=..., for `reports: dotenv`)."""
+    """Writes the outputs as a dotenv file (gitlab_dotenv_text, for `reports: dotenv`)."""
 
     def write(outputs: Mapping[str, str]) -> None:
-        # The report paths stay out: ASYNCCLIENT_JUNIT and _HTML are the template's inputs,
-        # and a later job that extends it again must not get them changed by this one.
-        lines = [
-            f"ASYNCCLIENT_{name.upper().replace('-', '_')}={value}"
-            for name, value in outputs.items()
-            if name not in ("junit", "html")
-        ]
+        text = gitlab_dotenv_text(outputs, path.with_name(OUTPUTS_FILE))
         partial = path.with_name(path.name + ".part")
-        partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)
 
     return write

@@ -45,6 +45,13 @@ __all__ = [
 
 PROFILE_ENV: Final = "ASYNCCLIENT_PROFILE"
 PROJECT_FILE: Final = "asyncclient.toml"
+ALLOW_OUTSIDE_ENV: Final = "ASYNCCLIENT_ALLOW_OUTSIDE_PATHS"
+"""Set to 1 to let a project file name report, evidence and download paths outside its
+repository (the paths a command writes; a pull request can change that file)."""
+# The keys whose path a command writes to (reports, evidence, downloads).
+WRITTEN_PATHS: Final = frozenset(
+    {"junit", "html", "download_failed", "download_dir", "write_quarantine"}
+)
 
 
 @attrs.frozen
@@ -174,8 +181,14 @@ def _read(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValidationError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML"
+        ) from None
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise ValidationError(f"{path}: nested too deeply to be a configuration file") from None
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None) or _line_of_error(str(exc))
         where = f"{path}:{line}" if line else str(path)
@@ -197,7 +210,7 @@ def _lines(path: Path, prefix: tuple[str, ...]) -> dict[str, int]:
     assignment = re.compile(r"^\s*([A-Za-z0-9_.\"-]+)\s*=")
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, ValueError):
         return lines
     for number, raw in enumerate(text.splitlines(), 1):
         if match := header.match(raw):
@@ -211,7 +224,15 @@ def _lines(path: Path, prefix: tuple[str, ...]) -> dict[str, int]:
     return lines
 
 
-def _check_type(path: Path, name: str, key: Key, value: Any, line: int | None) -> Any:
+def _check_type(
+    path: Path,
+    name: str,
+    key: Key,
+    value: Any,
+    line: int | None,
+    *,
+    confine: bool = False,
+) -> Any:
     where = f"{path}:{line}" if line else str(path)
     kind = key.kind
     ok = (
@@ -228,11 +249,46 @@ def _check_type(path: Path, name: str, key: Key, value: Any, line: int | None) -
             ]
         )
     if kind == "path":
+        if confine and name.rsplit(".", 1)[-1] in WRITTEN_PATHS:
+            return _inside_repository(path, name, value, where)
         candidate = Path(value).expanduser()
         return candidate if candidate.is_absolute() else (path.parent / candidate)
     if kind == "float":
         return float(value)
     return value
+
+
+def repository_root(path: Path) -> Path:
+    """The git work tree that holds a file (the nearest folder with `.git`), else its folder."""
+    folder = path.absolute().parent
+    for candidate in [folder, *folder.parents]:
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def _inside_repository(path: Path, name: str, value: str, where: str) -> Path:
+    """A path that a project file names for a command to write: it must stay inside the
+    file's repository (no absolute path, no `~`, no `..` or symlink that climbs out)."""
+    root = repository_root(path)
+    candidate = path.absolute().parent / value
+    problem = None
+    if value.startswith("~"):
+        problem = "starts at a home folder"
+    elif Path(value).is_absolute() or Path(value).drive or value.startswith(("/", "\\")):
+        problem = "is absolute"
+    else:
+        real_root = Path(os.path.realpath(root))
+        real = Path(os.path.realpath(candidate))
+        if not real.is_relative_to(real_root):
+            problem = "leads outside the repository"
+    if problem is None:
+        return candidate
+    raise ValidationError(
+        f"{where}: {name} = {value!r} {problem} ({root}); a project file may only name paths "
+        f"inside its repository: give the path as a flag or in your own config file, or set "
+        f"{ALLOW_OUTSIDE_ENV}=1"
+    )
 
 
 def _unknown(path: Path, name: str, known: list[str], line: int | None) -> ValidationError:
@@ -242,7 +298,9 @@ def _unknown(path: Path, name: str, known: list[str], line: int | None) -> Valid
     return ValidationError(f"{where}: unknown key {name}{hint}")
 
 
-def _layer(path: Path, *, profile: str | None, project: bool) -> tuple[_Layer, list[str]]:
+def _layer(
+    path: Path, *, profile: str | None, project: bool, confine: bool = False
+) -> tuple[_Layer, list[str]]:
     """The values of one file, its profile's over its top level; and its profiles' names."""
     data = _read(path)
     prefix: tuple[str, ...] = ()
@@ -270,14 +328,16 @@ def _layer(path: Path, *, profile: str | None, project: bool) -> tuple[_Layer, l
                     subline = lines.get(f"{dotted}.{sub}", line)
                     if sub not in keys:
                         raise _unknown(path, f"{name}.{sub}", list(keys), subline)
-                    checked = _check_type(path, f"{name}.{sub}", keys[sub], subvalue, subline)
+                    checked = _check_type(
+                        path, f"{name}.{sub}", keys[sub], subvalue, subline, confine=confine
+                    )
                     values.setdefault(f"{name}.{sub}", (checked, subline))
                 continue
             if name not in GLOBAL_KEYS:
                 raise _unknown(path, name, [*GLOBAL_KEYS, *COMMAND_KEYS], line)
             if name == "api_key":
                 _check_secret_file(path, project=project, line=line)
-            checked = _check_type(path, name, GLOBAL_KEYS[name], value, line)
+            checked = _check_type(path, name, GLOBAL_KEYS[name], value, line, confine=confine)
             values.setdefault(name, (checked, line))
 
     if profile is not None and profile in profiles:
@@ -341,7 +401,8 @@ def load_config(
     for path, is_project in ((project, True), (user if user.is_file() else None, False)):
         if path is None:
             continue
-        layer, names = _layer(path, profile=profile, project=is_project)
+        confine = is_project and environ.get(ALLOW_OUTSIDE_ENV, "").strip() not in ("1", "true")
+        layer, names = _layer(path, profile=profile, project=is_project, confine=confine)
         layers.append(layer)
         known_profiles.update(names)
     if profile is not None and profile not in known_profiles:

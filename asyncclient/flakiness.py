@@ -16,6 +16,11 @@ The definitions are those of Google's TAP, LUCI Analysis, Develocity, Datadog an
 reads the runs with a bounded number of requests: one listing of the project's newest runs to
 find its tests (unless they are named), then per test one listing (at most 200 runs, the API's
 limit) and, only for runs whose listing did not say their build, one `ids=` read per 50.
+
+Bounded whatever the service answers: every listing is cut to the 200 asked; at most 200 tests
+are read (those of the first listing, or the first 200 named); a test's listing counts only
+that test's runs; titles are cut to 500 characters; each test is analysed as soon as its runs
+are read, so no more than 8 listings are held at once. At most 1 + 200 x 5 requests.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from typing import Final, Literal, Protocol
 
 import attrs
 
+from asyncclient._checks import check_id
+from asyncclient._untrusted import TITLE_LIMIT, clip
+from asyncclient.errors import ValidationError
 from asyncclient.models import Run
 
 __all__ = [
@@ -125,6 +133,7 @@ class FlakinessReport:
         tests: One entry per test, what hurts most first: broken, then flaky (most flaky
             builds, then most device time lost), then stable.
         requests: How many requests the report took.
+        asked: The tests whose history was read (None: not recorded).
     """
 
     project_id: str
@@ -132,6 +141,7 @@ class FlakinessReport:
     since: datetime
     tests: tuple[TestFlakiness, ...]
     requests: int = 0
+    asked: frozenset[str] | None = None
 
     def of(self, test_id: str) -> TestFlakiness | None:
         """The entry of a test, if the window holds runs of it.
@@ -230,9 +240,10 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
     failing = [r for r in runs if not r.passed]
     flake_times = [r.created_at for b in flaky for r in b if not r.passed and r.created_at]
     lost = sum((r.duration_ms or 0) for r in failing) / 1000.0
+    title = runs[-1].test_title
     return TestFlakiness(
         test_id=test_id,
-        title=runs[-1].test_title,
+        title=clip(title, TITLE_LIMIT) if isinstance(title, str) else None,
         state=state,
         runs=len(runs),
         not_passed=len(failing),
@@ -283,26 +294,40 @@ async def fetch_flakiness(
             raise ValueError("name the tests, or the project to find them in")
         requests += 1
         newest = await session.list_runs(project_id=project_id, limit=LISTING_LIMIT)
-        wanted = list(dict.fromkeys(r.test_id for r in newest if r.test_id))
+        # Only ids the API could have made: the service's text is never taken as a test.
+        wanted = list(
+            dict.fromkeys(r.test_id for r in newest[:LISTING_LIMIT] if _is_test_id(r.test_id))
+        )
+        del newest
     else:
         wanted = list(dict.fromkeys(tests))
+    wanted = wanted[:LISTING_LIMIT]
     gate = asyncio.Semaphore(_CONCURRENCY)
 
-    async def one(test_id: str) -> tuple[list[Run], bool, int]:
+    async def one(test_id: str) -> tuple[list[TestFlakiness], int]:
         async with gate:
-            return await _history(session, project_id, test_id, since, exclude)
+            runs, truncated, count = await _history(session, project_id, test_id, since, exclude)
+            # Analysed at once: only the small result is kept, not the test's runs.
+            return analyse(runs, since=since, truncated=[test_id] if truncated else []), count
 
     found = await asyncio.gather(*(one(test_id) for test_id in wanted))
-    runs = [run for test_runs, _, _ in found for run in test_runs]
-    cut = [test_id for test_id, (_, truncated, _) in zip(wanted, found, strict=True) if truncated]
-    requests += sum(count for _, _, count in found)
+    requests += sum(count for _, count in found)
     return FlakinessReport(
         project_id=project_id or "",
         days=days,
         since=since,
-        tests=tuple(analyse(runs, since=since, truncated=cut)),
+        tests=tuple(sorted((test for tested, _ in found for test in tested), key=_hurt)),
         requests=requests,
+        asked=frozenset(wanted),
     )
+
+
+def _is_test_id(value: object) -> bool:
+    try:
+        check_id("test", value)
+    except ValidationError:
+        return False
+    return True
 
 
 async def _history(
@@ -315,11 +340,12 @@ async def _history(
     """One test's counted runs in the window: one listing, then the full views of the runs
     whose listing left out their build (50 a request). Also whether the listing was full with
     runs still inside the window, and the requests made."""
-    listing = await session.list_runs(test_id=test_id, limit=LISTING_LIMIT)
+    listing = (await session.list_runs(test_id=test_id, limit=LISTING_LIMIT))[:LISTING_LIMIT]
     inside = [
         r
         for r in listing
-        if (project_id is None or r.project_id in (None, project_id))
+        if r.test_id == test_id
+        and (project_id is None or r.project_id in (None, project_id))
         and r.id not in exclude
         and counted(r, since)
     ]
@@ -330,5 +356,5 @@ async def _history(
     if unknown:
         full = {run.id: run for run in await session.list_runs(ids=unknown)}
         requests += -(-len(unknown) // 50)
-        inside = [full.get(r.id, r) for r in inside]
+        inside = [run for run in (full.get(r.id, r) for r in inside) if run.test_id == test_id]
     return inside, truncated, requests

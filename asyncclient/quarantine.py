@@ -21,7 +21,6 @@ layout a person gave the file stay as they were.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
@@ -44,6 +43,8 @@ __all__ = [
 DEFAULT_QUARANTINE_DAYS: Final = 30
 """How long an entry `--write-quarantine` adds lasts: until this many days ahead."""
 _KEYS: Final = ("test", "reason", "until", "issue", "owner")
+_MAX_FILE_BYTES: Final = 4 << 20  # a quarantine file of thousands of entries is far smaller
+_MAX_ENTRIES: Final = 10_000
 
 
 @attrs.frozen
@@ -120,7 +121,13 @@ def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
     where = Path(path)
     try:
         with where.open("rb") as handle:
-            data = tomllib.load(handle)
+            data = tomllib.loads(handle.read(_MAX_FILE_BYTES + 1).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"{where} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
+        ) from None
+    except RecursionError:
+        raise ValidationError(f"{where}: nested too deeply to be a quarantine file") from None
     except FileNotFoundError:
         raise ValidationError(
             f"no quarantine file {where}: give an existing file, or make one with "
@@ -131,6 +138,10 @@ def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"{where} is not valid TOML: {exc}") from None
     tables = data.get("quarantine", [])
+    if isinstance(tables, list) and len(tables) > _MAX_ENTRIES:
+        raise ValidationError(
+            f"{where}: {len(tables)} entries, more than {_MAX_ENTRIES}: is this a quarantine file?"
+        )
     if not isinstance(tables, list):
         raise ValidationError(
             f"{where}: quarantine must be an array of tables ([[quarantine]]), one per test"
@@ -195,7 +206,11 @@ def write_quarantine(
     """
     import tomlkit
 
-    where = Path(path)
+    # A symlinked file is written where it points, as an editor does: the link stays a link.
+    where = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    entries = list(entries)
+    for entry in entries:
+        check_id("test", entry.test, "test")
     listed: set[str] = set()
     if where.exists():
         listed = {e.test for e in load_quarantine(where).entries}
@@ -210,9 +225,21 @@ def write_quarantine(
     if not added:
         return []
     tables = document.get("quarantine")
+    if isinstance(tables, list) and not isinstance(tables, tomlkit.items.AoT):
+        # `quarantine = [...]`: an inline array. An empty one becomes the tables it would
+        # have held; one with entries is left for a person to turn into [[quarantine]] tables.
+        if len(tables):
+            raise ValidationError(
+                f"{Path(path)}: quarantine is an inline array; write its entries as "
+                "[[quarantine]] tables to let --write-quarantine add to it"
+            )
+        del document["quarantine"]
+        tables = None
     if tables is None:
         tables = tomlkit.aot()
         document.append("quarantine", tables)
+    elif len(tables) and not tables[-1].as_string().endswith("\n\n"):
+        tables[-1].add(tomlkit.nl())  # a blank line between the tables, as a person writes
     for entry in added:
         table = tomlkit.table()
         table.add("test", entry.test)
@@ -222,15 +249,22 @@ def write_quarantine(
             value = getattr(entry, key)
             if value:
                 table.add(key, value)
+        table.add(tomlkit.nl())  # a blank line after each, as a person writes them
         tables.append(table)
-    # One blank line before each table, as a person writes them (tomlkit appends them close).
-    text = re.sub(r"(?<=[^\n])\n\[\[quarantine\]\]", "\n\n[[quarantine]]", tomlkit.dumps(document))
+    text = tomlkit.dumps(document)
     if not text.endswith("\n"):
         text += "\n"
+    try:
+        # The result must read back as the entries it holds, or nothing is written.
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - tomlkit writes valid TOML
+        raise ValidationError(
+            f"{Path(path)}: the file could not be updated safely ({exc})"
+        ) from None
     from asyncclient._reports import write_atomically
 
     try:
-        write_atomically(where, text.encode("utf-8"))
+        write_atomically(where, text.encode("utf-8"), keep_mode=True, durable=True)
     except OSError as exc:
         raise ValidationError(
             f"cannot write the quarantine file {where}: {exc.strerror or exc}"

@@ -129,7 +129,7 @@ async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path)
     assert "| html written" in log
     assert "| mixed junit: reports/junit.xml html: reports/report.html" in log
     # The step summary (written by the CLI, shown by act) names the flaky test.
-    summary = log.split("Summary - ### p_ci:", 1)[1].split("\n[action loop", 1)[0]
+    summary = log.split("Summary - ### p\\_ci:", 1)[1].split("\n[action loop", 1)[0]
     assert "#### Flaky tests (1): passed on a re-run" in summary
     assert "**Checkout is flaky** passed on attempt 2" in summary
     # The second use: only a flaky test, the step succeeds.

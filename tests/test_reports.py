@@ -199,12 +199,13 @@ def test_write_junit_leaves_no_temp_file_on_failure(tmp_path: Path) -> None:
 def test_step_summary_markdown_escapes_cells_and_lists_failures() -> None:
     text = _reports.step_summary_markdown([PASSED, FAILED], heading="p_demo")
     lines = text.splitlines()
-    assert lines[0] == "### p_demo: 2 runs: 1 passed, 1 failed"
+    # Markdown from the service (and any text) is escaped: it renders as the text it is.
+    assert lines[0] == "### p\\_demo: 2 runs\\: 1 passed, 1 failed"
     assert lines[2] == "| Status | Test | Run | Duration | Headline |"
-    assert lines[4].startswith("| \u2705 passed | Title of j_ok (`t_ok`) | ")
+    assert lines[4].startswith("| \u2705 passed | Title of j\\_ok (`t_ok`) | ")
     assert "[`j_ok`](https://svc.example/runs/j_ok)" in lines[4]
     assert lines[5].startswith("| \u274c failed |")
-    assert "  - r3 Checkout \\| pay: button &lt;missing>" in lines
+    assert "  - r3 Checkout \\| pay\\: button \\<missing\\>" in lines
     assert text.endswith("</details>\n\n")
     # Every table row has the same number of unescaped cell separators.
     rows = [line for line in lines if line.startswith("|")]

@@ -7,14 +7,17 @@ run, a suite, its quarantine and its history through this one wording, so that t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import stat
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import quote
 
-from asyncclient import _files, _lenient
+from asyncclient import _files, _lenient, _untrusted
 from asyncclient.models import Requirement, Run
 
 if TYPE_CHECKING:
@@ -236,10 +239,15 @@ def summary_lines(
     return lines
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
+def write_atomically(
+    path: str | os.PathLike[str], data: bytes, *, keep_mode: bool = False, durable: bool = False
+) -> Path:
     """Write `data` to `path` through a temp file beside it renamed over it: a reader never
     sees half a file. Missing folders are made; the file's mode is the user's umask applied
-    to 0o666, as any new file's (a report is read by other steps, maybe as another user)."""
+    to 0o666, as any new file's (a report is read by other steps, maybe as another user).
+    keep_mode: a file already there keeps its mode (a file a person keeps, not a report);
+    durable: the data reaches the disk (fsync) before the rename, so a crash leaves the old
+    file or the new one, never an empty one."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     while True:
@@ -252,6 +260,13 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            if keep_mode:
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(handle.fileno() if os.chmod in os.supports_fd else temp,
+                             stat.S_IMODE(os.stat(target).st_mode))  # fmt: skip
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         # Closed first (Windows renames no open file); a viewer holding the old report open
         # is waited for a moment.
         _files.replace(temp, target)
@@ -269,14 +284,33 @@ _BINARY: Final = getattr(os, "O_BINARY", 0)
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+    """Text in the summary, the service's included: shown as the text it is (no link, image,
+    emphasis or HTML of its own), one line, `|` escaped for the table."""
+    return _untrusted.markdown(text)
+
+
+def _code(text: str) -> str:
+    """An id as a code span (one line, `|` escaped for the table); text holding a backtick
+    as escaped text instead."""
+    shown = _untrusted.line(text)
+    if "`" in shown or not shown:
+        return _cell(shown)
+    return "`" + shown.replace("|", "\\|") + "`"
 
 
 def _link(text: str, url: str | None) -> str:
-    if not url:
-        return f"`{text}`"
-    safe = url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
-    return f"[`{text}`]({safe})"
+    """An id linked to its page: only an http(s) URL is a link, percent-encoded so that no
+    character of it can end the link or start Markdown of its own."""
+    shown = _code(text)
+    if not url or not url.lower().startswith(("https://", "http://")):
+        return shown
+    safe = quote(_untrusted.line(url), safe=_URL_SAFE)
+    return f"[{shown}]({safe})"
+
+
+# Characters a URL keeps as they are; every other one (spaces, parentheses, `<>`, `|`, `\\`,
+# quotes, controls) is percent-encoded.
+_URL_SAFE: Final = "/:?#@!$&*+,;=-._~%"
 
 
 def step_summary_markdown(
@@ -302,7 +336,7 @@ def step_summary_markdown(
         for run in runs:
             status = status_of(run)
             icon = _ICONS.get(run.status_kind, "") if run.is_final else _NOT_FINAL_ICON
-            test = _cell(title(run)) + (f" (`{_cell(run.test_id)}`)" if run.test_id else "")
+            test = _cell(title(run)) + (f" ({_code(run.test_id)})" if run.test_id else "")
             lines.append(
                 f"| {icon} {_cell(status)} | {test} | {_link(run.id, run.link)} "
                 f"| {format_duration(duration_seconds(run))} | {_cell(headline(run))} |"
@@ -335,7 +369,7 @@ def step_summary_markdown(
         lines += [f"- {_cell(note)}" for note in notes]
     if skipped:
         lines += ["", f"Not started ({len(skipped)}):"]
-        lines += [f"- `{_cell(test_id)}`: {_cell(reason)}" for test_id, reason in skipped]
+        lines += [f"- {_code(test_id)}: {_cell(reason)}" for test_id, reason in skipped]
     return "\n".join(lines) + "\n\n"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from asyncclient._suggest import closest, did_you_mean
+from asyncclient._untrusted import block
 from asyncclient._version import __version__
 from asyncclient.cli._common import JSON_OUTPUT, add_global_options
 
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             apply_config(args, args.argv)
         except ValidationError as exc:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
+            print(block(f"error: {exc}"), file=sys.stderr, flush=True)
             return EXIT_BAD_INPUT
     return run_handler(args)
 

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 from asyncclient import _wording
+from asyncclient._untrusted import block
 from asyncclient._wording import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -241,7 +242,7 @@ def run_handler(args: argparse.Namespace) -> int:
     try:
         level = asked_level(args)
     except ValidationError as exc:  # the one-line error, exit 2
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        print(block(f"error: {exc}"), file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     log_handler = setup_logging(args.verbose, quiet=args.quiet, level=level)
     try:
@@ -307,7 +308,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
 
 def _say_and_cancel(line: str | None, task: asyncio.Task[Any]) -> None:
     if line is not None:
-        print(line, file=sys.stderr, flush=True)
+        print(block(line), file=sys.stderr, flush=True)
     task.cancel()
 
 

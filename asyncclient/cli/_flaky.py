@@ -136,10 +136,11 @@ def _write_quarantine(
     )
 
     today = date.today()
+    # Only the tests the analysis asked about (each an id the API could have made).
     new = [
         QuarantineEntry(test.test_id, _reason(test, report.days), until_from(today))
         for test in tests
-        if test.state == "flaky"
+        if test.state == "flaky" and _asked(test.test_id, report)
     ]
     added = write_quarantine(path, new)
     for entry in added:
@@ -159,6 +160,17 @@ def _write_quarantine(
                 f"candidate to lift: {entry.test} passed its last {LIFT_AFTER} runs; remove its "
                 f"entry from {path}"
             )
+
+
+def _asked(test_id: str, report: FlakinessReport) -> bool:
+    from asyncclient._checks import check_id
+    from asyncclient.errors import ValidationError
+
+    try:
+        check_id("test", test_id)
+    except ValidationError:
+        return False
+    return report.asked is None or test_id in report.asked
 
 
 def _reason(test: TestFlakiness, days: float) -> str:

@@ -158,9 +158,9 @@ def _still_going_note(current: list[Any], args: argparse.Namespace) -> Callable[
 
 def _tell_stopped(stopped: Sequence[str], errors: dict[str, Any], out: Output) -> None:
     if stopped:
-        print(f"stopped {len(stopped)} run(s): {' '.join(stopped)}", file=out.stderr, flush=True)
+        out.always(f"stopped {len(stopped)} run(s): {' '.join(stopped)}")
     for run_id, error in errors.items():
-        print(f"could not stop {run_id}: {error}", file=out.stderr, flush=True)
+        out.always(f"could not stop {run_id}: {error}")
 
 
 class Progress:
@@ -309,6 +309,7 @@ class Progress:
         from rich.text import Text
 
         from asyncclient._reports import counts_text, duration_seconds, format_duration
+        from asyncclient._untrusted import line
 
         views = self._views
         caption = counts_text(self._counts)
@@ -334,10 +335,11 @@ class Progress:
             if run is None:
                 cells = [Text(run_id), Text(""), Text("-", style="dim"), Text("")]
             else:
+                # The service's words through the one sanitiser (asyncclient._untrusted).
                 cells = [
-                    Text(run.id),
-                    Text(run.test_id or ""),
-                    Text(str(run.status), style=self._STYLES.get(run.status_kind, "")),
+                    Text(line(run.id)),
+                    Text(line(run.test_id)),
+                    Text(line(run.status), style=self._STYLES.get(run.status_kind, "")),
                     Text(format_duration(duration_seconds(run))),
                 ]
             if self._attempts:

@@ -191,6 +191,8 @@ def ids_from_text(text: str) -> list[str]:
         return stripped.split()
     try:
         data = json.loads(stripped)
+    except RecursionError:
+        raise CommandError("standard input is JSON nested too deeply to hold run ids") from None
     except ValueError as exc:
         raise CommandError(f"standard input is not JSON nor run ids: {exc}") from None
     found: list[str] = []

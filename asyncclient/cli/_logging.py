@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Final, TextIO
 
+from asyncclient._untrusted import block
+
 __all__ = ["LOG_ENV", "LOG_LEVELS", "asked_level", "log_level", "remove_logging", "setup_logging"]
 
 LOG_ENV: Final = "ASYNCCLIENT_LOG"
@@ -51,9 +53,16 @@ def setup_logging(
     return handler
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log lines through the one sanitiser: a record's message may hold the service's text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return block(super().format(record))
+
+
 def _attach(name: str, fmt: str, level: int, stream: TextIO | None) -> logging.Handler:
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter(fmt))
+    handler.setFormatter(_SafeFormatter(fmt))
     logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.setLevel(level)

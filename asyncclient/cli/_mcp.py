@@ -315,7 +315,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
 
         def announce(line: str) -> None:
             # Always shown, even with --quiet: with port 0 it is the only way to learn the port.
-            print(f"asyncclient mcp: {mode}{count}, {line}", file=out.stderr, flush=True)
+            out.always(f"asyncclient mcp: {mode}{count}, {line}")
 
         await server_module.serve_http(server, host, port, announce, token)
     return EXIT_OK

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
+from asyncclient._untrusted import block, json_text, line
 from asyncclient._wording import format_size, to_json
 
 __all__ = [
@@ -31,7 +32,12 @@ def _takes_unicode(stream: TextIO) -> bool:
 
 
 class Output:
-    """Where a command writes: data to stdout (tables or JSON), everything else to stderr."""
+    """Where a command writes: data to stdout (tables or JSON), everything else to stderr.
+
+    Every line goes through the one sanitiser (asyncclient._untrusted): the service's text in
+    it (titles, reasons, messages) shows its control characters as escapes, never starts a
+    new line and never starts a CI workflow command; JSON keeps the text as sent, escaped.
+    """
 
     def __init__(
         self,
@@ -71,33 +77,38 @@ class Output:
 
     def data(self, text: str) -> None:
         """A line of the command's result, on stdout."""
-        print(text, file=self.stdout, flush=True)
+        print(block(text), file=self.stdout, flush=True)
 
     def json(self, value: Any) -> None:
         """`value` as JSON on stdout: as UTF-8 text where stdout takes it, else with every
         other character escaped (`\\u65e5`), so it is valid JSON that keeps every character
         on any encoding (a Windows runner's cp1252 log)."""
         unicode = _takes_unicode(self.stdout)
-        print(json.dumps(value, indent=2, ensure_ascii=not unicode), file=self.stdout, flush=True)
+        dumped = json.dumps(value, indent=2, ensure_ascii=not unicode)
+        print(json_text(dumped), file=self.stdout, flush=True)
 
     def info(self, text: str) -> None:
         """Progress and notes for people, on stderr; silent with --quiet."""
         if not self.quiet:
-            print(text, file=self.stderr, flush=True)
+            print(block(text), file=self.stderr, flush=True)
+
+    def always(self, text: str) -> None:
+        """A line on stderr that belongs to the answer, shown even with --quiet."""
+        print(block(text), file=self.stderr, flush=True)
 
     def error(self, text: str) -> None:
-        print(f"error: {text}", file=self.stderr, flush=True)
+        print(block(f"error: {text}"), file=self.stderr, flush=True)
 
     def warning(self, text: str) -> None:
         """Something the user should act on that does not stop the command; shown even with
         --quiet."""
-        print(f"warning: {text}", file=self.stderr, flush=True)
+        print(block(f"warning: {text}"), file=self.stderr, flush=True)
 
     def table(
         self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
     ) -> None:
         """A rich table on a terminal; aligned plain text when piped."""
-        cells = [["" if v is None else str(v) for v in row] for row in rows]
+        cells = [["" if v is None else line(v) for v in row] for row in rows]
         if self.stdout_is_terminal:
             from rich.console import Console
             from rich.table import Table
@@ -120,7 +131,7 @@ class Output:
 
         Pairs whose value is None are left out; a rich grid on a terminal, aligned text when piped.
         """
-        items = [(key, str(value)) for key, value in pairs if value is not None]
+        items = [(key, block(str(value))) for key, value in pairs if value is not None]
         if self.stdout_is_terminal:
             from rich.console import Console
             from rich.table import Table
@@ -142,8 +153,8 @@ class Output:
         for key, value in items:
             lines = value.splitlines() or [""]
             self.data(f"{key.ljust(width)}  {lines[0]}".rstrip())
-            for line in lines[1:]:
-                self.data(f"{' ' * width}  {line}".rstrip())
+            for rest in lines[1:]:
+                self.data(f"{' ' * width}  {rest}".rstrip())
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -242,10 +242,8 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
         )
         # Skipped tests are part of the answer, not progress: shown even with --quiet.
         for skipped in result.skipped:
-            print(
-                f"skipped {skipped.test_id}: {plain_text(skipped.reason) or 'no reason given'}",
-                file=out.stderr,
-                flush=True,
+            out.always(
+                f"skipped {skipped.test_id}: {plain_text(skipped.reason) or 'no reason given'}"
             )
         if not args.wait:
             if out.json_mode:

@@ -305,7 +305,9 @@ class RunTools(ToolKit):
         pass, a regression; flaky: on some build it both passed and did not pass; stable),
         runs (final, not stopped), notPassed, builds, flakyBuilds, failureRate, lastFlakyAt,
         deviceSecondsLost and recent (its newest statuses, oldest first). Use it to tell a
-        known flake from a new failure before re-running or blaming a change."""
+        known flake from a new failure before re-running or blaming a change. Bounded
+        whatever the service answers: at most 200 tests and 1 + 200 x 5 requests, each
+        listing cut to 200 runs, titles cut to 500 characters."""
 
         async def work() -> FlakyResult:
             window = 14.0 if days is None else days

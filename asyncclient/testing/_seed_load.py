@@ -434,6 +434,8 @@ def load_seed(source: "str | os.PathLike[str] | Mapping[str, Any] | Seed") -> Se
         data = tomllib.loads(text) if suffix == ".toml" else json.loads(text)
     except UnicodeDecodeError:
         raise SeedError(f"{name}: the file is not UTF-8 text") from None
+    except RecursionError:
+        raise SeedError(f"{name}: nested too deeply to be a seed") from None
     except tomllib.TOMLDecodeError as exc:
         raise SeedError(f"{name}: not valid TOML: {exc}") from None
     except json.JSONDecodeError as exc:

@@ -117,7 +117,10 @@ def merged(text: str) -> Any:
     into "etags" and "prefixes", up to the first line that is not a whole part line (one cut
     short by a crash). Raises ValueError when the first line is not JSON."""
     lines = text.splitlines()
-    head = json.loads(lines[0] if lines else "")
+    try:
+        head = json.loads(lines[0] if lines else "")
+    except RecursionError:
+        raise ValueError("the journal is nested too deeply") from None
     if not isinstance(head, dict):
         return head
     etags, prefixes = head.get("etags"), head.get("prefixes")

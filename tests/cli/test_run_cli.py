@@ -290,9 +290,9 @@ async def test_wait_on_a_project_reports_json_junit_and_step_summary(
     assert props[f"{run_id}.capture.greeting"] == "Welcome back, Dana"
 
     text = summary.read_text()
-    assert text.startswith("earlier step\n### p_cli: 2 runs: 1 passed, 1 failed\n")
+    assert text.startswith("earlier step\n### p\\_cli: 2 runs\\: 1 passed, 1 failed\n")
     assert text.count("\n| ") == 3  # the header and one row per run
-    assert "Total matches: Expected 10, saw 12." in text
+    assert "Total matches\\: Expected 10, saw 12." in text
     assert "JUnit report: " in result.stderr
 
 

@@ -1,0 +1,140 @@
+"""The one sanitiser for text the service sent (titles, reasons, headlines, error messages, ids),
+and for a repository's or a CI's text, on its way to a person or a CI system.
+
+What the service sends is data, never control. Every human or CI surface takes its text from
+here:
+
+- `line()`: one line of text. Runs of whitespace (new lines included) fold to one space, so a
+  one-line field never starts a new line; every other C0 or C1 control character, DEL, and the
+  bidirectional overrides (the "Trojan Source" characters) are shown as escapes (`\\x1b`,
+  `\\u202e`) instead of being passed through, so no escape sequence, bell, hyperlink (OSC 8) or
+  reordering reaches a terminal or a log.
+- `block()`: text of several lines (our own output, into which service text was put): each line
+  as `line()` makes it, and `guard()` over each.
+- `guard()`: a whole output line that a CI system reads. GitHub Actions runs a line that starts
+  with `::` (after leading spaces) as a workflow command, and one holding `##[` anywhere as a
+  command of the older form; such a line gets a backslash (`\\::error`, `##\\[`), so it is
+  shown, never run. The command itself prints no workflow command, so this costs it nothing.
+- `markdown()`: text for Markdown (the GitHub step summary): `line()`, then every character
+  that could start Markdown of its own backslash-escaped, so links, images, emphasis, HTML,
+  autolinks, mentions and math from a title are shown as the text they are.
+- `json_text()`: JSON output, which keeps the service's text as sent: the characters JSON leaves
+  raw but a terminal acts on (DEL, C1, bidi overrides, the Unicode line separators) and `##[`
+  are written as `\\uXXXX` escapes, which decode to the same text.
+- `clip()`: a long text cut to a stated size, marked with an ellipsis.
+- `workflow_data()` / `workflow_property()`: GitHub's own escapes for a workflow command's data
+  and properties (`::add-mask::`).
+
+A leaf: imports nothing of the package, so the error tree and the models may use it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = [
+    "TITLE_LIMIT",
+    "block",
+    "clip",
+    "guard",
+    "json_text",
+    "line",
+    "markdown",
+    "workflow_data",
+    "workflow_property",
+]
+
+TITLE_LIMIT: Final = 500
+"""The longest title or reason (in characters) kept by the bounded readers (the flakiness
+analysis, the quarantine writer); longer ones are cut, ending in an ellipsis."""
+
+# C0 controls but the whitespace ones, DEL, C1 (U+0080-U+009F), and the bidirectional marks,
+# embeddings, overrides and isolates, and the BOM / zero width no-break space.
+_SHOWN: Final = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+# What str.split() treats as whitespace but a terminal may act on: folded to a space.
+_SPACES: Final = re.compile(r"\s+")
+_WORKFLOW_START: Final = re.compile(r"^(\s*)::")
+# What can start Markdown of its own inside a line: escapes, code, emphasis, links and images,
+# HTML and entities, table cells, strikethrough, autolinks (`https:`, `www.`, `a@b`), emoji
+# (`:x:`), mentions, issue references and math (`$`).
+_MARKDOWN_ACTIVE: Final = re.compile(r"([\\`*_\[\]<>&|~:@!#$]|(?<=[wW]{3})\.)")
+_JSON_RAW: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def line(value: object) -> str:
+    """One line of text, safe for a terminal or a log: whitespace folded to single spaces,
+    other controls shown as escapes (see the module doc). None is empty."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    folded = " ".join(text.split())
+    # isprintable() is False for every control and format character: a plain title skips
+    # the substitution.
+    return folded if folded.isprintable() else _SHOWN.sub(_escape, folded)
+
+
+def guard(text: str) -> str:
+    """A whole output line that a CI system may read: never a workflow command (see the
+    module doc)."""
+    if "::" in text:
+        text = _WORKFLOW_START.sub(r"\1\\::", text, count=1)
+    if "##[" in text:
+        text = text.replace("##[", "##\\[")
+    return text
+
+
+def block(text: str) -> str:
+    """Lines of text (new lines kept), each made safe as `line()` and `guard()` do, leading
+    indentation kept."""
+    if text.isprintable():
+        return guard(text)
+    out = []
+    for raw in text.split("\n"):
+        stripped = raw.lstrip(" ")
+        indent = raw[: len(raw) - len(stripped)]
+        body = stripped.replace("\t", "    ")
+        out.append(guard(indent + _SHOWN.sub(_escape, _fold_inner(body))))
+    return "\n".join(out)
+
+
+def _fold_inner(text: str) -> str:
+    # Within a line: every whitespace character but the space (CR, VT, FF, the separators,
+    # NEL, U+2028/U+2029) becomes a space; runs of plain spaces (our alignment) are kept.
+    return "".join(" " if ch.isspace() else ch for ch in text) if not text.isprintable() else text
+
+
+def markdown(value: object) -> str:
+    """Service text for Markdown, shown as the text it is (see the module doc)."""
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", line(value))
+
+
+def json_text(dumped: str) -> str:
+    """JSON text (from json.dumps) with the characters a terminal would act on, and `##[`,
+    written as JSON escapes: the same JSON value, safe to print."""
+    if dumped.isascii():
+        return dumped.replace("##[", "##\\u005b") if "##[" in dumped else dumped
+    dumped = _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+    return dumped.replace("##[", "##\\u005b") if "##[" in dumped else dumped
+
+
+def clip(text: str, limit: int = TITLE_LIMIT) -> str:
+    """`text` cut to `limit` characters, the last one an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def workflow_data(text: str) -> str:
+    """A workflow command's data escaped as GitHub's runner reads it (`%`, CR, LF)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(text: str) -> str:
+    """A workflow command's property value escaped as GitHub's runner reads it."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
