@@ -9,6 +9,7 @@ here:
   bidirectional overrides (the "Trojan Source" characters) are shown as escapes (`\\x1b`,
   `\\u202e`) instead of being passed through, so no escape sequence, bell, hyperlink (OSC 8) or
   reordering reaches a terminal or a log.
+- `cell()`: a table cell: `line()` and `guard()`.
 - `block()`: text of several lines (our own output, into which service text was put): each line
   as `line()` makes it, and `guard()` over each.
 - `guard()`: a whole output line that a CI system reads. GitHub Actions runs a line that starts
@@ -36,6 +37,7 @@ from typing import Final
 __all__ = [
     "TITLE_LIMIT",
     "block",
+    "cell",
     "clip",
     "guard",
     "json_text",
@@ -56,7 +58,8 @@ _SHOWN: Final = re.compile(
 )
 # What str.split() treats as whitespace but a terminal may act on: folded to a space.
 _SPACES: Final = re.compile(r"\s+")
-_WORKFLOW_START: Final = re.compile(r"^(\s*)::")
+# Spaces, and the colour codes rich draws with (our own), before a `::`.
+_WORKFLOW_START: Final = re.compile(r"^((?:\s|\x1b\[[0-9;]*m)*)::")
 # What can start Markdown of its own inside a line: escapes, code, emphasis, links and images,
 # HTML and entities, table cells, strikethrough, autolinks (`https:`, `www.`, `a@b`), emoji
 # (`:x:`), mentions, issue references and math (`$`).
@@ -79,6 +82,11 @@ def line(value: object) -> str:
     # isprintable() is False for every control and format character: a plain title skips
     # the substitution.
     return folded if folded.isprintable() else _SHOWN.sub(_escape, folded)
+
+
+def cell(value: object) -> str:
+    """A table cell: one line (`line()`) that is never a workflow command (`guard()`)."""
+    return guard(line(value))
 
 
 def guard(text: str) -> str:
@@ -119,7 +127,7 @@ def markdown(value: object) -> str:
 def json_text(dumped: str) -> str:
     """JSON text (from json.dumps) with the characters a terminal would act on, and `##[`,
     written as JSON escapes: the same JSON value, safe to print."""
-    if dumped.isascii():
+    if dumped.isascii() and "\x7f" not in dumped:
         return dumped.replace("##[", "##\\u005b") if "##[" in dumped else dumped
     dumped = _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
     return dumped.replace("##[", "##\\u005b") if "##[" in dumped else dumped

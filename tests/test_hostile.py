@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import zlib
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from measure_support import LAUNCHER, Finished, run_measured
 
 from asyncclient import AsyncSession, ResponseTooLargeError, ServerError, TransportError
 from asyncclient.testing import recorded_retry_waits
@@ -273,49 +273,6 @@ def test_the_limit_is_checked_before_any_request() -> None:
 # --- the command, in its own process: peak memory from the kernel -----------------------------
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).with_name("asyncclient")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
-
-
-@attrs.frozen
-class Finished:
-    code: int
-    stdout: str
-    stderr: str
-    peak_rss_mib: float
-
-
-# Run in a small process of its own, which forks and execs the command and reads its rusage from
-# wait4. Not straight from pytest: Linux carries the high-water mark of the memory a process
-# replaces at exec into its ru_maxrss, and a child spawned by pytest (vfork) replaces pytest's.
-_LAUNCHER = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def _run_measured(argv: list[str], env: dict[str, str], tmp: Path) -> Finished:
-    """Run the command; its peak resident memory from the kernel (ru_maxrss, KiB on Linux)."""
-    out, err, rss = tmp / "stdout", tmp / "stderr", tmp / "maxrss"
-    command = _command()
-    command[0] = shutil.which(command[0]) or command[0]
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        code = subprocess.call(
-            [sys.executable, "-c", _LAUNCHER, str(rss), *command, *argv],
-            stdout=stdout,
-            stderr=stderr,
-            env=env,
-        )
-    return Finished(code, out.read_text(), err.read_text(), int(rss.read_text()) / 1024)
-
-
 async def cli(server: Hostile, tmp_path: Path, *argv: str, **env: str) -> Finished:
     environ = {
         **os.environ,
@@ -324,7 +281,7 @@ async def cli(server: Hostile, tmp_path: Path, *argv: str, **env: str) -> Finish
         "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
         **env,
     }
-    return await asyncio.to_thread(_run_measured, list(argv), environ, tmp_path)
+    return await asyncio.to_thread(run_measured, list(argv), environ, tmp_path)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
@@ -467,7 +424,7 @@ def test_the_measurement_sees_what_a_process_holds_and_nothing_of_pytest(
     cases = {"big": big, "small": "pass"}
     seen = {}
     for name, code in cases.items():
-        argv = [sys.executable, "-c", _LAUNCHER, str(tmp_path / name), sys.executable, "-c", code]
+        argv = [sys.executable, "-c", LAUNCHER, str(tmp_path / name), sys.executable, "-c", code]
         assert subprocess.call(argv) == 0
         seen[name] = int((tmp_path / name).read_text()) / 1024
     del ballast

@@ -309,7 +309,7 @@ class Progress:
         from rich.text import Text
 
         from asyncclient._reports import counts_text, duration_seconds, format_duration
-        from asyncclient._untrusted import line
+        from asyncclient._untrusted import cell
 
         views = self._views
         caption = counts_text(self._counts)
@@ -337,9 +337,9 @@ class Progress:
             else:
                 # The service's words through the one sanitiser (asyncclient._untrusted).
                 cells = [
-                    Text(line(run.id)),
-                    Text(line(run.test_id)),
-                    Text(line(run.status), style=self._STYLES.get(run.status_kind, "")),
+                    Text(cell(run.id)),
+                    Text(cell(run.test_id)),
+                    Text(cell(run.status), style=self._STYLES.get(run.status_kind, "")),
                     Text(format_duration(duration_seconds(run))),
                 ]
             if self._attempts:

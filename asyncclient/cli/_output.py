@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
-from asyncclient._untrusted import block, json_text, line
+from asyncclient._untrusted import block, cell, guard, json_text
 from asyncclient._wording import format_size, to_json
 
 __all__ = [
@@ -108,9 +108,8 @@ class Output:
         self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
     ) -> None:
         """A rich table on a terminal; aligned plain text when piped."""
-        cells = [["" if v is None else line(v) for v in row] for row in rows]
+        cells = [["" if v is None else cell(v) for v in row] for row in rows]
         if self.stdout_is_terminal:
-            from rich.console import Console
             from rich.table import Table
             from rich.text import Text
 
@@ -118,7 +117,7 @@ class Output:
             for row in cells:
                 # Text, not str: service data such as "[x]" must not be read as rich markup.
                 table.add_row(*(Text(v) for v in row))
-            Console(file=self.stdout).print(table)
+            _print_rich(self.stdout, table)
             return
         widths = [len(c) for c in columns]
         for row in cells:
@@ -133,7 +132,6 @@ class Output:
         """
         items = [(key, block(str(value))) for key, value in pairs if value is not None]
         if self.stdout_is_terminal:
-            from rich.console import Console
             from rich.table import Table
             from rich.text import Text
 
@@ -142,10 +140,9 @@ class Output:
             grid.add_column()
             for key, value in items:
                 grid.add_row(Text(key), Text(value))
-            console = Console(file=self.stdout)
             if title:
-                console.print(Text(title, style="bold"))
-            console.print(grid)
+                _print_rich(self.stdout, Text(title, style="bold"))
+            _print_rich(self.stdout, grid)
             return
         if title:
             self.data(title)
@@ -155,6 +152,19 @@ class Output:
             self.data(f"{key.ljust(width)}  {lines[0]}".rstrip())
             for rest in lines[1:]:
                 self.data(f"{' ' * width}  {rest}".rstrip())
+
+
+def _print_rich(stream: TextIO, renderable: Any) -> None:
+    """Draw with rich, then guard each line drawn (asyncclient._untrusted.guard): rich wraps
+    a long value, and the wrapped part must not start a line a CI reads as a command."""
+    from rich.console import Console
+
+    console = Console(file=stream)
+    with console.capture() as captured:
+        console.print(renderable)
+    drawn = captured.get()
+    stream.write("\n".join(guard(line) for line in drawn.split("\n")))
+    stream.flush()
 
 
 def _isatty(stream: TextIO) -> bool:

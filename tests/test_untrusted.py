@@ -1,0 +1,220 @@
+"""The one sanitiser of the service's text (asyncclient._untrusted), and every surface that
+shows that text to a person or a CI system: the terminal (plain lines, rich tables), the
+command's logs, the GitHub step summary, JSON output. Property tests throw arbitrary text at
+each surface (1,000 examples a surface in CI, fewer on a contributor's machine) and check that
+no control character passes, no line starts a GitHub workflow command (`::` after spaces, or
+`##[` anywhere), and no Markdown of the service's own is rendered.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import unicodedata
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from asyncclient import _reports, _untrusted
+from asyncclient.cli._logging import _SafeFormatter
+from asyncclient.cli._output import Output
+from asyncclient.models import Run
+
+EXAMPLES = 1000 if os.environ.get("CI") else 150
+fuzz = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# What a hostile service would send: every character, with the dangerous ones often.
+DANGER = [
+    "\x1b[31m", "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07", "\x07", "\x00", "\x9b2J",
+    "\x85", "\u2028", "\u202e", "\r", "\n", "\n::error::forged", "::add-mask::x", "##[error]x",
+    "  ::warning ::x", "[x](https://evil.example)", "![img](https://evil.example/i.png)",
+    "**bold**", "<b>x</b>", "https://evil.example", "www.evil.example", "a@b.example", ":+1:",
+    "$x^2$", "`code`", "| cell |", "&lt;", "\\", "\t", "\x7f",
+]  # fmt: skip
+hostile = st.lists(st.one_of(st.text(max_size=20), st.sampled_from(DANGER)), max_size=8).map(
+    "".join
+)
+
+
+def _controls(text: str, *, newlines: bool = False) -> list[str]:
+    """Characters a terminal or log acts on: C0 (new lines allowed where asked), DEL, C1 and
+    the bidirectional controls."""
+    allowed = {"\n"} if newlines else set()
+    return [
+        ch
+        for ch in text
+        if ch not in allowed
+        and (
+            unicodedata.category(ch) == "Cc"
+            or ch in "\u061c\u200e\u200f\u2028\u2029\ufeff"
+            or "\u202a" <= ch <= "\u202e"
+            or "\u2066" <= ch <= "\u2069"
+        )
+    ]
+
+
+def _no_workflow_command(text: str) -> None:
+    for line in text.splitlines():
+        assert not line.lstrip().startswith("::"), line
+        assert "##[" not in line, line
+
+
+# --- the sanitiser itself -----------------------------------------------------------------------
+
+
+def test_line_shows_controls_and_folds_new_lines() -> None:
+    assert _untrusted.line("a\x1b[31mred\x1b[0m\nb\r\nc\x07\u202e") == (
+        "a\\x1b[31mred\\x1b[0m b c\\x07\\u202e"
+    )
+    assert _untrusted.line("  plain  title ") == "plain title"
+    assert _untrusted.line(None) == ""
+    assert (
+        _untrusted.line("Caf\u00e9 \u65e5\u672c \U0001f600") == "Caf\u00e9 \u65e5\u672c \U0001f600"
+    )
+
+
+def test_guard_defuses_workflow_commands_only() -> None:
+    assert _untrusted.guard("::error::x") == "\\::error::x"
+    assert _untrusted.guard("   ::set-output name=a::b") == "   \\::set-output name=a::b"
+    assert _untrusted.guard("ok ##[error]x") == "ok ##\\[error]x"
+    assert _untrusted.guard("time 12:30::00 is fine") == "time 12:30::00 is fine"
+
+
+def test_markdown_is_shown_as_text() -> None:
+    shown = _untrusted.markdown("[x](https://evil.example) **b** www.evil.example")
+    assert shown == "\\[x\\](https\\://evil.example) \\*\\*b\\*\\* www\\.evil.example"
+
+
+def test_json_text_keeps_the_value_and_escapes_what_a_terminal_acts_on() -> None:
+    value = {"title": "a\x9b2J b\u202e ##[error] \x7f"}
+    dumped = _untrusted.json_text(json.dumps(value, ensure_ascii=False))
+    assert json.loads(dumped) == value
+    assert not _controls(dumped, newlines=True)
+    assert "##[" not in dumped
+
+
+def test_workflow_escapes() -> None:
+    assert _untrusted.workflow_data("50%\r\nx") == "50%25%0D%0Ax"
+    assert _untrusted.workflow_property("a:b,c") == "a%3Ab%2Cc"
+
+
+@fuzz
+@given(hostile)
+def test_line_never_passes_a_control_or_a_new_line(text: str) -> None:
+    shown = _untrusted.line(text)
+    assert not _controls(shown)
+    assert "\n" not in shown
+
+
+@fuzz
+@given(st.lists(hostile, max_size=5).map("\n".join))
+def test_block_never_passes_a_control_or_a_workflow_command(text: str) -> None:
+    shown = _untrusted.block(text)
+    assert not _controls(shown, newlines=True)
+    _no_workflow_command(shown)
+
+
+@fuzz
+@given(st.recursive(st.none() | hostile | st.integers(), lambda inner: st.lists(inner, max_size=3)))
+def test_json_text_round_trips_and_is_safe_to_print(value: Any) -> None:
+    dumped = _untrusted.json_text(json.dumps({"v": value}, indent=2, ensure_ascii=False))
+    assert json.loads(dumped) == {"v": value}
+    assert not _controls(dumped, newlines=True)
+    _no_workflow_command(dumped)
+
+
+# --- the surfaces ------------------------------------------------------------------------------
+
+
+def _run(title: str, headline: str, reason: str, status: str = "failed") -> Run:
+    return Run(
+        id="j_1",
+        test_id="t_1",
+        test_title=title,
+        status=status,  # type: ignore[arg-type]  # an unknown status is kept as its text
+        final=True,
+        headline=headline,
+        link="https://svc.example/runs/j_1",
+        requirements=[{"id": "r1", "title": title, "result": "failed", "reason": reason}],
+        error={"code": headline, "message": reason},
+    )
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@fuzz
+@given(hostile, hostile, hostile)
+def test_the_terminal_never_shows_the_services_controls(
+    title: str, headline: str, reason: str
+) -> None:
+    """The end-of-watch summary through Output, piped and on a terminal (rich)."""
+    run = _run(title, headline, reason)
+    for stream in (io.StringIO(), _Tty()):
+        out = Output(stdout=stream, stderr=stream)
+        for line in _reports.summary_lines([run]):
+            out.info(line)
+        out.table(["run", "title"], [[run.id, title], [headline, reason]])
+        out.fields([("title", title), ("reason", reason)])
+        out.error(f"the service said: {reason}")
+        written = stream.getvalue()
+        # rich colours the table itself (its own ESC sequences): strip exactly those.
+        if isinstance(stream, _Tty):
+            written = re.sub(r"\x1b\[[0-9;]*m", "", written)
+        assert not _controls(written, newlines=True), written
+        _no_workflow_command(written)
+
+
+@fuzz
+@given(hostile, hostile)
+def test_log_lines_never_show_the_services_controls(message: str, request_id: str) -> None:
+    record = logging.LogRecord(
+        "asyncclient.requests", logging.WARNING, __file__, 1, "%s (request %s)",
+        (message, request_id), None,
+    )  # fmt: skip
+    line = _SafeFormatter("%(levelname)s %(name)s %(message)s").format(record)
+    assert not _controls(line, newlines=True)
+    _no_workflow_command(line)
+
+
+_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_OWN_TAGS = {"h3", "h4", "table", "thead", "tbody", "tr", "th", "td", "p", "ul", "li", "code",
+             "a", "strong", "html_block", "details"}  # fmt: skip
+
+
+@fuzz
+@given(hostile, hostile, hostile)
+def test_the_step_summary_shows_the_services_markdown_as_text(
+    title: str, headline: str, reason: str
+) -> None:
+    run = _run(title, headline, reason)
+    text = _reports.step_summary_markdown([run], skipped=[("t_2", reason)])
+    assert not _controls(text, newlines=True)
+    _no_workflow_command(text)
+    # No link, image, emphasis or HTML but the summary's own: the run's page on its id (in
+    # the table and in the details), the bold title of a run that did not pass.
+    tokens = [t for block in _MARKDOWN.parse(text) for t in (block.children or [block])]
+    links = [t for t in tokens if t.type == "link_open"]
+    assert [t.attrGet("href") for t in links] == ["https://svc.example/runs/j_1"] * 2
+    assert not [t for t in tokens if t.type in ("image", "em_open", "s_open", "html_inline")]
+    assert sum(t.type == "strong_open" for t in tokens) == 1
+    # GitHub's extended autolinks (bare https: and www.) and mentions never form.
+    assert not re.search(r"(?<!\\)://", text.replace("https://svc.example/runs/j_1", ""))
+    assert not re.search(r"(?i)www\.", text)
+    assert not re.search(r"(?<!\\)@", text)
+
+
+def test_a_forged_summary_line_stays_in_its_cell() -> None:
+    run = _run("x\n\n# Heading\n- [ ] task", "h", "r\n::error::forged")
+    text = _reports.step_summary_markdown([run])
+    assert "\n# Heading" not in text
+    assert "\n::error" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert {line.replace("\\|", "").count("|") for line in rows} == {6}
