@@ -238,3 +238,23 @@ def test_error_types_by_the_conventions() -> None:
     assert _telemetry.error_type(ServerError(503, "unavailable", "busy", "", "GET", "u")) == "503"
     assert _telemetry.error_type(TimeoutError()) == "TimeoutError"
     assert _telemetry.error_type(NotFoundError(404, "x", "y", "", "GET", "u")) == "404"
+
+
+async def test_a_signed_links_query_never_reaches_a_span(
+    svc: FakeService, otel: Telemetry, tmp_path: Path
+) -> None:
+    """A run file named by its link with a signature in the query: the operation's
+    `asyncclient.file` attribute keeps the link without it, as `url.full` does."""
+    async with AsyncSession(svc.run_key, svc.url) as session:
+        start = await session.run_test("t_search")
+        svc.advance(600)
+        link = f"{svc.url}/api/v1/runs/{start.run_id}/files/video.mp4?X-Sig=s3cr3t-sig#frag"
+        await session.download_run_file(start.run_id, link, tmp_path / "video.mp4")
+    spans = otel.finished()
+    (download,) = [s for s in spans if s.name == "asyncclient.download_run_file"]
+    assert download.attributes is not None
+    assert download.attributes["asyncclient.file"] == (
+        f"{svc.url}/api/v1/runs/{start.run_id}/files/video.mp4"
+    )
+    for span in spans:
+        assert "s3cr3t-sig" not in str(dict(span.attributes or {}).get("asyncclient.file", ""))
