@@ -13,6 +13,11 @@ Every mistake is one line naming the file (and line, key, the closest valid key 
 expected), raised as ValidationError before any request. An `api_key` is refused in a project
 file (committed, shared) and accepted in the user file only when nobody else can read it.
 `AsyncSession()` never reads files: `AsyncSession.from_config()` and the CLI do.
+
+A project file may only name the paths a command writes (reports, evidence, downloads) inside
+its repository: a pull request can change it (ALLOW_OUTSIDE_ENV lifts the rule for a job).
+Over 400 lines: finding the files, reading them (bad bytes, nesting, types, secrets, paths)
+and resolving what wins are one set of rules that every message names the same way.
 """
 
 from __future__ import annotations

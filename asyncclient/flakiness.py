@@ -296,7 +296,11 @@ async def fetch_flakiness(
         newest = await session.list_runs(project_id=project_id, limit=LISTING_LIMIT)
         # Only ids the API could have made: the service's text is never taken as a test.
         wanted = list(
-            dict.fromkeys(r.test_id for r in newest[:LISTING_LIMIT] if _is_test_id(r.test_id))
+            dict.fromkeys(
+                r.test_id
+                for r in newest[:LISTING_LIMIT]
+                if r.test_id is not None and _is_test_id(r.test_id)
+            )
         )
         del newest
     else:
