@@ -99,6 +99,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("network_kind", _networks())
 
 
+@pytest.fixture(
+    params=[pytest.param(1, id="once"), pytest.param(None, id="all", marks=pytest.mark.slow)]
+)
+def repetitions(request: pytest.FixtureRequest) -> int | None:
+    """How many times a many-process test repeats its round: once in the default tier, every
+    repetition (None: the test's own count) in the slow tier (`pytest -m slow`)."""
+    value: int | None = request.param
+    return value
+
+
 @pytest.fixture
 def network_kind() -> str:
     """plain, tls or proxy: plain unless the module is marked `networks`."""

@@ -107,6 +107,7 @@ def _said(log: str, prefix: str) -> dict[str, str]:
     return dict(re.findall(r"([\w-]+)=(\S*)", line.split(f"| {prefix}", 1)[1]))
 
 
+@pytest.mark.slow
 async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path) -> None:
     work = _workspace(tmp_path / "repo")
     workflow = work / ".github" / "workflows" / "action-loop.yml"
@@ -160,6 +161,7 @@ async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path)
     assert all(k is not None and k.startswith("gh-1-1-app-tests-") for k in keys)
 
 
+@pytest.mark.slow
 async def test_matrix_legs_of_the_action_start_their_own_runs_once(
     service: FakeService, tmp_path: Path
 ) -> None:
@@ -232,6 +234,7 @@ async def _run_bash(script: Sequence[str], env: Mapping[str, str], cwd: Path) ->
     return proc.returncode, out.decode(errors="replace")
 
 
+@pytest.mark.slow
 async def test_the_gitlab_template_script_runs_the_loop(
     service: FakeService, tmp_path: Path
 ) -> None:

@@ -22,7 +22,8 @@ from docs_support import (
     runnable_pages,
 )
 
-pytestmark = [pytest.mark.docs, pytest.mark.timeout(900)]
+# The slow tier (pytest -m slow): each page builds a fresh virtual environment.
+pytestmark = [pytest.mark.docs, pytest.mark.slow, pytest.mark.timeout(900)]
 
 GETTING_STARTED = DOCS / "index.md"
 

@@ -19,7 +19,8 @@ from network_support import read_serve_info
 
 # Real processes (a client and `asyncclient serve`): run on the README's Python only, as the
 # other many-process tests (the behaviour is the library's own Python on every interpreter).
-pytestmark = pytest.mark.processes
+# The slow tier (pytest -m slow): thousands of calls through real processes.
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 CLIENT = Path(__file__).with_name("long_lived_client.py")
 ROOT = CLIENT.parent.parent

@@ -42,7 +42,8 @@ HUGE_REQUIREMENTS = 1500
 # One test in ten fails, one in twenty ends in error, one in forty is blocked.
 OUTCOME_EVERY = (("failed", 10, 3), ("error", 20, 7), ("blocked", 40, 9))
 
-pytestmark = pytest.mark.timeout(240)
+# The slow tier (pytest -m slow): hundreds of runs, builds and endpoints through the server.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _outcome(i: int) -> str:

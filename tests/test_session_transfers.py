@@ -102,11 +102,12 @@ PART_ROUTE = ("PUT", "/api/v1/builds/{id}/parts/{n}")
 async def test_a_part_slower_than_the_timeout_completes_while_it_moves(
     serve: Serve, slow_link_http: aiohttp.ClientSession
 ) -> None:
-    # 800 kB at 2 MB/s: 0.4 s in all, more than the timeout, but never 0.25 s without progress.
-    url = await serve({PART_ROUTE: _reading_at(2_000_000)})
-    data = os.urandom(800_000)
+    # 1.5 MB at 1 MB/s: 1.5 s in all, more than the timeout, but never 1 s without progress
+    # (a margin a loaded machine, running the suite in parallel, keeps).
+    url = await serve({PART_ROUTE: _reading_at(1_000_000)})
+    data = os.urandom(1_500_000)
     async with AsyncSession(
-        "k", url, timeout=0.25, max_retries=0, client_session=slow_link_http
+        "k", url, timeout=1.0, max_retries=0, client_session=slow_link_http
     ) as session:
         part = await session.upload_part("ab_1", 1, data)
     assert part.etag == hashlib.sha256(data).hexdigest()
@@ -136,13 +137,13 @@ async def test_a_file_part_slower_than_the_timeout_completes_while_it_moves(
     serve: Serve, slow_link_http: aiohttp.ClientSession, tmp_path: Path, body_path: BodyPath
 ) -> None:
     # As above, from a file: by sendfile, or read because the loop refused sendfile.
-    url = await serve({PART_ROUTE: _reading_at(2_000_000)})
+    url = await serve({PART_ROUTE: _reading_at(1_000_000)})
     path = tmp_path / "app.apk"
-    path.write_bytes(os.urandom(900_000))
+    path.write_bytes(os.urandom(1_600_000))
     async with AsyncSession(
-        "k", url, timeout=0.25, max_retries=0, client_session=slow_link_http
+        "k", url, timeout=1.0, max_retries=0, client_session=slow_link_http
     ) as session:
-        part = await session.upload_part("ab_1", 1, PartBody(path, 100_000, 800_000))
+        part = await session.upload_part("ab_1", 1, PartBody(path, 100_000, 1_500_000))
     assert part.etag == hashlib.sha256(path.read_bytes()[100_000:]).hexdigest()
     body_path.check()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
 from commands_support import run_all as shared_run_all
+from tiers import repeat
 
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
@@ -88,14 +89,16 @@ def slow_service(part_bandwidth: int = 16_000_000) -> FakeService:
     )
 
 
-async def test_four_processes_upload_one_file(big_apk: Path, tmp_path: Path) -> None:
+async def test_four_processes_upload_one_file(
+    big_apk: Path, tmp_path: Path, repetitions: int | None
+) -> None:
     expected = sha256(big_apk)
     # 4 MB/s per part: one upload takes about two seconds, so that the four processes, started
     # together but up to a second apart on a busy machine, all find it under way (one that
     # starts after it ended uploads the file again: the lock keeps overlapping uploads apart).
     async with slow_service(part_bandwidth=4_000_000) as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(3):
+        for repetition in repeat(repetitions, 3):
             svc.reset_requests()
             results = await run_all([["upload", svc.project_id, str(big_apk)]] * 4, env)
             for code, _, err in results:
@@ -146,12 +149,14 @@ async def test_an_upload_killed_midway_resumes_from_its_journal(
         assert "resum" in err.lower()
 
 
-async def test_four_processes_download_one_run_into_one_folder(tmp_path: Path) -> None:
+async def test_four_processes_download_one_run_into_one_folder(
+    tmp_path: Path, repetitions: int | None
+) -> None:
     async with FakeService(seed(), clock="manual") as svc:
         run_id = await finished_run(svc)
         served = {f: await plain_get(svc, f"runs/{run_id}/files/{f}") for f in CHECKOUT_FILES}
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(3):
+        for repetition in repeat(repetitions, 3):
             folder = tmp_path / f"out{repetition}"
             results = await run_all([["download", run_id, "-o", str(folder)]] * 4, env)
             for code, _, err in results:
@@ -162,7 +167,9 @@ async def test_four_processes_download_one_run_into_one_folder(tmp_path: Path) -
                 assert (folder / file).read_bytes() == data
 
 
-async def test_two_downloads_through_a_symlinked_folder_take_one_lock(tmp_path: Path) -> None:
+async def test_two_downloads_through_a_symlinked_folder_take_one_lock(
+    tmp_path: Path, repetitions: int | None
+) -> None:
     """One folder reached by two paths (a link; on macOS and Windows also another case):
     the two processes take one lock, so neither breaks the other's file."""
     async with FakeService(seed(), clock="manual") as svc:
@@ -176,7 +183,7 @@ async def test_two_downloads_through_a_symlinked_folder_take_one_lock(tmp_path: 
             **env_for(svc),
             "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
         }
-        for repetition in range(5):
+        for repetition in repeat(repetitions, 5):
             folder = real / str(repetition)
             folder.mkdir()
             procs = [

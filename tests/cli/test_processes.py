@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, run_all, seed
+from tiers import repeat
 
 from asyncclient.testing import FakeService, NetworkConditions, ServiceSettings
 from asyncclient.testing.builders import build_apk
@@ -52,7 +53,7 @@ async def emulator(**settings: object) -> AsyncIterator[FakeService]:
 
 @pytest.mark.parametrize("reading", ["strict", "lenient"])
 async def test_four_processes_upload_one_file_ten_times(
-    big_apk: Path, tmp_path: Path, reading: str
+    big_apk: Path, tmp_path: Path, reading: str, repetitions: int | None
 ) -> None:
     """Each time, every process exits 0 with a ready build of the file; the ones that found
     another upload of it under way waited and sent nothing of their own."""
@@ -60,7 +61,7 @@ async def test_four_processes_upload_one_file_ten_times(
     joined = told = 0
     async with emulator(ready_accepts_parts=reading == "lenient") as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(10):
+        for repetition in repeat(repetitions, 10):
             svc.reset_requests()
             results = await run_all([["upload", svc.project_id, str(big_apk)]] * 4, env)
 
@@ -109,13 +110,13 @@ async def test_sixteen_processes_upload_sixteen_builds_with_one_state_folder(
 
 
 async def test_four_processes_download_one_run_into_one_folder_ten_times(
-    tmp_path: Path,
+    tmp_path: Path, repetitions: int | None
 ) -> None:
     async with FakeService(seed(), clock="manual") as svc:
         run_id = await finished_run(svc)
         served = {f: await plain_get(svc, f"runs/{run_id}/files/{f}") for f in CHECKOUT_FILES}
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        for repetition in range(10):
+        for repetition in repeat(repetitions, 10):
             folder = tmp_path / f"out{repetition}"
             results = await run_all([["download", run_id, "-o", str(folder)]] * 4, env)
 
