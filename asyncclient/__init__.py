@@ -36,8 +36,8 @@ from asyncclient.errors import (
 logging.getLogger("asyncclient").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from asyncclient._bodies import PartBody
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
+    from asyncclient._local._bodies import PartBody
     from asyncclient.config import load_config
     from asyncclient.models import (
         FINAL_STATUSES,
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 
 # Public name -> the module that defines it, imported on first access (PEP 562).
 _LAZY = {
-    "AsyncSession": "asyncclient._session",
-    "PartBody": "asyncclient._bodies",
+    "AsyncSession": "asyncclient._client._session",
+    "PartBody": "asyncclient._local._bodies",
     "FINAL_STATUSES": "asyncclient.models",
     "Build": "asyncclient.models",
     "BuildList": "asyncclient.models",

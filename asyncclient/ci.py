@@ -49,7 +49,7 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._checks import check_id, switch
+from asyncclient._core._checks import check_id, switch
 from asyncclient.errors import ValidationError
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]

@@ -34,8 +34,8 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._config_keys import _TYPE_WORDS, COMMAND_KEYS, GLOBAL_KEYS, Key
-from asyncclient._suggest import closest
+from asyncclient._core._config_keys import COMMAND_KEYS, GLOBAL_KEYS, TYPE_WORDS, Key
+from asyncclient._core._suggest import closest
 from asyncclient.errors import ValidationError
 
 __all__ = [
@@ -249,7 +249,7 @@ def _check_type(
     )
     if not ok:
         raise ValidationError(
-            f"{where}: {name} must be {_TYPE_WORDS[kind]}, got {type(value).__name__} {value!r}"[
+            f"{where}: {name} must be {TYPE_WORDS[kind]}, got {type(value).__name__} {value!r}"[
                 :300
             ]
         )

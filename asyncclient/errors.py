@@ -1,5 +1,5 @@
 """The exceptions asyncclient raises: one root, one class per condition (the tree below).
-A leaf: it imports nothing of the package; asyncclient._responses maps error answers onto it.
+A leaf: it imports nothing of the package; asyncclient._core._responses maps error answers onto it.
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request

@@ -32,8 +32,8 @@ from typing import Final, Literal, Protocol
 
 import attrs
 
-from asyncclient._checks import check_id
-from asyncclient._untrusted import TITLE_LIMIT, clip
+from asyncclient._core._checks import check_id
+from asyncclient._core._untrusted import TITLE_LIMIT, clip
 from asyncclient.errors import ValidationError
 from asyncclient.models import Run
 

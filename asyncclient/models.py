@@ -1,5 +1,5 @@
 """The values the service returns, as frozen attrs classes with snake_case fields.
-Wire names and formats are not here: asyncclient._converter maps JSON to these classes."""
+Wire names and formats are not here: asyncclient._core._converter maps JSON to these classes."""
 
 import enum
 from datetime import datetime
@@ -7,8 +7,8 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient import _lenient
-from asyncclient._lenient import Requirement
+from asyncclient._core import _lenient
+from asyncclient._core._lenient import Requirement
 
 __all__ = [
     "FINAL_STATUSES",
@@ -308,7 +308,7 @@ class Run:
         """Whether the run passed (its status, read leniently)."""
         return self.status_kind == RunStatus.PASSED
 
-    # Readers of the fields whose shape the API spec leaves open (asyncclient._lenient): each
+    # Readers of the fields whose shape the API spec leaves open (asyncclient._core._lenient): each
     # gives the same answer whichever shape the service chose, computed when asked.
 
     @property

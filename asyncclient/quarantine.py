@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._checks import check_id
+from asyncclient._core._checks import check_id
 from asyncclient.errors import ValidationError
 
 __all__ = [
@@ -261,7 +261,7 @@ def write_quarantine(
         raise ValidationError(
             f"{Path(path)}: the file could not be updated safely ({exc})"
         ) from None
-    from asyncclient._reports import write_atomically
+    from asyncclient._local._files import write_atomically
 
     try:
         write_atomically(where, text.encode("utf-8"), keep_mode=True, durable=True)

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from asyncclient import _checks as checks
+from asyncclient._core import _checks as checks
 from asyncclient.errors import AsyncClientError, ValidationError
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
     from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
 

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol, TypedDict, TypeVar
 
-from asyncclient import _checks as checks
-from asyncclient._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
-from asyncclient._converter import structure_hook
-from asyncclient._retry import Sleep, classify
-from asyncclient._wire import batched
+from asyncclient._core import _checks as checks
+from asyncclient._core._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
+from asyncclient._core._converter import structure_hook
+from asyncclient._core._retry import Sleep, classify
+from asyncclient._core._wire import batched
 from asyncclient.errors import (
     ApiError,
     AsyncClientError,

@@ -125,7 +125,7 @@ def _row(
 def _without_process_locks() -> None:
     """Every upload takes its lock at once, with no file: what the locks between processes
     cost is then the difference from the same run with them."""
-    from asyncclient._locks import Claim
+    from asyncclient._local._locks import Claim
     from asyncclient.upload import _transfer
 
     class _NoLock:
@@ -179,7 +179,7 @@ async def _calls(spec: dict[str, Any]) -> dict[str, Any]:
     """The protocol's three requests alone, through the same AsyncSession: start, each part
     (sent from the open file as the uploader sends it), complete; at most 16 parts in flight.
     No pre-flight, no hashing, no journal, no sha256 check: the floor under the uploader."""
-    from asyncclient._bodies import PartBody
+    from asyncclient._local._bodies import PartBody
 
     parts_at_once = asyncio.Semaphore(16)
     async with _session(spec) as session:

@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 
 from asyncclient import AsyncSession
-from asyncclient._checks import IDS_PER_REQUEST
+from asyncclient._core._checks import IDS_PER_REQUEST
 from asyncclient.models import Run
 from asyncclient.watch import RunWatcher
 

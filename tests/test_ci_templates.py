@@ -95,6 +95,27 @@ def _act() -> str:
     return found
 
 
+async def _act_on(service: FakeService, tmp_path: Path, name: str) -> str:
+    """Run the workflow `name` of tests/data/ci under act (host mode, offline) in a workspace
+    made of this checkout, against `service`; its log. The jobs use continue-on-error, so
+    act itself succeeds: the steps' outcomes are in the log."""
+    work = _workspace(tmp_path / "repo")
+    workflow = work / ".github" / "workflows" / name
+    shutil.copyfile(DATA / name, workflow)
+    env = {**os.environ, "HOME": str(tmp_path / "home")}  # act's cache: the test's own
+    env.pop("ASYNCCLIENT_API_KEY", None)
+    proc = await asyncio.create_subprocess_exec(
+        _act(), "push", "-W", str(workflow), "-P", "ubuntu-latest=-self-hosted",
+        "--action-offline-mode", "--var", f"SERVICE_URL={service.url}", "--var",
+        f"SERVICE_KEY={KEY}",
+        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+    log = out.decode(errors="replace")
+    assert proc.returncode == 0, log[-6000:]
+    return log
+
+
 def _listed(log: str, prefix: str) -> list[str]:
     """The words after `prefix` on the log line that says it."""
     (line,) = [ln for ln in log.splitlines() if f"| {prefix}" in ln]
@@ -109,20 +130,7 @@ def _said(log: str, prefix: str) -> dict[str, str]:
 
 @pytest.mark.slow
 async def test_the_action_in_a_real_runner(service: FakeService, tmp_path: Path) -> None:
-    work = _workspace(tmp_path / "repo")
-    workflow = work / ".github" / "workflows" / "action-loop.yml"
-    shutil.copyfile(DATA / "action-loop.yml", workflow)
-    env = {**os.environ, "HOME": str(tmp_path / "home")}  # act's cache: the test's own
-    env.pop("ASYNCCLIENT_API_KEY", None)
-    proc = await asyncio.create_subprocess_exec(
-        _act(), "push", "-W", str(workflow), "-P", "ubuntu-latest=-self-hosted",
-        "--action-offline-mode", "--var", f"SERVICE_URL={service.url}", "--var",
-        f"SERVICE_KEY={KEY}",
-        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
-    log = out.decode(errors="replace")
-    assert proc.returncode == 0, log[-6000:]  # continue-on-error: the job itself succeeds
+    log = await _act_on(service, tmp_path, "action-loop.yml")
     # The first use: the step failed (a test failed after its re-runs) and said so.
     mixed = _said(log, "mixed: ")
     assert mixed == {
@@ -168,20 +176,7 @@ async def test_matrix_legs_of_the_action_start_their_own_runs_once(
     """A real `strategy.matrix` under act: legs that differ in mode, in the re-run count, or
     only in their leg (job-index) each start their own runs and exit as their suites say;
     the same step again in a leg starts nothing new."""
-    work = _workspace(tmp_path / "repo")
-    workflow = work / ".github" / "workflows" / "matrix-loop.yml"
-    shutil.copyfile(DATA / "matrix-loop.yml", workflow)
-    env = {**os.environ, "HOME": str(tmp_path / "home")}
-    env.pop("ASYNCCLIENT_API_KEY", None)
-    proc = await asyncio.create_subprocess_exec(
-        _act(), "push", "-W", str(workflow), "-P", "ubuntu-latest=-self-hosted",
-        "--action-offline-mode", "--var", f"SERVICE_URL={service.url}", "--var",
-        f"SERVICE_KEY={KEY}",
-        cwd=work, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
-    log = out.decode(errors="replace")
-    assert proc.returncode == 0, log[-6000:]
+    log = await _act_on(service, tmp_path, "matrix-loop.yml")
     legs = {}
     finals: list[set[str]] = []
     for leg in ("cold", "auto", "auto-retry", "auto-again"):

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import pytest
 
-from asyncclient._converter import converter, parse_timestamp, structure_status
+from asyncclient._core._converter import converter, parse_timestamp, structure_status
 from asyncclient.models import (
     FINAL_STATUSES,
     Build,

@@ -191,7 +191,7 @@ def test_the_outage_ends_with_a_call_that_lived_through_it(
 ) -> None:
     """A call that began after the service came back does not end the outage while calls that
     waited for it are still under way: one of those says it is over."""
-    from asyncclient._outage import Outages
+    from asyncclient._client._outage import Outages
 
     now = [0.0]
     outages = Outages(2.0, 30.0, lambda: now[0])
@@ -216,7 +216,7 @@ async def test_a_call_waiting_between_attempts_is_told_at_the_threshold(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Attempts seconds apart meet no failure at the threshold itself: a timer tells it."""
-    from asyncclient._outage import Outages
+    from asyncclient._client._outage import Outages
 
     loop = asyncio.get_running_loop()
     outages = Outages(0.05, 30.0, loop.time)
@@ -239,7 +239,7 @@ async def test_a_call_waiting_between_attempts_is_told_at_the_threshold(
 
 def test_blips_between_answers_are_never_told(caplog: pytest.LogCaptureFixture) -> None:
     """Failures spread over minutes, each followed by an answer, never add up to an outage."""
-    from asyncclient._outage import Outages
+    from asyncclient._client._outage import Outages
 
     now = [0.0]
     outages = Outages(2.0, 30.0, lambda: now[0])
@@ -390,7 +390,7 @@ async def test_an_errors_request_id_is_the_services_in_the_message_and_the_log(
 
 
 async def test_request_ids_come_from_the_usual_headers_or_the_body() -> None:
-    from asyncclient._wire import request_id_of
+    from asyncclient._core._wire import request_id_of
 
     assert request_id_of({"X-Request-Id": "a1"}) == "a1"
     assert request_id_of({"Request-Id": "b2"}) == "b2"

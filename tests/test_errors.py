@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from asyncclient import errors
-from asyncclient._responses import error_from_response
+from asyncclient._core._responses import error_from_response
 from asyncclient.apps import Problem
 from asyncclient.errors import (
     ApiError,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from asyncclient import AsyncSession
-from asyncclient._converter import converter
+from asyncclient._core._converter import converter
 from asyncclient.errors import ValidationError
 from asyncclient.flakiness import analyse
 from asyncclient.models import Run

@@ -1,6 +1,7 @@
 """The package's import graph has no circles, lazy imports inside functions included, and type-only
-ones (`if TYPE_CHECKING:`) only where records hold each other; each module's docstring says what
-it is for, none has over 600 lines of code, and ARCHITECTURE.md names every one."""
+ones (`if TYPE_CHECKING:`) only where records hold each other; the layers are folders and a lower
+layer never imports a higher one; each module's docstring says what it is for, none has over 600
+lines of code, and ARCHITECTURE.md names every one."""
 
 from __future__ import annotations
 
@@ -101,6 +102,87 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
             if found:
                 return found
     return None
+
+
+# The layers, lowest first (ARCHITECTURE.md draws them). A module may import its own layer and
+# the ones below, never one above: lazy imports inside functions and type-only ones included.
+LAYERS = (
+    # values: the public records and the error tree, app files, and the rules without I/O
+    ("asyncclient._version", "asyncclient.errors", "asyncclient.models", "asyncclient.apps",
+     "asyncclient._core"),
+    # this machine: files, locks, limits, bodies read from disk
+    ("asyncclient._local",),
+    # the workflows the session hands work to, and the configuration files
+    ("asyncclient.upload", "asyncclient.watch", "asyncclient.flakiness", "asyncclient.config"),
+    # reaching the service: the transport, the network, downloads, AsyncSession
+    ("asyncclient._client",),
+    # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template
+    ("asyncclient.reruns", "asyncclient.quarantine", "asyncclient.ci"),
+    # what a finished suite reads like
+    ("asyncclient._reports",),
+    # the integrations: the command, the tool server, the emulator, the package's front
+    ("asyncclient.cli", "asyncclient.mcp_server", "asyncclient.testing", "asyncclient.__main__",
+     "asyncclient"),
+)  # fmt: skip
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module: that of the longest prefix LAYERS names."""
+    best, found = -1, None
+    for rank, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, found = len(name), rank
+    assert found is not None, f"{module} is in no layer: add it to LAYERS"
+    return found
+
+
+TOP_LEVEL_LIMIT = 12
+
+
+def test_the_layers_are_folders_and_few_modules_sit_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_LIMIT, top
+    for package in ("_core", "_local", "_client"):
+        doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))
+        assert doc is not None
+        assert "May import" in doc, f"asyncclient.{package} must say what it may import"
+
+
+def test_a_lower_layer_never_imports_a_higher_one() -> None:
+    wrong = [
+        f"{importer} (layer {layer_of(importer)}) imports {imported} (layer {layer_of(imported)})"
+        for importer, targets in edges(types=True).items()
+        for imported in targets
+        if layer_of(imported) > layer_of(importer)
+    ]
+    assert wrong == []
+
+
+def test_the_layer_test_sees_a_wrong_import() -> None:
+    assert layer_of("asyncclient._core._wire") < layer_of("asyncclient._client._session")
+    assert layer_of("asyncclient.cli._run") == len(LAYERS) - 1
+
+
+def private_names_imported() -> list[str]:
+    """`from M import _name` across modules, where `_name` is not a module of its own: a
+    private name stays in its file, or becomes a public name of its (private) module."""
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            if not node.module.startswith("asyncclient"):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{node.module}.{alias.name}" not in MODULES:
+                    found.append(f"{name}: {node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    assert private_names_imported() == []
 
 
 def test_no_import_circles() -> None:
@@ -229,7 +311,7 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
     # Split by resource, each module small enough to read; the wording both share lives below
-    # both (asyncclient._wording), so nothing of the server reaches asyncclient.cli.
+    # both (asyncclient._core._wording), so nothing of the server reaches asyncclient.cli.
     graph = edges()
     server = sorted(name for name in MODULES if name.startswith("asyncclient.mcp_server"))
     assert {
@@ -242,8 +324,8 @@ def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
         assert len(MODULES[name].read_text().splitlines()) <= 600, name
         reached = _reachable(graph, name)
         assert not {m for m in reached if m.startswith("asyncclient.cli")}, name
-    assert "asyncclient._wording" in _reachable(graph, "asyncclient.mcp_server")
-    assert "asyncclient._wording" in _reachable(graph, "asyncclient.cli._common")
+    assert "asyncclient._core._wording" in _reachable(graph, "asyncclient.mcp_server")
+    assert "asyncclient._core._wording" in _reachable(graph, "asyncclient.cli._common")
 
 
 # --- ARCHITECTURE.md's "Where to go" holds in the code --------------------------------------
@@ -286,20 +368,20 @@ def _names_used(module: str) -> set[str]:
     ],
 )
 def test_the_retry_policy_is_one_module(name: str) -> None:
-    assert _defining(name) == {"asyncclient._retry"}
+    assert _defining(name) == {"asyncclient._core._retry"}
 
 
 def test_the_transport_and_the_watcher_ask_the_same_classify() -> None:
-    assert "classify" in _names_used("asyncclient._transport")
+    assert "classify" in _names_used("asyncclient._client._transport")
     assert "classify" in _names_used("asyncclient.watch")
-    for module in ("asyncclient._transport", "asyncclient.watch"):
+    for module in ("asyncclient._client._transport", "asyncclient.watch"):
         text = MODULES[module].read_text()
         assert "RETRYABLE_STATUSES" not in text, module
         assert "OUTAGE_STATUSES" not in text, module
 
 
 def test_the_transport_knows_no_part() -> None:
-    assert "PartBody" not in MODULES["asyncclient._transport"].read_text()
+    assert "PartBody" not in MODULES["asyncclient._client._transport"].read_text()
 
 
 def test_the_emulator_is_one_hop() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from asyncclient import _lenient as lenient
-from asyncclient._responses import error_from_response
+from asyncclient._core import _lenient as lenient
+from asyncclient._core._responses import error_from_response
 from asyncclient.errors import BuildRejectedError, NotStartedError
 
 

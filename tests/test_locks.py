@@ -1,4 +1,4 @@
-"""asyncclient._locks: the lock between processes that guards journals and downloaded files.
+"""asyncclient._local._locks: the lock between processes that guards journals and downloaded files.
 Holders are real processes; a killed one must not leave its lock behind."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from asyncclient._locks import Claim, claim, lock_path_for
+from asyncclient._local._locks import Claim, claim, lock_path_for
 
 HOLD = """
 import asyncio, sys
 from pathlib import Path
-from asyncclient._locks import claim
+from asyncclient._local._locks import claim
 
 async def main():
     got = await claim(Path(sys.argv[1]))

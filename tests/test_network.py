@@ -18,8 +18,8 @@ from aiohttp import web
 from network_support import PROXY_PASSWORD, PROXY_USER, ForwardProxy, forward_proxy
 
 from asyncclient import AsyncSession
-from asyncclient._network import Network
-from asyncclient._network.proxies import bypasses, resolve_proxy
+from asyncclient._client._network import Network
+from asyncclient._client._network.proxies import bypasses, resolve_proxy
 from asyncclient.errors import RedirectError, TransportError, ValidationError
 from asyncclient.testing import FakeService
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from asyncclient import AsyncSession
-from asyncclient._operations import API_PREFIX, OPERATIONS, op
+from asyncclient._core._operations import API_PREFIX, OPERATIONS, op
 from asyncclient.testing import OPERATIONS as FAULTABLE
 from asyncclient.testing import FakeService
 
@@ -49,3 +49,23 @@ async def test_the_emulators_routes_are_the_table() -> None:
         name: (operation.method, API_PREFIX + operation.path.replace("{file:.+}", "{file}"))
         for name, operation in OPERATIONS.items()
     }
+
+
+def test_the_tool_lists_come_from_the_operation_table() -> None:
+    """Each of the spec's tools is its operation's row: its toolset the operation's resource,
+    read-only exactly when it is a GET, destructive when the row says so; the server's own
+    tools are rows of the catalogue. No list is kept by hand."""
+    pytest.importorskip("mcp")
+    from asyncclient.mcp_server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, TOOLSETS
+    from asyncclient.mcp_server._catalogue import CATALOGUE
+
+    spec = [name for name, operation in OPERATIONS.items() if operation.tool]
+    assert [name for name in TOOLS if name in spec] == spec  # in the spec's order
+    for name in spec:
+        operation, tool = OPERATIONS[name], CATALOGUE[name]
+        assert tool.toolset == operation.resource
+        assert (name in READ_TOOLS) == (operation.method == "GET")
+        assert (name in DESTRUCTIVE_TOOLS) == operation.destructive
+    assert set(TOOLS) - set(spec) == {"upload_build", "wait_for_runs", "flaky_tests",
+                                       "download_run_file"}  # fmt: skip
+    assert sorted(n for names in TOOLSETS.values() for n in names) == sorted(TOOLS)

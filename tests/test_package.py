@@ -51,7 +51,7 @@ def _loaded_after(statement: str) -> set[str]:
 def test_importing_the_package_loads_no_aiohttp() -> None:
     loaded = _loaded_after("import asyncclient")
     assert "aiohttp" not in loaded
-    assert "asyncclient._session" not in loaded
+    assert "asyncclient._client._session" not in loaded
 
 
 def test_importing_the_pytest_plugin_loads_no_emulator() -> None:

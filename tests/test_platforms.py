@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from asyncclient import _files, _limits, _locks, _names
+from asyncclient._core import _names
+from asyncclient._local import _files, _limits, _locks
 from asyncclient.cli import _platform
 from asyncclient.cli._platform import fit_console_streams, raise_open_files_limit
 from asyncclient.errors import LocalFileError, ValidationError
@@ -432,7 +433,7 @@ def test_a_key_file_mode_is_checked_only_where_modes_exist(
 def test_the_trust_store_choice(
     platform: str, environ: dict[str, str], ca_file: str | None, chosen: str
 ) -> None:
-    from asyncclient import _network
+    from asyncclient._client import _network
 
     assert _network.trust_store(environ, ca_file, platform) == chosen
 
@@ -440,7 +441,7 @@ def test_the_trust_store_choice(
 def test_the_platform_trust_store_is_truststore(monkeypatch: pytest.MonkeyPatch) -> None:
     import truststore
 
-    from asyncclient import _network
+    from asyncclient._client import _network
 
     context = _network.base_context({}, None, "darwin")
     assert isinstance(context, truststore.SSLContext)

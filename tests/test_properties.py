@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncclient import _reports
-from asyncclient._converter import converter
+from asyncclient._core._converter import converter
+from asyncclient._core._responses import error_from_response
 from asyncclient._reports import junit as _junit
-from asyncclient._responses import error_from_response
 from asyncclient.cli._runs import run_fields
 from asyncclient.errors import ApiError
 from asyncclient.models import Build, Run

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from asyncclient import _reports
+from asyncclient._local._files import write_atomically
 from asyncclient._reports import junit as _junit
 from asyncclient.models import Run, RunStatus
 
@@ -244,7 +245,7 @@ def test_a_report_makes_its_folders_and_follows_the_umask(tmp_path: Path) -> Non
 
     old = os.umask(0o022)
     try:
-        written = _reports.write_atomically(tmp_path / "reports" / "deep" / "r.xml", b"<x/>")
+        written = write_atomically(tmp_path / "reports" / "deep" / "r.xml", b"<x/>")
     finally:
         os.umask(old)
     assert written.read_bytes() == b"<x/>"

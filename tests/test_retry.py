@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from asyncclient._retry import RetryPolicy, RetrySignal, recorded_retry_waits, retrying
+from asyncclient._core._retry import RetryPolicy, RetrySignal, recorded_retry_waits, retrying
 from asyncclient.errors import ServerError, TransportError
 
 

@@ -262,7 +262,7 @@ class KeepingWriter:
 
 
 async def test_read_buffers_are_reused_only_when_nothing_holds_them(tmp_path: Path) -> None:
-    from asyncclient._bodies import _SPARE_BUFFERS, PartPayload
+    from asyncclient._local._bodies import _SPARE_BUFFERS, PartPayload
 
     path = tmp_path / "app.apk"
     content = os.urandom(5 << 20)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from asyncclient._suggest import closest, did_you_mean
+from asyncclient._core._suggest import closest, did_you_mean
 
 COMMANDS = ["list", "get", "stop"]
 

@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
-from asyncclient import AsyncSession, NotFoundError, _telemetry
+from asyncclient import AsyncSession, NotFoundError
+from asyncclient._client import _telemetry
 from asyncclient.testing import FakeService, Fault, recorded_retry_waits
 from asyncclient.testing.builders import build_apk
 

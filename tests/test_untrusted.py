@@ -1,4 +1,4 @@
-"""The one sanitiser of the service's text (asyncclient._untrusted), and every surface that
+"""The one sanitiser of the service's text (asyncclient._core._untrusted), and every surface that
 shows that text to a person or a CI system: the terminal (plain lines, rich tables), the
 command's logs, the GitHub step summary, JSON output. Property tests throw arbitrary text at
 each surface (1,000 examples a surface in CI, fewer on a contributor's machine) and check that
@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from asyncclient import _reports, _untrusted
+from asyncclient import _reports
+from asyncclient._core import _untrusted
 from asyncclient.cli._logging import _SafeFormatter
 from asyncclient.cli._output import Output
 from asyncclient.models import Run

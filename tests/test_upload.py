@@ -30,7 +30,8 @@ from body_paths import BodyPath
 from network_support import Network
 
 import asyncclient.upload._transfer as upload_module
-from asyncclient import AsyncSession, PartBody, _opening
+from asyncclient import AsyncSession, PartBody
+from asyncclient._local import _opening
 from asyncclient.errors import (
     BuildRejectedError,
     ChecksumMismatchError,
@@ -1167,7 +1168,7 @@ async def test_journals_are_looked_for_in_one_listing_of_the_folder_per_call(
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     links: list[Path] = []
-    opened = _journal._Journal.open
+    opened = _journal.Journal.open
 
     def open_then_plant(*args: Any) -> Any:
         found = opened(*args)
@@ -1176,7 +1177,7 @@ async def test_journals_are_looked_for_in_one_listing_of_the_folder_per_call(
             links.append(found.path)
         return found
 
-    monkeypatch.setattr(_journal._Journal, "open", open_then_plant)
+    monkeypatch.setattr(_journal.Journal, "open", open_then_plant)
 
     results = await client.upload_builds(project_id=svc.project_id, items=apks,
                                          journal_dir=journal)  # fmt: skip

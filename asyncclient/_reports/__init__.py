@@ -7,17 +7,13 @@ run, a suite, its quarantine and its history through this one wording, so that t
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import stat
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import quote
 
-from asyncclient import _files, _lenient, _untrusted
+from asyncclient._core import _lenient, _untrusted
 from asyncclient.models import Requirement, Run
 
 if TYPE_CHECKING:
@@ -39,7 +35,6 @@ __all__ = [
     "step_summary_markdown",
     "suite_notes",
     "summary_lines",
-    "write_atomically",
 ]
 
 Outcome = Literal["passed", "failure", "error", "skipped", "not_final"]
@@ -138,7 +133,7 @@ def failed_requirements(run: Run) -> tuple[Requirement, ...]:
     return tuple(req for req in checks if req.outcome == "unknown")
 
 
-def _requirement_line(req: Requirement) -> str:
+def requirement_line(req: Requirement) -> str:
     """`name title: reason`; a requirement whose result could not be read says what it was."""
     if req.outcome == "failed":
         return req.line()
@@ -146,7 +141,7 @@ def _requirement_line(req: Requirement) -> str:
 
 
 def labelled(req: Requirement) -> str:
-    return ("failed " if req.outcome == "failed" else "unclear ") + _requirement_line(req)
+    return ("failed " if req.outcome == "failed" else "unclear ") + requirement_line(req)
 
 
 def captures(run: Run) -> dict[str, str]:
@@ -239,47 +234,6 @@ def summary_lines(
     return lines
 
 
-def write_atomically(
-    path: str | os.PathLike[str], data: bytes, *, keep_mode: bool = False, durable: bool = False
-) -> Path:
-    """Write `data` to `path` through a temp file beside it renamed over it: a reader never
-    sees half a file. Missing folders are made; the file's mode is the user's umask applied
-    to 0o666, as any new file's (a report is read by other steps, maybe as another user).
-    keep_mode: a file already there keeps its mode (a file a person keeps, not a report);
-    durable: the data reaches the disk (fsync) before the rename, so a crash leaves the old
-    file or the new one, never an empty one."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o666)
-        except FileExistsError:
-            continue
-        break
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if keep_mode:
-                with contextlib.suppress(FileNotFoundError):
-                    os.chmod(handle.fileno() if os.chmod in os.supports_fd else temp,
-                             stat.S_IMODE(os.stat(target).st_mode))  # fmt: skip
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        # Closed first (Windows renames no open file); a viewer holding the old report open
-        # is waited for a moment.
-        _files.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return target
-
-
-# Windows opens files in text mode unless told otherwise; elsewhere the flag does not exist.
-_BINARY: Final = getattr(os, "O_BINARY", 0)
-
-
 # --- GitHub step summary (Markdown) -------------------------------------------------------------
 
 
@@ -350,7 +304,7 @@ def step_summary_markdown(
                     f"- **{_cell(title(run))}** ({_link(run.id, run.link)}): {_cell(summary)}"
                 )
                 for req in failed_requirements(run):
-                    lines.append(f"  - {_cell(_requirement_line(req))}")
+                    lines.append(f"  - {_cell(requirement_line(req))}")
             lines += ["", "</details>"]
     flaky = [run for run in runs if run.passed and (earlier or {}).get(run.id)]
     if flaky:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from asyncclient import _reports
+from asyncclient._local._files import write_atomically
 from asyncclient._version import __version__
 
 if TYPE_CHECKING:
@@ -160,4 +161,4 @@ def write_html(
         evidence_dir=evidence_dir,
         report_dir=target.parent,
     )
-    return _reports.write_atomically(target, page.encode("utf-8"))
+    return write_atomically(target, page.encode("utf-8"))

@@ -13,8 +13,8 @@ from datetime import UTC
 from pathlib import Path
 from typing import Final
 
+from asyncclient._local._files import write_atomically
 from asyncclient._reports import (
-    _requirement_line,
     captures,
     duration_seconds,
     error_details,
@@ -22,9 +22,9 @@ from asyncclient._reports import (
     headline,
     labelled,
     outcome,
+    requirement_line,
     status_of,
     title,
-    write_atomically,
 )
 from asyncclient.models import Run
 
@@ -146,7 +146,7 @@ def _testcase(
         },
     )
     children: dict[str, list[ET.Element]] = {tag: [] for tag in _CHILD_ORDER}
-    requirement_lines = [_requirement_line(req) for req in failed_requirements(run)]
+    requirement_lines = [requirement_line(req) for req in failed_requirements(run)]
     status = status_of(run)
     kind = outcome(run)
     quarantined = quarantine_reason is not None  # given only for a test _kind says is
@@ -203,7 +203,7 @@ def _testcase(
             out_lines.append(
                 f"  {number}. {attempt.id} {status_of(attempt)}" + (f": {said}" if said else "")
             )
-            out_lines += [f"     {_requirement_line(r)}" for r in failed_requirements(attempt)]
+            out_lines += [f"     {requirement_line(r)}" for r in failed_requirements(attempt)]
     system_out = ET.Element("system-out")
     system_out.text = _clean("\n".join(out_lines))
     children["system-out"].append(system_out)
@@ -236,7 +236,7 @@ def _attempt_element(attempt: Run, *, flaky: bool) -> ET.Element | None:
         tag, {"message": _clean(headline(attempt) or status), "type": _clean(status)}
     )
     trace = [f"run {attempt.id}: {status}"]
-    trace += [_requirement_line(req) for req in failed_requirements(attempt)]
+    trace += [requirement_line(req) for req in failed_requirements(attempt)]
     if attempt.link:
         trace.append(attempt.link)
     ET.SubElement(element, "stackTrace").text = _clean("\n".join(trace))

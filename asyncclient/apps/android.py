@@ -97,7 +97,7 @@ def inspect_apk(archive: zipfile.ZipFile, display: str) -> AppInfo:
 
 def _decode_manifest(data: bytes, display: str) -> tuple[Attributes, Attributes, Attributes]:
     """The attributes of <manifest>, its <uses-sdk> and <application>: read quickly by
-    asyncclient._axml when the manifest has the usual shape, else decoded by apkInspector."""
+    asyncclient.apps._axml when the manifest has the usual shape, else decoded by apkInspector."""
     if data.lstrip()[:1] == b"<":
         raise AppError(
             f"{display}: AndroidManifest.xml is plain-text XML, not compiled: "

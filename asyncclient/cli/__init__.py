@@ -14,8 +14,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
-from asyncclient._suggest import closest, did_you_mean
-from asyncclient._untrusted import block
+from asyncclient._core._suggest import closest, did_you_mean
+from asyncclient._core._untrusted import block
 from asyncclient._version import __version__
 from asyncclient.cli._common import JSON_OUTPUT, add_global_options
 

@@ -15,7 +15,7 @@ from asyncclient.cli._common import EXIT_NOT_PASSED, CommandError
 from asyncclient.cli._output import Output, to_json
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
 __all__ = ["report"]
@@ -176,7 +176,7 @@ async def _download_failed(
     be downloaded is named on stderr; it does not change the verdict. Returns, per run id, the
     paths saved (relative to FOLDER)."""
 
-    from asyncclient._wording import describe_error, run_files
+    from asyncclient._core._wording import describe_error, run_files
 
     base = Path(folder)
     jobs = [

@@ -1,6 +1,6 @@
 """What every command shares: global options, sessions, running a command, its refusals
 (CommandError) and its one-line errors, Ctrl-C. How commands write is asyncclient.cli._output;
-the exit codes and the wording of the library's errors are asyncclient._wording, which the MCP
+the exit codes and the wording of the library's errors are asyncclient._core._wording, which the MCP
 tool server shares.
 
 Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from asyncclient import _wording
-from asyncclient._untrusted import block
-from asyncclient._wording import (
+from asyncclient._core import _wording
+from asyncclient._core._untrusted import block
+from asyncclient._core._wording import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -213,11 +213,11 @@ def add_group(
 def check_id(value: str, kind: str, argument: str | None = None) -> str:
     """`value` if it is an id of `kind` ("project", "build", "test", "run", "endpoint").
 
-    The library's own check (asyncclient._checks.check_id), so the command refuses exactly
+    The library's own check (asyncclient._core._checks.check_id), so the command refuses exactly
     what the session would; `argument` names the flag or argument in the message (default the
     positional's name, such as RUN_ID). A refusal is a ValidationError: exit 2, nothing sent.
     """
-    from asyncclient._checks import check_id as protocol_check_id
+    from asyncclient._core._checks import check_id as protocol_check_id
 
     return protocol_check_id(kind, value, argument or f"{kind.upper()}_ID")
 

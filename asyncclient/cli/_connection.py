@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
 
 __all__ = ["NETWORK_FLAGS", "add_network_options", "open_session"]
 
@@ -104,7 +104,7 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
 
     A missing address or key is refused here, naming both the flag and the variable to set.
     """
-    from asyncclient._environment import resolve_api_key, resolve_base_url
+    from asyncclient._core._environment import resolve_api_key, resolve_base_url
 
     # The library's own resolution, naming the flags: the same rules, the same messages.
     base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")

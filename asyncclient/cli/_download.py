@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from asyncclient._wording import RunFile, file_path, run_files
+from asyncclient._core._wording import RunFile, file_path, run_files
 from asyncclient.cli._common import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -25,7 +25,7 @@ from asyncclient.cli._output import Output
 from asyncclient.errors import LocalFileError
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
 DEFAULT_CONCURRENCY = 4

@@ -9,7 +9,7 @@ import argparse
 import re
 from typing import Any
 
-from asyncclient._checks import (
+from asyncclient._core._checks import (
     ENDPOINT_DESCRIPTION_MAX,
     ENDPOINT_HEADERS_MAX,
     ENDPOINT_METHODS,
@@ -149,7 +149,7 @@ async def list_endpoints(args: argparse.Namespace, out: Output) -> int:
 
 
 async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient._checks import check_endpoint
+    from asyncclient._core._checks import check_endpoint
 
     project_id = check_id(args.project_id, "project")
     name, description, url = args.name, args.description, args.url.strip()

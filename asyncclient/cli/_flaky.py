@@ -67,7 +67,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 async def flaky(args: argparse.Namespace, out: Output) -> int:
     project_id = check_id(args.project_id, "project")
     tests = [check_id(test, "test", "--test") for test in args.tests]
-    from asyncclient._checks import check_days
+    from asyncclient._core._checks import check_days
 
     days = check_days(args.days)
     async with open_session(args) as session:
@@ -163,7 +163,7 @@ def _write_quarantine(
 
 
 def _asked(test_id: str, report: FlakinessReport) -> bool:
-    from asyncclient._checks import check_id
+    from asyncclient._core._checks import check_id
     from asyncclient.errors import ValidationError
 
     try:

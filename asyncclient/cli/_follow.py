@@ -21,7 +21,7 @@ from asyncclient.cli._output import Output
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
 DEFAULT_INTERVAL = 3.0  # asyncclient.watch.DEFAULT_INTERVAL, not imported to keep start-up light
@@ -308,8 +308,8 @@ class Progress:
         from rich.table import Table
         from rich.text import Text
 
+        from asyncclient._core._untrusted import cell
         from asyncclient._reports import counts_text, duration_seconds, format_duration
-        from asyncclient._untrusted import cell
 
         views = self._views
         caption = counts_text(self._counts)
@@ -335,7 +335,7 @@ class Progress:
             if run is None:
                 cells = [Text(run_id), Text(""), Text("-", style="dim"), Text("")]
             else:
-                # The service's words through the one sanitiser (asyncclient._untrusted).
+                # The service's words through the one sanitiser (asyncclient._core._untrusted).
                 cells = [
                     Text(cell(run.id)),
                     Text(cell(run.test_id)),

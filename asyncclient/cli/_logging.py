@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Final, TextIO
 
-from asyncclient._untrusted import block
+from asyncclient._core._untrusted import block
 
 __all__ = ["LOG_ENV", "LOG_LEVELS", "asked_level", "log_level", "remove_logging", "setup_logging"]
 

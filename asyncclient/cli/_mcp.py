@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from asyncclient._checks import switch
+from asyncclient._core._checks import switch
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command, api_key_source, open_session
 from asyncclient.cli._output import Output
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
-from asyncclient._untrusted import block, cell, guard, json_text
-from asyncclient._wording import format_size, to_json
+from asyncclient._core._untrusted import block, cell, guard, json_text
+from asyncclient._core._wording import format_size, to_json
 
 __all__ = [
     "RATE_MIN_BYTES",
@@ -34,7 +34,7 @@ def _takes_unicode(stream: TextIO) -> bool:
 class Output:
     """Where a command writes: data to stdout (tables or JSON), everything else to stderr.
 
-    Every line goes through the one sanitiser (asyncclient._untrusted): the service's text in
+    Every line goes through the one sanitiser (asyncclient._core._untrusted): the service's text in
     it (titles, reasons, messages) shows its control characters as escapes, never starts a
     new line and never starts a CI workflow command; JSON keeps the text as sent, escaped.
     """
@@ -155,7 +155,7 @@ class Output:
 
 
 def _print_rich(stream: TextIO, renderable: Any) -> None:
-    """Draw with rich, then guard each line drawn (asyncclient._untrusted.guard): rich wraps
+    """Draw with rich, then guard each line drawn (asyncclient._core._untrusted.guard): rich wraps
     a long value, and the wrapped part must not start a line a CI reads as a command."""
     from rich.console import Console
 

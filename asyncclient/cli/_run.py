@@ -184,7 +184,7 @@ def _add_idempotency_key(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_ids(kind: str, values: Sequence[str], flag: str) -> list[str]:
-    from asyncclient._checks import check_id
+    from asyncclient._core._checks import check_id
 
     return list(dict.fromkeys(check_id(kind, value, flag) for value in values))
 

@@ -9,9 +9,9 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from asyncclient._checks import LIST_LIMIT_MAX
-from asyncclient._lenient import run_status_kind, text
-from asyncclient._suggest import did_you_mean
+from asyncclient._core._checks import LIST_LIMIT_MAX
+from asyncclient._core._lenient import run_status_kind, text
+from asyncclient._core._suggest import did_you_mean
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
@@ -25,7 +25,7 @@ from asyncclient.cli._common import (
 from asyncclient.cli._output import Output, format_time, to_json
 
 if TYPE_CHECKING:
-    from asyncclient._session import AsyncSession
+    from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
 _GROUP_EXAMPLES = """\
@@ -102,7 +102,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 async def list_runs(args: argparse.Namespace, out: Output) -> int:
     from asyncclient import _reports
-    from asyncclient._checks import check_limit
+    from asyncclient._core._checks import check_limit
     from asyncclient.errors import ValidationError
     from asyncclient.models import RunStatus
 
@@ -215,8 +215,8 @@ async def _stop_each(session: AsyncSession, run_ids: list[str]) -> list[str | Ba
 
 def run_fields(run: Run) -> list[tuple[str, Any]]:
     """The key/value view of a run; the verdict and results once it is final."""
+    from asyncclient._core._wording import run_files
     from asyncclient._reports import duration_seconds, format_duration
-    from asyncclient._wording import run_files
 
     test = run.test_id
     if run.test_title:
@@ -268,7 +268,7 @@ def _error_text(run: Run) -> str | None:
 
 def _requirements_text(run: Run) -> str | None:
     """A count per outcome, then each check that did not pass with its reason (read from any
-    of the shapes services send, see asyncclient._lenient)."""
+    of the shapes services send, see asyncclient._core._lenient)."""
     checks = run.requirement_results
     if not checks:
         return None

@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncclient._suggest import did_you_mean
+from asyncclient._core._suggest import did_you_mean
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command
 from asyncclient.cli._output import Output, format_time
 

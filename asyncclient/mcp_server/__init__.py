@@ -3,7 +3,7 @@ plus upload_build, wait_for_runs and download_run_file, all on one AsyncSession.
 
 Needs the `mcp` extra (`pip install 'asyncclient[mcp]'`); nothing else in asyncclient imports
 this package, so the base install never loads the SDK. It imports nothing from
-`asyncclient.cli`: the wording both share is in `asyncclient._wording`.
+`asyncclient.cli`: the wording both share is in `asyncclient._core._wording`.
 
 One module per toolset (`_builds`, `_runs`, `_endpoints`, `_files`), each with its tools'
 schemas and descriptions; `_base` holds what they share (argument types, the bounded and

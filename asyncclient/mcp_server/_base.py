@@ -1,6 +1,6 @@
 """What every tool of the server stands on: the argument types whose schemas carry the spec's
 rules, the server's options, the answer (bounded, scrubbed of secrets, errors in the CLI's
-words from asyncclient._wording) and MCP progress notifications.
+words from asyncclient._core._wording) and MCP progress notifications.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import WithJsonSchema
 from typing_extensions import TypedDict
 
-from asyncclient import _wording
-from asyncclient._session import AsyncSession
+from asyncclient._client._session import AsyncSession
+from asyncclient._core import _wording
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server import _budget
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Final
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from asyncclient import _wording
+from asyncclient._core import _wording
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server._base import (
     DEFAULT_PAGE,
@@ -25,11 +25,12 @@ from asyncclient.mcp_server._base import (
     paged,
     string,
 )
+from asyncclient.mcp_server._catalogue import tools_of
 from asyncclient.models import Build
 
 __all__ = ["TOOLS", "BuildTools"]
 
-TOOLS: Final = ("list_builds", "get_build", "upload_build", "delete_build")
+TOOLS: Final = tools_of("builds")
 PLATFORMS: Final = ("android", "ios")
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Final
 from mcp.types import CallToolResult
 from pydantic import WithJsonSchema
 
-from asyncclient import _checks as checks
+from asyncclient._core import _checks as checks
 from asyncclient.mcp_server._base import (
     DEFAULT_PAGE,
     Bounded,
@@ -22,10 +22,11 @@ from asyncclient.mcp_server._base import (
     string,
 )
 from asyncclient.mcp_server._builds import DeletedResult
+from asyncclient.mcp_server._catalogue import tools_of
 
 __all__ = ["TOOLS", "EndpointTools"]
 
-TOOLS: Final = ("list_endpoints", "add_endpoint", "delete_endpoint")
+TOOLS: Final = tools_of("endpoints")
 
 
 class EndpointsResult(Bounded):

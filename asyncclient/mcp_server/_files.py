@@ -9,14 +9,15 @@ from typing import Annotated, Final
 
 from mcp.types import CallToolResult
 
-from asyncclient import _checks as checks
-from asyncclient import _wording
+from asyncclient._core import _checks as checks
+from asyncclient._core import _wording
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server._base import Bounded, RunId, ToolKit, string
+from asyncclient.mcp_server._catalogue import tools_of
 
 __all__ = ["TOOLS", "FileTools"]
 
-TOOLS: Final = ("download_run_file",)
+TOOLS: Final = tools_of("files")
 
 
 class DownloadResult(Bounded):

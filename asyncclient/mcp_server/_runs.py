@@ -9,8 +9,8 @@ from typing import Annotated, Any, Final
 from mcp.types import CallToolResult
 from pydantic import WithJsonSchema
 
-from asyncclient import _checks as checks
-from asyncclient import _wording
+from asyncclient._core import _checks as checks
+from asyncclient._core import _wording
 from asyncclient.errors import ValidationError, WatchTimeoutError
 from asyncclient.mcp_server._base import (
     Bounded,
@@ -23,6 +23,7 @@ from asyncclient.mcp_server._base import (
     compact,
     string,
 )
+from asyncclient.mcp_server._catalogue import tools_of
 from asyncclient.mcp_server._wait import (
     STATUS_ORDER,
     FailedRequirement,
@@ -35,15 +36,7 @@ from asyncclient.reruns import MAX_RETRY_FAILED, wait_with_retries
 
 __all__ = ["TOOLS", "RunTools"]
 
-TOOLS: Final = (
-    "run_test",
-    "run_project",
-    "list_runs",
-    "get_run",
-    "stop_run",
-    "wait_for_runs",
-    "flaky_tests",
-)
+TOOLS: Final = tools_of("runs")
 DEFAULT_WAIT_TIMEOUT: Final = 600.0
 MAX_WAIT_TIMEOUT: Final = 3600.0
 

@@ -13,12 +13,13 @@ from typing import Any, Final
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from asyncclient._session import AsyncSession
-from asyncclient._suggest import did_you_mean
+from asyncclient._client._session import AsyncSession
+from asyncclient._core._suggest import did_you_mean
 from asyncclient._version import __version__
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server import _builds, _endpoints, _files, _runs
 from asyncclient.mcp_server._base import ServerOptions, ToolKit
+from asyncclient.mcp_server._catalogue import CATALOGUE, tools_of
 
 __all__ = [
     "DESTRUCTIVE_TOOLS",
@@ -33,10 +34,7 @@ __all__ = [
 ]
 
 TOOLSETS: Final = {
-    "builds": _builds.TOOLS,
-    "runs": _runs.TOOLS,
-    "endpoints": _endpoints.TOOLS,
-    "files": _files.TOOLS,
+    toolset: tools_of(toolset) for toolset in ("builds", "runs", "endpoints", "files")
 }
 """The tools by resource; `--toolsets` picks among them ("all" is every one)."""
 _KITS: Final[dict[str, type[ToolKit]]] = {
@@ -45,43 +43,14 @@ _KITS: Final[dict[str, type[ToolKit]]] = {
     "endpoints": _endpoints.EndpointTools,
     "files": _files.FileTools,
 }
-# Every tool, in the order of the spec's operations (the three extras where they fit).
-TOOLS: Final = (
-    "list_builds",
-    "get_build",
-    "upload_build",
-    "delete_build",
-    "run_test",
-    "run_project",
-    "list_runs",
-    "get_run",
-    "stop_run",
-    "wait_for_runs",
-    "flaky_tests",
-    "download_run_file",
-    "list_endpoints",
-    "add_endpoint",
-    "delete_endpoint",
-)
-READ_TOOLS: Final = (
-    "list_builds",
-    "get_build",
-    "list_runs",
-    "get_run",
-    "wait_for_runs",
-    "flaky_tests",
-    "download_run_file",
-    "list_endpoints",
-)
+# Every list below is read from the catalogue, which reads the operation table.
+TOOLS: Final = tuple(CATALOGUE)
+"""Every tool, in the order of the spec's operations (the server's own where they fit)."""
+READ_TOOLS: Final = tuple(name for name, tool in CATALOGUE.items() if tool.reads)
 """Tools that change nothing on the service (download_run_file writes only into the server's
 download folder); the only ones `--read-only` offers."""
 WRITE_TOOLS: Final = tuple(name for name in TOOLS if name not in READ_TOOLS)
-DESTRUCTIVE_TOOLS: Final = frozenset({"delete_build", "stop_run", "delete_endpoint"})
-# Calling these again with the same arguments changes nothing more (upload_build resumes or, with
-# skip_existing, finds the same build; the deletes and the stop are no-ops the second time).
-_IDEMPOTENT: Final = frozenset(
-    {"delete_build", "stop_run", "delete_endpoint", "download_run_file", "upload_build"}
-)
+DESTRUCTIVE_TOOLS: Final = frozenset(name for name, tool in CATALOGUE.items() if tool.destructive)
 
 _INSTRUCTIONS = """\
 Tools of the Test-Run Service, which runs automated tests against apps and reports a verdict per \
@@ -158,10 +127,10 @@ def create_server(session: AsyncSession, options: ServerOptions) -> MCPServer[An
     )
     offered = select_tools(tools=options.tools or (), read_only=options.read_only)
     kits = {toolset: kit(session, options) for toolset, kit in _KITS.items()}
-    toolset_of = {name: toolset for toolset, names in TOOLSETS.items() for name in names}
     for name in offered:
-        fn = getattr(kits[toolset_of[name]], name)
-        read_only = name in READ_TOOLS and name != "download_run_file"
+        tool = CATALOGUE[name]
+        fn = getattr(kits[tool.toolset], name)
+        read_only = tool.reads and not tool.writes_here
         server.add_tool(
             fn,
             name=name,
@@ -169,8 +138,8 @@ def create_server(session: AsyncSession, options: ServerOptions) -> MCPServer[An
             annotations=ToolAnnotations(
                 title=name.replace("_", " ").capitalize(),
                 read_only_hint=read_only,
-                destructive_hint=None if read_only else name in DESTRUCTIVE_TOOLS,
-                idempotent_hint=None if read_only else name in _IDEMPOTENT,
+                destructive_hint=None if read_only else tool.destructive,
+                idempotent_hint=None if read_only else tool.idempotent,
                 open_world_hint=False,
             ),
         )

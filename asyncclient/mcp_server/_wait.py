@@ -62,7 +62,7 @@ class WaitResult(Bounded):
 
 
 def failed(run: Run) -> list[FailedRequirement]:
-    # Read leniently whatever shape the service gave them (asyncclient._lenient).
+    # Read leniently whatever shape the service gave them (asyncclient._core._lenient).
     # title: the check's words; id: its id, when the service gave one besides.
     return [
         {"id": req.name if req.title else "", "title": req.title or req.name, "reason": req.reason}

@@ -1,6 +1,6 @@
 """The emulator's aiohttp application: every route and the handler that answers it.
 
-The API's routes come from the operation table (asyncclient._operations) and each resource's
+The API's routes come from the operation table (asyncclient._core._operations) and each resource's
 handlers (`_builds_http`, `_runs_http`, `_endpoints_http`); the emulator's own, `_emulator_http`.
 """
 
@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from asyncclient._operations import OPERATIONS as OPERATIONS_TABLE
+from asyncclient._core._operations import OPERATIONS as OPERATIONS_TABLE
 from asyncclient.testing import _builds_http, _emulator_http, _endpoints_http, _runs_http
 from asyncclient.testing._http import STATE, AppState
 from asyncclient.testing._middleware import add_request_id, middleware
@@ -17,7 +17,7 @@ __all__ = ["make_app"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-#: The handler of each operation of asyncclient._operations.
+#: The handler of each operation of asyncclient._core._operations.
 _HANDLERS: dict[str, Handler] = {
     **_builds_http.HANDLERS,
     **_runs_http.HANDLERS,

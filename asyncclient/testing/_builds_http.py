@@ -133,7 +133,7 @@ async def delete_build(request: web.Request) -> web.Response:
     return json_answer({"ok": True})
 
 
-#: The handler of each build operation of asyncclient._operations.
+#: The handler of each build operation of asyncclient._core._operations.
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "list_builds": list_builds,
     "get_build": get_build,

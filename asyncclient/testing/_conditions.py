@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from asyncclient._operations import OPERATIONS as _OPERATION_TABLE
+from asyncclient._core._operations import OPERATIONS as _OPERATION_TABLE
 
 __all__ = [
     "FAULT_KINDS",
@@ -23,7 +23,8 @@ __all__ = [
     "NetworkConditions",
 ]
 
-#: The names of the API's operations (asyncclient._operations), which faults and conditions name.
+#: The names of the API's operations (asyncclient._core._operations), which faults and
+#: conditions name.
 OPERATIONS = frozenset(_OPERATION_TABLE)
 """The names of the API's operations, which faults and conditions name (`list_runs`, ...)."""
 

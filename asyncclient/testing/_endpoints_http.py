@@ -63,7 +63,7 @@ async def delete_endpoint(request: web.Request) -> web.Response:
     return json_answer({"ok": True})
 
 
-#: The handler of each endpoint operation of asyncclient._operations.
+#: The handler of each endpoint operation of asyncclient._core._operations.
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "list_endpoints": list_endpoints,
     "add_endpoint": add_endpoint,

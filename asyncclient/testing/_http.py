@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from asyncclient._operations import OPERATIONS
+from asyncclient._core._operations import OPERATIONS
 from asyncclient.testing._auth import ApiKey, require_edit
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._conditions import FaultPlan

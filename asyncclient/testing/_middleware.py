@@ -1,7 +1,7 @@
 """The middleware every request passes: it applies the fault plan, then logs the request.
 
 Faults before the handler (latency, 429/503/500, a dropped connection) and after it (drop_after,
-500_after); an operation's name is its route's name, as in asyncclient._operations.
+500_after); an operation's name is its route's name, as in asyncclient._core._operations.
 """
 
 import asyncio

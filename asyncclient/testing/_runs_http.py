@@ -208,7 +208,7 @@ async def download_run_file(request: web.Request) -> web.Response:
     return web.Response(body=file.data, content_type=file.content_type, headers=headers)
 
 
-#: The handler of each run operation of asyncclient._operations.
+#: The handler of each run operation of asyncclient._core._operations.
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "run_test": run_test,
     "run_project": run_project,

@@ -16,7 +16,7 @@ from typing import Any, Self
 from aiohttp import web
 from aiohttp.log import access_logger
 
-from asyncclient._operations import OPERATIONS
+from asyncclient._core._operations import OPERATIONS
 from asyncclient.testing._app import make_app
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._clock import Clock, make_clock

@@ -8,21 +8,21 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from asyncclient import _checks as checks
-from asyncclient._limits import fit_uploads, open_files_left
+from asyncclient._core import _checks as checks
+from asyncclient._local._limits import fit_uploads, open_files_left
 from asyncclient.errors import (
     ValidationError,
 )
 from asyncclient.models import Build
-from asyncclient.upload._budget import _Budget, _Window
-from asyncclient.upload._hashing import _Stopped
-from asyncclient.upload._journal import _Journal, journal_names, release, remove_finished
-from asyncclient.upload._preflight import _preflight, _Source, _TempDirs
-from asyncclient.upload._transfer import _Context, _first_error, _Upload
+from asyncclient.upload._budget import Budget, Window
+from asyncclient.upload._hashing import Stopped
+from asyncclient.upload._journal import Journal, journal_names, release, remove_finished
+from asyncclient.upload._preflight import Source, TempDirs, preflight
+from asyncclient.upload._transfer import Context, Upload, first_error
 from asyncclient.upload._values import (
-    _LOOKAHEAD,
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_PARTS_IN_FLIGHT,
+    LOOKAHEAD,
     ItemLike,
     Progress,
     Service,
@@ -57,7 +57,7 @@ async def upload_one(
         session,
         project_id,
         [UploadItem(Path(path), checks.check_label(label), progress)],
-        budget=_Budget(checks.check_count("concurrency", concurrency)),
+        budget=Budget(checks.check_count("concurrency", concurrency)),
         concurrency=concurrency,
         skip_existing=skip_existing,
         journal_dir=journal_dir,
@@ -110,15 +110,15 @@ async def upload_many(
     # What the process may still open decides how many parts and builds are in flight at
     # once (macOS starts at 256 files): fewer than asked rather than "Too many open files"
     # half-way; too few for one build is said before anything is sent.
-    fitted, window = fit_uploads(asked, _LOOKAHEAD * asked, asked, open_files_left())
-    if (fitted, window) != (asked, _LOOKAHEAD * asked):
+    fitted, window = fit_uploads(asked, LOOKAHEAD * asked, asked, open_files_left())
+    if (fitted, window) != (asked, LOOKAHEAD * asked):
         log.info(
             "the open-files limit fits %d parts and %d builds in flight (asked: %d parts)",
             fitted,
             window,
             asked,
         )
-    budget = _Budget(fitted)
+    budget = Budget(fitted)
     per_build = fitted if concurrency is None else checks.check_count("concurrency", concurrency)
     results: list[UploadResult | None] = [None] * len(listed)
 
@@ -163,7 +163,7 @@ async def _upload_items(
     project_id: str,
     items: list[UploadItem],
     *,
-    budget: _Budget,
+    budget: Budget,
     concurrency: int,
     skip_existing: bool,
     journal_dir: "str | os.PathLike[str] | None",
@@ -173,18 +173,18 @@ async def _upload_items(
     capture: bool,
 ) -> list[UploadResult]:
     project_id = checks.check_id("project", project_id)
-    ctx = _Context(
+    ctx = Context(
         session=session,
         project_id=project_id,
         budget=budget,
         concurrency=concurrency,
         skip_existing=bool(skip_existing),
         journal_dir=_journal_dir(journal_dir),
-        window=_Window(windowed) if windowed else None,
+        window=Window(windowed) if windowed else None,
     )
     results: list[UploadResult | None] = [None] * len(items)
-    sources: list[_Source | None] = [None] * len(items)
-    temps = _TempDirs()
+    sources: list[Source | None] = [None] * len(items)
+    temps = TempDirs()
 
     def settle(index: int, result: UploadResult) -> None:
         results[index] = result
@@ -211,7 +211,7 @@ async def _upload_items(
             _preflight_all, [item.path for item in items], temps, ctx.journal_dir
         )
         for index, outcome in enumerate(checked):
-            if isinstance(outcome, _Source):
+            if isinstance(outcome, Source):
                 sources[index] = outcome
             elif isinstance(outcome, Exception) and capture:
                 failed(index, outcome)
@@ -232,7 +232,7 @@ async def _upload_items(
             return [r for r in results if r is not None]
 
         # 3. The uploads, started in order while the window has room.
-        uploads: dict[int, _Upload] = {}
+        uploads: dict[int, Upload] = {}
         for index in pending:
             source = sources[index]
             assert source is not None
@@ -240,7 +240,7 @@ async def _upload_items(
             callback = item.progress
             if callback is None and progress is not None:
                 callback = _bind_path(progress, item.path)
-            uploads[index] = _Upload(ctx, index, source, item.label, callback, item.on_wait)
+            uploads[index] = Upload(ctx, index, source, item.label, callback, item.on_wait)
         turns = {index: asyncio.Event() for index in pending}
 
         async def one(index: int) -> None:
@@ -275,7 +275,7 @@ async def _upload_items(
                 for index in pending:
                     group.create_task(one(index))
         except BaseExceptionGroup as failure:
-            first = _first_error(failure)
+            first = first_error(failure)
             raise first from first.__cause__
     finally:
         finished, ctx.finished = ctx.finished, []
@@ -286,30 +286,30 @@ async def _upload_items(
     return [r for r in results if r is not None]
 
 
-def _clean_up(temps: _TempDirs, journals: list[_Journal]) -> None:
+def _clean_up(temps: TempDirs, journals: list[Journal]) -> None:
     """Blocking: the call's temporary folders and the journals of the builds it finished."""
     temps.close()
     remove_finished(journals)
 
 
 def _preflight_all(
-    paths: list[Path], temps: _TempDirs, journal_dir: Path
-) -> tuple[list[_Source | BaseException], frozenset[str]]:
-    """Blocking: _preflight of every path, and the journals in `journal_dir`; each outcome is the
-    _Source or the exception (a KeyboardInterrupt or the like stops it and is raised).
+    paths: list[Path], temps: TempDirs, journal_dir: Path
+) -> tuple[list[Source | BaseException], frozenset[str]]:
+    """Blocking: preflight of every path, and the journals in `journal_dir`; each outcome is the
+    Source or the exception (a KeyboardInterrupt or the like stops it and is raised).
 
     Called in one worker thread, not one per file nor a few in parallel: reading an apk's
     manifest is Python work that holds the GIL, so threads only take turns, and each turn costs
     both of them. 200 apks took 31 to 35 ms of CPU in one thread against 68 to 80 ms (and 57 to
     65 ms of wall time) in four, which spent most of it handing the GIL to one another.
     """
-    outcomes: list[_Source | BaseException] = []
+    outcomes: list[Source | BaseException] = []
     for path in paths:
         if temps.closed:  # the call ended (cancelled): the rest are not read
-            outcomes.append(_Stopped())
+            outcomes.append(Stopped())
             continue
         try:
-            outcomes.append(_preflight(path, temps))
+            outcomes.append(preflight(path, temps))
         except Exception as exc:
             outcomes.append(exc)
     return outcomes, journal_names(journal_dir)

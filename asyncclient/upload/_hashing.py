@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from asyncclient.errors import ValidationError
-from asyncclient.upload._values import _CHUNK
+from asyncclient.upload._values import CHUNK
 
 log = logging.getLogger("asyncclient.upload")
 
@@ -31,7 +31,7 @@ def _hash_file(
     upload compares these with the journal's to prove the parts it kept came from these bytes.
     """
     digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
+    buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     remaining = size
     done = 0
@@ -40,8 +40,8 @@ def _hash_file(
     with path.open("rb", buffering=0) as handle:
         while remaining is None or remaining > 0:
             if stop is not None and stop.is_set():
-                raise _Stopped
-            want = _CHUNK if remaining is None else min(_CHUNK, remaining)
+                raise Stopped
+            want = CHUNK if remaining is None else min(CHUNK, remaining)
             got = handle.readinto(view[:want])
             if not got:
                 if remaining is not None:
@@ -68,7 +68,7 @@ def _hash_file(
     return digest.hexdigest()
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """The hashing thread was told to stop (the upload ended early)."""
 
 
@@ -96,7 +96,7 @@ def running() -> int:
     return _running
 
 
-class _Hasher:
+class Hasher:
     """sha256 of a file computed in one of the hashing threads, reading the file sequentially.
 
     Not the loop's default executor: aiofiles reads every chunk of every part there, and a
@@ -182,7 +182,7 @@ class _Hasher:
         """
         self._stop.set()
         if self._job.cancel():  # still queued behind other hashes: it never opens the file
-            self._settle(None, _Stopped())
+            self._settle(None, Stopped())
         if not self._future.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._future)

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from asyncclient import _files
+from asyncclient._local import _files
 from asyncclient.errors import LocalFileError
-from asyncclient.upload._values import _JOURNAL_VERSION, STATE_DIR_ENV
+from asyncclient.upload._values import JOURNAL_VERSION, STATE_DIR_ENV
 
 log = logging.getLogger("asyncclient.upload")
 
@@ -145,7 +145,7 @@ def journal_name(identity: dict[str, Any]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
 
 
-class _Journal:
+class Journal:
     """The resume record of one upload: one file, its state first, then a line per part sent."""
 
     def __init__(self, path: Path, identity: dict[str, Any]) -> None:
@@ -163,7 +163,7 @@ class _Journal:
     @classmethod
     def open(
         cls, directory: Path, identity: dict[str, Any], listed: "frozenset[str] | None" = None
-    ) -> "_Journal | None":
+    ) -> "Journal | None":
         """The journal of `identity` in `directory`, loaded if it is there; None when another
         upload of this process holds it. listed: journal_names(directory) from the start of
         the call (None: look on disk)."""
@@ -202,7 +202,7 @@ class _Journal:
             return
         try:
             data = merged(text)
-            if data.get("version") != _JOURNAL_VERSION or data.get("identity") != self.identity:
+            if data.get("version") != JOURNAL_VERSION or data.get("identity") != self.identity:
                 return
             build_id = data["buildId"]
             part_bytes = data["partBytes"]
@@ -265,7 +265,7 @@ class _Journal:
             return
         head = _line(
             {
-                "version": _JOURNAL_VERSION,
+                "version": JOURNAL_VERSION,
                 "identity": self.identity,
                 "buildId": self.build_id,
                 "partBytes": self.part_bytes,
@@ -347,7 +347,7 @@ class _Journal:
         self._close_file()
 
 
-def remove_finished(journals: "list[_Journal]") -> None:
+def remove_finished(journals: "list[Journal]") -> None:
     """Remove the journals of finished uploads: blocking, so called once per upload call in a
     worker thread, not once per build (an unlink of a file just written can take milliseconds,
     7 ms seen on this machine's disk, and a thread hop per build costs the event loop too).
@@ -357,7 +357,7 @@ def remove_finished(journals: "list[_Journal]") -> None:
         journal.remove()
 
 
-def release(journals: "list[_Journal]") -> None:
+def release(journals: "list[Journal]") -> None:
     """Give up the names of `journals` (on the event loop, after remove_finished)."""
     for journal in journals:
         _JOURNALS_IN_USE.discard(journal.path)

@@ -23,15 +23,15 @@ from asyncclient.errors import (
 if TYPE_CHECKING:
     pass
 
-from asyncclient.upload._hashing import _Hasher, _Stopped
-from asyncclient.upload._values import _CHUNK, LocalBuild
+from asyncclient.upload._hashing import Hasher, Stopped
+from asyncclient.upload._values import CHUNK, LocalBuild
 
 __all__ = ["inspect_build_file"]
 
 log = logging.getLogger("asyncclient.upload")
 
 
-class _TempDirs:
+class TempDirs:
     """The temporary folders of one call (zipped .app folders), removed all together at its end.
 
     Pre-flight threads run on after a cancelled call: one that asks for a folder after close()
@@ -46,7 +46,7 @@ class _TempDirs:
     def new(self) -> Path:
         with self._lock:
             if self._closed:
-                raise _Stopped
+                raise Stopped
             made = Path(tempfile.mkdtemp(prefix="asyncclient-app-"))
             self._dirs.append(made)
             return made
@@ -65,7 +65,7 @@ class _TempDirs:
 
 
 @attrs.define
-class _Source:
+class Source:
     """A pre-flighted file: what is sent (the file itself or a temporary zip of an .app)."""
 
     given: Path
@@ -83,7 +83,7 @@ class _Source:
             self.temp_dir = None
 
 
-def _preflight(path: Path, temps: _TempDirs) -> _Source:
+def preflight(path: Path, temps: TempDirs) -> Source:
     """Every local check, with the fix in each message; raises ValidationError. Blocking."""
     shown = os.fspath(path)
     try:
@@ -106,7 +106,7 @@ def _preflight(path: Path, temps: _TempDirs) -> _Source:
     if st.st_size == 0:
         raise ValidationError(f"{shown} is empty (0 bytes): rebuild the app")
     info = _inspect(path, path.name)
-    return _Source(path, path, path.name, st.st_size, st.st_mtime_ns, info)
+    return Source(path, path, path.name, st.st_size, st.st_mtime_ns, info)
 
 
 def _inspect(path: Path, file_name: str) -> AppInfo:
@@ -120,7 +120,7 @@ def _inspect(path: Path, file_name: str) -> AppInfo:
         ) from None
 
 
-def _zip_source(app_dir: Path, temps: _TempDirs) -> _Source:
+def _zip_source(app_dir: Path, temps: TempDirs) -> Source:
     temp_dir = temps.new()
     try:
         dest = temp_dir / f"{app_dir.name}.zip"
@@ -130,7 +130,7 @@ def _zip_source(app_dir: Path, temps: _TempDirs) -> _Source:
     except BaseException:
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
-    return _Source(app_dir, dest, dest.name, st.st_size, st.st_mtime_ns, info, digest, temp_dir)
+    return Source(app_dir, dest, dest.name, st.st_size, st.st_mtime_ns, info, digest, temp_dir)
 
 
 _ZIP_EPOCH: Final = (1980, 1, 1, 0, 0, 0)
@@ -160,7 +160,7 @@ def _zip_app_dir(app_dir: Path, dest: Path) -> str:
         raise ValidationError(f"cannot zip {app_dir}: {exc.strerror or exc}: {where}") from None
     digest = hashlib.sha256()
     with dest.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
+        while chunk := handle.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
 
@@ -183,7 +183,7 @@ def _zip_member(archive: zipfile.ZipFile, source: Path, name: str) -> None:
         info.compress_type = zipfile.ZIP_DEFLATED
         info.file_size = st.st_size  # lets zipfile choose zip64 for members over 2 GiB
         with source.open("rb") as src, archive.open(info, "w") as out:
-            shutil.copyfileobj(src, out, _CHUNK)
+            shutil.copyfileobj(src, out, CHUNK)
 
 
 async def inspect_build_file(path: "str | os.PathLike[str]", *, sha256: bool = True) -> LocalBuild:
@@ -192,12 +192,12 @@ async def inspect_build_file(path: "str | os.PathLike[str]", *, sha256: bool = T
     An .app folder is zipped as an upload would zip it; the temporary zip is removed again.
     Raises ValidationError with the fix for anything the upload would refuse locally.
     """
-    temps = _TempDirs()
+    temps = TempDirs()
     try:
-        source = await asyncio.to_thread(_preflight, Path(path), temps)
+        source = await asyncio.to_thread(preflight, Path(path), temps)
         digest = source.sha256
         if sha256 and digest is None:
-            hasher = _Hasher(source.send_path, source.size)
+            hasher = Hasher(source.send_path, source.size)
             try:
                 digest = await hasher.result()
             finally:

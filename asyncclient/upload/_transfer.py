@@ -17,9 +17,9 @@ from typing import Any, BinaryIO
 
 import attrs
 
-from asyncclient._bodies import PartBody
-from asyncclient._locks import ProcessLock, claim
-from asyncclient._opening import open_unleaked
+from asyncclient._local._bodies import PartBody
+from asyncclient._local._locks import ProcessLock, claim
+from asyncclient._local._opening import open_unleaked
 from asyncclient.errors import (
     ApiError,
     BadRequestError,
@@ -32,31 +32,31 @@ from asyncclient.errors import (
     reason_phrase,
 )
 from asyncclient.models import Build, BuildList, UploadedPart
-from asyncclient.upload._budget import _Budget, _ProgressSink, _Window
-from asyncclient.upload._hashing import _Hasher
-from asyncclient.upload._journal import _Journal, journal_name
-from asyncclient.upload._preflight import _Source
+from asyncclient.upload._budget import Budget, ProgressSink, Window
+from asyncclient.upload._hashing import Hasher
+from asyncclient.upload._journal import Journal, journal_name
+from asyncclient.upload._preflight import Source
 from asyncclient.upload._values import STATE_DIR_ENV, Progress, Service, UploadResult
 
 log = logging.getLogger("asyncclient.upload")
 
 
 @attrs.define
-class _Context:
+class Context:
     """What the uploads of one call share."""
 
     session: Service
     project_id: str
-    budget: _Budget
+    budget: Budget
     concurrency: int
     skip_existing: bool
     journal_dir: Path
     listing: "BuildList | None" = None
     # The journals in journal_dir as the call began (None: each build looks on disk).
     journals_listed: frozenset[str] | None = None
-    window: _Window | None = None
+    window: Window | None = None
     # Journals of the uploads that succeeded, removed together at the end of the call.
-    finished: list[_Journal] = attrs.Factory(list)
+    finished: list[Journal] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -71,14 +71,14 @@ class _Restart(Exception):
     """A resumed upload cannot go on (the service lost its parts): start it over."""
 
 
-class _Upload:
+class Upload:
     """One build: pre-flighted source in, UploadResult out (or an exception)."""
 
     def __init__(
         self,
-        ctx: _Context,
+        ctx: Context,
         index: int,
-        source: _Source,
+        source: Source,
         label: str | None,
         progress: Progress | None,
         on_wait: "Callable[[int | None], object] | None" = None,
@@ -88,7 +88,7 @@ class _Upload:
         self.source = source
         self.label = label
         self.on_wait = on_wait
-        self.sink = _ProgressSink(source.size, progress)
+        self.sink = ProgressSink(source.size, progress)
         self.sha256 = source.sha256
         self.parts_sent = 0
         self.bytes_sent = 0
@@ -151,7 +151,7 @@ class _Upload:
                 else:
                     journal.close()
             # Another process waiting for this file reads the build from the lock (its journal
-            # is removed at the end of the call, after the lock is gone: see _Journal.finish).
+            # is removed at the end of the call, after the lock is gone: see Journal.finish).
             held.lock.release({"buildId": build.id, "sha256": self.sha256} if done else None)
         return self._result(build, started, verified=verified)
 
@@ -193,10 +193,10 @@ class _Upload:
             "label": self.label,
         }
 
-    def _open_journal(self, identity: dict[str, Any], *, waited: bool) -> _Journal | None:
+    def _open_journal(self, identity: dict[str, Any], *, waited: bool) -> Journal | None:
         # After a wait the listing from the start of the call is stale: look on disk.
         listed = None if waited else self.ctx.journals_listed
-        return _Journal.open(self.ctx.journal_dir, identity, listed)
+        return Journal.open(self.ctx.journal_dir, identity, listed)
 
     async def _claim(self, identity: dict[str, Any]) -> "_Claimed | tuple[Build, bool]":
         """The lock on this file's journal, held until the upload ends; or, when another
@@ -251,7 +251,7 @@ class _Upload:
 
     async def _local_sha256(self) -> str:
         if self.sha256 is None:
-            hasher = _Hasher(self.source.send_path, self.source.size)
+            hasher = Hasher(self.source.send_path, self.source.size)
             try:
                 self.sha256 = await hasher.result()
             finally:
@@ -280,13 +280,13 @@ class _Upload:
                 return build
         return None
 
-    async def _upload(self, journal: _Journal | None, *, resume: bool) -> "Build":
+    async def _upload(self, journal: Journal | None, *, resume: bool) -> "Build":
         # The hashing thread, if one is started, is stopped however the upload ends.
         async with contextlib.AsyncExitStack() as cleanup:
             return await self._upload_with(cleanup, journal, resume=resume)
 
     async def _upload_with(
-        self, cleanup: contextlib.AsyncExitStack, journal: _Journal | None, *, resume: bool
+        self, cleanup: contextlib.AsyncExitStack, journal: Journal | None, *, resume: bool
     ) -> "Build":
         session = self.ctx.session
         src = self.source
@@ -309,7 +309,7 @@ class _Upload:
         expected_part_bytes = part_bytes or (listing.part_bytes if listing is not None else 0)
         started = None
         if self.sha256 is None:
-            started = _Hasher(src.send_path, src.size, expected_part_bytes or None)
+            started = Hasher(src.send_path, src.size, expected_part_bytes or None)
             cleanup.push_async_callback(started.stop)
         hasher = started  # the source of the journal's digests, while its parts are these
         if build_id is not None and hasher is not None:
@@ -352,7 +352,7 @@ class _Upload:
             self._adjust_window(0)
 
     async def _provable(
-        self, journal: _Journal | None, hasher: _Hasher, etags: dict[int, str]
+        self, journal: Journal | None, hasher: Hasher, etags: dict[int, str]
     ) -> dict[int, str] | None:
         """The journal's parts whose bytes are proven to be the file's now, or None when the
         file differs from what they were sent from (a new upload must start).
@@ -386,7 +386,7 @@ class _Upload:
             )
         return kept
 
-    async def _resume(self, journal: _Journal) -> "tuple[str, int, dict[int, str]] | Build | None":
+    async def _resume(self, journal: Journal) -> "tuple[str, int, dict[int, str]] | Build | None":
         """The journalled upload to continue, a build it already finished, or None (start over)."""
         assert journal.build_id is not None
         try:
@@ -426,8 +426,8 @@ class _Upload:
         part_bytes: int,
         missing: Sequence[int],
         etags: dict[int, str],
-        journal: _Journal | None,
-        hasher: _Hasher | None = None,
+        journal: Journal | None,
+        hasher: Hasher | None = None,
     ) -> None:
         """Send the missing parts, at most ctx.concurrency at once within the shared budget."""
         session = self.ctx.session
@@ -466,7 +466,7 @@ class _Upload:
                     for _ in range(workers):
                         group.create_task(worker())
         except BaseExceptionGroup as failed:
-            first = _first_error(failed)
+            first = first_error(failed)
             raise first from first.__cause__
         finally:
             # Every attempt has let go of it: each waits for its body to stop going out.
@@ -552,7 +552,7 @@ async def _open_for_parts(path: Path) -> BinaryIO:
     )
 
 
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first real error in a (possibly nested) group from a TaskGroup."""
     first: BaseException = group.exceptions[0]
     while isinstance(first, BaseExceptionGroup):

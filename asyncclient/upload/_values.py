@@ -9,8 +9,8 @@ from typing import Final, Protocol, TypeAlias
 
 import attrs
 
-from asyncclient._bodies import PartBody
-from asyncclient._locks import STATE_DIR_ENV, state_dir
+from asyncclient._local._bodies import PartBody
+from asyncclient._local._locks import STATE_DIR_ENV, state_dir
 from asyncclient.apps import AppInfo
 from asyncclient.models import Build, BuildList, UploadedPart, UploadStart
 
@@ -43,14 +43,14 @@ Progress = Callable[[int, int], object]
 part is retried (what its failed attempt had sent is wound back) and ends at total_bytes; a
 resumed upload starts at the bytes its earlier run already sent."""
 
-_CHUNK: Final = 1 << 20
+CHUNK: Final = 1 << 20
 # 2: the journal keeps the sha256 of the file up to the end of each part ("prefixes"), so that a
 # resume proves the parts it keeps came from the bytes on disk now. A version 1 journal proves
 # nothing: its upload starts over.
-_JOURNAL_VERSION: Final = 2
+JOURNAL_VERSION: Final = 2
 # upload_builds starts the next build while fewer than this many parts per budget slot are
 # queued or in flight, so its start request and the completion of the previous one overlap.
-_LOOKAHEAD: Final = 2
+LOOKAHEAD: Final = 2
 
 
 def _to_path(value: "str | os.PathLike[str]") -> Path:

@@ -95,7 +95,7 @@ def env_for(svc: FakeService, key: str | None = None) -> dict[str, str]:
 
 
 def library_message(check: Callable[..., object], *args: object) -> str:
-    """What one of the library's own checks (asyncclient._checks, asyncclient._wire) says about
+    """What one of the library's own checks (asyncclient._core: _checks, _wire) says about
     `args`: the command must refuse with the same words, not a drifting copy of its own."""
     try:
         check(*args)

@@ -28,7 +28,7 @@ from commands_support import (
 )
 from network_support import ServeEmulator
 
-from asyncclient import _checks as checks
+from asyncclient._core import _checks as checks
 from asyncclient.testing import FakeService
 
 RunCli = Callable[..., Awaitable[Any]]
@@ -807,7 +807,8 @@ def test_help_does_not_import_aiohttp_or_rich() -> None:
         "import sys\n"
         "from asyncclient.cli import build_parser\n"
         "build_parser().format_help()\n"
-        "print(sorted(m for m in ('aiohttp', 'rich', 'asyncclient._session') if m in sys.modules))"
+        "print(sorted(m for m in ('aiohttp', 'rich', 'asyncclient._client._session')\n"
+        "             if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

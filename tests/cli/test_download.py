@@ -22,7 +22,7 @@ from commands_support import (
 )
 from network_support import ServeEmulator
 
-from asyncclient import _wire as wire
+from asyncclient._core import _wire as wire
 from asyncclient.testing import FakeService, Fault
 
 # Over plain HTTP in every dialect, then over HTTPS and HTTPS through a real proxy.

@@ -5,12 +5,15 @@ program may hold one for a moment (a virus scanner, an indexer, a viewer showing
 So the client never does so with a file it holds open itself, and where another program may,
 it tries again for a short, bounded time, as pip does (pip._internal.utils.filesystem:
 `replace` and `adjacent_tmp_file`, retried for about a second), then says in one line that the
-file is in use.
+file is in use. write_atomically() writes a file whole through a temp file beside it: a reader
+never sees half of it (the reports, the quarantine file).
 """
 
 import asyncio
 import contextlib
 import os
+import secrets
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +21,7 @@ from typing import Final
 
 from asyncclient.errors import LocalFileError
 
-__all__ = ["IN_USE_SECONDS", "areplace", "replace", "unlink"]
+__all__ = ["IN_USE_SECONDS", "areplace", "replace", "unlink", "write_atomically"]
 
 IN_USE_SECONDS: Final = 2.0
 _PAUSE: Final = 0.1
@@ -76,3 +79,44 @@ def _retrying(
                     ) from exc
                 raise
         sleep(_PAUSE)
+
+
+def write_atomically(
+    path: str | os.PathLike[str], data: bytes, *, keep_mode: bool = False, durable: bool = False
+) -> Path:
+    """Write `data` to `path` through a temp file beside it renamed over it: a reader never
+    sees half a file. Missing folders are made; the file's mode is the user's umask applied
+    to 0o666, as any new file's (a report is read by other steps, maybe as another user).
+    keep_mode: a file already there keeps its mode (a file a person keeps, not a report);
+    durable: the data reaches the disk (fsync) before the rename, so a crash leaves the old
+    file or the new one, never an empty one."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o666)
+        except FileExistsError:
+            continue
+        break
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if keep_mode:
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(handle.fileno() if os.chmod in os.supports_fd else temp,
+                             stat.S_IMODE(os.stat(target).st_mode))  # fmt: skip
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        # Closed first (Windows renames no open file); a viewer holding the old report open
+        # is waited for a moment.
+        replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+# Windows opens files in text mode unless told otherwise; elsewhere the flag does not exist.
+_BINARY: Final = getattr(os, "O_BINARY", 0)

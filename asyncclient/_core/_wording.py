@@ -139,7 +139,7 @@ def to_json(value: Any) -> Any:
     present and null when the service did not send it, and timestamps are written as ISO 8601
     UTC with milliseconds (`2026-11-21T05:00:00.000Z`).
     """
-    from asyncclient._converter import converter
+    from asyncclient._core._converter import converter
 
     return _json_ready(converter.unstructure(value))
 
@@ -171,21 +171,21 @@ class RunFile(NamedTuple):
 def file_path(value: str, run_id: str) -> str:
     """The path of a run file under its run (`screenshots/01.png`), from a path or a full link.
 
-    The library parses it (asyncclient._wire.run_file_path refuses `..`, empty parts and
+    The library parses it (asyncclient._core._wire.run_file_path refuses `..`, empty parts and
     links of other runs with a ValidationError); the path is then decoded, and each of its
-    parts made a name every platform can store (asyncclient._names: no `<>:"\\|?*`, device
+    parts made a name every platform can store (asyncclient._core._names: no `<>:"\\|?*`, device
     names or trailing dots), so it is the same local path on Linux, macOS and Windows and
     never leaves the folder it is written in.
     """
-    from asyncclient._names import safe_relative_path
-    from asyncclient._wire import run_file_path
+    from asyncclient._core._names import safe_relative_path
+    from asyncclient._core._wire import run_file_path
 
     return safe_relative_path(unquote(run_file_path(run_id, value.strip())))
 
 
 def run_files(run: Run) -> list[RunFile]:
     """The video, then the screenshots, of a run (empty before it is final)."""
-    from asyncclient._wire import run_file_path
+    from asyncclient._core._wire import run_file_path
 
     files = []
     for link in run.file_refs:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from asyncclient._suggest import did_you_mean
+from asyncclient._core._suggest import did_you_mean
 from asyncclient.errors import ValidationError
 
 # Resource kind -> (id prefix, what the prefix names in messages).

@@ -18,6 +18,7 @@ __all__ = ["API_PREFIX", "OPERATIONS", "Operation", "op"]
 API_PREFIX: Final = "/api/v1"
 
 Capability = Literal["any", "run", "edit"]
+Resource = Literal["builds", "runs", "endpoints"]
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 
@@ -36,6 +37,9 @@ class Operation:
         capability: The least key capability it needs; the emulator refuses a run-only key
             an "edit" operation from this field alone.
         retry_safe: Whether repeating it is harmless (the session retries only those).
+        resource: The spec's section it belongs to: builds, runs or (tester) endpoints.
+        destructive: Whether it takes something away (a build, an endpoint, a run's chance
+            to finish): an agent's client asks before such a tool.
     """
 
     name: str
@@ -45,6 +49,13 @@ class Operation:
     tool: bool = True
     capability: Capability = "any"
     retry_safe: bool = True
+    resource: Resource = "runs"
+    destructive: bool = False
+
+    @property
+    def reads(self) -> bool:
+        """Whether it changes nothing on the service (a GET)."""
+        return self.method == "GET"
 
     @property
     def route(self) -> str:
@@ -57,17 +68,18 @@ class Operation:
 
 
 _TABLE: Final = (
-    Operation("list_builds", "List builds", "GET", "/projects/{project_id}/builds"),
-    Operation("get_build", "Get a build", "GET", "/builds/{build_id}"),
+    Operation("list_builds", "List builds", "GET", "/projects/{project_id}/builds",
+              resource="builds"),
+    Operation("get_build", "Get a build", "GET", "/builds/{build_id}", resource="builds"),
     Operation("start_upload", "Start a build upload", "POST", "/projects/{project_id}/builds",
-              tool=False, capability="run"),
+              tool=False, capability="run", resource="builds"),
     Operation("upload_part", "Upload a build part", "PUT",
               "/builds/{build_id}/parts/{part_number}",
-              tool=False, capability="run"),
+              tool=False, capability="run", resource="builds"),
     Operation("complete_upload", "Complete a build upload", "POST", "/builds/{build_id}/complete",
-              tool=False, capability="run"),
+              tool=False, capability="run", resource="builds"),
     Operation("delete_build", "Delete a build", "DELETE", "/builds/{build_id}",
-              capability="edit"),
+              capability="edit", resource="builds", destructive=True),
     Operation("run_test", "Run a test", "POST", "/tests/{test_id}/run",
               capability="run"),
     Operation("run_project", "Run a project", "POST", "/projects/{project_id}/run",
@@ -75,14 +87,15 @@ _TABLE: Final = (
     Operation("list_runs", "List runs", "GET", "/runs"),
     Operation("get_run", "Get a run", "GET", "/runs/{run_id}"),
     Operation("stop_run", "Stop a run", "POST", "/runs/{run_id}/stop",
-              capability="run"),
+              capability="run", destructive=True),
     Operation("download_run_file", "Download a run file", "GET", "/runs/{run_id}/files/{file:.+}",
               tool=False),
-    Operation("list_endpoints", "List endpoints", "GET", "/projects/{project_id}/endpoints"),
+    Operation("list_endpoints", "List endpoints", "GET", "/projects/{project_id}/endpoints",
+              resource="endpoints"),
     Operation("add_endpoint", "Add an endpoint", "POST", "/projects/{project_id}/endpoints",
-              capability="edit", retry_safe=False),
+              capability="edit", retry_safe=False, resource="endpoints"),
     Operation("delete_endpoint", "Delete an endpoint", "DELETE", "/endpoints/{endpoint_id}",
-              capability="edit"),
+              capability="edit", resource="endpoints", destructive=True),
 )  # fmt: skip
 
 #: The operations by name, in the spec's order.

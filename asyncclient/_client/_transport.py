@@ -2,7 +2,7 @@
 of a request (errors mapped onto the error tree), and the retry loop around the attempts.
 Over 400 lines: one attempt is one control flow (the body going out, the answer coming in
 within its limit, each failure mapped and classed as retryable or not); the pieces that stand
-alone live beside it (_bodies, _bounded, _network, _retry, _responses)."""
+alone live elsewhere (_local._bodies, _network.bounded, _core._retry, _core._responses)."""
 
 import asyncio
 import contextlib
@@ -18,21 +18,21 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 import orjson
 
-from asyncclient import _environment as environment
-from asyncclient import _telemetry
-from asyncclient import _wire as wire
-from asyncclient._bodies import Body, Outgoing, outgoing
-from asyncclient._network import Network
-from asyncclient._network.bounded import ERROR_BODY_LIMIT, read_bounded
-from asyncclient._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
-from asyncclient._responses import error_from_response
-from asyncclient._retry import RetryPolicy, RetrySignal, classify, retrying
+from asyncclient._client import _telemetry
+from asyncclient._client._network import Network
+from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
+from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
+from asyncclient._core import _environment as environment
+from asyncclient._core import _wire as wire
+from asyncclient._core._responses import error_from_response
+from asyncclient._core._retry import RetryPolicy, RetrySignal, classify, retrying
+from asyncclient._local._bodies import Body, Outgoing, outgoing
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Call", "Transport"]
 
 # One DEBUG record per attempt (requests) and per retry (retries), with their fields on the
-# record as well as in the message (see the embedding guide); outages: asyncclient._outage.
+# record as well as in the message (see the embedding guide); outages: asyncclient._client._outage.
 requests_log: Final = logging.getLogger("asyncclient.requests")
 retries_log: Final = logging.getLogger("asyncclient.retries")
 
@@ -116,7 +116,7 @@ class Call:
         self.phase: str | None = None  # where the last attempt was (our own session only)
         # The raw exception of the last attempt's transport failure (aiohttp's, a timeout).
         self.failure: BaseException | None = None
-        # OpenTelemetry's tracer and instruments when an SDK is set up (asyncclient._telemetry).
+        # OpenTelemetry's tracer and instruments when an SDK is set up (_telemetry).
         self.tracer: Any = None
         self.meters: _telemetry.Instruments | None = None
 
@@ -343,7 +343,7 @@ class Transport:
         ids: Mapping[str, str] | None = None,
     ) -> T:
         """Send one request (with retries) and decode its JSON answer with `decode`; with
-        OpenTelemetry, in a span named after `op` (asyncclient._telemetry) holding `ids`."""
+        OpenTelemetry, in a span named after `op` (asyncclient._client._telemetry) holding `ids`."""
         request_headers: Mapping[str, str] = self._headers
         if json is not None:
             body = _dumps(json)

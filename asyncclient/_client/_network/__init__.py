@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from asyncclient._network import probe as _probe
-from asyncclient._network.probe import ssl_words
-from asyncclient._network.proxies import DIRECT, PROXY_ENV, Proxy, resolve_proxy
+from asyncclient._client._network import probe as _probe
+from asyncclient._client._network.probe import ssl_words
+from asyncclient._client._network.proxies import DIRECT, PROXY_ENV, Proxy, resolve_proxy
 from asyncclient.errors import ValidationError, reason_phrase
 
 __all__ = [

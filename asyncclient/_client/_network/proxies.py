@@ -1,7 +1,7 @@
 """Proxies: which one a request to the service goes through (an explicit one, the
 ASYNCCLIENT_PROXY variable, or the variables curl and pip read, NO_PROXY honoured), and how it
 is shown: its password never appears, `http://user:***@host:port`. Pure functions of their
-arguments; asyncclient._network uses them."""
+arguments; asyncclient._client._network uses them."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
     },
 }
 
-_TYPE_WORDS: Final = {
+TYPE_WORDS: Final = {
     "str": "a string",
     "path": "a path (a string)",
     "int": "a whole number",

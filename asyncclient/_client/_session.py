@@ -1,5 +1,6 @@
 """AsyncSession: one method per operation of the service: check the input, call, structure.
-The request core (transport, retries) is asyncclient._transport; downloads asyncclient._download.
+The request core (transport, retries) is asyncclient._client._transport; downloads
+asyncclient._client._download.
 Over 400 lines for one concern: fifteen operations and the upload and watch entry points, each
 with the docstring users read, on the one public class.
 """
@@ -22,16 +23,16 @@ import aiofiles.os
 import aiohttp
 import aiohttp.payload
 
-from asyncclient import _checks as checks
-from asyncclient import _environment as environment
-from asyncclient import _telemetry
-from asyncclient import _wire as wire
-from asyncclient._bodies import PartBody
-from asyncclient._converter import converter
-from asyncclient._download import download_run_file
-from asyncclient._network import Network
-from asyncclient._operations import OPERATIONS
-from asyncclient._responses import (
+from asyncclient._client import _telemetry
+from asyncclient._client._download import download_run_file
+from asyncclient._client._network import Network
+from asyncclient._client._transport import Transport
+from asyncclient._core import _checks as checks
+from asyncclient._core import _environment as environment
+from asyncclient._core import _wire as wire
+from asyncclient._core._converter import converter
+from asyncclient._core._operations import OPERATIONS
+from asyncclient._core._responses import (
     read_build,
     read_build_list,
     read_endpoints,
@@ -46,8 +47,8 @@ from asyncclient._responses import (
     read_upload_start,
     read_uploaded_part,
 )
-from asyncclient._retry import RetryPolicy, Sleep
-from asyncclient._transport import Transport
+from asyncclient._core._retry import RetryPolicy, Sleep
+from asyncclient._local._bodies import PartBody
 from asyncclient._version import __version__
 from asyncclient.errors import (
     ConflictError,
@@ -362,7 +363,7 @@ class AsyncSession:
         transfer: bool = False,
         ids: Mapping[str, str] | None = None,
     ) -> T:
-        """One operation of the table (asyncclient._operations): its method and path, with the
+        """One operation of the table (asyncclient._core._operations): its method and path, with the
         path's ids filled in, retried as the table says it may be."""
         operation = OPERATIONS[name]
         return await self._t.request(
@@ -1004,7 +1005,7 @@ class AsyncSession:
         endpoint_id = checks.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
 
-    # --- uploads and watching: the work lives in upload.py and watch.py ----------------------
+    # --- uploads and watching: the work lives in upload/ and watch.py -----------------------
 
     @_telemetry.traced("upload_build", "project_id")
     async def upload_build(

@@ -1,7 +1,7 @@
 """A closer look at a failed connection, made after the fact in a thread with a blocking
 socket of its own (through the proxy's tunnel when there is one): the names a mismatched
 certificate holds, whether a service ends TLS connections before any request (it wants a client
-certificate), whether a plain-HTTP address speaks TLS. asyncclient._network calls these."""
+certificate), whether a plain-HTTP address speaks TLS. asyncclient._client._network calls these."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import ssl
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
-from asyncclient._network.proxies import Proxy
+from asyncclient._client._network.proxies import Proxy
 
 __all__ = ["alert_after_handshake", "peer_names", "speaks_tls", "ssl_words"]
 
 
 class Network(Protocol):
-    """What a closer look needs of the session's network (asyncclient._network.Network)."""
+    """What a closer look needs of the session's network (asyncclient._client._network.Network)."""
 
     @property
     def proxy(self) -> Proxy | None: ...

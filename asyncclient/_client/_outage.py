@@ -1,7 +1,7 @@
 """Outages, told once: the `asyncclient.outage` logger of a session.
 
 A failure that looks like the service being away (no connection, a dropped one, 502, 503,
-504: asyncclient._retry.classify's "outage") starts a streak; any answer from the service ends
+504: asyncclient._core._retry.classify's "outage") starts a streak; any answer from the service ends
 it. Only a streak that lasts longer than the session's `outage_threshold` (2 s by default) is
 an outage: one WARNING says since when and what fails, once, however many calls wait (said by a
 failure past the threshold, or by a timer at the threshold while calls wait between sparse

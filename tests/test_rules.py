@@ -1,5 +1,5 @@
-"""Tests of the sans-I/O protocol layer: configuration, input checks, urls, Retry-After, waits.
-No server and no event loop: every function here is plain."""
+"""Tests of the rules without I/O (asyncclient._core): configuration, input checks, urls,
+Retry-After, waits. No server and no event loop: every function here is plain."""
 
 import sys
 from datetime import UTC, datetime, timedelta
@@ -9,10 +9,10 @@ import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
 
-from asyncclient import _checks as checks
-from asyncclient import _environment as environment
-from asyncclient import _wire as wire
-from asyncclient._retry import classify
+from asyncclient._core import _checks as checks
+from asyncclient._core import _environment as environment
+from asyncclient._core import _wire as wire
+from asyncclient._core._retry import classify
 from asyncclient.errors import ValidationError, reason_phrase
 
 # --- configuration ------------------------------------------------------------------------------

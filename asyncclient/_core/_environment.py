@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
-from asyncclient._operations import API_PREFIX
-from asyncclient._retry import DEFAULT_RETRY_DEADLINE, RETRY_DEADLINE_ENV
+from asyncclient._core._operations import API_PREFIX
+from asyncclient._core._retry import DEFAULT_RETRY_DEADLINE, RETRY_DEADLINE_ENV
 from asyncclient.errors import ValidationError
 
 API_KEY_ENV: Final = "ASYNCCLIENT_API_KEY"

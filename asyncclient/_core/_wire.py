@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
-from asyncclient._checks import ID_PREFIXES
-from asyncclient._operations import API_PREFIX
+from asyncclient._core._checks import ID_PREFIXES
+from asyncclient._core._operations import API_PREFIX
 from asyncclient.errors import ValidationError
 
 __all__ = [

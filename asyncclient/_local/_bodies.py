@@ -15,8 +15,8 @@ import aiofiles.os
 import aiohttp.payload
 from aiofiles.threadpool.binary import AsyncBufferedReader
 
-from asyncclient import _checks as checks
-from asyncclient._opening import open_unleaked
+from asyncclient._core import _checks as checks
+from asyncclient._local._opening import open_unleaked
 from asyncclient.errors import ValidationError
 
 __all__ = [

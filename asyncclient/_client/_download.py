@@ -20,19 +20,19 @@ import aiofiles
 import aiofiles.os
 import aiohttp
 
-from asyncclient import _checks as checks
-from asyncclient import _files
-from asyncclient import _wire as wire
-from asyncclient._bodies import CHUNK_SIZE
-from asyncclient._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
-from asyncclient._names import safe_name
-from asyncclient._operations import OPERATIONS
-from asyncclient._retry import RetrySignal
-from asyncclient._transport import Call, Transport
+from asyncclient._client._transport import Call, Transport
+from asyncclient._core import _checks as checks
+from asyncclient._core import _wire as wire
+from asyncclient._core._names import safe_name
+from asyncclient._core._operations import OPERATIONS
+from asyncclient._core._retry import RetrySignal
+from asyncclient._local import _files
+from asyncclient._local._bodies import CHUNK_SIZE
+from asyncclient._local._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
 from asyncclient.errors import LocalFileError, TransportError, ValidationError
 
 if TYPE_CHECKING:
-    from asyncclient._locks import ProcessLock
+    from asyncclient._local._locks import ProcessLock
 
 __all__ = ["download_run_file"]
 

@@ -10,7 +10,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from asyncclient._lenient import start_lists
+from asyncclient._core._lenient import start_lists
 from asyncclient.models import (
     Build,
     BuildList,
