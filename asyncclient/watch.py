@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol, TypedDict, TypeVar
 
 from asyncclient._core import _checks as checks
+from asyncclient._core._batches import each_batch
 from asyncclient._core._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
 from asyncclient._core._converter import structure_hook
 from asyncclient._core._retry import Sleep, classify
@@ -590,25 +591,18 @@ class RunWatcher:
         runs kept alive together would only feed Python's GC); per batch comes back the runs
         that changed, or the error, in batch order."""
         record = self._tracker.record
-        results: list[list[Raw] | AsyncClientError] = [[] for _ in batches]
-        # `concurrency` workers take the batches in turn from one iterator: a sweep over
-        # 100,000 runs keeps a few tasks alive, not 2,000 (each a frame for the GC to walk).
-        todo = iter(enumerate(batches))
 
-        async def worker() -> None:
-            for index, batch in todo:
-                self.requests += 1
-                try:
-                    # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                    # The ids were checked when they were added (CheckedIds): not again.
-                    raw = await self._session.list_run_views(batch, retries=0)
-                except AsyncClientError as exc:
-                    results[index] = exc
-                    continue
-                results[index] = record(batch, raw)
+        async def fetch(batch: Sequence[str]) -> list[Raw] | AsyncClientError:
+            self.requests += 1
+            try:
+                # retries=0: a 429 must reach the watcher, which pauses every batch for it.
+                # The ids were checked when they were added (CheckedIds): not again.
+                raw = await self._session.list_run_views(batch, retries=0)
+            except AsyncClientError as exc:
+                return exc  # every batch's outcome is wanted: the error as a value
+            return record(batch, raw)
 
-        await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(batches)))))
-        return results
+        return await each_batch(batches, fetch, self._concurrency)
 
     async def _sweep(self) -> None:
         batches = self._tracker.batches(IDS_PER_REQUEST)

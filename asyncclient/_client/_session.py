@@ -5,10 +5,8 @@ Over 400 lines for one concern: fifteen operations and the upload and watch entr
 with the docstring users read, on the one public class.
 """
 
-import asyncio
 import os
 from collections.abc import (
-    Awaitable,
     Callable,
     Iterable,
     Mapping,
@@ -30,6 +28,7 @@ from asyncclient._client._transport import Transport
 from asyncclient._core import _checks as checks
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
+from asyncclient._core._batches import each_batch
 from asyncclient._core._converter import converter
 from asyncclient._core._operations import OPERATIONS
 from asyncclient._core._responses import (
@@ -746,13 +745,12 @@ class AsyncSession:
         if len(batches) == 1:
             found = await self._list_run_batch(batches[0], params, retries)
         else:
-            gate = asyncio.Semaphore(LIST_RUNS_CONCURRENCY)
 
             async def fetch(batch: Sequence[str]) -> list[Run]:
-                async with gate:
-                    return await self._list_run_batch(batch, params, retries)
+                return await self._list_run_batch(batch, params, retries)
 
-            found = [run for runs in await _gather(fetch(b) for b in batches) for run in runs]
+            answers = await each_batch(batches, fetch, LIST_RUNS_CONCURRENCY)
+            found = [run for runs in answers for run in runs]
         by_id = {run.id: run for run in found}
         ordered = [by_id[run_id] for run_id in wanted if run_id in by_id]
         return ordered if limit is None else ordered[:limit]
@@ -1234,15 +1232,3 @@ class AsyncSession:
 
 def _ignore(_payload: Any) -> None:
     return None
-
-
-async def _gather(coros: Iterable[Awaitable[T]]) -> list[T]:
-    """gather that cancels (and awaits) the others when one fails, so none is left running."""
-    tasks = [asyncio.ensure_future(coro) for coro in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise

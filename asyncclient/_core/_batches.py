@@ -1,0 +1,42 @@
+"""The batched read, written once: `fetch(batch)` for each batch, a few at a time, the results in
+the batches' order. AsyncSession.list_runs (ids in batches of 50) and the run watcher's sweeps
+both read this way. A leaf: no I/O of its own (the caller's `fetch` does it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+__all__ = ["each_batch"]
+
+B = TypeVar("B")
+R = TypeVar("R")
+
+
+async def each_batch(
+    batches: Sequence[B], fetch: Callable[[B], Awaitable[R]], concurrency: int
+) -> list[R]:
+    """`fetch(batch)` for every batch, at most `concurrency` at once, by that many workers taking
+    the batches in turn from one iterator (a sweep over 2,000 batches keeps a few tasks alive,
+    not 2,000, each a frame for the GC to walk). Returns the results in the batches' order.
+
+    The first exception a fetch raises cancels the others (and waits for them to end) and is
+    raised; a caller that wants every batch's outcome returns its errors as values instead.
+    """
+    results: list[Any] = [None] * len(batches)
+    todo = iter(enumerate(batches))
+
+    async def worker() -> None:
+        for index, batch in todo:
+            results[index] = await fetch(batch)
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(batches)))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return results
