@@ -7,11 +7,12 @@ and the rules of its resource. Handlers and tests call the stores directly (one 
 from pathlib import Path
 
 from asyncclient.testing._auth import ApiKey, authenticate
-from asyncclient.testing._builds import Build, BuildStore
+from asyncclient.testing._builds import BuildStore
 from asyncclient.testing._clock import Clock
-from asyncclient.testing._endpoints import Endpoint, EndpointStore
+from asyncclient.testing._endpoints import EndpointStore
 from asyncclient.testing._idempotency import AnswerStore
-from asyncclient.testing._runs import Run, RunStore
+from asyncclient.testing._records import Build, Endpoint, Run
+from asyncclient.testing._runs import RunStore
 from asyncclient.testing._seed import Seed
 from asyncclient.testing._state import ServiceSettings, SharedState
 

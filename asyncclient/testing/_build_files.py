@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from asyncclient.apps import AppError, DeviceProfile, Problem, check_compatibility, inspect_app
-from asyncclient.testing._state import MiB
+
+MiB = 1 << 20
 
 __all__ = ["PartWriter", "check_app", "hash_region", "place", "sha256_file"]
 

@@ -7,14 +7,10 @@ Just over 400 lines: the upload rules (parts, etags, completion, rejection) belo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from asyncclient.apps import Problem
 from asyncclient.testing._auth import ApiKey
@@ -33,10 +29,11 @@ from asyncclient.testing._errors import (
     not_found,
     show,
 )
+from asyncclient.testing._records import Build
 from asyncclient.testing._seed import SeedBuild, materialize_build
 from asyncclient.testing._state import SharedState
 
-__all__ = ["Build", "BuildRejected", "BuildStore"]
+__all__ = ["BuildRejected", "BuildStore"]
 
 
 class BuildRejected(ServiceError):
@@ -52,61 +49,6 @@ class BuildRejected(ServiceError):
             kind="rejected",
         )
         self.build = build
-
-
-@attrs.define(eq=False)
-class Build:
-    id: str
-    project_id: str
-    file_name: str
-    size: int
-    label: str | None
-    created_at: float
-    directory: Path
-    part_bytes: int
-    parts: int
-    status: str = "uploading"  # "uploading" | "ready" | "rejected"
-    platform: str | None = None
-    app_id: str | None = None
-    app_name: str | None = None
-    version: str | None = None
-    version_code: str | None = None
-    min_os: str | None = None
-    abis: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    problems: tuple[Problem, ...] = ()
-    sha256: str | None = None
-    ready_at: float | None = None
-    uploaded: dict[int, tuple[str, int]] = attrs.Factory(dict)  # part -> (etag, length)
-    completing: bool = False
-    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    # Held while a received part is copied into its place in the build file.
-    place_lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    # The whole file's sha256, computed part by part as soon as a prefix of parts is in place:
-    # prefix[i] is the digest of parts 1..i (so a part sent again restarts the hash from it).
-    prefix: list[Any] = attrs.Factory(lambda: [hashlib.sha256()])
-    hash_generation: int = 0  # bumped when a part the hasher may be reading is replaced
-    hasher: asyncio.Task[None] | None = None
-    # Parts being received straight into their place (sent for the first time), and the part
-    # commit_part is copying into its place (0: none).
-    writers: dict[int, PartWriter] = attrs.Factory(dict)
-    placing: int = 0
-    # Taken by every thread writing into the build file. The kernel serialises writes to one
-    # file anyway (ext4 holds the inode lock for each), but its waiters spin on the CPU: with 8
-    # parts arriving at once that spinning cost a sixth of the emulator's CPU. These sleep.
-    file_lock: threading.Lock = attrs.Factory(threading.Lock)
-
-    def part_length(self, number: int) -> int:
-        if number < self.parts:
-            return self.part_bytes
-        return self.size - (self.parts - 1) * self.part_bytes
-
-    def part_offset(self, number: int) -> int:
-        return (number - 1) * self.part_bytes
-
-    @property
-    def path(self) -> Path:
-        return self.directory / self.file_name
 
 
 class BuildStore:

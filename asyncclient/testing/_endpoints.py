@@ -6,42 +6,14 @@ No HTTP here: `_endpoints_http` parses each request and calls the `EndpointStore
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-import attrs
 
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._errors import ServiceError, lookup_error
+from asyncclient.testing._records import Endpoint
 from asyncclient.testing._seed import SeedEndpoint
 from asyncclient.testing._state import SharedState
 
-if TYPE_CHECKING:
-    from asyncclient.testing._runs import Run
-
-__all__ = ["Endpoint", "EndpointStore"]
-
-
-@attrs.define(eq=False)
-class Endpoint:
-    id: str
-    project_id: str
-    name: str
-    description: str
-    method: str
-    url: str
-    headers: dict[str, str] = attrs.field(repr=False)  # write-only: never returned or logged
-    body_template: str | None = attrs.field(repr=False)
-    created_at: float
-    uses: list[Run] = attrs.Factory(list)
-
-    def last_used_at(self, now: float) -> float | None:
-        """When a run last called it: half-way through a run that got that far, not stopped."""
-        latest: float | None = None
-        for run in self.uses:
-            used = (run.start_at + run.end_at) / 2
-            if used <= now and (run.stopped_at is None or run.stopped_at > used):
-                latest = used if latest is None else max(latest, used)
-        return latest
+__all__ = ["EndpointStore"]
 
 
 class EndpointStore:

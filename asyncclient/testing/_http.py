@@ -16,7 +16,7 @@ from asyncclient.testing._auth import ApiKey, require_edit
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._conditions import FaultPlan
 from asyncclient.testing._errors import ServiceError, invalid
-from asyncclient.testing._runs import MODES, Run
+from asyncclient.testing._records import MODES, Run
 from asyncclient.testing.dialects.base import Dialect, WireAnswer, dumps
 
 __all__ = [

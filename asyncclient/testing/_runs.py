@@ -10,11 +10,9 @@ import hashlib
 import heapq
 from collections.abc import Iterable, Sequence
 
-import attrs
-
 from asyncclient.testing import _files
 from asyncclient.testing._auth import ApiKey
-from asyncclient.testing._builds import Build, BuildStore
+from asyncclient.testing._builds import BuildStore
 from asyncclient.testing._errors import (
     ServiceError,
     Skip,
@@ -24,151 +22,17 @@ from asyncclient.testing._errors import (
     not_found,
     show,
 )
-from asyncclient.testing._seed import SeedRequirement, SeedTest
-from asyncclient.testing._state import Project, SharedState, Test
-
-__all__ = ["FINAL_STATUSES", "MODES", "RUN_STATUSES", "BuildRef", "Run", "RunStore", "Skip"]
-
-RUN_STATUSES = (
-    "queued",
-    "running",
-    "passed",
-    "failed",
-    "blocked",
-    "inconclusive",
-    "error",
-    "cancelled",
+from asyncclient.testing._records import (
+    FINAL_STATUSES,
+    Build,
+    BuildRef,
+    Project,
+    Run,
+    Test,
 )
-FINAL_STATUSES = frozenset({"passed", "failed", "blocked", "inconclusive", "error", "cancelled"})
-MODES = ("auto", "cold", "warm")
+from asyncclient.testing._state import SharedState
 
-
-@attrs.frozen
-class BuildRef:
-    """What a run keeps of its build: it survives the build's deletion."""
-
-    id: str
-    app_id: str | None
-    version: str | None
-    version_code: str | None
-    platform: str | None
-
-
-class Run:
-    """One run. Its status is a function of the clock: no task moves it along."""
-
-    __slots__ = (
-        "build",
-        "created_at",
-        "end_at",
-        "flaky_failure",
-        "id",
-        "mode",
-        "outcome",
-        "overage",
-        "project_id",
-        "seq",
-        "source",
-        "start_at",
-        "stopped_at",
-        "test",
-    )
-
-    def __init__(
-        self,
-        *,
-        id: str,
-        seq: int,
-        test: Test,
-        build: BuildRef | None,
-        mode: str,
-        source: str,
-        created_at: float,
-        queued: float,
-        duration: float,
-        overage: bool,
-        flaky_failure: bool = False,
-    ) -> None:
-        self.id = id
-        self.seq = seq
-        self.test = test
-        self.project_id = test.seed.project
-        self.build = build
-        self.mode = mode
-        self.source = source
-        self.created_at = created_at
-        self.start_at = created_at + queued
-        self.end_at = self.start_at + duration
-        self.stopped_at: float | None = None
-        self.overage = overage
-        self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
-        self.outcome: str | None = None  # the seed's history: how this run ended
-
-    def __repr__(self) -> str:
-        return f"<Run {self.id} {self.test.seed.id} {self.mode}>"
-
-    def status_at(self, now: float) -> str:
-        if self.stopped_at is not None:
-            return "cancelled"
-        if now < self.start_at:
-            return "queued"
-        if now < self.end_at:
-            return "running"
-        if self.outcome is not None:
-            return self.outcome
-        return "failed" if self.flaky_failure else self.test.seed.outcome
-
-    def started_at(self, now: float) -> float | None:
-        if self.stopped_at is not None:
-            return self.start_at if self.stopped_at >= self.start_at else None
-        return self.start_at if now >= self.start_at else None
-
-    def finished_at(self, now: float) -> float | None:
-        if self.stopped_at is not None:
-            return self.stopped_at
-        return self.end_at if now >= self.end_at else None
-
-    @property
-    def platform(self) -> str:
-        return self.test.seed.target
-
-    def requirements(self, status: str) -> list[SeedRequirement]:
-        """Each check with its result and reason, once final ([] before)."""
-        if status not in FINAL_STATUSES:
-            return []
-        if self.outcome is not None and self.outcome != self.test.seed.outcome:
-            # A run of the history that ended otherwise than the test does today.
-            return [_default_requirement(self.test.seed, self.outcome)]
-        seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
-        if status == "cancelled":
-            return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
-        if self.flaky_failure:
-            # The first check fails for a reason outside the app; the later ones were not reached.
-            first, *rest = seeded
-            return [
-                SeedRequirement(first.title, "failed", self.test.seed.flaky_reason),
-                *(SeedRequirement(r.title, "skipped", "Not reached.") for r in rest),
-            ]
-        return seeded
-
-    def file_names(self, status: str) -> list[str]:
-        """The run's files: once final, except when it was stopped."""
-        if status not in FINAL_STATUSES or status == "cancelled":
-            return []
-        return _files.file_names(self.test.seed.screenshots)
-
-
-def _default_requirement(test: SeedTest, outcome: str | None = None) -> SeedRequirement:
-    outcome = outcome or test.outcome
-    result = {"passed": "passed", "failed": "failed"}.get(outcome, "skipped")
-    reason = {
-        "passed": "The goal was reached.",
-        "failed": "The goal was not reached.",
-        "blocked": "The app blocked the tester before this check.",
-        "inconclusive": "The tester could not tell whether the goal was reached.",
-        "error": "The run ended in an error before this check.",
-    }[outcome]
-    return SeedRequirement(test.title, result, reason)
+__all__ = ["RunStore", "Skip"]
 
 
 def _unit_interval(text: str) -> float:

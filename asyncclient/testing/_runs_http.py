@@ -28,7 +28,7 @@ from asyncclient.testing._http import (
     wire,
 )
 from asyncclient.testing._idempotency import answer_once
-from asyncclient.testing._runs import RUN_STATUSES
+from asyncclient.testing._records import RUN_STATUSES
 
 __all__ = ["HANDLERS"]
 

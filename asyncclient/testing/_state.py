@@ -9,7 +9,7 @@ import hashlib
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -17,16 +17,10 @@ from asyncclient.apps import DeviceProfile
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._clock import Clock
 from asyncclient.testing._errors import lookup_error
-from asyncclient.testing._seed import Seed, SeedTest
+from asyncclient.testing._records import MiB, Project, Test
+from asyncclient.testing._seed import Seed
 
-if TYPE_CHECKING:
-    from asyncclient.testing._builds import Build
-    from asyncclient.testing._endpoints import Endpoint
-    from asyncclient.testing._runs import Run
-
-__all__ = ["MiB", "Project", "ServiceSettings", "SharedState", "Test"]
-
-MiB = 1 << 20
+__all__ = ["ServiceSettings", "SharedState"]
 
 
 def _positive(_instance: Any, attribute: Any, value: float) -> None:
@@ -55,34 +49,6 @@ class ServiceSettings:
     """The lenient reading of a ready build (the spec leaves it open): its parts are still
     answered with their etag (and discarded), as complete is answered with the build again.
     False, the strict reading: a part for a ready build is refused with 409 invalid_state."""
-
-
-@attrs.define(eq=False)
-class Project:
-    id: str
-    name: str
-    plan: str
-    included_runs: int
-    counted_runs: int = 0
-    tests: list[Test] = attrs.Factory(list)
-    builds: list[Build] = attrs.Factory(list)
-    endpoints: list[Endpoint] = attrs.Factory(list)
-    runs: list[Run] = attrs.Factory(list)
-
-
-@attrs.define(eq=False)
-class Test:
-    seed: SeedTest
-    learned: str  # "fresh" | "stale" | "none"
-    # (end time, seq, run) of cold runs that will pass: the first to finish makes the path fresh.
-    passing_cold: list[tuple[float, int, Run]] = attrs.Factory(list)
-    runs: list[Run] = attrs.Factory(list)
-    # Runs since the last run a project run started (flakyRuns counts from there).
-    runs_since_suite: int = 0
-
-    @property
-    def id(self) -> str:
-        return self.seed.id
 
 
 class SharedState:

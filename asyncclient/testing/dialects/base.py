@@ -20,12 +20,10 @@ import attrs
 from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._clock import to_iso
 from asyncclient.testing._errors import ServiceError, Skip
-from asyncclient.testing._runs import FINAL_STATUSES
+from asyncclient.testing._records import FINAL_STATUSES
 
 if TYPE_CHECKING:
-    from asyncclient.testing._builds import Build
-    from asyncclient.testing._endpoints import Endpoint
-    from asyncclient.testing._runs import BuildRef, Run
+    from asyncclient.testing._records import Build, BuildRef, Endpoint, Run
 
 __all__ = ["Check", "Dialect", "WireAnswer"]
 

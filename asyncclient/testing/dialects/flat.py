@@ -20,7 +20,7 @@ from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing.dialects.base import Check, Dialect
 
 if TYPE_CHECKING:
-    from asyncclient.testing._runs import BuildRef
+    from asyncclient.testing._records import BuildRef
 
 __all__ = ["FlatDialect"]
 
