@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol, TypedDict, TypeVar
 
 from asyncclient._core import _checks as checks
+from asyncclient._core import _defaults as defaults
 from asyncclient._core._batches import each_batch
 from asyncclient._core._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
 from asyncclient._core._converter import structure_hook
@@ -44,11 +45,11 @@ __all__ = [
 
 log = logging.getLogger("asyncclient.watch")
 
-DEFAULT_INTERVAL: Final = 3.0
+DEFAULT_INTERVAL: Final = defaults.INTERVAL
 """Seconds between sweeps while runs keep changing (before jitter)."""
-DEFAULT_MAX_INTERVAL: Final = 30.0
+DEFAULT_MAX_INTERVAL: Final = defaults.MAX_INTERVAL
 """The longest pause between sweeps, reached while nothing changes."""
-DEFAULT_CONCURRENCY: Final = 8
+DEFAULT_CONCURRENCY: Final = defaults.WATCH_CONCURRENCY
 """List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
 
 T = TypeVar("T")

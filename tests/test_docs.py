@@ -273,6 +273,17 @@ def test_signature_defaults_are_the_values_the_code_uses() -> None:
         assert default[method, "max_interval"] == watch.DEFAULT_MAX_INTERVAL
     watcher = inspect.signature(watch.RunWatcher).parameters
     assert watcher["concurrency"].default == watch.DEFAULT_CONCURRENCY
+    # The command and the tool server show and use the same values, from one definition.
+    from asyncclient.cli import _download, _follow, _mcp
+    from asyncclient.cli import _upload as upload_command
+    from asyncclient.mcp_server import ServerOptions
+
+    assert _follow.DEFAULT_INTERVAL == watch.DEFAULT_INTERVAL
+    assert _follow.DEFAULT_MAX_INTERVAL == watch.DEFAULT_MAX_INTERVAL
+    assert _mcp.DEFAULT_POLL_INTERVAL == ServerOptions().poll_interval == watch.DEFAULT_INTERVAL
+    assert upload_command._CONCURRENCY == upload.DEFAULT_CONCURRENCY
+    assert upload_command._MAX_PARTS_IN_FLIGHT == upload.DEFAULT_MAX_PARTS_IN_FLIGHT
+    assert _download.DEFAULT_CONCURRENCY == 4
     assert "_flags" not in inspect.signature(session).parameters
 
 

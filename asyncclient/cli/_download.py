@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._core import _defaults as defaults
 from asyncclient._core._wording import RunFile, file_path, run_files
 from asyncclient.cli._common import (
     EXIT_OK,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = defaults.DOWNLOAD_CONCURRENCY
 MAX_CONCURRENCY = 32
 
 _EXAMPLES = """\

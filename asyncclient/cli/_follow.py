@@ -14,6 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from asyncclient._core import _defaults as defaults
 from asyncclient.cli._ci_reports import report
 from asyncclient.cli._common import EXIT_NOT_PASSED, EXIT_OK, CommandError
 from asyncclient.cli._output import Output
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
-DEFAULT_INTERVAL = 3.0  # asyncclient.watch.DEFAULT_INTERVAL, not imported to keep start-up light
-DEFAULT_MAX_INTERVAL = 30.0
+DEFAULT_INTERVAL = defaults.INTERVAL  # the watcher's, from the light module that defines it
+DEFAULT_MAX_INTERVAL = defaults.MAX_INTERVAL
 
 
 async def follow(

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from asyncclient._core import _defaults as defaults
 from asyncclient._core._checks import switch
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command, api_key_source, open_session
 from asyncclient.cli._output import Output
@@ -20,7 +21,7 @@ from asyncclient.cli._output import Output
 INSTALL_HINT = (
     "asyncclient mcp needs the MCP SDK, which is not installed: pip install 'asyncclient[mcp]'"
 )
-DEFAULT_POLL_INTERVAL = 3.0
+DEFAULT_POLL_INTERVAL = defaults.INTERVAL
 TOOLSETS_ENV = "ASYNCCLIENT_MCP_TOOLSETS"
 TOOLS_ENV = "ASYNCCLIENT_MCP_TOOLS"
 EXCLUDE_ENV = "ASYNCCLIENT_MCP_EXCLUDE_TOOLS"

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._core import _defaults as defaults
 from asyncclient.cli._common import (
     EXIT_OK,
     add_command,
@@ -25,10 +26,9 @@ from asyncclient.cli._upload_progress import display_for
 if TYPE_CHECKING:
     from asyncclient.upload import LocalBuild, UploadResult
 
-# asyncclient.upload.DEFAULT_CONCURRENCY / DEFAULT_MAX_PARTS_IN_FLIGHT, not imported to keep
-# start-up light.
-_CONCURRENCY = 4
-_MAX_PARTS_IN_FLIGHT = 16
+# The library's defaults, from the light module that defines them once.
+_CONCURRENCY = defaults.UPLOAD_CONCURRENCY
+_MAX_PARTS_IN_FLIGHT = defaults.MAX_PARTS_IN_FLIGHT
 
 _UPLOAD_EXAMPLES = """\
   BUILD=$(asyncclient upload p_123 app-debug.apk --label "$GIT_SHA")

@@ -20,6 +20,7 @@ from pydantic import WithJsonSchema
 from typing_extensions import TypedDict
 
 from asyncclient._client._session import AsyncSession
+from asyncclient._core import _defaults as defaults
 from asyncclient._core import _wording
 from asyncclient.errors import ValidationError
 from asyncclient.mcp_server import _budget
@@ -117,7 +118,7 @@ class ServerOptions:
         default=None, converter=attrs.converters.optional(tuple)
     )
     """The tools to offer (select_tools makes it from toolsets and names); None: every tool."""
-    poll_interval: float = 3.0
+    poll_interval: float = defaults.INTERVAL
     """wait_for_runs: seconds between sweeps, growing while nothing changes."""
     key_source: str | None = None
     """Where the key came from ("--api-key" or "ASYNCCLIENT_API_KEY"), named in a 401's advice."""

@@ -9,6 +9,7 @@ from typing import Final, Protocol, TypeAlias
 
 import attrs
 
+from asyncclient._core import _defaults as defaults
 from asyncclient._local._bodies import PartBody
 from asyncclient._local._locks import STATE_DIR_ENV, state_dir
 from asyncclient.apps import AppInfo
@@ -28,9 +29,9 @@ __all__ = [
 
 log = logging.getLogger("asyncclient.upload")
 
-DEFAULT_CONCURRENCY: Final = 4
+DEFAULT_CONCURRENCY: Final = defaults.UPLOAD_CONCURRENCY
 """Parts of one build in flight at once (upload_build)."""
-DEFAULT_MAX_PARTS_IN_FLIGHT: Final = 16
+DEFAULT_MAX_PARTS_IN_FLIGHT: Final = defaults.MAX_PARTS_IN_FLIGHT
 """Parts in flight at once across all the builds of one upload_builds call."""
 
 ItemLike: TypeAlias = (

@@ -1,0 +1,29 @@
+"""The defaults the library, the command and the tool server share, each defined once here (a
+leaf with no imports, so that the command's start-up stays light while its `--help` shows the
+same number the library uses). The public names stay where users read them
+(`asyncclient.watch.DEFAULT_INTERVAL`, `asyncclient.upload.DEFAULT_CONCURRENCY`, ...); they are
+these values."""
+
+from typing import Final
+
+__all__ = [
+    "DOWNLOAD_CONCURRENCY",
+    "INTERVAL",
+    "MAX_INTERVAL",
+    "MAX_PARTS_IN_FLIGHT",
+    "UPLOAD_CONCURRENCY",
+    "WATCH_CONCURRENCY",
+]
+
+INTERVAL: Final = 3.0
+"""Seconds between sweeps of a watch while runs keep changing (before jitter)."""
+MAX_INTERVAL: Final = 30.0
+"""The longest pause between sweeps, reached while nothing changes."""
+WATCH_CONCURRENCY: Final = 8
+"""List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
+UPLOAD_CONCURRENCY: Final = 4
+"""Parts of one build in flight at once."""
+MAX_PARTS_IN_FLIGHT: Final = 16
+"""Parts in flight at once across all the builds of one upload."""
+DOWNLOAD_CONCURRENCY: Final = 4
+"""Files of one run downloaded at once by `asyncclient download`."""
