@@ -12,7 +12,9 @@ imported:
   here on POSIX record locks, taken through a private reference to the real fcntl).
 - `os.replace`, `os.rename`, `os.unlink` and `os.remove` refuse a file that any process holds
   open (`PermissionError`, WinError 32's meaning), and `os.rename` refuses an existing
-  destination, as Windows does. Who holds what is read from `/proc/*/fd`.
+  destination, as Windows does. Who holds what is read from `/proc/*/fd`; a lock across the
+  processes keeps that look and the removal one step, and `os.open` another, as Windows'
+  kernel does (an open between them would get a file removed under it).
 
 The rules are installed only in the process that runs this file (and what it starts with the
 same command); the test process itself is untouched.
@@ -87,7 +89,7 @@ def install() -> None:
     import fcntl as real_fcntl
     import getpass  # noqa: F401
     import subprocess  # noqa: F401
-    import tempfile  # noqa: F401
+    import tempfile
 
     sys.modules["fcntl"] = None  # type: ignore[assignment]  # import fcntl -> ImportError
     for name in _POSIX_ONLY:
@@ -135,7 +137,27 @@ def install() -> None:
         _refuse_if_open("remove", path)
         return real_remove(path, dir_fd=dir_fd)
 
-    os.replace, os.rename, os.unlink, os.remove = replace, rename, unlink, remove
+    # Windows decides "is it open?" and removes (or opens) in one step of its kernel. Here the
+    # look at /proc and the removal are two steps: an open between them would get a file that
+    # is then removed under it, which Windows never allows. One lock across the processes under
+    # these rules keeps each open, and each check-and-remove, whole.
+    real_open = os.open
+    guard = os.path.join(tempfile.gettempdir(), "asyncclient-foreign-os.guard")
+
+    def whole(fn):  # type: ignore[no-untyped-def]
+        def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+            fd = real_open(guard, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                real_fcntl.flock(fd, real_fcntl.LOCK_EX)
+                return fn(*args, **kwargs)
+            finally:
+                os.close(fd)  # the lock goes with it
+
+        return call
+
+    os.open = whole(real_open)
+    os.replace, os.rename = whole(replace), whole(rename)
+    os.unlink, os.remove = whole(unlink), whole(remove)
 
 
 if __name__ == "__main__":
