@@ -28,7 +28,7 @@ import re
 import stat
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -304,7 +304,12 @@ def _unknown(path: Path, name: str, known: list[str], line: int | None) -> Valid
 
 
 def _layer(
-    path: Path, *, profile: str | None, project: bool, confine: bool = False
+    path: Path,
+    *,
+    profile: str | None,
+    project: bool,
+    confine: bool = False,
+    given: Collection[str] = (),
 ) -> tuple[_Layer, list[str]]:
     """The values of one file, its profile's over its top level; and its profiles' names."""
     data = _read(path)
@@ -334,7 +339,13 @@ def _layer(
                     if sub not in keys:
                         raise _unknown(path, f"{name}.{sub}", list(keys), subline)
                     checked = _check_type(
-                        path, f"{name}.{sub}", keys[sub], subvalue, subline, confine=confine
+                        path,
+                        f"{name}.{sub}",
+                        keys[sub],
+                        subvalue,
+                        subline,
+                        # A path the command line gives instead is never written: no refusal.
+                        confine=confine and f"{name}.{sub}" not in given,
                     )
                     values.setdefault(f"{name}.{sub}", (checked, subline))
                 continue
@@ -374,6 +385,7 @@ def load_config(
     *,
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
+    given: Collection[str] = (),
 ) -> Config:
     """Read the project and user files (see the module's docstring) and resolve every setting:
     `flags` (key -> value given on a command line; None: not given) > the environment > the
@@ -387,6 +399,8 @@ def load_config(
         environ: The environment to read (default: `os.environ`).
         flags: Settings given on a command line, by key (None: not given); they win over
             everything else.
+        given: The command keys (`run.html`) the command line gives: a project file's path
+            for one of them is never used, so it is not held to the repository.
 
     Returns:
         The `Config`: each setting with its origin (`file:line`, a variable, a flag).
@@ -407,7 +421,9 @@ def load_config(
         if path is None:
             continue
         confine = is_project and environ.get(ALLOW_OUTSIDE_ENV, "").strip() not in ("1", "true")
-        layer, names = _layer(path, profile=profile, project=is_project, confine=confine)
+        layer, names = _layer(
+            path, profile=profile, project=is_project, confine=confine, given=given
+        )
         layers.append(layer)
         known_profiles.update(names)
     if profile is not None and profile not in known_profiles:

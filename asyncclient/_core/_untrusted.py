@@ -21,7 +21,7 @@ here:
   autolinks, mentions and math from a title are shown as the text they are.
 - `json_text()`: JSON output, which keeps the service's text as sent: the characters JSON leaves
   raw but a terminal acts on (DEL, C1, bidi overrides, the Unicode line separators) and `##[`
-  are written as `\\uXXXX` escapes, which decode to the same text.
+  are written as JSON `\\u` escapes (`\\u0085`), which decode to the same text.
 - `clip()`: a long text cut to a stated size, marked with an ellipsis.
 - `workflow_data()` / `workflow_property()`: GitHub's own escapes for a workflow command's data
   and properties (`::add-mask::`).

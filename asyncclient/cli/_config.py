@@ -63,7 +63,13 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         name: getattr(args, name, None) if _given(argv, key.flag) else None
         for name, key in GLOBAL_KEYS.items()
     }
-    config = load_config(getattr(args, "profile", None), flags=flags)
+    table = str(getattr(args, "command", "") or "")
+    given = [
+        f"{table}.{name}"
+        for name, key in COMMAND_KEYS.get(table, {}).items()
+        if _given(argv, key.flag)
+    ]
+    config = load_config(getattr(args, "profile", None), flags=flags, given=given)
     args.log_setting = config.settings.get("log")  # ASYNCCLIENT_LOG or `log` (run_handler)
     if getattr(args, "verbose", False) and config.files:
         read = ", ".join(str(path) for path in config.files)
@@ -81,7 +87,6 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         args.api_key_origin = config.api_key_origin
     args.api_key_hint = config.missing_key_hint
     # The files' command tables are named after the commands (`run` serves run test and project).
-    table = str(getattr(args, "command", "") or "")
     if table in COMMAND_KEYS:
         keys = COMMAND_KEYS[table]
         for name, setting in config.commands.get(table, {}).items():

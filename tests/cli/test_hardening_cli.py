@@ -223,12 +223,26 @@ async def test_paths_inside_the_repository_or_allowed_are_written(
     assert result.code == 1, result.stderr
     assert (repo / "reports" / "junit.xml").is_file()
     assert (tmp_path / "out.html").is_file()
-    # A path given as a flag is the user's own: it goes where it says.
-    (repo / "asyncclient.toml").write_text('[run]\njunit = "reports/junit.xml"\n')
+    monkeypatch.delenv("ASYNCCLIENT_ALLOW_OUTSIDE_PATHS")
+    # A path given as a flag is the user's own: it goes where it says, and the file's path
+    # for the same report, never used, is not refused (the error's first way out works).
+    (tmp_path / "out.html").unlink()
+    (repo / "asyncclient.toml").write_text(
+        '[run]\njunit = "reports/junit.xml"\nhtml = "../out.html"\n'
+    )
     result = await run_cli("run", "project", "p_h", "--wait", "--interval", "0.05",
                            "--html", str(tmp_path / "flag.html"), env=env)  # fmt: skip
     assert result.code == 1, result.stderr
     assert (tmp_path / "flag.html").is_file()
+    assert not (tmp_path / "out.html").exists()
+    # Another report's path out of the repository is still refused.
+    absolute = tmp_path / "abs.xml"
+    (repo / "asyncclient.toml").write_text(f'[run]\njunit = "{absolute}"\nhtml = "../out.html"\n')
+    result = await run_cli("run", "project", "p_h", "--wait",
+                           "--html", str(tmp_path / "flag.html"), env=env)  # fmt: skip
+    assert result.code == 2
+    assert f"run.junit = '{absolute}' is absolute" in result.stderr
+    assert not absolute.exists()
     # The user's own file may name any path.
     (repo / "asyncclient.toml").unlink()
     user = tmp_path / "xdg" / "asyncclient" / "config.toml"
