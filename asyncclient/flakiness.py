@@ -32,9 +32,8 @@ from typing import Final, Literal, Protocol
 
 import attrs
 
-from asyncclient._core._checks import check_id
+from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import TITLE_LIMIT, clip
-from asyncclient.errors import ValidationError
 from asyncclient.models import Run
 
 __all__ = [
@@ -299,7 +298,7 @@ async def fetch_flakiness(
             dict.fromkeys(
                 r.test_id
                 for r in newest[:LISTING_LIMIT]
-                if r.test_id is not None and _is_test_id(r.test_id)
+                if r.test_id is not None and is_id("test", r.test_id)
             )
         )
         del newest
@@ -324,14 +323,6 @@ async def fetch_flakiness(
         requests=requests,
         asked=frozenset(wanted),
     )
-
-
-def _is_test_id(value: object) -> bool:
-    try:
-        check_id("test", value)
-    except ValidationError:
-        return False
-    return True
 
 
 async def _history(

@@ -374,3 +374,14 @@ def test_transport_retry_decision() -> None:
     assert classify(dropped, idempotent=True) != "permanent"
     assert classify(never_sent, idempotent=False) != "permanent"
     assert classify(dropped, idempotent=False) == "permanent"
+
+
+def test_is_id_is_check_ids_rule_without_the_message() -> None:
+    for kind, good, bad in [("run", "j_1a-b.c", "j_1\n::error::x"), ("test", "t_x", "t_x\"y"),
+                            ("build", "ab_9", "j_9")]:  # fmt: skip
+        assert checks.is_id(kind, good)
+        assert checks.check_id(kind, good) == good
+        assert not checks.is_id(kind, bad)
+        with pytest.raises(ValidationError):
+            checks.check_id(kind, bad)
+    assert not checks.is_id("run", None)

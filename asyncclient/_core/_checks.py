@@ -43,6 +43,17 @@ def _a(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
+def is_id(kind: str, value: object) -> bool:
+    """Whether `value` is an id of `kind` the API could have made (check_id's rule, without
+    the message): how the service's ids are checked before they are printed or handed on."""
+    prefix = ID_PREFIXES[kind]
+    return (
+        isinstance(value, str)
+        and value.startswith(prefix)
+        and _ID_TAIL.fullmatch(value, len(prefix)) is not None
+    )
+
+
 def check_id(kind: str, value: object, param: str | None = None) -> str:
     """Return value when it looks like an id of `kind`, else raise ValidationError saying why."""
     prefix = ID_PREFIXES[kind]

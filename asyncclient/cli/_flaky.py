@@ -163,14 +163,9 @@ def _write_quarantine(
 
 
 def _asked(test_id: str, report: FlakinessReport) -> bool:
-    from asyncclient._core._checks import check_id
-    from asyncclient.errors import ValidationError
+    from asyncclient._core._checks import is_id
 
-    try:
-        check_id("test", test_id)
-    except ValidationError:
-        return False
-    return report.asked is None or test_id in report.asked
+    return is_id("test", test_id) and (report.asked is None or test_id in report.asked)
 
 
 def _reason(test: TestFlakiness, days: float) -> str:
