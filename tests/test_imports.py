@@ -379,3 +379,30 @@ def test_the_emulator_is_one_hop() -> None:
     # The edit capability is checked in one place, from the operation table's rows.
     callers = {m for m in MODULES if "require_edit(" in MODULES[m].read_text()}
     assert callers == {"asyncclient.testing._auth", "asyncclient.testing._http"}
+
+
+def _string_literals(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_each_operation_name_is_written_in_at_most_three_files_beside_its_row() -> None:
+    # The session's method, the emulator's handler and, for a tool, the tool server's catalogue:
+    # every other list (read-only, idempotent, destructive tools, the public names) derives
+    # from the table's fields.
+    from asyncclient._core._operations import OPERATIONS
+
+    table = PACKAGE / "_core" / "_operations.py"
+    literals = {path: _string_literals(path) for path in MODULES.values() if path != table}
+    spread = {
+        name: sorted(
+            str(path.relative_to(PACKAGE)) for path, found in literals.items() if name in found
+        )
+        for name in OPERATIONS
+    }
+    assert {name: files for name, files in spread.items() if len(files) > 3} == {}
+    assert all(files for files in spread.values()), spread  # the measure sees the names

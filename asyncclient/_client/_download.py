@@ -24,7 +24,7 @@ from asyncclient._client._transport import Call, Transport
 from asyncclient._core import _checks as checks
 from asyncclient._core import _wire as wire
 from asyncclient._core._names import safe_name
-from asyncclient._core._operations import OPERATIONS
+from asyncclient._core._operations import Operation
 from asyncclient._core._retry import RetrySignal
 from asyncclient._local import _files
 from asyncclient._local._bodies import CHUNK_SIZE
@@ -34,13 +34,17 @@ from asyncclient.errors import LocalFileError, TransportError, ValidationError
 if TYPE_CHECKING:
     from asyncclient._local._locks import ProcessLock
 
-__all__ = ["download_run_file"]
+__all__ = ["download_to"]
 
 
-async def download_run_file(
-    transport: Transport, run_id: str, file: str, dest: "str | os.PathLike[str]"
+async def download_to(
+    transport: Transport,
+    operation: Operation,
+    run_id: str,
+    file: str,
+    dest: "str | os.PathLike[str]",
 ) -> Path:
-    """See AsyncSession.download_run_file."""
+    """See AsyncSession.download_run_file; `operation` is its row of the table."""
     run_id = checks.check_id("run", run_id)
     rel = wire.run_file_path(run_id, file)
     target = Path(dest)
@@ -52,7 +56,7 @@ async def download_run_file(
             f"cannot save to {target}: the folder {target.parent} does not exist "
             "(create it, or pass an existing folder as dest)"
         )
-    path = OPERATIONS["download_run_file"].path_for(run_id=run_id, file=rel)
+    path = operation.path_for(run_id=run_id, file=rel)
     download = _Download(target, transport.api + path)
     call = Call(
         "GET",
@@ -63,7 +67,7 @@ async def download_run_file(
         # Byte counts and ranges are of the stored file: no compression on the way.
         {**transport.headers, "Accept": "*/*", "Accept-Encoding": "identity"},
         True,
-        "download_run_file",
+        operation.name,
         prepare=download.prepare,
         consume=download.consume,
         transfer=True,
@@ -119,7 +123,7 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 class _Download:
-    """State of one download_run_file: the .part file on disk and the ETag it came from."""
+    """State of one download: the .part file on disk and the ETag it came from."""
 
     def __init__(self, target: Path, url: str) -> None:
         self.target = target

@@ -22,7 +22,7 @@ import aiohttp
 import aiohttp.payload
 
 from asyncclient._client import _telemetry
-from asyncclient._client._download import download_run_file
+from asyncclient._client._download import download_to
 from asyncclient._client._network import Network
 from asyncclient._client._transport import Transport
 from asyncclient._core import _checks as checks
@@ -918,7 +918,7 @@ class AsyncSession:
             path = await session.download_run_file(run.id, "video.mp4", "evidence/")
             ```
         """
-        return await download_run_file(self._t, run_id, file, dest)
+        return await download_to(self._t, OPERATIONS["download_run_file"], run_id, file, dest)
 
     # --- tester endpoints -----------------------------------------------------------------------
 
