@@ -6,6 +6,8 @@ from typing import Final
 
 import attrs
 
+from asyncclient._core import _defaults as defaults
+
 __all__ = ["COMMAND_KEYS", "GLOBAL_KEYS", "Key"]
 
 
@@ -26,12 +28,16 @@ GLOBAL_KEYS: Final[Mapping[str, Key]] = {
     "ca_file": Key("path", "--ca-file", "ASYNCCLIENT_CA_FILE"),
     "client_cert": Key("path", "--client-cert", "ASYNCCLIENT_CLIENT_CERT"),
     "client_key": Key("path", "--client-key", "ASYNCCLIENT_CLIENT_KEY"),
-    "request_timeout": Key("float", "--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", 30.0),
-    "retries": Key("int", "--retries", "ASYNCCLIENT_RETRIES", 4),
-    "retry_deadline": Key("float", "--retry-deadline", "ASYNCCLIENT_RETRY_DEADLINE", 30.0),
+    "request_timeout": Key(
+        "float", "--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", defaults.REQUEST_TIMEOUT
+    ),
+    "retries": Key("int", "--retries", "ASYNCCLIENT_RETRIES", defaults.MAX_RETRIES),
+    "retry_deadline": Key(
+        "float", "--retry-deadline", "ASYNCCLIENT_RETRY_DEADLINE", defaults.RETRY_DEADLINE
+    ),
     "pool_timeout": Key("float", "--pool-timeout"),
     "max_response_bytes": Key(
-        "int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", 32 << 20
+        "int", "--max-response-bytes", "ASYNCCLIENT_MAX_RESPONSE_BYTES", defaults.MAX_RESPONSE_BYTES
     ),
     "log": Key("str", None, "ASYNCCLIENT_LOG"),
     "api_key_env": Key("str"),

@@ -2,7 +2,8 @@
 leaf with no imports, so that the command's start-up stays light while its `--help` shows the
 same number the library uses). The public names stay where users read them
 (`asyncclient.watch.DEFAULT_INTERVAL`, `asyncclient.upload.DEFAULT_CONCURRENCY`, ...); they are
-these values."""
+these values. The public signatures write the numbers as literals, for the reader of help()
+and of the API pages, and a test holds each equal to its value here."""
 
 from typing import Final
 
@@ -11,9 +12,22 @@ __all__ = [
     "INTERVAL",
     "MAX_INTERVAL",
     "MAX_PARTS_IN_FLIGHT",
+    "MAX_RESPONSE_BYTES",
+    "MAX_RETRIES",
+    "REQUEST_TIMEOUT",
+    "RETRY_DEADLINE",
     "UPLOAD_CONCURRENCY",
     "WATCH_CONCURRENCY",
 ]
+
+REQUEST_TIMEOUT: Final = 30.0
+"""Seconds one request may take (a part or a download: how long no data may move)."""
+MAX_RETRIES: Final = 4
+"""Retries of a failed request after the first attempt."""
+RETRY_DEADLINE: Final = 30.0
+"""Seconds a request rides out an outage of the service, retrying."""
+MAX_RESPONSE_BYTES: Final = 32 << 20
+"""The largest answer read into memory (32 MiB)."""
 
 INTERVAL: Final = 3.0
 """Seconds between sweeps of a watch while runs keep changing (before jitter)."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
+from asyncclient._core import _defaults as defaults
 from asyncclient._core._operations import API_PREFIX
 from asyncclient._core._retry import DEFAULT_RETRY_DEADLINE, RETRY_DEADLINE_ENV
 from asyncclient.errors import ValidationError
@@ -14,7 +15,7 @@ from asyncclient.errors import ValidationError
 API_KEY_ENV: Final = "ASYNCCLIENT_API_KEY"
 BASE_URL_ENV: Final = "ASYNCCLIENT_BASE_URL"
 MAX_RESPONSE_BYTES_ENV: Final = "ASYNCCLIENT_MAX_RESPONSE_BYTES"
-DEFAULT_MAX_RESPONSE_BYTES: Final = 32 << 20
+DEFAULT_MAX_RESPONSE_BYTES: Final = defaults.MAX_RESPONSE_BYTES
 
 
 def resolve_api_key(

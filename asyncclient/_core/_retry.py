@@ -37,6 +37,7 @@ import aiohttp
 import attrs
 import backoff
 
+from asyncclient._core import _defaults as defaults
 from asyncclient.errors import ApiError, TransportError
 
 __all__ = [
@@ -65,7 +66,7 @@ Verdict = Literal["retry", "outage", "permanent"]
 RETRYABLE_STATUSES: Final = frozenset({408, 429, *range(500, 600)})
 # The service is down or restarting, behind a gateway that says so.
 OUTAGE_STATUSES: Final = frozenset({502, 503, 504})
-DEFAULT_RETRY_DEADLINE: Final = 30.0
+DEFAULT_RETRY_DEADLINE: Final = defaults.RETRY_DEADLINE
 RETRY_DEADLINE_ENV: Final = "ASYNCCLIENT_RETRY_DEADLINE"
 
 # aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.

@@ -138,15 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `asyncclient --help | head -1`
         return quiet_broken_pipe()
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "uses_config", True):
-        from asyncclient.cli._config import apply_config
-        from asyncclient.errors import ValidationError
+    from asyncclient.cli._config import apply_config
+    from asyncclient.errors import ValidationError
 
-        try:
-            apply_config(args, args.argv)
-        except ValidationError as exc:
-            print(block(f"error: {exc}"), file=sys.stderr, flush=True)
-            return EXIT_BAD_INPUT
+    try:
+        apply_config(args, args.argv)
+    except ValidationError as exc:
+        print(block(f"error: {exc}"), file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     return run_handler(args)
 
 

@@ -4,7 +4,6 @@ did not pass (--download-failed)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 from collections.abc import Callable, Sequence
@@ -16,26 +15,28 @@ from asyncclient.cli._output import Output, to_json
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
+    from asyncclient.cli._options import Follow
     from asyncclient.models import Run
+    from asyncclient.reruns import Reruns, SuiteResult
 
 __all__ = ["report"]
 
 
 async def report(
     session: AsyncSession,
-    reruns: Any,
-    args: argparse.Namespace,
+    reruns: Reruns,
+    options: Follow,
     out: Output,
     name: str,
     skipped: Sequence[tuple[str, str]],
-) -> Any:
+) -> SuiteResult:
     """Every report asked for, of the suite's tests (their last attempts, with the earlier
     ones where tests were re-run); returns the SuiteResult."""
     from asyncclient import _reports
     from asyncclient._reports import junit as _junit
 
     result = reruns.result()
-    if not getattr(args, "no_history", False):
+    if not options.no_history:
         result = await _with_history(session, result, out)
     runs = list(result.final_runs)
     earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
@@ -55,34 +56,35 @@ async def report(
         for line in lines:
             out.data(line)
     evidence: dict[str, list[str]] = {}
-    if getattr(args, "download_failed", None):
-        evidence = await _download_failed(session, result, args.download_failed, out)
-    if args.junit:
+    if options.download_failed:
+        evidence = await _download_failed(session, result, options.download_failed, out)
+    junit, html = options.junit, options.html
+    if junit:
         excused = {
             t.test_id: result.quarantined[t.test_id] for t in result.tests if result.excused(t)
         }
         _written(
             out,
             "JUnit",
-            args.junit,
+            junit,
             lambda: _junit.write_junit(
-                args.junit, runs, name=name, skipped=skipped, earlier=earlier, quarantined=excused
+                junit, runs, name=name, skipped=skipped, earlier=earlier, quarantined=excused
             ),
         )
-    if getattr(args, "html", None):
+    if html:
         from asyncclient._reports import html as _html_report
 
         _written(
             out,
             "HTML",
-            args.html,
+            html,
             lambda: _html_report.write_html(
-                args.html,
+                html,
                 result,
                 name=name,
                 skipped=skipped,
                 evidence=evidence,
-                evidence_dir=getattr(args, "download_failed", None),
+                evidence_dir=options.download_failed,
             ),
         )
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -34,6 +34,7 @@ from asyncclient._core._wording import (
 )
 from asyncclient.cli._connection import add_network_options, open_session
 from asyncclient.cli._logging import asked_level, remove_logging, setup_logging
+from asyncclient.cli._options import Connection, Globals, read
 from asyncclient.cli._output import Output
 from asyncclient.cli._platform import INTERRUPTS, handled_signals, woken_by_signals
 
@@ -71,10 +72,7 @@ def api_key_source(args: argparse.Namespace | None) -> str | None:
     wins, as in open_session); None when unknown."""
     if args is None:
         return None
-    origin = getattr(args, "api_key_origin", None)  # set when a configuration file gave it
-    if origin:
-        return str(origin)
-    return "--api-key" if getattr(args, "api_key", None) else "ASYNCCLIENT_API_KEY"
+    return read(Connection, args).key_source
 
 
 def describe_error(exc: BaseException, *, key_source: str | None = None) -> tuple[str, int]:
@@ -255,7 +253,7 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
     handler = resolve_handler(args.handler)
     interrupted = False
     exit_code = EXIT_INTERRUPTED
-    ends_on_signal = bool(getattr(args, "ends_on_signal", False))
+    ends_on_signal = read(Globals, args).ends_on_signal
 
     async def main() -> int:
         task = asyncio.current_task()

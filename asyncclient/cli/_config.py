@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncclient.cli._common import EXIT_OK, add_command, add_group
+from asyncclient.cli._options import Globals, read
 from asyncclient.cli._output import Output
 from asyncclient.config import COMMAND_KEYS, GLOBAL_KEYS, Config, config_paths, load_config
 
@@ -59,30 +60,31 @@ def _given(argv: Sequence[str], flag: str | None) -> bool:
 def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
     """Fill what the command line and the environment left unset from the files; returns the
     configuration read. Raises ValidationError (exit 2) for a mistake in a file."""
-    flags = {
-        name: getattr(args, name, None) if _given(argv, key.flag) else None
-        for name, key in GLOBAL_KEYS.items()
-    }
-    table = str(getattr(args, "command", "") or "")
+    line = read(Globals, args)
+    flags = _flag_values(args, argv)
+    table = line.command or ""
     given = [
         f"{table}.{name}"
         for name, key in COMMAND_KEYS.get(table, {}).items()
         if _given(argv, key.flag)
     ]
-    config = load_config(getattr(args, "profile", None), flags=flags, given=given)
+    config = load_config(line.profile, flags=flags, given=given)
     args.log_setting = config.settings.get("log")  # ASYNCCLIENT_LOG or `log` (run_handler)
-    if getattr(args, "verbose", False) and config.files:
-        read = ", ".join(str(path) for path in config.files)
+    if line.verbose and config.files:
+        files_read = ", ".join(str(path) for path in config.files)
         profile = f" (profile {config.profile})" if config.profile else ""
-        print(f"config: read {read}{profile}", file=sys.stderr, flush=True)
+        print(f"config: read {files_read}{profile}", file=sys.stderr, flush=True)
+    # The files fill in what the line left unset, on the namespace the option records are read
+    # from (cli._options): only the options this command's parser defined.
+    parsed = vars(args)
     for name, setting in config.settings.items():
-        if not _from_file(setting.origin, config) or not hasattr(args, name):
+        if not _from_file(setting.origin, config) or name not in parsed:
             continue
-        if getattr(args, name, None) is None:
+        if parsed[name] is None:
             value = setting.value
-            setattr(args, name, os.fspath(value) if isinstance(value, Path) else value)
+            parsed[name] = os.fspath(value) if isinstance(value, Path) else value
     from_a_file = config.api_key_origin not in (None, "ASYNCCLIENT_API_KEY", "--api-key")
-    if config.api_key_set and not getattr(args, "api_key", None) and from_a_file:
+    if config.api_key_set and not parsed.get("api_key") and from_a_file:
         args.api_key = config.session_options()["api_key"]
         args.api_key_origin = config.api_key_origin
     args.api_key_hint = config.missing_key_hint
@@ -93,14 +95,14 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
             key = keys[name]
             if _given(argv, key.flag) or (key.env and os.environ.get(key.env, "").strip()):
                 continue
-            if not hasattr(args, name):
+            if name not in parsed:
                 continue
             value = setting.value
             if isinstance(value, Path):
                 value = os.fspath(value)
             if key.kind == "list":
                 value = [",".join(value)]
-            setattr(args, name, value)
+            parsed[name] = value
     return config
 
 
@@ -109,7 +111,8 @@ def _from_file(origin: str, config: Config) -> bool:
 
 
 async def show(args: argparse.Namespace, out: Output) -> int:
-    config = load_config(getattr(args, "profile", None), flags=_flag_values(args))
+    line = read(Globals, args)
+    config = load_config(line.profile, flags=_flag_values(args, line.argv or sys.argv[1:]))
     rows: list[tuple[str, Any, str]] = []
     for name, key in GLOBAL_KEYS.items():
         if name == "api_key":
@@ -147,10 +150,11 @@ async def show(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
-    argv = getattr(args, "argv", None) or sys.argv[1:]
+def _flag_values(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+    """The global options given on the line (`argv`), by their configuration keys."""
+    parsed = vars(args)
     return {
-        name: getattr(args, name, None) if _given(argv, key.flag) else None
+        name: parsed.get(name) if _given(argv, key.flag) else None
         for name, key in GLOBAL_KEYS.items()
     }
 

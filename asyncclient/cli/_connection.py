@@ -9,8 +9,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from asyncclient._core import _defaults as defaults
+
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
+    from asyncclient.cli._options import Connection
 
 __all__ = ["NETWORK_FLAGS", "add_network_options", "open_session"]
 
@@ -70,7 +73,7 @@ def add_network_options(
         type=int,
         default=default(None),
         help="retries of a failed request after the first attempt (default: "
-        "$ASYNCCLIENT_RETRIES, else 4)",
+        f"$ASYNCCLIENT_RETRIES, else {defaults.MAX_RETRIES})",
     )
     net.add_argument(
         "--retry-deadline",
@@ -78,7 +81,8 @@ def add_network_options(
         type=float,
         default=default(None),
         help="how long a request rides out an outage of the service (no connection, 502, "
-        "503, 504), retrying (default: $ASYNCCLIENT_RETRY_DEADLINE, else 30; 0: only --retries "
+        f"503, 504), retrying (default: $ASYNCCLIENT_RETRY_DEADLINE, else "
+        f"{defaults.RETRY_DEADLINE:g}; 0: only --retries "
         "times)",
     )
     net.add_argument(
@@ -95,7 +99,8 @@ def add_network_options(
         type=int,
         default=default(None),
         help="the largest answer read into memory (default: "
-        "$ASYNCCLIENT_MAX_RESPONSE_BYTES, else 33554432, 32 MiB)",
+        f"$ASYNCCLIENT_MAX_RESPONSE_BYTES, else {defaults.MAX_RESPONSE_BYTES}, "
+        f"{defaults.MAX_RESPONSE_BYTES >> 20} MiB)",
     )
 
 
@@ -105,41 +110,38 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     A missing address or key is refused here, naming both the flag and the variable to set.
     """
     from asyncclient._core._environment import resolve_api_key, resolve_base_url
+    from asyncclient.cli._options import Connection, read
 
+    given = read(Connection, args)
     # The library's own resolution, naming the flags: the same rules, the same messages.
-    base_url = resolve_base_url(getattr(args, "base_url", None), os.environ, flag="--base-url")
-    api_key = resolve_api_key(
-        getattr(args, "api_key", None),
-        os.environ,
-        flag="--api-key",
-        hint=getattr(args, "api_key_hint", None),
-    )
+    base_url = resolve_base_url(given.base_url, os.environ, flag="--base-url")
+    api_key = resolve_api_key(given.api_key, os.environ, flag="--api-key", hint=given.api_key_hint)
     settings: dict[str, Any] = {
         # The library reads ASYNCCLIENT_MAX_RESPONSE_BYTES itself, naming the flag (_option_names).
-        "max_response_bytes": getattr(args, "max_response_bytes", None),
-        "retry_deadline": getattr(args, "retry_deadline", None),
-        "pool_timeout": getattr(args, "pool_timeout", None),
-        "proxy": getattr(args, "proxy", None),
-        "ca_file": getattr(args, "ca_file", None),
-        "client_cert": getattr(args, "client_cert", None),
-        "client_key": getattr(args, "client_key", None),
-        **_request_options(args),
+        "max_response_bytes": given.max_response_bytes,
+        "retry_deadline": given.retry_deadline,
+        "pool_timeout": given.pool_timeout,
+        "proxy": given.proxy,
+        "ca_file": given.ca_file,
+        "client_cert": given.client_cert,
+        "client_key": given.client_key,
+        **_request_options(given),
         **options,
     }
     return _command_session_class()(api_key=api_key, base_url=base_url, **settings)
 
 
-def _request_options(args: argparse.Namespace) -> dict[str, Any]:
+def _request_options(given: Connection) -> dict[str, Any]:
     """--request-timeout, --retries or their variables, checked (the library has these
     options but not their variables)."""
     from asyncclient.errors import ValidationError
 
     options: dict[str, Any] = {}
-    for flag, env, option, kind in (
-        ("--request-timeout", "ASYNCCLIENT_REQUEST_TIMEOUT", "timeout", float),
-        ("--retries", "ASYNCCLIENT_RETRIES", "max_retries", int),
-    ):
-        value = getattr(args, flag[2:].replace("-", "_"), None)
+    for flag, value, env, option, kind in (
+        ("--request-timeout", given.request_timeout, "ASYNCCLIENT_REQUEST_TIMEOUT", "timeout",
+         float),
+        ("--retries", given.retries, "ASYNCCLIENT_RETRIES", "max_retries", int),
+    ):  # fmt: skip
         source = flag
         if value is None:
             text = os.environ.get(env, "").strip()

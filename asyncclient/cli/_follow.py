@@ -5,7 +5,6 @@ and what Ctrl-C leaves to say. The reports at the end: asyncclient.cli._ci_repor
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from asyncclient._client._session import AsyncSession
+    from asyncclient.cli._options import Follow
     from asyncclient.models import Run
 
 DEFAULT_INTERVAL = defaults.INTERVAL  # the watcher's, from the light module that defines it
@@ -32,7 +32,7 @@ DEFAULT_MAX_INTERVAL = defaults.MAX_INTERVAL
 async def follow(
     session: AsyncSession,
     run_ids: list[str],
-    args: argparse.Namespace,
+    options: Follow,
     out: Output,
     *,
     stop_on_cancel: bool,
@@ -42,42 +42,44 @@ async def follow(
     mode: str | None = None,
     build_id: str | None = None,
     idempotency_key: str | None = None,
+    base_url: str | None = None,
 ) -> int:
     """Watch the runs with live progress, re-run the tests that did not pass (--retry-failed,
     asyncclient.reruns), then report; returns the exit code.
 
     tests: the test id of each run, when known from the start (shown before the first sweep).
     mode, build_id, idempotency_key: how the first runs were started (their re-runs follow).
+    base_url: the --base-url given, for the command a second Ctrl-C prints.
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
     from asyncclient.reruns import Reruns, remaining
 
     reruns = Reruns(
-        getattr(args, "retry_failed", 0) or 0,
+        options.retry_failed,
         mode=mode,
         build_id=build_id,
         idempotency_key=idempotency_key,
-        fail_on_flaky=getattr(args, "fail_on_flaky", False),
-        quarantined=_quarantined(args),
-        fail_on_quarantined=getattr(args, "fail_on_quarantined", False),
+        fail_on_flaky=options.fail_on_flaky,
+        quarantined=options.honoured(),
+        fail_on_quarantined=options.fail_on_quarantined,
     )
-    interval = args.interval or DEFAULT_INTERVAL
-    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    interval = options.interval or DEFAULT_INTERVAL
+    deadline = None if options.timeout is None else time.monotonic() + options.timeout
     timed_out: WatchTimeoutError | None = None
     current: list[Any] = []  # the round's watcher, for the note of a second Ctrl-C
-    note = _still_going_note(current, args) if stop_on_cancel else _no_note
+    note = _still_going_note(current, base_url) if stop_on_cancel else _no_note
     ids = run_ids
     told: set[str] = set()
     with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
         while ids:
             # The first round has the whole timeout (its message names it); later ones the rest.
-            left = args.timeout if ids is run_ids else remaining(deadline)
+            left = options.timeout if ids is run_ids else remaining(deadline)
             watcher = session.watch_runs(
                 ids,
                 interval=interval,
                 max_interval=max(DEFAULT_MAX_INTERVAL, interval),
                 timeout=left,
-                stop_on_timeout=args.stop_on_timeout,
+                stop_on_timeout=options.stop_on_timeout,
                 stop_on_cancel=stop_on_cancel,
             )
             current[:] = [watcher]
@@ -96,7 +98,7 @@ async def follow(
                 # code (130/143) fails the job either way.
                 reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
                 with contextlib.suppress(CommandError, OSError):  # the interrupt matters now
-                    await report(session, reruns, args, out, report_name, skipped)
+                    await report(session, reruns, options, out, report_name, skipped)
                 raise
             views = watcher.runs
             reruns.record(views[i] for i in ids if i in views)
@@ -110,7 +112,7 @@ async def follow(
             if started:
                 progress.add_attempts(started)
             ids = [run_id for _, run_id, _ in started]
-    result = await report(session, reruns, args, out, report_name, skipped)
+    result = await report(session, reruns, options, out, report_name, skipped)
     if not current:  # no run to follow (none started)
         return EXIT_OK if result.passed else EXIT_NOT_PASSED
     watcher = current[0]
@@ -123,20 +125,11 @@ async def follow(
     return EXIT_OK if result.passed else EXIT_NOT_PASSED
 
 
-def _quarantined(args: argparse.Namespace) -> dict[str, str]:
-    """The tests --quarantine keeps from failing the command (test id -> reason); an entry
-    past its until is not honoured (check_follow_options warned of it)."""
-    quarantine = getattr(args, "quarantine_file", None)
-    if quarantine is None:
-        return {}
-    return {test: entry.reason for test, entry in quarantine.honoured().items()}
-
-
 def _no_note() -> list[str]:
     return []
 
 
-def _still_going_note(current: list[Any], args: argparse.Namespace) -> Callable[[], list[str]]:
+def _still_going_note(current: list[Any], base_url: str | None) -> Callable[[], list[str]]:
     """What a second Ctrl-C prints before exiting at once: the runs that may still be going
     (their stop not answered yet) and the command that stops them. `current`: the watcher of
     the round under way."""
@@ -147,7 +140,7 @@ def _still_going_note(current: list[Any], args: argparse.Namespace) -> Callable[
             return []
         ids = " ".join(going)
         # The address only when given as a flag: the variable is still set in this shell.
-        where = f" --base-url {args.base_url}" if getattr(args, "base_url", None) else ""
+        where = f" --base-url {base_url}" if base_url else ""
         return [
             f"exiting before the service confirmed the stops: {len(going)} run(s) may still "
             f"be going: {ids}",

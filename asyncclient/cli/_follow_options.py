@@ -11,14 +11,19 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
+from asyncclient.cli._options import Follow, read
 from asyncclient.reruns import MAX_RETRY_FAILED
 
 if TYPE_CHECKING:
     from asyncclient.cli._output import Output
 
 __all__ = ["add_follow_options", "check_follow_options", "ids_from_text"]
+
+_DEFAULTS = attrs.fields(Follow)  # each option's default, written once in its record
 
 
 def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> Any:
@@ -46,10 +51,10 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "--retry-failed",
         type=int,
         metavar="N",
-        default=0,
+        default=_DEFAULTS.retry_failed.default,
         help="re-run each test whose run did not pass (not a stopped one) up to N more times, "
         "with the same build and mode; a test that passes on a re-run is flaky and passes "
-        f"(0 to {MAX_RETRY_FAILED}; default 0)",
+        f"(0 to {MAX_RETRY_FAILED}; default {_DEFAULTS.retry_failed.default})",
     )
     group.add_argument(
         "--fail-on-flaky",
@@ -105,25 +110,27 @@ def _seconds(flag: str, value: float | None) -> None:
 
 def check_follow_options(
     args: argparse.Namespace, *, waiting: bool, out: Output | None = None
-) -> None:
-    """Refuse options that do not go together, before any request; read the quarantine file
-    (args.quarantine_file) and warn (on `out`) of its entries past their until."""
+) -> Follow:
+    """The options of following runs, read from the line once and checked before any request:
+    refuses options that do not go together, reads the quarantine file and warns (on `out`) of
+    its entries past their until."""
+    options = read(Follow, args)
     if not waiting:
         given = [
             flag
             for flag, value in (
-                ("--timeout", args.timeout),
-                ("--interval", args.interval),
-                ("--junit", args.junit),
-                ("--retry-failed", args.retry_failed),
-                ("--fail-on-flaky", args.fail_on_flaky),
-                ("--download-failed", args.download_failed),
-                ("--html", args.html),
-                ("--stop-on-timeout", args.stop_on_timeout),
-                ("--allow-skipped", getattr(args, "allow_skipped", False)),
-                ("--quarantine", args.quarantine),
-                ("--fail-on-quarantined", args.fail_on_quarantined),
-                ("--no-history", args.no_history),
+                ("--timeout", options.timeout),
+                ("--interval", options.interval),
+                ("--junit", options.junit),
+                ("--retry-failed", options.retry_failed),
+                ("--fail-on-flaky", options.fail_on_flaky),
+                ("--download-failed", options.download_failed),
+                ("--html", options.html),
+                ("--stop-on-timeout", options.stop_on_timeout),
+                ("--allow-skipped", options.allow_skipped),
+                ("--quarantine", options.quarantine),
+                ("--fail-on-quarantined", options.fail_on_quarantined),
+                ("--no-history", options.no_history),
             )
             if value
         ]
@@ -132,39 +139,41 @@ def check_follow_options(
                 f"{', '.join(given)} need --wait: without it the command exits once the runs "
                 "have started"
             )
-        return
-    _seconds("--timeout", args.timeout)
-    _seconds("--interval", args.interval)
-    if args.stop_on_timeout and args.timeout is None:
+        return options
+    _seconds("--timeout", options.timeout)
+    _seconds("--interval", options.interval)
+    if options.stop_on_timeout and options.timeout is None:
         raise CommandError("--stop-on-timeout needs --timeout S")
-    if not 0 <= args.retry_failed <= MAX_RETRY_FAILED:
+    if not 0 <= options.retry_failed <= MAX_RETRY_FAILED:
         raise CommandError(
-            f"--retry-failed {args.retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
+            f"--retry-failed {options.retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
         )
-    if args.fail_on_flaky and not args.retry_failed:
+    if options.fail_on_flaky and not options.retry_failed:
         raise CommandError(
             "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
         )
-    for flag, value in (("--junit", args.junit), ("--html", args.html)):
+    for flag, value in (("--junit", options.junit), ("--html", options.html)):
         if value:
             _check_report_path(flag, value)
-    if args.download_failed:
-        folder = Path(args.download_failed)
+    if options.download_failed:
+        folder = Path(options.download_failed)
         if folder.exists() and not folder.is_dir():
             raise CommandError(f"--download-failed {folder} is a file: give a folder")
-    if args.fail_on_quarantined and not args.quarantine:
+    if options.fail_on_quarantined and not options.quarantine:
         raise CommandError("--fail-on-quarantined needs --quarantine FILE")
-    if args.quarantine:
+    if options.quarantine:
         from asyncclient.quarantine import load_quarantine
 
         # Read now, before any run starts: a file that is not right fails the command here.
-        quarantine = args.quarantine_file = load_quarantine(args.quarantine)
+        quarantine = load_quarantine(options.quarantine)
         for entry in quarantine.expired():
             if out is not None:
                 out.warning(
                     f"the quarantine of {entry.test} ended on {entry.until.isoformat()} "
-                    f"({args.quarantine}): it is not honoured; extend its until or remove it"
+                    f"({options.quarantine}): it is not honoured; extend its until or remove it"
                 )
+        options = attrs.evolve(options, quarantined=quarantine)
+    return options
 
 
 def _check_report_path(flag: str, value: str) -> None:

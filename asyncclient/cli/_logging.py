@@ -89,7 +89,9 @@ def asked_level(args: argparse.Namespace) -> int | None:
     value = os.environ.get(LOG_ENV, "").strip()
     if value:
         return log_level(value, LOG_ENV)
-    setting = getattr(args, "log_setting", None)
+    from asyncclient.cli._options import Globals, read
+
+    setting = read(Globals, args).log_setting
     if setting is None:
         return None
     return log_level(setting.value, setting.origin)

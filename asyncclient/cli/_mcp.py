@@ -294,7 +294,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
     tools, read_only = choose_tools(server_module, args)
     result_chars = _result_chars(args.result_chars)
     async with open_session(args) as session:
-        api_key = getattr(args, "api_key", None) or os.environ.get("ASYNCCLIENT_API_KEY", "")
+        api_key = args.api_key or os.environ.get("ASYNCCLIENT_API_KEY", "")
         options = server_module.ServerOptions(
             download_dir=download_dir,
             read_only=read_only,

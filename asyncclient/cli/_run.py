@@ -196,7 +196,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     _check_ids("test", [args.test_id], "TEST_ID")
     if args.build:
         _check_ids("build", [args.build], "--build")
-    check_follow_options(args, waiting=args.wait, out=out)
+    options = check_follow_options(args, waiting=args.wait, out=out)
     async with open_session(args) as session:
         start = await session.run_test(
             args.test_id,
@@ -215,8 +215,9 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
         return await follow(
             session,
             [start.run_id],
-            args,
+            options,
             out,
+            base_url=args.base_url,
             stop_on_cancel=True,
             report_name=args.test_id,
             tests={start.run_id: args.test_id},
@@ -231,7 +232,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
 
     _check_ids("project", [args.project_id], "PROJECT_ID")
     builds = _check_ids("build", args.build or [], "--build")
-    check_follow_options(args, waiting=args.wait, out=out)
+    options = check_follow_options(args, waiting=args.wait, out=out)
     async with open_session(args) as session:
         result = await session.run_project(
             args.project_id,
@@ -257,8 +258,9 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
         code = await follow(
             session,
             [started.run_id for started in result.started],
-            args,
+            options,
             out,
+            base_url=args.base_url,
             stop_on_cancel=True,
             report_name=args.project_id,
             skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
@@ -273,7 +275,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
     if not result.started:
         out.error(f"no test of {args.project_id} started: nothing ran")
         return EXIT_NOT_PASSED
-    if result.skipped and not args.allow_skipped:
+    if result.skipped and not options.allow_skipped:
         out.error(
             f"{len(result.skipped)} test(s) of {args.project_id} did not start (see above); "
             "pass --allow-skipped to accept that"
@@ -295,13 +297,14 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
                 "of asyncclient run"
             )
     run_ids = _check_ids("run", given, "RUN_ID")
-    check_follow_options(args, waiting=True, out=out)
+    options = check_follow_options(args, waiting=True, out=out)
     async with open_session(args) as session:
         return await follow(
             session,
             run_ids,
-            args,
+            options,
             out,
+            base_url=args.base_url,
             stop_on_cancel=args.stop_on_interrupt,
             report_name="asyncclient watch",
         )

@@ -106,10 +106,12 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         ServiceSettings,
     )
 
-    for name in ("error_rate", "rate_limit_rate", "drop_rate"):
-        value = getattr(args, name)
+    for flag, value in (
+        ("--error-rate", args.error_rate),
+        ("--rate-limit-rate", args.rate_limit_rate),
+        ("--drop-rate", args.drop_rate),
+    ):
         if not 0.0 <= value <= 1.0:
-            flag = "--" + name.replace("_", "-")
             raise CommandError(f"{flag} {value} is not a fraction: give a number from 0 to 1")
     if args.speed <= 0:
         raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")

@@ -1,0 +1,100 @@
+"""The command line's options as typed records, each read from the parsed line once.
+
+argparse gives a namespace whose attributes depend on the command (`serve` has no --base-url,
+`watch` no --wait); the code past the parser reads these records instead, each field typed and
+with its default written once, here. `read(Record, args)` takes each field the command's parser
+defined (after the configuration files filled in what the line left unset) and the field's
+default for the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+if TYPE_CHECKING:
+    from asyncclient.quarantine import Quarantine
+
+__all__ = ["Connection", "Follow", "Globals", "read"]
+
+_Record = TypeVar("_Record")
+
+
+def read(record: type[_Record], args: argparse.Namespace) -> _Record:
+    """The record `record` of the parsed line `args`."""
+    given = vars(args)
+    fields = attrs.fields(record)  # type: ignore[arg-type]
+    return record(**{field.name: given[field.name] for field in fields if field.name in given})
+
+
+@attrs.frozen(kw_only=True)
+class Globals:
+    """The options every command has, and what the parser and the files add to them."""
+
+    command: str = ""
+    argv: list[str] = attrs.field(factory=list)
+    json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    profile: str | None = None
+    log_setting: Any = None  # the configuration files' `log` setting (apply_config)
+    ends_on_signal: bool = False  # set by a parser whose normal end is a signal (serve)
+
+
+@attrs.frozen(kw_only=True)
+class Connection:
+    """How to reach the service: its address, the key and the network options (each also read
+    from the environment by the session)."""
+
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    api_key_origin: str | None = None  # the file that gave the key (apply_config)
+    api_key_hint: str | None = None  # what to do when no key is set (apply_config)
+    proxy: str | None = None
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    request_timeout: float | None = None
+    retries: int | None = None
+    retry_deadline: float | None = None
+    pool_timeout: float | None = None
+    max_response_bytes: int | None = None
+
+    @property
+    def key_source(self) -> str:
+        """Where the key came from: a file, "--api-key" or "ASYNCCLIENT_API_KEY" (the flag
+        wins over the variable, as in open_session)."""
+        if self.api_key_origin:
+            return self.api_key_origin
+        return "--api-key" if self.api_key else "ASYNCCLIENT_API_KEY"
+
+
+@attrs.frozen(kw_only=True)
+class Follow:
+    """Following runs to their end (`run ... --wait`, `watch`): the wait, the re-runs, the
+    reports. `quarantine` is the file's name; `quarantined` what it holds, read by
+    check_follow_options before any request."""
+
+    wait: bool = False
+    timeout: float | None = None
+    interval: float | None = None
+    stop_on_timeout: bool = False
+    retry_failed: int = 0
+    fail_on_flaky: bool = False
+    allow_skipped: bool = False
+    quarantine: str | None = None
+    fail_on_quarantined: bool = False
+    no_history: bool = False
+    junit: str | None = None
+    html: str | None = None
+    download_failed: str | None = None
+    quarantined: Quarantine | None = None
+
+    def honoured(self) -> dict[str, str]:
+        """The tests the quarantine keeps from failing the command (test id -> reason); an
+        entry past its until is not honoured (check_follow_options warned of it)."""
+        if self.quarantined is None:
+            return {}
+        return {test: entry.reason for test, entry in self.quarantined.honoured().items()}
