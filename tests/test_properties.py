@@ -16,10 +16,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncclient import _reports
 from asyncclient._core._converter import converter
 from asyncclient._core._responses import error_from_response
 from asyncclient._reports import junit as _junit
+from asyncclient._reports import markdown as _markdown
+from asyncclient._reports import model as _model
+from asyncclient._reports import text as _text
 from asyncclient.cli._runs import run_fields
 from asyncclient.errors import ApiError
 from asyncclient.models import Build, Run
@@ -51,10 +53,10 @@ def test_any_json_in_a_runs_open_fields_is_read_and_reported(fields: dict[str, A
     except READ_ERRORS:
         return  # the session answers ApiError(invalid_response) for these
     # Every reader and every report copes with whatever was read.
-    _reports.summary_lines([run])
-    ET.fromstring(_junit.junit_xml([run]))
-    _reports.step_summary_markdown([run])
-    _reports.report_fields(run)
+    _text.summary_lines(_model.runs_report([run]))
+    ET.fromstring(_junit.junit_xml(_model.runs_report([run])))
+    _markdown.step_summary_markdown(_model.runs_report([run]))
+    _model.attempt(run).fields()
     run_fields(run)
 
 
@@ -135,8 +137,8 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
          "requirements": requirements},
         Run,
     )  # fmt: skip
-    assert reason in "\n".join(_reports.summary_lines([run]))
-    suite = ET.fromstring(_junit.junit_xml([run]))
+    assert reason in "\n".join(_text.summary_lines(_model.runs_report([run])))
+    suite = ET.fromstring(_junit.junit_xml(_model.runs_report([run])))
     case_element = suite.find("testcase")
     assert case_element is not None
     shown = case_element.find("failure")
@@ -144,8 +146,8 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
         shown = case_element.find("error")
     assert shown is not None
     assert reason in (shown.text or "")
-    assert reason in _reports.step_summary_markdown([run])
-    assert reason in [r["reason"] for r in _reports.report_fields(run)["failedRequirements"]]
+    assert reason in _markdown.step_summary_markdown(_model.runs_report([run]))
+    assert reason in [r["reason"] for r in _model.attempt(run).fields()["failedRequirements"]]
     requirements_view = dict(run_fields(run))["requirements"]
     assert requirements_view is not None
     assert reason in requirements_view

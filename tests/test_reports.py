@@ -12,6 +12,9 @@ import pytest
 from asyncclient import _reports
 from asyncclient._local._files import write_atomically
 from asyncclient._reports import junit as _junit
+from asyncclient._reports import markdown as _markdown
+from asyncclient._reports import model as _model
+from asyncclient._reports import text as _text
 from asyncclient.models import Run, RunStatus
 
 
@@ -102,7 +105,7 @@ def test_duration_falls_back_to_timestamps() -> None:
 
 
 def test_summary_lines_show_verdict_headline_reasons_and_link() -> None:
-    lines = _reports.summary_lines([PASSED, FAILED, ERRORED, RUNNING])
+    lines = _text.summary_lines(_model.runs_report([PASSED, FAILED, ERRORED, RUNNING]))
     text = "\n".join(lines)
     assert lines[0].split()[:3] == ["passed", "j_ok", "t_ok"]
     assert "(12.3 s)" in lines[0]
@@ -122,7 +125,7 @@ def test_counts_line() -> None:
 
 def test_junit_xml_parses_back_with_the_right_counts_and_messages() -> None:
     runs = [PASSED, FAILED, ERRORED, CANCELLED, RUNNING]
-    suite = ET.fromstring(_junit.junit_xml(runs, name="p_demo"))
+    suite = ET.fromstring(_junit.junit_xml(_model.runs_report(runs, name="p_demo")))
     assert suite.tag == "testsuite"  # the root, as Surefire's schema has it
     assert suite.attrib["name"] == "p_demo"
     assert (suite.attrib["tests"], suite.attrib["failures"]) == ("5", "1")
@@ -172,7 +175,7 @@ def test_junit_xml_parses_back_with_the_right_counts_and_messages() -> None:
 
 def test_junit_xml_survives_characters_xml_cannot_carry() -> None:
     run = make_run("j_c", "failed", headline="bad \x00 byte \x1b[31m", test_title="a\x07b")
-    suite = ET.fromstring(_junit.junit_xml([run]))
+    suite = ET.fromstring(_junit.junit_xml(_model.runs_report([run])))
     case = suite.find("testcase")
     assert case is not None
     assert case.attrib["name"] == "a\ufffdb"
@@ -184,7 +187,7 @@ def test_junit_xml_survives_characters_xml_cannot_carry() -> None:
 def test_write_junit_replaces_the_file_atomically(tmp_path: Path) -> None:
     target = tmp_path / "report.xml"
     target.write_text("old")
-    _junit.write_junit(target, [PASSED])
+    _junit.write_junit(target, _model.runs_report([PASSED]))
     assert ET.parse(target).getroot().find("testcase") is not None
     assert [p.name for p in tmp_path.iterdir()] == ["report.xml"]
 
@@ -193,12 +196,12 @@ def test_write_junit_leaves_no_temp_file_on_failure(tmp_path: Path) -> None:
     target = tmp_path / "dir-in-the-way"
     target.mkdir()
     with pytest.raises(OSError, match="directory"):
-        _junit.write_junit(target, [PASSED])
+        _junit.write_junit(target, _model.runs_report([PASSED]))
     assert [p.name for p in tmp_path.iterdir()] == ["dir-in-the-way"]
 
 
 def test_step_summary_markdown_escapes_cells_and_lists_failures() -> None:
-    text = _reports.step_summary_markdown([PASSED, FAILED], heading="p_demo")
+    text = _markdown.step_summary_markdown(_model.runs_report([PASSED, FAILED], name="p_demo"))
     lines = text.splitlines()
     # Markdown from the service (and any text) is escaped: it renders as the text it is.
     assert lines[0] == "### p\\_demo: 2 runs\\: 1 passed, 1 failed"
@@ -216,21 +219,21 @@ def test_step_summary_markdown_escapes_cells_and_lists_failures() -> None:
 def test_append_step_summary_appends(tmp_path: Path) -> None:
     path = tmp_path / "summary.md"
     path.write_text("# earlier step\n")
-    _reports.append_step_summary(path, "one\n")
-    _reports.append_step_summary(path, "two\n")
+    _markdown.append_step_summary(path, "one\n")
+    _markdown.append_step_summary(path, "two\n")
     assert path.read_text() == "# earlier step\none\ntwo\n"
 
 
 def test_tests_not_started_are_skipped_testcases_and_listed() -> None:
     skipped = [("t_app", "no ready android build of com.example.shop; upload one")]
-    suite = ET.fromstring(_junit.junit_xml([PASSED], skipped=skipped))
+    suite = ET.fromstring(_junit.junit_xml(_model.runs_report([PASSED], skipped=skipped)))
     assert (suite.attrib["tests"], suite.attrib["skipped"]) == ("2", "1")
     case = suite.findall("testcase")[1]
     assert (case.attrib["name"], case.attrib["classname"]) == ("t_app", "t_app")
     skip = case.find("skipped")
     assert skip is not None
     assert skip.attrib["message"] == skipped[0][1]
-    text = _reports.step_summary_markdown([PASSED], skipped=skipped)
+    text = _markdown.step_summary_markdown(_model.runs_report([PASSED], skipped=skipped))
     assert (
         "Not started (1):\n- `t_app`: no ready android build of com.example.shop; upload one"
         in text
@@ -273,13 +276,17 @@ def test_junit_is_valid_against_surefires_own_schema(options: dict[str, Any]) ->
     import xmlschema
 
     runs = [PASSED, FAILED, ERRORED, CANCELLED, RUNNING]
-    xmlschema.XMLSchema(XSD).validate(_junit.junit_xml(runs, name="p_demo", **options).decode())
+    xmlschema.XMLSchema(XSD).validate(
+        _junit.junit_xml(_model.runs_report(runs, name="p_demo", **options)).decode()
+    )
 
 
 def test_a_quarantined_test_is_skipped_with_its_attempts_told() -> None:
     suite = ET.fromstring(
         _junit.junit_xml(
-            [PASSED, FAILED], earlier={"j_bad": [ERRORED]}, quarantined={"t_bad": "flaky UI"}
+            _model.runs_report(
+                [PASSED, FAILED], earlier={"j_bad": [ERRORED]}, quarantined={"t_bad": "flaky UI"}
+            )
         )
     )
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "1")

@@ -20,8 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from asyncclient import _reports
 from asyncclient._core import _untrusted
+from asyncclient._reports import markdown as _markdown
+from asyncclient._reports import model as _model
+from asyncclient._reports import text as _text
 from asyncclient.cli._logging import _SafeFormatter
 from asyncclient.cli._output import Output
 from asyncclient.models import Run
@@ -160,7 +162,7 @@ def test_the_terminal_never_shows_the_services_controls(
     run = _run(title, headline, reason)
     for stream in (io.StringIO(), _Tty()):
         out = Output(stdout=stream, stderr=stream)
-        for line in _reports.summary_lines([run]):
+        for line in _text.summary_lines(_model.runs_report([run])):
             out.info(line)
         out.table(["run", "title"], [[run.id, title], [headline, reason]])
         out.fields([("title", title), ("reason", reason)])
@@ -196,7 +198,7 @@ def test_the_step_summary_shows_the_services_markdown_as_text(
     title: str, headline: str, reason: str
 ) -> None:
     run = _run(title, headline, reason)
-    text = _reports.step_summary_markdown([run], skipped=[("t_2", reason)])
+    text = _markdown.step_summary_markdown(_model.runs_report([run], skipped=[("t_2", reason)]))
     assert not _controls(text, newlines=True)
     _no_workflow_command(text)
     # No link, image, emphasis or HTML but the summary's own: the run's page on its id (in
@@ -214,7 +216,7 @@ def test_the_step_summary_shows_the_services_markdown_as_text(
 
 def test_a_forged_summary_line_stays_in_its_cell() -> None:
     run = _run("x\n\n# Heading\n- [ ] task", "h", "r\n::error::forged")
-    text = _reports.step_summary_markdown([run])
+    text = _markdown.step_summary_markdown(_model.runs_report([run]))
     assert "\n# Heading" not in text
     assert "\n::error" not in text
     rows = [line for line in text.splitlines() if line.startswith("| ")]

@@ -1,19 +1,19 @@
-"""Reports on finished runs for people and CI. This module: how a run reads in a report, the
-text summary and GitHub Markdown; beside it, `junit` (JUnit XML) and `html` (the --html page,
-drawn by report.html.j2). Pure functions of the runs (no I/O) plus small writers; used by
-`asyncclient run`/`watch`, the demo and the MCP server. Over 400 lines: every report reads a
-run, a suite, its quarantine and its history through this one wording, so that the terminal,
-`--json`, the GitHub summary, JUnit and the HTML page never say one thing two ways."""
+"""Reports on finished runs for people and CI.
+
+This module is the reports' wording: how a run's status, outcome, duration and requirements
+read, how runs are counted, what a test's history and quarantine say. `model` reads a suite once
+through it into the one report model; each renderer draws that model: `text` (the terminal's
+summary), `markdown` (the GitHub step summary), `junit` (JUnit XML), `html` (the --html page,
+drawn by report.html.j2); `--json` (asyncclient.cli) and the tool server's `wait_for_runs` read
+the same records. Pure functions (no I/O) plus small writers."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
-from urllib.parse import quote
 
-from asyncclient._core import _lenient, _untrusted
+from asyncclient._core import _lenient
 from asyncclient.models import Requirement, Run
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Outcome",
-    "append_step_summary",
     "counts_line",
     "duration_seconds",
     "failed_requirements",
@@ -31,10 +30,7 @@ __all__ = [
     "history_verdict",
     "outcome",
     "plain_text",
-    "report_fields",
-    "step_summary_markdown",
     "suite_notes",
-    "summary_lines",
 ]
 
 Outcome = Literal["passed", "failure", "error", "skipped", "not_final"]
@@ -50,15 +46,6 @@ _STATUS_ORDER: Final = (
     "running",
     "queued",
 )
-_ICONS: Final = {
-    "passed": "\u2705",  # white heavy check mark
-    "failed": "\u274c",  # cross mark
-    "blocked": "\u26d4",  # no entry
-    "inconclusive": "\u2754",  # white question mark
-    "error": "\U0001f4a5",  # collision
-    "cancelled": "\u23f9\ufe0f",  # stop button
-}
-_NOT_FINAL_ICON: Final = "\u23f3"  # hourglass
 
 
 def status_of(run: Run) -> str:
@@ -148,25 +135,6 @@ def captures(run: Run) -> dict[str, str]:
     return run.capture_values
 
 
-def report_fields(run: Run) -> dict[str, Any]:
-    """What the reports read from a run, in one shape whatever the service's dialect: the
-    `summary` object of each run in `--json` output."""
-    return {
-        "outcome": outcome(run),
-        "status": run.status_kind,
-        "verdict": run.verdict_text,
-        "headline": headline(run),
-        "error": {"code": run.error_code, "message": run.error_message} if run.error else None,
-        "failedRequirements": [
-            {"name": r.name, "title": r.title, "result": r.result, "reason": r.reason}
-            for r in failed_requirements(run)
-        ],
-        "captures": captures(run),
-        "files": list(run.file_refs),
-        "buildId": run.used_build_id,
-    }
-
-
 def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:
     return _ordered(Counter(status_of(run) for run in runs))
 
@@ -189,142 +157,6 @@ def counts_text(counts: Mapping[str, int]) -> str:
     parts = ", ".join(f"{count} {status}" for status, count in _ordered(counts))
     noun = "run" if total == 1 else "runs"
     return f"{total} {noun}: {parts}" if total else "0 runs"
-
-
-# --- text summary --------------------------------------------------------------------------------
-
-
-def summary_lines(
-    runs: Sequence[Run],
-    *,
-    earlier: Mapping[str, Sequence[Run]] | None = None,
-    counts: str | None = None,
-) -> list[str]:
-    """The end-of-watch summary: per run its status, ids, title and duration, then indented the
-    headline, each failed requirement with its reason, and the link; a counts line last.
-    `earlier`: the earlier attempts of re-run tests, by final run id (each gets a line);
-    `counts`: the last line instead of the runs' counts (a suite's tests with attempts)."""
-    lines: list[str] = []
-    width = max((len(status_of(run)) for run in runs), default=0)
-    for run in runs:
-        head = [status_of(run).ljust(width), run.id, run.test_id or "", title(run)]
-        took = format_duration(duration_seconds(run))
-        if took:
-            head.append(f"({took})")
-        lines.append("  ".join(part for part in head if part))
-        indent = " " * (width + 2)
-        if not run.is_final:
-            lines.append(f"{indent}not final when the watch ended")
-        if headline(run):
-            lines.append(indent + headline(run))
-        code, message = error_details(run)
-        if outcome(run) == "error" and (code or message):
-            detail = f"{code}: {message}" if code and message else code or message
-            lines.append(f"{indent}error {detail}")
-        for req in failed_requirements(run):
-            lines.append(f"{indent}{labelled(req)}")
-        if run.link:
-            lines.append(indent + run.link)
-        before = (earlier or {}).get(run.id)
-        if before:
-            word = "flaky: passed on" if run.passed else "after"
-            tries = ", ".join(f"{a.id} {status_of(a)}" for a in before)
-            lines.append(f"{indent}{word} attempt {len(before) + 1} (earlier: {tries})")
-    lines.append(counts or counts_line(runs))
-    return lines
-
-
-# --- GitHub step summary (Markdown) -------------------------------------------------------------
-
-
-def _cell(text: str) -> str:
-    """Text in the summary, the service's included: shown as the text it is (no link, image,
-    emphasis or HTML of its own), one line, `|` escaped for the table."""
-    return _untrusted.markdown(text)
-
-
-def _code(text: str) -> str:
-    """An id as a code span (one line, `|` escaped for the table); text holding a backtick
-    as escaped text instead."""
-    shown = _untrusted.line(text)
-    if "`" in shown or not shown:
-        return _cell(shown)
-    return "`" + shown.replace("|", "\\|") + "`"
-
-
-def _link(text: str, url: str | None) -> str:
-    """An id linked to its page: only an http(s) URL is a link, percent-encoded so that no
-    character of it can end the link or start Markdown of its own."""
-    shown = _code(text)
-    if not url or not url.lower().startswith(("https://", "http://")):
-        return shown
-    safe = quote(_untrusted.line(url), safe=_URL_SAFE)
-    return f"[{shown}]({safe})"
-
-
-# Characters a URL keeps as they are; every other one (spaces, parentheses, `<>`, `|`, `\\`,
-# quotes, controls) is percent-encoded.
-_URL_SAFE: Final = "/:?#@!$&*+,;=-._~%"
-
-
-def step_summary_markdown(
-    runs: Sequence[Run],
-    *,
-    heading: str = "Test runs",
-    skipped: Sequence[tuple[str, str]] = (),
-    earlier: Mapping[str, Sequence[Run]] | None = None,
-    counts: str | None = None,
-    notes: Sequence[str] = (),
-) -> str:
-    """A Markdown table of the runs (status, test, run with link, duration, headline); for
-    each run that did not pass its failed requirements with reasons; the tests not started.
-    With `earlier` (re-run tests: the earlier attempts of each final run), the tests that
-    passed only on a re-run get a section of their own; `counts` replaces the counts line;
-    `notes` (suite_notes: the quarantine and the history) a section of their own."""
-    lines = [f"### {_cell(heading)}: {_cell(counts or counts_line(runs))}", ""]
-    if runs:
-        lines += [
-            "| Status | Test | Run | Duration | Headline |",
-            "|---|---|---|---:|---|",
-        ]
-        for run in runs:
-            status = status_of(run)
-            icon = _ICONS.get(run.status_kind, "") if run.is_final else _NOT_FINAL_ICON
-            test = _cell(title(run)) + (f" ({_code(run.test_id)})" if run.test_id else "")
-            lines.append(
-                f"| {icon} {_cell(status)} | {test} | {_link(run.id, run.link)} "
-                f"| {format_duration(duration_seconds(run))} | {_cell(headline(run))} |"
-            )
-        details = [run for run in runs if outcome(run) not in ("passed", "skipped")]
-        if details:
-            lines += ["", "<details><summary>Runs that did not pass</summary>", ""]
-            for run in details:
-                summary = headline(run) or status_of(run)
-                lines.append(
-                    f"- **{_cell(title(run))}** ({_link(run.id, run.link)}): {_cell(summary)}"
-                )
-                for req in failed_requirements(run):
-                    lines.append(f"  - {_cell(requirement_line(req))}")
-            lines += ["", "</details>"]
-    flaky = [run for run in runs if run.passed and (earlier or {}).get(run.id)]
-    if flaky:
-        lines += ["", f"#### Flaky tests ({len(flaky)}): passed on a re-run", ""]
-        for run in flaky:
-            failed = (earlier or {})[run.id]
-            tries = ", ".join(
-                f"{_link(a.id, a.link)} {_cell(status_of(a))}: {_cell(headline(a))}" for a in failed
-            )
-            lines.append(
-                f"- **{_cell(title(run))}** passed on attempt {len(failed) + 1} "
-                f"({_link(run.id, run.link)}); before: {tries}"
-            )
-    if notes:
-        lines += ["", "#### Quarantine and history", ""]
-        lines += [f"- {_cell(note)}" for note in notes]
-    if skipped:
-        lines += ["", f"Not started ({len(skipped)}):"]
-        lines += [f"- {_code(test_id)}: {_cell(reason)}" for test_id, reason in skipped]
-    return "\n".join(lines) + "\n\n"
 
 
 def history_verdict(history: TestFlakiness | None) -> str:
@@ -404,9 +236,3 @@ def suite_notes(result: SuiteResult) -> list[str]:
             if test.test_id in history
         ]
     return lines
-
-
-def append_step_summary(path: str | os.PathLike[str], markdown: str) -> None:
-    """Append to the file GITHUB_STEP_SUMMARY names (other steps of the job write there too)."""
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(markdown)

@@ -15,6 +15,7 @@ from asyncclient.cli._output import Output, to_json
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
+    from asyncclient._reports.model import SuiteReport, TestReport
     from asyncclient.cli._options import Follow
     from asyncclient.models import Run
     from asyncclient.reruns import Reruns, SuiteResult
@@ -32,24 +33,18 @@ async def report(
 ) -> SuiteResult:
     """Every report asked for, of the suite's tests (their last attempts, with the earlier
     ones where tests were re-run); returns the SuiteResult."""
-    from asyncclient import _reports
     from asyncclient._reports import junit as _junit
+    from asyncclient._reports.model import suite_report
+    from asyncclient._reports.text import summary_lines
 
     result = reruns.result()
     if not options.no_history:
         result = await _with_history(session, result, out)
-    runs = list(result.final_runs)
-    earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
-    counts = result.summary() if reruns.retry_failed else None
-    notes = _reports.suite_notes(result)
-    lines = _reports.summary_lines(runs, earlier=earlier, counts=counts)
-    lines[-1:-1] = notes  # the quarantine and the history, before the counts line
-    lines += [
-        f"not started {test_id}: {reason or 'no reason given'}" for test_id, reason in skipped
-    ]
+    # The one model every report below renders.
+    told = suite_report(result, name=name, skipped=skipped, by_tests=bool(reruns.retry_failed))
+    lines = summary_lines(told)
     if out.json_mode:
-        by_final = {test.final.id: test for test in result.tests}
-        out.json([_json_run(run, by_final.get(run.id), result, bool(earlier)) for run in runs])
+        out.json([_json_test(test, told) for test in told.tests])
         for line in lines:
             out.info(line)
     else:
@@ -60,17 +55,7 @@ async def report(
         evidence = await _download_failed(session, result, options.download_failed, out)
     junit, html = options.junit, options.html
     if junit:
-        excused = {
-            t.test_id: result.quarantined[t.test_id] for t in result.tests if result.excused(t)
-        }
-        _written(
-            out,
-            "JUnit",
-            junit,
-            lambda: _junit.write_junit(
-                junit, runs, name=name, skipped=skipped, earlier=earlier, quarantined=excused
-            ),
-        )
+        _written(out, "JUnit", junit, lambda: _junit.write_junit(junit, told))
     if html:
         from asyncclient._reports import html as _html_report
 
@@ -79,28 +64,15 @@ async def report(
             "HTML",
             html,
             lambda: _html_report.write_html(
-                html,
-                result,
-                name=name,
-                skipped=skipped,
-                evidence=evidence,
-                evidence_dir=options.download_failed,
+                html, told, evidence=evidence, evidence_dir=options.download_failed
             ),
         )
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
+        from asyncclient._reports.markdown import append_step_summary, step_summary_markdown
+
         try:
-            _reports.append_step_summary(
-                summary_path,
-                _reports.step_summary_markdown(
-                    runs,
-                    heading=name,
-                    skipped=skipped,
-                    earlier=earlier,
-                    counts=counts,
-                    notes=notes,
-                ),
-            )
+            append_step_summary(summary_path, step_summary_markdown(told))
         except OSError as exc:
             # The step summary is a courtesy; the runs' result and the JUnit report stand.
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
@@ -140,32 +112,30 @@ async def _with_history(session: AsyncSession, result: Any, out: Output) -> Any:
     return attrs.evolve(result, history={test_id: report.of(test_id) for test_id in failing})
 
 
-def _json_run(run: Run, test: Any, result: Any, reran: bool) -> dict[str, Any]:
-    """A run of --json; with re-runs in the suite, also its test's flaky mark and attempts;
-    with a quarantine, whether its test is quarantined; for a test that did not pass, its
-    history when it was read."""
-    from asyncclient import _reports
+def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
+    """A test's last run in --json, with its `summary`; with re-runs in the suite, also the
+    test's flaky mark and attempts; with a quarantine, whether the test is quarantined; for a
+    test that did not pass, its history when it was read."""
+    from asyncclient._reports import history_fields
 
-    entry = {**to_json(run), "summary": _reports.report_fields(run)}
-    if test is not None and result.quarantined:
-        entry["quarantined"] = test.test_id in result.quarantined
-    if test is not None and result.history is not None and test.test_id in result.history:
-        entry["history"] = _reports.history_fields(result.history[test.test_id])
-    if test is not None and reran:
+    final = test.final
+    entry = {**to_json(final.run), "summary": final.fields()}
+    if report.quarantine_given:
+        entry["quarantined"] = test.quarantine is not None
+    if test.history_read:
+        entry["history"] = history_fields(test.history)
+    if report.reran:
         entry["flaky"] = test.flaky
         entry["attempts"] = [
             {
                 "runId": attempt.id,
-                "status": _reports.status_of(attempt),
-                "outcome": _reports.outcome(attempt),
-                "headline": _reports.headline(attempt),
-                "failedRequirements": [
-                    {"name": r.name, "title": r.title, "result": r.result, "reason": r.reason}
-                    for r in _reports.failed_requirements(attempt)
-                ],
+                "status": attempt.status,
+                "outcome": attempt.outcome,
+                "headline": attempt.headline,
+                "failedRequirements": [check.fields() for check in attempt.checks],
                 "link": attempt.link,
             }
-            for attempt in test.runs
+            for attempt in test.attempts
         ]
     return entry
 

@@ -195,7 +195,8 @@ async def _run_project(session: Any, project_id: str, build_id: str, out: Output
 
 async def _follow(session: Any, tests: dict[str, str], out: Output) -> Any:
     """Follow the runs, re-running once each test that did not pass; returns the SuiteResult."""
-    from asyncclient import _reports
+    from asyncclient._reports.model import suite_report
+    from asyncclient._reports.text import summary_lines
     from asyncclient.cli._follow import Progress
     from asyncclient.reruns import wait_with_retries
 
@@ -218,11 +219,7 @@ async def _follow(session: Any, tests: dict[str, str], out: Output) -> Any:
         "\n4. Verdicts (t_checkout fails on purpose: see its failed requirement; t_onboarding "
         "is flaky: its first run fails, its re-run passes)"
     )
-    earlier = {t.final.id: t.runs[:-1] for t in result.tests if t.attempts > 1}
-    lines = _reports.summary_lines(
-        list(result.final_runs), earlier=earlier, counts=result.summary()
-    )
-    for line in lines:
+    for line in summary_lines(suite_report(result, name="p_demo")):
         out.info(f"   {line}")
     return result
 
@@ -262,11 +259,15 @@ async def _flakiness(session: Any, project_id: str, out: Output) -> None:
 def _write_report(result: Any, folder: Path, shot: tuple[str, Path], out: Output) -> Path:
     """The HTML report of the suite, with the downloaded screenshot as its evidence."""
     from asyncclient._reports.html import write_html
+    from asyncclient._reports.model import suite_report
 
     run_id, screenshot = shot
     evidence = {run_id: [screenshot.name]}
     path = write_html(
-        folder / "report.html", result, name="p_demo", evidence=evidence, evidence_dir=folder
+        folder / "report.html",
+        suite_report(result, name="p_demo"),
+        evidence=evidence,
+        evidence_dir=folder,
     )
     out.info(f"\n7. Wrote the HTML report: {path}")
     return path

@@ -11,6 +11,7 @@ from pydantic import WithJsonSchema
 
 from asyncclient._core import _checks as checks
 from asyncclient._core import _wording
+from asyncclient._reports.model import attempt
 from asyncclient.errors import ValidationError, WatchTimeoutError
 from asyncclient.mcp_server._base import (
     Bounded,
@@ -248,7 +249,7 @@ class RunTools(ToolKit):
             run = await self._session.get_run(run_id)
             return {
                 "run": compact(run),
-                "failedRequirements": failed(run),
+                "failedRequirements": failed(attempt(run)),
                 "captures": run.capture_values,
                 "files": [f.path or f.link for f in _wording.run_files(run)],
             }

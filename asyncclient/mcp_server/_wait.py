@@ -2,7 +2,7 @@
 did not pass with their reasons and failed requirements, then the runs still going, then the
 passed ones in one short line each, cut at the budget with a note of what was left out.
 
-Pure: it reads finished `Run` values through asyncclient._reports, as the CLI's reports do.
+Pure: it renders the report model (asyncclient._reports.model), as the CLI's reports do.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, NotRequired
 
+import attrs
 from typing_extensions import TypedDict
 
 from asyncclient import _reports
+from asyncclient._reports.model import Attempt, TestReport, attempt, suite_report
 from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import Bounded
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, SuiteResult
+from asyncclient.reruns import SuiteResult
 
 __all__ = ["FailedRequirement", "RunVerdict", "WaitResult", "failed", "verdict", "wait_result"]
 
@@ -61,43 +63,46 @@ class WaitResult(Bounded):
     flaky: NotRequired[list[str]]
 
 
-def failed(run: Run) -> list[FailedRequirement]:
-    # Read leniently whatever shape the service gave them (asyncclient._core._lenient).
+def failed(told: Attempt) -> list[FailedRequirement]:
     # title: the check's words; id: its id, when the service gave one besides.
     return [
-        {"id": req.name if req.title else "", "title": req.title or req.name, "reason": req.reason}
-        for req in _reports.failed_requirements(run)
-    ]
+        {"id": check.name if check.title else "", "title": check.title or check.name,
+         "reason": check.reason}
+        for check in told.checks
+    ]  # fmt: skip
 
 
-def verdict(run: Run) -> RunVerdict:
-    code, message = _reports.error_details(run)
+def verdict(told: Attempt) -> RunVerdict:
+    """A run that did not pass (or is still going), in full: the report model's attempt."""
+    run = told.run
+    code, message = told.error or ("", "")
     return {
         "id": run.id,
         "testId": run.test_id,
         "testTitle": run.test_title,
-        "status": _reports.status_of(run),
-        "outcome": _reports.outcome(run),
-        "final": run.is_final,
-        "verdict": run.verdict_text or None,
-        "headline": run.headline_text or None,
+        "status": told.status,
+        "outcome": told.outcome,
+        "final": told.final,
+        "verdict": told.verdict or None,
+        "headline": told.headline or None,
         "durationMs": run.duration_ms,
-        "failedRequirements": failed(run),
+        "failedRequirements": failed(told),
         "error": {"code": code, "message": message} if code or message else None,
-        "link": run.link,
+        "link": told.link,
     }
 
 
-def line(run: Run) -> str:
+def line(told: Attempt) -> str:
     """One short line: `j_1 passed t_login "Log in": Logged in (30.1 s)`."""
-    parts = [run.id, _reports.status_of(run)]
+    run = told.run
+    parts = [run.id, told.status]
     if run.test_id:
         parts.append(run.test_id)
     text = " ".join(parts)
     if run.test_title:
         text += f' "{run.test_title}"'
-    if run.headline_text:
-        text += f": {run.headline_text}"
+    if told.headline:
+        text += f": {told.headline}"
     if run.duration_ms is not None:
         text += f" ({run.duration_ms / 1000:.1f} s)"
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + _budget.ELLIPSIS
@@ -109,14 +114,13 @@ def _counts(runs: Sequence[Run]) -> dict[str, int]:
     return {**known, **dict(sorted(found.items()))}
 
 
-def flaky_line(test: Attempts) -> str:
+def flaky_line(test: TestReport) -> str:
     """`t_search passed on attempt 2 (earlier: j_1 failed: The device ...)`, bounded."""
     earlier = "; ".join(
-        f"{run.id} {_reports.status_of(run)}"
-        + (f": {run.headline_text}" if run.headline_text else "")
-        for run in test.runs[:-1]
+        f"{told.id} {told.status}" + (f": {told.headline}" if told.headline else "")
+        for told in test.earlier
     )
-    text = f"{test.test_id} passed on attempt {test.attempts} (earlier: {earlier})"
+    text = f"{test.test_id} passed on attempt {test.final.number} (earlier: {earlier})"
     return text if len(text) <= 2 * LINE_CHARS else text[: 2 * LINE_CHARS - 1] + _budget.ELLIPSIS
 
 
@@ -135,6 +139,8 @@ def wait_result(
     pending = [run.id for run in runs if not run.is_final]
     not_passed = [run for run in runs if run.is_final and _reports.outcome(run) != "passed"]
     passed = [run for run in runs if run.is_final and _reports.outcome(run) == "passed"]
+    # Each run is read into the report model only when its place comes (the generators below):
+    # a verdict for the runs that fit the budget, not for 10,000.
     summary = _reports.counts_line(runs) if suite is None else suite.summary()
     if unknown:
         summary += f"; {len(unknown)} unknown"
@@ -170,11 +176,11 @@ def wait_result(
     fill("unknown", unknown, len(unknown), room // 4, "the service knows none of these ids")
     every = "get_run gives any run in full"
     if suite is not None:
-        flaky = suite.flaky
+        flaky = suite_report(attrs.evolve(suite, tests=suite.flaky)).tests
         result["flaky"] = []
         fill("flaky", (flaky_line(test) for test in flaky), len(flaky), room // 4, every)
-    fill("notPassed", (verdict(run) for run in not_passed), len(not_passed), room, every)
-    fill("passed", (line(run) for run in passed), len(passed), room, every)
+    fill("notPassed", (verdict(attempt(run)) for run in not_passed), len(not_passed), room, every)
+    fill("passed", (line(attempt(run)) for run in passed), len(passed), room, every)
     notes.extend(cuts.notes())
     if notes:
         result["leftOut"] = notes[: _budget.NOTES_MAX]

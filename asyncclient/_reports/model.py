@@ -1,0 +1,266 @@
+"""The one model every report renders: a suite of tests, each with its attempts, each attempt a
+run read once through the reports' wording (status, outcome, headline, duration, failed
+requirements, links, captures), with the test's quarantine and history beside it.
+
+Built once per report (`suite_report` from a SuiteResult, `runs_report` from plain runs); the
+terminal summary (`text`), the GitHub step summary (`markdown`), `--json`, JUnit (`junit`), the
+HTML page (`html`) and the tool server's `wait_for_runs` verdict each render it. A new report
+field: a field here, and each renderer that shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from asyncclient._reports import (
+    Outcome,
+    counts_line,
+    duration_seconds,
+    failed_requirements,
+    format_duration,
+    labelled,
+    outcome,
+    plain_text,
+    requirement_line,
+    status_of,
+    suite_notes,
+)
+from asyncclient.models import Run
+from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
+
+if TYPE_CHECKING:
+    from asyncclient.flakiness import TestFlakiness
+
+__all__ = [
+    "Attempt",
+    "Check",
+    "SuiteReport",
+    "TestReport",
+    "attempt",
+    "runs_report",
+    "suite_report",
+]
+
+# Only these link targets are ever written as links (Markdown, HTML): a javascript: or data:
+# URL from the service is shown as text.
+_SAFE_SCHEMES = ("http://", "https://")
+
+
+@attrs.frozen
+class Check:
+    """A requirement a report shows: one that failed, or (for a run that did not pass with no
+    failed one) one whose result could not be read."""
+
+    name: str
+    title: str
+    result: str
+    reason: str
+    failed: bool
+    line: str  # `name title: reason`, or what an unreadable result was
+    labelled: str  # the line after `failed ` or `unclear `
+
+    def fields(self) -> dict[str, str]:
+        """Its shape in `--json`."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "result": self.result,
+            "reason": self.reason,
+        }
+
+
+@attrs.frozen
+class Attempt:
+    """One run of a test, as every report reads it. `number`: its place among the test's
+    attempts (1 for the first)."""
+
+    run: Run
+    number: int
+    status: str
+    outcome: Outcome
+    final: bool
+    title: str
+    headline: str
+    verdict: str
+    seconds: float | None
+    duration: str
+    checks: tuple[Check, ...]
+    error: tuple[str, str] | None  # (code, message) when the run carries an error
+    link: str | None  # as the service sent it
+    safe_link: str | None  # the link when it is http(s), else None
+    captures: Mapping[str, str]
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    def fields(self) -> dict[str, Any]:
+        """The `summary` object of a run in `--json`: what the reports read from it, in one
+        shape whatever the service's dialect."""
+        code, message = self.error or ("", "")
+        return {
+            "outcome": self.outcome,
+            "status": self.run.status_kind,
+            "verdict": self.verdict,
+            "headline": self.headline,
+            "error": {"code": code, "message": message} if self.error else None,
+            "failedRequirements": [check.fields() for check in self.checks],
+            "captures": dict(self.captures),
+            "files": list(self.run.file_refs),
+            "buildId": self.run.used_build_id,
+        }
+
+
+def _check(requirement: Any) -> Check:
+    return Check(
+        name=requirement.name,
+        title=requirement.title,
+        result=requirement.result,
+        reason=requirement.reason,
+        failed=requirement.outcome == "failed",
+        line=requirement_line(requirement),
+        labelled=labelled(requirement),
+    )
+
+
+def attempt(run: Run, number: int = 1) -> Attempt:
+    """The run read once for the reports."""
+    seconds = duration_seconds(run)
+    link = run.link
+    return Attempt(
+        run=run,
+        number=number,
+        status=status_of(run),
+        outcome=outcome(run),
+        final=run.is_final,
+        title=plain_text(run.test_title) or run.test_id or run.id,
+        headline=run.headline_text,
+        verdict=run.verdict_text,
+        seconds=seconds,
+        duration=format_duration(seconds),
+        checks=tuple(_check(req) for req in failed_requirements(run)),
+        error=(run.error_code, run.error_message) if run.error else None,
+        link=link,
+        safe_link=link if link and link.lower().startswith(_SAFE_SCHEMES) else None,
+        captures=run.capture_values,
+    )
+
+
+@attrs.frozen
+class TestReport:
+    """One test of the suite: its attempts in order (the last is its verdict), its quarantine
+    and its history."""
+
+    test_id: str
+    outcome: TestOutcome
+    attempts: tuple[Attempt, ...]
+    quarantine: str | None = None  # the quarantine's reason when the test is quarantined
+    excused: bool = False  # quarantined, did not pass, and that does not fail the suite
+    history_read: bool = False  # whether its history was read (a test that did not pass)
+    history: TestFlakiness | None = None  # None when read: no earlier run
+    start_error: str | None = None
+
+    @property
+    def final(self) -> Attempt:
+        return self.attempts[-1]
+
+    @property
+    def earlier(self) -> tuple[Attempt, ...]:
+        return self.attempts[:-1]
+
+    @property
+    def flaky(self) -> bool:
+        return self.outcome == "flaky"
+
+    @property
+    def title(self) -> str:
+        return self.final.title
+
+
+@attrs.frozen
+class SuiteReport:
+    """A followed suite: its tests, the tests the service did not start, the line that counts
+    them, and what the quarantine and the history say (`notes`, a line each)."""
+
+    name: str
+    tests: tuple[TestReport, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+    counts: str = ""  # the last line of the text summary and the step summary's heading
+    summary: str = ""  # the tests counted with their attempts (SuiteResult.summary)
+    notes: tuple[str, ...] = ()
+    passed: bool = True
+    quarantine_given: bool = False  # whether a quarantine was given (it may name no test here)
+    fail_on_quarantined: bool = False
+
+    @property
+    def reran(self) -> bool:
+        """Whether some test ran more than once (the reports then show attempts)."""
+        return any(len(test.attempts) > 1 for test in self.tests)
+
+    @property
+    def finals(self) -> tuple[Attempt, ...]:
+        return tuple(test.final for test in self.tests)
+
+
+def _test(test: Attempts, result: SuiteResult) -> TestReport:
+    history = result.history or {}
+    return TestReport(
+        test_id=test.test_id,
+        outcome=test.outcome,
+        attempts=tuple(attempt(run, n) for n, run in enumerate(test.runs, 1)),
+        quarantine=result.quarantined.get(test.test_id),
+        excused=result.excused(test),
+        history_read=test.test_id in history,
+        history=history.get(test.test_id),
+        start_error=test.start_error,
+    )
+
+
+def suite_report(
+    result: SuiteResult,
+    *,
+    name: str = "asyncclient",
+    skipped: Sequence[tuple[str, str]] = (),
+    by_tests: bool = True,
+) -> SuiteReport:
+    """The report of a suite. by_tests: the counts line counts the tests with their attempts
+    (with re-runs), else the final runs by status."""
+    tests = tuple(_test(test, result) for test in result.tests)
+    summary = result.summary()
+    return SuiteReport(
+        name=name,
+        tests=tests,
+        skipped=tuple(skipped),
+        counts=summary if by_tests else counts_line(result.final_runs),
+        summary=summary,
+        notes=tuple(suite_notes(result)),
+        passed=result.passed,
+        quarantine_given=bool(result.quarantined),
+        fail_on_quarantined=result.fail_on_quarantined,
+    )
+
+
+def runs_report(
+    runs: Iterable[Run],
+    *,
+    name: str = "asyncclient",
+    skipped: Sequence[tuple[str, str]] = (),
+    earlier: Mapping[str, Sequence[Run]] | None = None,
+    quarantined: Mapping[str, str] | None = None,
+) -> SuiteReport:
+    """The report of plain runs, a test each (`earlier`: the earlier attempts of a run's test,
+    by the run's id; `quarantined`: test id -> reason, each excused when it did not pass)."""
+    finals = list(runs)
+    tests = tuple(
+        Attempts(run.test_id or run.id, (*(earlier or {}).get(run.id, ()), run)) for run in finals
+    )
+    result = SuiteResult(tests, quarantined=dict(quarantined or {}))
+    report = suite_report(result, name=name, skipped=skipped, by_tests=False)
+    return attrs.evolve(report, notes=())

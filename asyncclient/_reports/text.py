@@ -1,0 +1,46 @@
+"""The end-of-watch summary in plain text: the terminal's (stdout), the demo's, the CI log's.
+Renders the report model (`model.SuiteReport`)."""
+
+from __future__ import annotations
+
+from asyncclient._reports.model import SuiteReport
+
+__all__ = ["summary_lines"]
+
+
+def summary_lines(report: SuiteReport) -> list[str]:
+    """Per test its final run's status, ids, title and duration, then indented the headline,
+    each failed requirement with its reason, the link and the earlier attempts; then what the
+    quarantine and the history say, the counts line, and the tests not started."""
+    lines: list[str] = []
+    finals = report.finals
+    width = max((len(final.status) for final in finals), default=0)
+    for test in report.tests:
+        run = test.final
+        head = [run.status.ljust(width), run.id, run.run.test_id or "", run.title]
+        if run.duration:
+            head.append(f"({run.duration})")
+        lines.append("  ".join(part for part in head if part))
+        indent = " " * (width + 2)
+        if not run.final:
+            lines.append(f"{indent}not final when the watch ended")
+        if run.headline:
+            lines.append(indent + run.headline)
+        if run.outcome == "error" and run.error and any(run.error):
+            code, message = run.error
+            detail = f"{code}: {message}" if code and message else code or message
+            lines.append(f"{indent}error {detail}")
+        lines += [f"{indent}{check.labelled}" for check in run.checks]
+        if run.link:
+            lines.append(indent + run.link)
+        if test.earlier:
+            word = "flaky: passed on" if run.passed else "after"
+            tries = ", ".join(f"{a.id} {a.status}" for a in test.earlier)
+            lines.append(f"{indent}{word} attempt {run.number} (earlier: {tries})")
+    lines += report.notes
+    lines.append(report.counts)
+    lines += [
+        f"not started {test_id}: {reason or 'no reason given'}"
+        for test_id, reason in report.skipped
+    ]
+    return lines
