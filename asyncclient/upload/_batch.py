@@ -255,7 +255,7 @@ async def _upload_items(
             else:
                 settle(index, result)
             finally:
-                upload._adjust_window(0)
+                upload.share.release()
                 if upload.source.temp_dir is not None:
                     await asyncio.to_thread(upload.source.cleanup)
 
@@ -263,10 +263,7 @@ async def _upload_items(
             part_bytes = max(1, ctx.listing.part_bytes) if ctx.listing else 1
             for index in pending:
                 upload = uploads[index]
-                if ctx.window is not None:
-                    estimate = max(1, math.ceil(upload.source.size / part_bytes))
-                    await ctx.window.enter(estimate)
-                    upload.window_parts = estimate
+                await upload.share.open(max(1, math.ceil(upload.source.size / part_bytes)))
                 turns[index].set()
 
         try:

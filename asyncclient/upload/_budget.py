@@ -81,23 +81,64 @@ class _Slot:
 
 class Window:
     """upload_builds: how many parts of started builds are still queued or in flight; the next
-    build starts only while that is below `limit`, so few builds are open at once."""
+    build starts only while that is below `limit`, so few builds are open at once.
+
+    The window is the one owner of that count: each build holds a `Share` of it (share()),
+    and only a share changes it."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.outstanding = 0
         self._room = asyncio.Event()
 
-    async def enter(self, parts: int) -> None:
+    def share(self) -> "Share":
+        """A build's share, holding no part yet."""
+        return Share(self)
+
+    async def _enter(self, parts: int) -> None:
         while self.outstanding >= self.limit:
             self._room.clear()
             await self._room.wait()
         self.outstanding += parts
 
-    def leave(self, parts: int) -> None:
+    def _leave(self, parts: int) -> None:
         self.outstanding -= parts
         if self.outstanding < self.limit:
             self._room.set()
+
+
+class Share:
+    """One build's share of a Window (or of none: every call then does nothing): the parts of
+    it still queued or in flight, counted against the window's limit."""
+
+    __slots__ = ("_window", "parts")
+
+    def __init__(self, window: Window | None = None) -> None:
+        self._window = window
+        self.parts = 0
+
+    async def open(self, estimate: int) -> None:
+        """Wait for room in the window, then count `estimate` parts (before the service says
+        how many the build has)."""
+        if self._window is not None:
+            await self._window._enter(estimate)
+            self.parts = estimate
+
+    def resize(self, parts: int) -> None:
+        """Count `parts` from now on: the parts still to send, once known."""
+        window = self._window
+        if window is None or parts == self.parts:
+            return
+        window._leave(self.parts - parts)
+        self.parts = parts
+
+    def sent_one(self) -> None:
+        """One part is sent: the next build may start sooner."""
+        self.resize(self.parts - 1)
+
+    def release(self) -> None:
+        """The build no longer counts (done, failed, or waiting for another process)."""
+        self.resize(0)
 
 
 class ProgressSink:

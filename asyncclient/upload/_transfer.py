@@ -32,7 +32,7 @@ from asyncclient.errors import (
     reason_phrase,
 )
 from asyncclient.models import Build, BuildList, UploadedPart
-from asyncclient.upload._budget import Budget, ProgressSink, Window
+from asyncclient.upload._budget import Budget, ProgressSink, Share, Window
 from asyncclient.upload._hashing import Hasher
 from asyncclient.upload._journal import Journal, journal_name
 from asyncclient.upload._preflight import Source
@@ -93,7 +93,8 @@ class Upload:
         self.parts_sent = 0
         self.bytes_sent = 0
         self.resumed = False
-        self.window_parts = 0  # this build's share of ctx.window still counted
+        # This build's share of ctx.window: the parts of it still counted there.
+        self.share = Share(None) if ctx.window is None else ctx.window.share()
 
     @property
     def shown(self) -> str:
@@ -223,7 +224,7 @@ class Upload:
     def _waiting(self, pid: int | None) -> None:
         who = f" (pid {pid})" if pid else ""
         log.info("%s: waiting for another upload of this file%s", self.shown, who)
-        self._adjust_window(0)  # the builds after this one may start meanwhile
+        self.share.release()  # the builds after this one may start meanwhile
         if self.on_wait is not None:
             self.on_wait(pid)
 
@@ -330,7 +331,7 @@ class Upload:
         parts = -(-src.size // part_bytes)
         missing = [n for n in range(1, parts + 1) if n not in etags]
         self.sink.set(src.size - sum(self._length(n, part_bytes) for n in missing))
-        self._adjust_window(len(missing))
+        self.share.resize(len(missing))
         try:
             if missing:
                 await self._send(build_id, part_bytes, missing, etags, journal, hasher)
@@ -349,7 +350,7 @@ class Upload:
                 raise
             return build
         finally:
-            self._adjust_window(0)
+            self.share.release()
 
     async def _provable(
         self, journal: Journal | None, hasher: Hasher, etags: dict[int, str]
@@ -454,7 +455,7 @@ class Upload:
                 self.bytes_sent += length
                 if journal is not None:
                     journal.record(number, uploaded.etag, hasher.prefixes if hasher else None)
-                self._adjust_window(self.window_parts - 1)
+                self.share.sent_one()
                 self.sink.check()
 
         workers = min(self.ctx.concurrency, len(missing))
@@ -471,13 +472,6 @@ class Upload:
         finally:
             # Every attempt has let go of it: each waits for its body to stop going out.
             shared.close()
-
-    def _adjust_window(self, parts: int) -> None:
-        window = self.ctx.window
-        if window is None or parts == self.window_parts:
-            return
-        window.leave(self.window_parts - parts)
-        self.window_parts = parts
 
     def _part_list(self, etags: dict[int, str], parts: int) -> list[UploadedPart]:
         missing = [n for n in range(1, parts + 1) if n not in etags]
