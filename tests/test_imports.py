@@ -346,7 +346,7 @@ def _names_used(module: str) -> set[str]:
         "RETRYABLE_STATUSES",
         "OUTAGE_STATUSES",
         "DEFAULT_RETRY_DEADLINE",
-        "RetrySignal",
+        "Retry",
         "RetryPolicy",
         "classify",
         "retrying",

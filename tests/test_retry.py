@@ -7,28 +7,25 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from asyncclient._core._retry import RetryPolicy, RetrySignal, recorded_retry_waits, retrying
+from asyncclient._core._retry import Retry, RetryPolicy, recorded_retry_waits, retrying
 from asyncclient.errors import ServerError, TransportError
 
 
-def _signal(retry_after: float | None = None) -> RetrySignal:
-    return RetrySignal(ServerError(503, None, "busy"), retry_after)
+def _signal(retry_after: float | None = None) -> Retry:
+    return Retry(ServerError(503, None, "busy"), retry_after)
 
 
-def _scripted(*answers: RetrySignal | str) -> Callable[[], Awaitable[str]]:
-    """An attempt that raises or returns the next of `answers` each time it is made."""
+def _scripted(*answers: Retry | str) -> Callable[[], Awaitable[str | Retry]]:
+    """An attempt that returns the next of `answers` each time it is made."""
     script = iter(answers)
 
-    async def attempt() -> str:
-        answer = next(script)
-        if isinstance(answer, RetrySignal):
-            raise answer
-        return answer
+    async def attempt() -> str | Retry:
+        return next(script)
 
     return attempt
 
 
-def _waits(policy: RetryPolicy, signals: list[RetrySignal]) -> list[float]:
+def _waits(policy: RetryPolicy, signals: list[Retry]) -> list[float]:
     """The waits backoff would be told after each of these failures, in turn."""
     waits = policy.waits()
     assert next(waits) == 0.0  # backoff primes the generator first
@@ -75,12 +72,12 @@ async def test_the_loop_retries_then_raises_the_last_error_with_its_cause() -> N
 
     attempts = 0
 
-    async def attempt() -> str:
+    async def attempt() -> Retry:
         nonlocal attempts
         attempts += 1
         error = TransportError(f"attempt {attempts} failed")
         error.__cause__ = ConnectionResetError("reset")
-        raise RetrySignal(error, 0.25)
+        return Retry(error, 0.25)
 
     policy = RetryPolicy(sleep=sleep)
     with pytest.raises(TransportError, match="attempt 3 failed") as info:
@@ -111,8 +108,8 @@ async def test_a_sessions_own_sleep_wins_over_the_recorder() -> None:
     async def sleep(seconds: float) -> None:
         own.append(seconds)
 
-    async def attempt() -> None:
-        raise _signal(2.0)
+    async def attempt() -> Retry:
+        return _signal(2.0)
 
     with recorded_retry_waits() as recorded, pytest.raises(ServerError):
         await retrying(attempt, RetryPolicy(sleep=sleep), 1)
@@ -131,30 +128,32 @@ async def test_without_a_sleep_of_its_own_backoff_sleeps_with_asyncio() -> None:
 
 
 async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """retrying() hands the loop to backoff.aretry_context, with the tries it was given."""
+    """retrying() hands the loop to backoff's predicate mode (backoff.on_predicate), with the
+    tries it was given."""
     import backoff
 
     seen: dict[str, object] = {}
-    real = backoff.aretry_context
+    real = backoff.on_predicate
 
     def spy(*args: object, **kwargs: object) -> object:
         seen.update(kwargs)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(backoff, "aretry_context", spy)  # the module _retry calls it through
+    monkeypatch.setattr(backoff, "on_predicate", spy)  # the module _retry calls it through
 
-    async def attempt() -> None:
-        raise _signal(0.0)
+    async def attempt() -> Retry:
+        return _signal(0.0)
 
     with recorded_retry_waits() as waits, pytest.raises(ServerError):
         await retrying(attempt, RetryPolicy(), 3)
-    assert seen["max_tries"] is None  # giveup counts the tries: an outage's do not count
+    # The wait generator counts the tries (an outage's do not count) and ends them.
+    assert (seen["max_tries"], seen["retries"]) == (None, 3)
     assert waits == [0.0, 0.0, 0.0]
 
     # A first attempt that succeeds never sets the loop up; one that fails hands it over.
     seen.clear()
 
-    async def fine() -> str:
+    async def fine() -> str | Retry:
         return "ok"
 
     assert await retrying(fine, RetryPolicy(), 3) == "ok"
@@ -165,3 +164,32 @@ async def test_the_retry_loop_is_backoffs(monkeypatch: pytest.MonkeyPatch) -> No
         assert await retrying(once, RetryPolicy(), 3) == "ok"
     assert seen["max_tries"] is None
     assert waits == [0.0]
+
+
+def test_the_wait_generator_ends_when_the_attempts_run_out() -> None:
+    """It decides the end: `retries` failures are waited after, the next ends the loop; an
+    outage's failures do not count within the deadline, and past it end the loop."""
+    now = [0.0]
+    policy = RetryPolicy(jitter=lambda step: step, deadline=10.0, clock=lambda: now[0])
+    waits = policy.waits(retries=2, started=0.0)
+    next(waits)
+    assert [waits.send(_signal()), waits.send(_signal())] == [0.5, 1.0]
+    with pytest.raises(StopIteration):
+        waits.send(_signal())
+
+    outage = policy.waits(retries=1, started=0.0)
+    next(outage)
+    down = [Retry(ServerError(503, None, "down"), outage=True) for _ in range(4)]
+    assert [outage.send(retry) for retry in down] == [0.5, 1.0, 2.0, 4.0]  # none counted
+    now[0] = 10.0  # the deadline
+    with pytest.raises(StopIteration):
+        outage.send(Retry(ServerError(503, None, "down"), outage=True))
+
+
+async def test_an_attempt_returns_its_retry_and_raises_nothing_to_ask_for_another() -> None:
+    """The outcome, not an exception, asks for another attempt: a Retry is a plain value."""
+    assert not isinstance(_signal(), BaseException)
+    attempt = _scripted(_signal(0.5), _signal(0.5), "done")
+    with recorded_retry_waits() as waits:
+        assert await retrying(attempt, RetryPolicy(), 4) == "done"
+    assert waits == [0.5, 0.5]

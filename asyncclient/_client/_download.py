@@ -20,12 +20,12 @@ import aiofiles
 import aiofiles.os
 import aiohttp
 
-from asyncclient._client._transport import Call, Transport
+from asyncclient._client._transport import Transport
 from asyncclient._core import _checks as checks
 from asyncclient._core import _wire as wire
 from asyncclient._core._names import safe_name
 from asyncclient._core._operations import Operation
-from asyncclient._core._retry import RetrySignal
+from asyncclient._core._retry import Retry
 from asyncclient._local import _files
 from asyncclient._local._bodies import CHUNK_SIZE
 from asyncclient._local._locks import STATE_DIR_ENV, claim, lock_path_for, state_dir
@@ -58,19 +58,13 @@ async def download_to(
         )
     path = operation.path_for(run_id=run_id, file=rel)
     download = _Download(target, transport.api + path)
-    call = Call(
-        "GET",
-        download.url,
+    call = transport.call(
+        operation,
         path,
-        None,
-        None,
         # Byte counts and ranges are of the stored file: no compression on the way.
-        {**transport.headers, "Accept": "*/*", "Accept-Encoding": "identity"},
-        True,
-        operation.name,
+        headers={"Accept": "*/*", "Accept-Encoding": "identity"},
         prepare=download.prepare,
         consume=download.consume,
-        transfer=True,
     )
     lock = await _claim(target)
     if lock is None:
@@ -140,9 +134,10 @@ class _Download:
         with _writing(self.part):
             return await self._prepare(headers)
 
-    async def consume(self, resp: aiohttp.ClientResponse) -> None:
+    async def consume(self, resp: aiohttp.ClientResponse) -> Retry | None:
+        """Per attempt: the answer written to disk; a Retry when it cannot be used."""
         with _writing(self.part):
-            await self._consume(resp)
+            return await self._consume(resp)
 
     async def finish(self) -> None:
         with _writing(self.target):
@@ -164,21 +159,22 @@ class _Download:
             extra["If-Range"] = self.validator = etag
         return {**headers, **extra}
 
-    async def _consume(self, resp: aiohttp.ClientResponse) -> None:
+    async def _consume(self, resp: aiohttp.ClientResponse) -> Retry | None:
+        """The answer written to the partial file; a Retry when it cannot be used as it is."""
         status = resp.status
         if status == 416:
             total = wire.parse_unsatisfied_range(resp.headers.get("Content-Range"))
             if total is not None and total == self.offset:
                 self.total = total
                 self.complete = True
-                return
+                return None
             await self._discard()
-            raise self._retry(f"the service refused the range bytes={self.offset}- (416)")
+            return self._retry(f"the service refused the range bytes={self.offset}- (416)")
         if status == 206:
             content_range = wire.parse_content_range(resp.headers.get("Content-Range"))
             if content_range is None or content_range[0] != self.offset:
                 await self._discard()
-                raise self._retry(
+                return self._retry(
                     f"asked for bytes from {self.offset}, the service sent "
                     f"{resp.headers.get('Content-Range')!r}"
                 )
@@ -186,7 +182,7 @@ class _Download:
                 # A server that ignores If-Range sends the rest of a changed file: appending it
                 # to the old bytes would make a file that never existed. Start over, at once.
                 await self._discard()
-                raise self._retry(
+                return self._retry(
                     "the file changed since the partial download (another ETag) and the "
                     "service sent a range of the new one",
                     at_once=True,
@@ -209,14 +205,15 @@ class _Download:
         opener = _create_new if mode == "wb" else _append_existing
         async with aiofiles.open(self.part, mode, opener=opener) as handle:
             if mode == "ab" and not _still_resumable(handle.fileno(), self.offset):
-                raise self._retry("the partial file changed under the download", at_once=True)
+                return self._retry("the partial file changed under the download", at_once=True)
             async for chunk in resp.content.iter_chunked(CHUNK_SIZE):
                 await handle.write(chunk)
                 written += len(chunk)
         if self.total is not None and written != self.total:
-            raise self._retry(f"got {written} of {self.total} bytes")
+            return self._retry(f"got {written} of {self.total} bytes")
         self.offset = written
         self.complete = True
+        return None
 
     async def _finish(self) -> None:
         if not self.complete:
@@ -243,11 +240,11 @@ class _Download:
             await _remove(path)
         self.offset = 0
 
-    def _retry(self, reason: str, *, at_once: bool = False) -> RetrySignal:
+    def _retry(self, reason: str, *, at_once: bool = False) -> Retry:
         error = TransportError(
             f"download of {self.target.name}: {reason}", method="GET", url=self.url
         )
-        return RetrySignal(error, 0.0 if at_once else None)
+        return Retry(error, 0.0 if at_once else None)
 
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -16,8 +16,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, Unpack
 
-import aiofiles
-import aiofiles.os
 import aiohttp
 import aiohttp.payload
 
@@ -47,7 +45,7 @@ from asyncclient._core._responses import (
     read_uploaded_part,
 )
 from asyncclient._core._retry import RetryPolicy, Sleep
-from asyncclient._local._bodies import PartBody
+from asyncclient._local._bodies import PartBody, part_body
 from asyncclient._version import __version__
 from asyncclient.errors import (
     ConflictError,
@@ -359,24 +357,20 @@ class AsyncSession:
         body: bytes | PartBody | None = None,
         headers: Mapping[str, str] | None = None,
         retries: int | None = None,
-        transfer: bool = False,
         ids: Mapping[str, str] | None = None,
     ) -> T:
         """One operation of the table (asyncclient._core._operations): its method and path, with the
-        path's ids filled in, retried as the table says it may be."""
+        path's ids filled in, retried and timed as its row says."""
         operation = OPERATIONS[name]
         return await self._t.request(
-            operation.method,
+            operation,
             operation.path_for(**(ids or {})),
             params=params,
             json=json,
             body=body,
             headers=headers,
-            idempotent=operation.retry_safe,
-            op=name,
             decode=decode,
             retries=retries,
-            transfer=transfer,
             ids=ids,
         )
 
@@ -494,36 +488,10 @@ class AsyncSession:
         """
         build_id = checks.check_id("build", build_id)
         part_number = checks.check_part_number(part_number)
-        body: bytes | PartBody
-        if isinstance(data, PartBody):
-            try:
-                if data.file is not None:  # open already: no thread needed to ask its size
-                    file_size = os.fstat(data.file.fileno()).st_size
-                else:
-                    file_size = (await aiofiles.os.stat(data.path)).st_size
-            except OSError as exc:
-                raise ValidationError(f"cannot read {data.path}: {exc.strerror}") from exc
-            if data.offset + data.length > file_size:
-                raise ValidationError(
-                    f"the part {data.offset}+{data.length} runs past the end of {data.path} "
-                    f"({file_size} bytes)"
-                )
-            body = data
-        elif isinstance(data, bytes | bytearray | memoryview):
-            body = bytes(data)
-            if not body:
-                raise ValidationError("a part must hold at least one byte")
-        else:
-            raise ValidationError("data must be bytes or a PartBody describing a file slice")
-        headers = (
-            None if isinstance(body, PartBody) else {"Content-Type": "application/octet-stream"}
-        )
         return await self._call(
             "upload_part",
             lambda answer: _echoing_part(read_uploaded_part(answer), part_number),
-            body=body,
-            headers=headers,
-            transfer=True,
+            body=await part_body(data),
             ids={"build_id": build_id, "part_number": str(part_number)},
         )
 

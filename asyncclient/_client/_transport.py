@@ -13,23 +13,24 @@ import socket
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
-from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
 
 from asyncclient._client import _telemetry
+from asyncclient._client._call import Call, Exchange
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
+from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
-from asyncclient._core._retry import RetryPolicy, RetrySignal, classify, retrying
+from asyncclient._core._retry import Retry, RetryPolicy, classify, retrying
 from asyncclient._local._bodies import Body, Outgoing, outgoing
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
-__all__ = ["Call", "Transport"]
+__all__ = ["Transport"]
 
 # One DEBUG record per attempt (requests) and per retry (retries), with their fields on the
 # record as well as in the message (see the embedding guide); outages: asyncclient._client._outage.
@@ -53,91 +54,6 @@ _dumps: Final = orjson.dumps
 
 # Stands in for the idle timer of a transfer's body on every other request.
 _NO_DEADLINE: Final = contextlib.nullcontext()
-
-
-class Call:
-    """One logical request, shared by its attempts."""
-
-    __slots__ = (
-        "answer_headers",
-        "attempt",
-        "consume",
-        "data",
-        "failure",
-        "headers",
-        "idempotent",
-        "meters",
-        "method",
-        "op",
-        "params",
-        "path",
-        "phase",
-        "prepare",
-        "retries",
-        "status",
-        "tracer",
-        "transfer",
-        "url",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        url: str,
-        path: str,
-        params: Mapping[str, str] | None,
-        data: Body,
-        headers: Mapping[str, str],
-        idempotent: bool,
-        op: str,
-        prepare: "Callable[[Mapping[str, str]], Awaitable[Mapping[str, str]]] | None" = None,
-        consume: "Callable[[aiohttp.ClientResponse], Awaitable[Any]] | None" = None,
-        retries: int | None = None,
-        transfer: bool = False,
-    ) -> None:
-        self.method = method
-        self.url = url
-        self.path = path
-        self.params = params
-        self.data = data
-        self.headers = headers
-        self.idempotent = idempotent
-        self.op = op
-        self.prepare = prepare
-        self.consume = consume
-        self.retries = retries
-        # A part upload or a file download: timed by idle time, not by a total (see AsyncSession).
-        self.transfer = transfer
-        self.attempt = 0
-        self.status = 0
-        # The last answer's headers: its request id is read from them only when wanted (an
-        # error, a DEBUG line), not on every answer of a hot path.
-        self.answer_headers: Mapping[str, str] | None = None
-        self.phase: str | None = None  # where the last attempt was (our own session only)
-        # The raw exception of the last attempt's transport failure (aiohttp's, a timeout).
-        self.failure: BaseException | None = None
-        # OpenTelemetry's tracer and instruments when an SDK is set up (_telemetry).
-        self.tracer: Any = None
-        self.meters: _telemetry.Instruments | None = None
-
-    @property
-    def request_id(self) -> str | None:
-        """The service's id of the last answer (X-Request-Id and the like), if it gave one."""
-        return wire.request_id_of(self.answer_headers)
-
-    def describe(self) -> str:
-        """`METHOD path?query`, for logs (no secrets live in either)."""
-        return f"{self.method} {self.target()}"
-
-    def target(self) -> str:
-        """Path and query, for logs and messages (no secrets live in either)."""
-        path = urlsplit(self.url).path
-        if self.params:
-            return f"{path}?{self.query()}"
-        return path
-
-    def query(self) -> str:
-        return urlencode(self.params, safe=",") if self.params else ""
 
 
 def _describe(
@@ -326,77 +242,82 @@ class Transport:
         # The loop ended (asyncio.run returned): its shutdown closed the connections.
         self._http, self._closer, self._loop, self._slots = None, None, None, None
 
+    def call(
+        self,
+        operation: Operation,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Body = None,
+        headers: Mapping[str, str] | None = None,
+        prepare: "Callable[[Mapping[str, str]], Awaitable[Mapping[str, str]]] | None" = None,
+        consume: "Callable[[aiohttp.ClientResponse], Awaitable[Any]] | None" = None,
+        retries: int | None = None,
+    ) -> Call:
+        """A call of `operation` at `path` (below the API prefix), with the service's headers
+        and `headers` over them."""
+        sent = {**self._headers, **headers} if headers else self._headers
+        return Call(
+            operation,
+            self._api + path,
+            path,
+            params,
+            body,
+            sent,
+            prepare=prepare,
+            consume=consume,
+            retries=retries,
+        )
+
     async def request(
         self,
-        method: str,
+        operation: Operation,
         path: str,
         *,
         params: Mapping[str, str] | None = None,
         json: Any = None,
         body: Body = None,
         headers: Mapping[str, str] | None = None,
-        idempotent: bool = True,
-        op: str,
         decode: Callable[[Any], T],
         retries: int | None = None,
-        transfer: bool = False,
         ids: Mapping[str, str] | None = None,
     ) -> T:
-        """Send one request (with retries) and decode its JSON answer with `decode`; with
-        OpenTelemetry, in a span named after `op` (asyncclient._client._telemetry) holding `ids`."""
-        request_headers: Mapping[str, str] = self._headers
+        """Send one request of `operation` (with retries, as its row allows) and decode its
+        JSON answer with `decode`; with OpenTelemetry, in a span named after the operation
+        (asyncclient._client._telemetry) holding `ids`."""
         if json is not None:
             body = _dumps(json)
-            request_headers = {**request_headers, "Content-Type": "application/json"}
-        if headers:
-            request_headers = {**request_headers, **headers}
-        call = Call(
-            method,
-            self._api + path,
-            path,
-            params,
-            body,
-            request_headers,
-            idempotent,
-            op,
-            retries=retries,
-            transfer=transfer,
+            headers = {**(headers or {}), "Content-Type": "application/json"}
+        call = self.call(
+            operation, path, params=params, body=body, headers=headers, retries=retries
         )
-        if _telemetry.ENABLED:
-            # Looked up once a call: run() and each attempt use what the call holds.
-            call.tracer = _telemetry.tracer()
-            call.meters = _telemetry.instruments()
         if call.tracer is not None:
-            with _telemetry.operation(call.tracer, op, ids) as current:
+            with _telemetry.operation(call.tracer, operation.name, ids) as current:
                 try:
-                    raw: bytes = await self.run(call, telemetry_found=True)
+                    raw: bytes = await self.run(call)
                 finally:
                     if current.is_recording():
-                        current.set_attribute("asyncclient.attempts", call.attempt)
+                        current.set_attribute("asyncclient.attempts", call.attempts)
         else:
-            raw = await self.run(call, telemetry_found=True)
+            raw = await self.run(call)
         try:
             return decode(_loads(raw) if raw else None)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ApiError(
-                call.status,
+                call.last.status,
                 "invalid_response",
-                f"the answer to {op} could not be read ({type(exc).__name__}: {exc}); "
-                f"it began {wire.excerpt(raw, 120)!r}",
+                f"the answer to {operation.name} could not be read ({type(exc).__name__}: "
+                f"{exc}); it began {wire.excerpt(raw, 120)!r}",
                 raw.decode("utf-8", "replace"),
-                method,
+                operation.method,
                 call.url,
-                attempts=call.attempt,
+                attempts=call.attempts,
                 request_id=call.request_id,
             ) from exc
 
-    async def run(self, call: Call, *, telemetry_found: bool = False) -> Any:
-        """Attempt the call, retrying what asks for it (RetrySignal) with the policy's waits;
-        on giving up, raise the public error with the number of attempts made.
-        telemetry_found: request() has looked up the call's tracer and instruments already."""
-        if _telemetry.ENABLED and not telemetry_found:
-            call.tracer = _telemetry.tracer()
-            call.meters = _telemetry.instruments()
+    async def run(self, call: Call) -> Any:
+        """Attempt the call, retrying each attempt that returns a Retry, with the policy's waits;
+        on giving up, raise the public error with the number of attempts made."""
         retries = self._max_retries if call.retries is None else call.retries
         outages = self._outages
         try:
@@ -408,7 +329,7 @@ class Transport:
             )
         except BaseException as error:
             if isinstance(error, ApiError | TransportError):
-                error.attempts = call.attempt
+                error.attempts = call.attempts
             if outages.since is not None:
                 # An answer of the service, other than an outage's, says it is back.
                 answered = isinstance(error, ApiError) and classify(error.status) != "outage"
@@ -418,13 +339,13 @@ class Transport:
             outages.left(id(call), answered=True, request=call.describe())
         return result
 
-    def _retried(self, call: Call, signal: RetrySignal) -> None:
+    def _retried(self, call: Call, retry: Retry) -> None:
         """A failed attempt that will be tried again: told to the outage watch when it is an
         outage's, counted (asyncclient.client.retries) and logged (asyncclient.retries)."""
-        error = signal.error
+        error = retry.error
         status = error.status if isinstance(error, ApiError) else None
-        failure = call.failure
-        if signal.outage and self._retry.deadline:  # 0: an outage is a failure like any
+        failure = call.last.failure
+        if retry.outage and self._retry.deadline:  # 0: an outage is a failure like any
             reason = getattr(error, "detail", None) or str(error)
             self._outages.failed(id(call), _short(reason), call.describe())
         meters = call.meters
@@ -441,13 +362,13 @@ class Transport:
             retries_log.debug(
                 "%s: attempt %d failed (%s); retrying in %.2f s",
                 call.describe(),
-                call.attempt,
+                call.attempts,
                 error,
-                signal.wait,
+                retry.wait,
                 extra={
                     "operation": call.op,
-                    "attempt": call.attempt,
-                    "wait": float(signal.wait),
+                    "attempt": call.attempts,
+                    "wait": float(retry.wait),
                     "http_status": status,
                     "error": kind,
                     "request_id": call.request_id if status else None,
@@ -455,17 +376,19 @@ class Transport:
             )
 
     async def _attempt(self, call: Call) -> Any:
-        """One attempt. Returns the body (or what call.consume made of the answer); raises
-        RetrySignal for a failure worth another attempt, the public error otherwise. On our
-        own session it first waits for a slot of the pool (pool_timeout bounds the wait)."""
-        call.attempt += 1
+        """One attempt, and its outcome: the body (or what call.consume made of the answer), or
+        a Retry for a failure worth another attempt; the public error, raised, for one that is
+        not. On our own session it first waits for a slot of the pool (pool_timeout bounds the
+        wait)."""
+        call.attempts += 1
+        call.last = Exchange(call.attempts)
         http = self._http
         if http is None or self._loop is not asyncio.get_running_loop():
             http = self.ensure_http()
         slots = self._slots
         if slots is None:
             return await self._send(call, http)
-        call.phase = WAITING_FOR_CONNECTION
+        call.last.phase = WAITING_FOR_CONNECTION
         if self._pool_timeout is None:
             await slots.acquire()
         else:
@@ -480,11 +403,11 @@ class Transport:
                     f"({call.method} {call.target()}); raise connection_limit or pool_timeout",
                     method=call.method,
                     url=call.url,
-                    attempts=call.attempt,
+                    attempts=call.attempts,
                     kind="pool_timeout",
                 ) from None
         try:
-            call.phase = "waiting for the answer"
+            call.last.phase = "waiting for the answer"
             return await self._send(call, http)
         finally:
             slots.release()
@@ -492,9 +415,6 @@ class Transport:
     async def _send(self, call: Call, http: aiohttp.ClientSession) -> Any:
         """The request of one attempt, on `http` (see _attempt), observed when anything
         observes it: its CLIENT span, its duration metric, its DEBUG line."""
-        call.status = 0
-        call.answer_headers = None
-        call.failure = None
         tracer, meters = call.tracer, call.meters
         if tracer is None and meters is None and not requests_log.isEnabledFor(_DEBUG):
             return await self._exchange(call, http, call.headers)
@@ -505,7 +425,7 @@ class Transport:
         if tracer is not None:
             url = _telemetry.url_full(call.url, call.query())
             span = _telemetry.start_attempt(
-                tracer, call.method, url, network.host, network.port, call.attempt
+                tracer, call.method, url, network.host, network.port, call.attempts
             )
             headers = _telemetry.inject(headers, span)
         raised: BaseException | None = None
@@ -527,14 +447,14 @@ class Transport:
     ) -> None:
         """One attempt's end, on its span, in the duration metric and in its DEBUG line."""
         seconds = time.perf_counter() - started
-        status = call.status
-        failure = call.failure
+        status = call.last.status
+        failure = call.last.failure
         error: str | None = None
         if failure is not None:
             error = _telemetry.error_type(failure)
         elif status >= 400:
             error = str(status)
-        elif raised is not None and not isinstance(raised, RetrySignal):
+        elif raised is not None:
             error = _telemetry.error_type(raised)
         if span is not None:
             _telemetry.end_attempt(span, status, error)
@@ -583,8 +503,8 @@ class Transport:
                     **options,
                 ) as resp,
             ):
-                status = call.status = resp.status
-                call.answer_headers = resp.headers
+                status = call.last.status = resp.status
+                call.last.headers = resp.headers
                 consume = call.consume
                 if consume is not None and (200 <= status < 300 or status == 416):
                     result = await consume(resp)
@@ -600,27 +520,27 @@ class Transport:
                 resp_headers = resp.headers
                 url = str(resp.url)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            call.failure = exc
-            await self._raise_transport_error(exc, call)
+            call.last.failure = exc
+            return await self._transport_failure(exc, call)
         finally:
             if sending is not None:
                 await sending.close()
         api_error = error_from_response(status, resp_headers, body, call.method, url)
-        api_error.attempts = call.attempt
+        api_error.attempts = call.attempts
         verdict = classify(status, idempotent=call.idempotent)
         if verdict == "permanent":
             raise api_error
-        raise RetrySignal(api_error, api_error.retry_after, outage=verdict == "outage")
+        return Retry(api_error, api_error.retry_after, outage=verdict == "outage")
 
     def _too_large(self, call: "Call", seen: str) -> ResponseTooLargeError:
-        status = call.status
+        status = call.last.status
         answer = "the answer" if 200 <= status < 300 else f"the {status} answer"
         return ResponseTooLargeError(
             f"{answer} to {call.method} {call.target()} is larger than the limit of "
             f"{self._max_response_bytes:,} bytes ({seen})",
             method=call.method,
             url=call.url,
-            attempts=call.attempt,
+            attempts=call.attempts,
             kind="too_large",
             fix="if it is genuine, raise the limit with "
             + self._network.option_name("max_response_bytes", environment.MAX_RESPONSE_BYTES_ENV),
@@ -628,9 +548,9 @@ class Transport:
             request_id=call.request_id,
         )
 
-    async def _raise_transport_error(self, exc: BaseException, call: Call) -> None:
-        """Raise the TransportError for a failed attempt: as a RetrySignal when another attempt
-        may help, as itself when not (a certificate, a proxy's refusal, a body not resendable)."""
+    async def _transport_failure(self, exc: BaseException, call: Call) -> Retry:
+        """The TransportError of a failed attempt: returned in a Retry when another attempt may
+        help, raised when not (a certificate, a proxy's refusal, a body not resendable)."""
         network = self._network
         failure = network.classify(exc)
         if failure is not None and failure.kind == "name_mismatch":
@@ -642,13 +562,13 @@ class Transport:
         ):
             self._probed = True
             failure = await network.diagnose(exc, None)
-        tries = f", {call.attempt} attempts" if call.attempt > 1 else ""
+        tries = f", {call.attempts} attempts" if call.attempts > 1 else ""
         reason = failure.reason if failure is not None else self._describe(exc, call)
         error = TransportError(
             f"{reason} ({call.method} {call.target()}{tries})",
             method=call.method,
             url=call.url,
-            attempts=call.attempt,
+            attempts=call.attempts,
             kind=failure.kind if failure is not None else "",
             fix=failure.fix if failure is not None else "",
         )
@@ -658,11 +578,15 @@ class Transport:
         if verdict == "permanent":
             raise error from cause
         error.__cause__ = cause
-        raise RetrySignal(error, outage=verdict == "outage") from cause
+        return Retry(error, outage=verdict == "outage")
 
     def _describe(self, exc: BaseException, call: Call) -> str:
         return _describe(
-            exc, self._timeout_s, self._connect_timeout_s, transfer=call.transfer, phase=call.phase
+            exc,
+            self._timeout_s,
+            self._connect_timeout_s,
+            transfer=call.transfer,
+            phase=call.last.phase,
         )
 
     def _log_attempt(self, call: Call, status: int, error: str | None, seconds: float) -> None:
@@ -679,7 +603,7 @@ class Transport:
         proxy = self._network.proxy.shown if self._network.proxy is not None else None
         if proxy is not None:
             said += f", via proxy {proxy}"
-        failure = call.failure
+        failure = call.last.failure
         outcome = type(failure).__name__ if failure is not None else (status or error)
         target = call.target()
         requests_log.debug(
@@ -688,14 +612,14 @@ class Transport:
             target,
             outcome,
             seconds * 1000.0,
-            call.attempt,
+            call.attempts,
             call.op,
             said,
             extra={
                 "operation": call.op,
                 "method": call.method,
                 "target": target,
-                "attempt": call.attempt,
+                "attempt": call.attempts,
                 "http_status": status or None,
                 "error": error,
                 "duration": seconds,

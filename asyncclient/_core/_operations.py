@@ -40,6 +40,8 @@ class Operation:
         resource: The spec's section it belongs to: builds, runs or (tester) endpoints.
         destructive: Whether it takes something away (a build, an endpoint, a run's chance
             to finish): an agent's client asks before such a tool.
+        streams: Whether its body or its answer streams (a part, a file): timed by idle time
+            (no data moving), not by a total.
     """
 
     name: str
@@ -51,6 +53,7 @@ class Operation:
     retry_safe: bool = True
     resource: Resource = "runs"
     destructive: bool = False
+    streams: bool = False
 
     @property
     def reads(self) -> bool:
@@ -75,7 +78,7 @@ _TABLE: Final = (
               tool=False, capability="run", resource="builds"),
     Operation("upload_part", "Upload a build part", "PUT",
               "/builds/{build_id}/parts/{part_number}",
-              tool=False, capability="run", resource="builds"),
+              tool=False, capability="run", resource="builds", streams=True),
     Operation("complete_upload", "Complete a build upload", "POST", "/builds/{build_id}/complete",
               tool=False, capability="run", resource="builds"),
     Operation("delete_build", "Delete a build", "DELETE", "/builds/{build_id}",
@@ -89,7 +92,7 @@ _TABLE: Final = (
     Operation("stop_run", "Stop a run", "POST", "/runs/{run_id}/stop",
               capability="run", destructive=True),
     Operation("download_run_file", "Download a run file", "GET", "/runs/{run_id}/files/{file:.+}",
-              tool=False),
+              tool=False, streams=True),
     Operation("list_endpoints", "List endpoints", "GET", "/projects/{project_id}/endpoints",
               resource="endpoints"),
     Operation("add_endpoint", "Add an endpoint", "POST", "/projects/{project_id}/endpoints",

@@ -11,12 +11,16 @@ number of tries, so that a call in flight rides out a deploy. "permanent": retry
 (a 4xx, a TLS or certificate failure, a host name that does not resolve, a request that may
 have reached the service and is not safe to send twice).
 
-What is ours in the loop is what backoff leaves to its user: the wait generator, which receives
-each failure (a RetrySignal) and answers with its Retry-After, exact and capped, or else with
-backoff's own exponential step under its full jitter; and the `on_backoff` handler, which hands
-each retry to its caller (the transport logs, counts and watches for outages with it). The
-first attempt is made before backoff's loop is set up (most calls need no other), and a failure
-of it is that loop's first try. No outage retry starts past the deadline, nor waits past it.
+Each attempt returns its outcome to one loop: its answer, or a `Retry` (the error, the
+service's Retry-After, whether it is an outage's); a final error it raises. The loop is
+backoff's predicate mode. What is ours in it is what backoff leaves to its user: the wait
+generator, which receives each Retry and answers with its Retry-After, exact and capped, or else
+with backoff's own exponential step under its full jitter, and ends when the attempts have run
+out (the tries counted, an outage's against the deadline); and the `on_backoff` handler, which
+hands each retry to its caller (the transport logs, counts and watches for outages with it).
+The first attempt is made before backoff's loop is set up (most calls need no other), and its
+Retry is that loop's first outcome. No outage retry starts past the deadline, nor waits past
+it.
 
 The one thing backoff cannot do is sleep with anything but `asyncio.sleep`. So when a sleep of
 one's own is given (`AsyncSession(sleep=...)`, or `asyncclient.testing.recorded_retry_waits()`
@@ -31,7 +35,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from typing import Any, Final, Literal, Protocol, TypeVar, cast
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import aiohttp
 import attrs
@@ -45,8 +49,8 @@ __all__ = [
     "OUTAGE_STATUSES",
     "RETRYABLE_STATUSES",
     "RETRY_DEADLINE_ENV",
+    "Retry",
     "RetryPolicy",
-    "RetrySignal",
     "Sleep",
     "Verdict",
     "classify",
@@ -138,20 +142,22 @@ def _unresolved(exc: BaseException) -> bool:
     )
 
 
-class RetrySignal(Exception):
-    """Raised by one attempt to ask the retry loop for another; carries the error to raise if
-    the attempts run out and the service's Retry-After, if any."""
+@attrs.define(eq=False)
+class Retry:
+    """What an attempt returns when another attempt may help: the error to raise if the
+    attempts run out, the service's Retry-After, if any, and whether the service looks down or
+    restarting (no connection, 502/503/504: retried until the retry deadline rather than for a
+    number of tries). `wait`: the wait the retry policy chose after it. An attempt's other
+    outcomes are its answer (returned) and a final error (raised)."""
 
-    def __init__(
-        self, error: BaseException, retry_after: float | None = None, *, outage: bool = False
-    ) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.retry_after = retry_after
-        # The service looks down or restarting (no connection, 502/503/504): retried until
-        # the retry deadline rather than for a number of tries.
-        self.outage = outage
-        self.wait = 0.0  # the wait the retry policy chose after it
+    error: BaseException
+    retry_after: float | None = None
+    outage: bool = False
+    wait: float = 0.0
+
+
+def _is_retry(outcome: object) -> bool:
+    return isinstance(outcome, Retry)
 
 
 # --- how long to wait, and the loop ---------------------------------------------------------
@@ -196,26 +202,43 @@ class RetryPolicy:
         return (self.clock or _DEFAULT.clock or time.monotonic)()
 
     def waits(
-        self, *, own_sleep: bool = False, started: float | None = None
+        self,
+        *,
+        own_sleep: bool = False,
+        started: float | None = None,
+        retries: int | None = None,
     ) -> Generator[float, Any, None]:
-        """backoff's wait generator: primed with None, then sent each failure's RetrySignal,
-        it yields the wait before the next attempt and records it on the signal (`.wait`).
-        own_sleep: the handler sleeps, so backoff is told 0. started: the call's first
-        attempt (now()), for the deadline (None: no deadline)."""
-        signal = yield 0.0
+        """backoff's wait generator: primed with None, then sent each attempt's Retry, it
+        yields the wait before the next attempt and records it on the Retry (`.wait`); it ends
+        (backoff then gives up) when the attempts have run out.
+
+        own_sleep: the handler sleeps, so backoff is told 0. started: the call's first attempt
+        (now()), for the deadline (None: no deadline). retries: the attempts after the first
+        (None: no end); an outage's do not count within the deadline, and retries=0 asks for
+        one attempt whatever failed (the run watcher handles its own failures)."""
+        retry = yield 0.0
         # Made at the first failure, not on every call: most calls never fail.
         steps = backoff.expo(base=2, factor=self.base, max_value=self.cap)
         next(steps)  # backoff.expo's own priming value
+        counted = 0  # failures that count against `retries`
         while True:
+            if retries is not None:
+                if retry.outage and self.deadline and retries > 0 and started is not None:
+                    if self.now() - started >= self.deadline:
+                        return
+                else:
+                    counted += 1
+                    if counted > retries:
+                        return
             step = next(steps)  # one step per failure, Retry-After or not
-            if signal.retry_after is not None:
-                wait = min(float(signal.retry_after), self.max_retry_after)
+            if retry.retry_after is not None:
+                wait = min(float(retry.retry_after), self.max_retry_after)
             else:
-                wait = self.jitter(min(step, self.outage_cap) if signal.outage else step)
-            if signal.outage and self.deadline and started is not None:
+                wait = self.jitter(min(step, self.outage_cap) if retry.outage else step)
+            if retry.outage and self.deadline and started is not None:
                 wait = max(0.0, min(wait, started + self.deadline - self.now()))
-            signal.wait = wait
-            signal = yield 0.0 if own_sleep else wait
+            retry.wait = wait
+            retry = yield 0.0 if own_sleep else wait
 
     def own_sleep(self) -> Sleep | None:
         """The sleep to await in place of backoff's asyncio.sleep, if any."""
@@ -223,74 +246,59 @@ class RetryPolicy:
 
 
 async def retrying(
-    attempt: Callable[[], Awaitable[T]],
+    attempt: Callable[[], Awaitable[T | Retry]],
     policy: RetryPolicy,
     retries: int,
     *,
-    on_retry: Callable[[RetrySignal], object] | None = None,
+    on_retry: Callable[[Retry], object] | None = None,
 ) -> T:
-    """Await attempt() until it returns; a RetrySignal it raises asks for another attempt,
-    up to `retries` more (an outage: until the policy's deadline), after the policy's wait.
-    When they run out, the signal's error is raised (its cause kept; after an outage it says
-    how long it was retried). on_retry(signal): each failure that will be retried, its wait
-    chosen (`signal.wait`), before the wait (the caller logs and counts it).
-    Anything else, CancelledError included, goes through untouched."""
+    """Await attempt() until it returns an answer; a Retry it returns asks for another
+    attempt, up to `retries` more (an outage: until the policy's deadline), after the policy's
+    wait. When they run out, the Retry's error is raised (its cause kept; after an outage it
+    says how long it was retried). on_retry(retry): each failure that will be retried, its wait
+    chosen (`retry.wait`), before the wait (the caller logs and counts it). A final error
+    attempt() raises, CancelledError included, goes through untouched.
+
+    The loop is backoff's predicate mode (`backoff.on_predicate`): it calls the attempt, and
+    while the outcome is a Retry asks the policy's wait generator for the wait, which ends
+    when the attempts have run out. The first attempt is made before that loop is set up (a
+    call that succeeds at once, nearly every call, never sets it up: about 10 us a call,
+    bench_session); a Retry from it is handed to the loop as the loop's first outcome."""
     started = policy.now()
-    try:
-        return await attempt()
-    except RetrySignal as signal:
-        first_failure: RetrySignal | None = signal
-    # From the first failure on, the loop is backoff's; its first try is that failure, given
-    # back to it, so it counts it and waits before the second attempt. A call that succeeds at
-    # once, nearly every call, never sets the retry loop up (about 10 us a call: bench_session).
+    outcome = await attempt()
+    if not isinstance(outcome, Retry):
+        return outcome
     sleep = policy.own_sleep()
+    first: list[T | Retry] = [outcome]
 
-    counted = 0  # failures that count against `retries` (an outage does not, within the deadline)
-    deadline = policy.deadline
-
-    async def giveup(error: BaseException) -> bool:
-        nonlocal counted
-        # retries=0 asks for one attempt (the run watcher handles its own failures).
-        if cast(RetrySignal, error).outage and deadline and retries > 0:
-            return policy.now() - started >= deadline
-        counted += 1
-        return counted > retries
+    async def attempts() -> T | Retry:
+        return first.pop() if first else await attempt()
 
     async def on_backoff(details: Any) -> None:
-        signal: RetrySignal = details["exception"]
+        retry: Retry = details["value"]
         if on_retry is not None:
-            on_retry(signal)
+            on_retry(retry)
         if sleep is not None:
-            await sleep(signal.wait)
+            await sleep(retry.wait)
 
-    result: T | None = None
-    tries = backoff.aretry_context(
-        RetrySignal,
+    tried = backoff.on_predicate(
         policy.waits,
-        max_tries=None,  # giveup counts the tries (an outage's do not count)
+        _is_retry,
+        max_tries=None,  # the wait generator ends when the attempts have run out
         jitter=None,  # the wait generator jitters, and never a Retry-After
-        giveup=giveup,
         on_backoff=on_backoff,
         logger=None,  # on_retry logs; the error itself is raised, not logged
         own_sleep=sleep is not None,
         started=started,
-    )
-    try:
-        async for each in tries:
-            with each:
-                if first_failure is not None:
-                    failure, first_failure = first_failure, None
-                    raise failure
-                result = await attempt()
-    except RetrySignal as signal:  # the tries ran out: backoff raised the last one
-        error = signal.error
-        if signal.outage and deadline and retries > 0:
+        retries=retries,
+    )(attempts)
+    outcome = await tried()
+    if isinstance(outcome, Retry):  # the attempts ran out
+        error = outcome.error
+        if outcome.outage and policy.deadline and retries > 0:
             _say_how_long(error, policy.now() - started)
         raise error from error.__cause__
-    except BaseException:
-        await tries.aclose()  # an error not to retry, or a cancellation, left it waiting
-        raise
-    return cast(T, result)
+    return outcome
 
 
 def _say_how_long(error: BaseException, seconds: float) -> None:

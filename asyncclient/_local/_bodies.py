@@ -1,7 +1,11 @@
 """Request bodies, and how each attempt sends them: PartBody, a slice of a file sent by sendfile
-or read with aiofiles; the idle timer that watches a transfer's body while it goes out; and
-`outgoing()`, which turns a transfer's body into what aiohttp sends for one attempt (its
-headers, its timer, what to close afterwards), so the transport knows bodies only as `Body`."""
+or read with aiofiles; `part_body()`, the one check of a part before any request; the idle
+timer that watches a transfer's body while it goes out; and `outgoing()`, which turns a
+transfer's body into what aiohttp sends for one attempt (its headers, Content-Type included,
+its timer, what to close afterwards), so the transport knows bodies only as `Body`.
+
+Over 400 lines: a part is made, checked and sent here and nowhere else (sendfile, the aiofiles
+fallback, the payload aiohttp writes, the timer), one path a reader follows in one file."""
 
 import asyncio
 import contextlib
@@ -27,9 +31,13 @@ __all__ = [
     "PartBody",
     "PartPayload",
     "outgoing",
+    "part_body",
     "single",
     "watched",
 ]
+
+# A transfer's body is bytes of a file: its type, said once for a PartBody and bytes alike.
+_OCTETS: Final = "application/octet-stream"
 
 CHUNK_SIZE: Final = 1 << 20
 #: A transfer's body goes out in slices of at most this size; each slice written re-arms its idle
@@ -129,7 +137,7 @@ class PartPayload(aiohttp.payload.Payload):
         timer: asyncio.Timeout,
         idle: float,
     ) -> None:
-        super().__init__(part, content_type="application/octet-stream")
+        super().__init__(part, content_type=_OCTETS)
         self._size = part.length
         self._part = part
         self._handle = handle  # closed by release(); opened on demand for reads
@@ -298,6 +306,31 @@ _SENDFILE: Final = hasattr(os, "sendfile")
 _preadv: Final = aiofiles.os.wrap(os.preadv) if hasattr(os, "preadv") else None
 
 
+async def part_body(data: object) -> bytes | PartBody:
+    """A part as upload_part takes it, checked before any request: bytes (at least one), or a
+    PartBody whose slice lies within its file (as the file is now)."""
+    if isinstance(data, PartBody):
+        try:
+            if data.file is not None:  # open already: no thread needed to ask its size
+                file_size = os.fstat(data.file.fileno()).st_size
+            else:
+                file_size = (await aiofiles.os.stat(data.path)).st_size
+        except OSError as exc:
+            raise ValidationError(f"cannot read {data.path}: {exc.strerror}") from exc
+        if data.offset + data.length > file_size:
+            raise ValidationError(
+                f"the part {data.offset}+{data.length} runs past the end of {data.path} "
+                f"({file_size} bytes)"
+            )
+        return data
+    if isinstance(data, bytes | bytearray | memoryview):
+        body = bytes(data)
+        if not body:
+            raise ValidationError("a part must hold at least one byte")
+        return body
+    raise ValidationError("data must be bytes or a PartBody describing a file slice")
+
+
 async def _open_binary(path: str) -> AsyncBufferedReader:
     """aiofiles.open(path, "rb") that leaks nothing when cancelled."""
     return await open_unleaked(_aiofiles_open(path), lambda handle: handle.close())
@@ -345,17 +378,13 @@ class Outgoing:
 
 async def outgoing(data: Any, headers: Mapping[str, str], idle: float) -> Outgoing:
     """What one attempt of a transfer sends: `data` (a Body, or an async generator of bytes)
-    with `headers`, its idle timer re-armed `idle` seconds ahead as each slice goes out
-    (aiohttp's sock_read only watches the answer)."""
+    with `headers` and its Content-Type and Content-Length, its idle timer re-armed `idle`
+    seconds ahead as each slice goes out (aiohttp's sock_read only watches the answer)."""
     if isinstance(data, PartBody):
         # An explicit length keeps aiohttp from chunked encoding; the body streams. The file
         # is opened here, not in aiohttp's writer task, so it is closed by close() whatever
         # becomes of that task (release() first stops a body still going out).
-        headers = {
-            **headers,
-            "Content-Type": "application/octet-stream",
-            "Content-Length": str(data.length),
-        }
+        headers = {**headers, "Content-Type": _OCTETS, "Content-Length": str(data.length)}
         timer = asyncio.timeout(None)
         handle = None if data.file is not None else await data.open()
         payload = PartPayload(data, handle, timer, idle)
@@ -363,7 +392,7 @@ async def outgoing(data: Any, headers: Mapping[str, str], idle: float) -> Outgoi
     if data is None:
         return Outgoing(None, headers)
     if isinstance(data, bytes):
-        headers = {**headers, "Content-Length": str(len(data))}
+        headers = {**headers, "Content-Type": _OCTETS, "Content-Length": str(len(data))}
         data = single(data)
     timer = asyncio.timeout(None)
     stream = watched(data, timer, idle)
