@@ -179,7 +179,7 @@ _DEFAULT: Final = _DefaultSleep()
 class RetryPolicy:
     """How long to wait before the next attempt.
 
-    A RetrySignal carrying a Retry-After waits exactly that (at most max_retry_after, and no
+    A Retry carrying a Retry-After waits exactly that (at most max_retry_after, and no
     jitter shortens it); otherwise backoff.expo's step, min(cap, base * 2**failures), under
     backoff.full_jitter: uniform in [0, step]. sleep: None for the process default (backoff's
     asyncio.sleep, unless recorded_retry_waits is active).

@@ -96,17 +96,8 @@ def format_duration(seconds: float | None) -> str:
 plain_text = _lenient.text
 
 
-def headline(run: Run) -> str:
-    return run.headline_text
-
-
 def title(run: Run) -> str:
     return plain_text(run.test_title) or run.test_id or run.id
-
-
-def error_details(run: Run) -> tuple[str, str]:
-    """(code, message) of a run that ended in error; empty strings when it carried none."""
-    return run.error_code, run.error_message
 
 
 def failed_requirements(run: Run) -> tuple[Requirement, ...]:
@@ -129,10 +120,6 @@ def requirement_line(req: Requirement) -> str:
 
 def labelled(req: Requirement) -> str:
     return ("failed " if req.outcome == "failed" else "unclear ") + requirement_line(req)
-
-
-def captures(run: Run) -> dict[str, str]:
-    return run.capture_values
 
 
 def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:

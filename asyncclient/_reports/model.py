@@ -23,10 +23,10 @@ from asyncclient._reports import (
     format_duration,
     labelled,
     outcome,
-    plain_text,
     requirement_line,
     status_of,
     suite_notes,
+    title,
 )
 from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
@@ -140,7 +140,7 @@ def attempt(run: Run, number: int = 1) -> Attempt:
         status=status_of(run),
         outcome=outcome(run),
         final=run.is_final,
-        title=plain_text(run.test_title) or run.test_id or run.id,
+        title=title(run),
         headline=run.headline_text,
         verdict=run.verdict_text,
         seconds=seconds,
