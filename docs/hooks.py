@@ -10,11 +10,18 @@ MARKER = "<!-- asyncclient: cli-options -->"
 
 
 def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ").replace("%%", "%")
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _description(parser: argparse.ArgumentParser) -> str:
+    return _cell((parser.description or "").replace("%%", "%"))
 
 
 def _rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = ["| Option | Meaning |", "|---|---|"]
+    # argparse's own expansion of a help text: `%(default)s` shows the default the parser has,
+    # defined once beside the option; `%%` is a percent sign.
+    formatter = parser._get_formatter()
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
             continue
@@ -26,7 +33,7 @@ def _rows(parser: argparse.ArgumentParser) -> list[str]:
                 name += f" `{action.dest.upper()}`"
         else:
             name = f"`{action.metavar or action.dest}`"
-        rows.append(f"| {name} | {_cell(action.help)} |")
+        rows.append(f"| {name} | {_cell(formatter._expand_help(action))} |")
     return rows
 
 
@@ -45,9 +52,9 @@ def cli_reference() -> str:
     from asyncclient.cli import build_parser
 
     parser = build_parser()
-    lines = ["## asyncclient", "", _cell(parser.description), "", *_rows(parser), ""]
+    lines = ["## asyncclient", "", _description(parser), "", *_rows(parser), ""]
     for path, sub in _commands(parser, "asyncclient"):
-        lines += [f"## {path}", "", _cell(sub.description), "", *_rows(sub), ""]
+        lines += [f"## {path}", "", _description(sub), "", *_rows(sub), ""]
     return "\n".join(lines)
 
 

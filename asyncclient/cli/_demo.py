@@ -53,7 +53,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--speed",
         type=float,
         default=30.0,
-        help="emulator seconds per wall second (default 30: the tour takes about 5 s)",
+        help="emulator seconds per wall second (default %(default)g: the tour takes about 5 s)",
     )
     p.add_argument(
         "--dialect",

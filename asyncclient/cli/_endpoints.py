@@ -101,7 +101,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--method",
         default="POST",
-        help=f"{', '.join(sorted(ENDPOINT_METHODS))} (default POST)",
+        help=f"{', '.join(sorted(ENDPOINT_METHODS))} (default %(default)s)",
         metavar="M",
     )
     p.add_argument(

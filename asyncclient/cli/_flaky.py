@@ -45,7 +45,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         type=float,
         default=14.0,
         metavar="N",
-        help="read the runs created in the last N days (default 14)",
+        help="read the runs created in the last N days (default %(default)g)",
     )
     p.add_argument(
         "--test",
