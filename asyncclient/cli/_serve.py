@@ -38,7 +38,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
     p.set_defaults(ends_on_signal=True)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    p.add_argument("--port", type=int, default=8080, help="port (default %(default)s; 0 picks a free one)")
+    p.add_argument(
+        "--port", type=int, default=8080, help="port (default %(default)s; 0 picks a free one)"
+    )
     p.add_argument("--seed", metavar="FILE", help="a JSON or TOML seed file (default: demo seed)")
     p.add_argument(
         "--speed",
