@@ -10,7 +10,8 @@ Both run the `asyncclient` command itself (`upload`, then `run project --wait --
 progress and its reports on stderr as in any job (on GitHub it writes the step summary, as it
 does whenever GITHUB_STEP_SUMMARY is set). The outputs: `build-ids`, `run-ids`, `outcome`
 (`passed` or `failed`), `passed`, `failed`, `flaky`, `quarantined` (counts of tests: each test
-is one of the four), `junit`, `html` (the paths written). On GitHub they go to GITHUB_OUTPUT;
+is one of the four), `device-minutes` (every run of the job, re-runs included, to 0.1 min),
+`junit`, `ctrf`, `html` (the paths written). On GitHub they go to GITHUB_OUTPUT;
 on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for later jobs;
 the report paths are the template's own variables there).
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -70,6 +72,7 @@ class Settings:
     mode: str = ""
     retry_failed: int = 0
     junit: str = ""
+    ctrf: str = ""
     html: str = ""
     download_failed: str = ""
     quarantine: str = ""
@@ -92,6 +95,7 @@ class Tally:
     failed: int = 0
     quarantined: int = 0
     run_ids: tuple[str, ...] = ()
+    device_seconds: float = 0.0  # every run of the job, re-runs included
 
 
 # --- settings -------------------------------------------------------------------------------------
@@ -143,6 +147,7 @@ def _settings(
         mode=get("mode").strip(),
         retry_failed=_count(get("retry-failed"), names["retry-failed"]),
         junit=get("junit").strip(),
+        ctrf=get("ctrf").strip(),
         html=get("html").strip(),
         download_failed=get("download-failed").strip(),
         quarantine=get("quarantine").strip(),
@@ -162,6 +167,7 @@ SETTINGS: Final = (
     "mode",
     "retry-failed",
     "junit",
+    "ctrf",
     "html",
     "download-failed",
     "quarantine",
@@ -256,6 +262,7 @@ def run_arguments(
     options = (
         ("--mode", settings.mode),
         ("--junit", settings.junit),
+        ("--ctrf", settings.ctrf),
         ("--html", settings.html),
         ("--download-failed", settings.download_failed),
         ("--quarantine", settings.quarantine),
@@ -277,9 +284,14 @@ def tally(runs: Any) -> Tally:
     run, with `flaky`, `quarantined` and the outcome in `summary`)."""
     counts = {"passed": 0, "flaky": 0, "failed": 0, "quarantined": 0}
     ids: list[str] = []
+    device = 0.0
     for run in runs if isinstance(runs, list) else []:
         if not isinstance(run, dict):
             continue
+        cost = run.get("cost")
+        seconds = cost.get("deviceSeconds") if isinstance(cost, dict) else None
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+            device += max(0.0, float(seconds)) if math.isfinite(seconds) else 0.0
         run_id = run.get("id")
         ids.append(str(run_id) if is_id("run", run_id) else "")
         summary = run.get("summary")
@@ -292,7 +304,7 @@ def tally(runs: Any) -> Tally:
             counts["quarantined"] += 1
         else:
             counts["failed"] += 1
-    return Tally(run_ids=tuple(i for i in ids if i), **counts)
+    return Tally(run_ids=tuple(i for i in ids if i), device_seconds=device, **counts)
 
 
 Command = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -324,7 +336,9 @@ def run(
         "failed": "0",
         "flaky": "0",
         "quarantined": "0",
+        "device-minutes": "0.0",
         "junit": "",
+        "ctrf": "",
         "html": "",
     }
     try:
@@ -361,7 +375,9 @@ def run(
             "failed": str(counted.failed),
             "flaky": str(counted.flaky),
             "quarantined": str(counted.quarantined),
+            "device-minutes": f"{counted.device_seconds / 60:.1f}",
             "junit": settings.junit if settings.junit and (cwd / settings.junit).is_file() else "",
+            "ctrf": settings.ctrf if settings.ctrf and (cwd / settings.ctrf).is_file() else "",
             "html": settings.html if settings.html and (cwd / settings.html).is_file() else "",
         }
     )
@@ -409,7 +425,7 @@ def gitlab_dotenv_text(outputs: Mapping[str, str], spill: Path | None = None) ->
     values = {
         f"ASYNCCLIENT_{name.upper().replace('-', '_')}": value
         for name, value in outputs.items()
-        if name not in ("junit", "html") and _DOTENV_VALUE.fullmatch(value)
+        if name not in ("junit", "ctrf", "html") and _DOTENV_VALUE.fullmatch(value)
     }
     text = "".join(f"{key}={value}\n" for key, value in values.items())
     if len(text.encode()) <= DOTENV_LIMIT - 200 or spill is None:

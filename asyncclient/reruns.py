@@ -127,6 +127,7 @@ class SuiteResult:
         history: Per test that did not pass, its history before this suite (what
             `AsyncSession.flakiness` reads; None for a test with no earlier run), or None
             when it was not read.
+        overage: The runs whose start said they are beyond the plan's included runs.
     """
 
     tests: tuple[Attempts, ...]
@@ -138,6 +139,7 @@ class SuiteResult:
     quarantined: Mapping[str, str] = attrs.field(factory=dict)
     fail_on_quarantined: bool = False
     history: Mapping[str, TestFlakiness | None] | None = None
+    overage: frozenset[str] = frozenset()
 
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).
@@ -235,6 +237,9 @@ class Reruns:
         self.fail_on_flaky = fail_on_flaky
         self.quarantined = dict(quarantined or {})
         self.fail_on_quarantined = fail_on_quarantined
+        # The runs whose start said they are beyond the plan's included runs (the first ones
+        # are added by whoever started them, the re-runs here).
+        self.overage: set[str] = set()
         self._mode = mode
         self._build_id = build_id
         # Each re-run's key is derived from this one: the same suite key gives the same re-run
@@ -312,6 +317,8 @@ class Reruns:
                     return None
             # Queued until the watcher sees it: an attempt of its test from now on.
             self._entry_of[started.run_id] = entry
+            if started.overage is True:
+                self.overage.add(started.run_id)
             attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
             return test_id, started.run_id, attempt
 
@@ -329,6 +336,7 @@ class Reruns:
             tuple(unknown),
             self.quarantined,
             self.fail_on_quarantined,
+            overage=frozenset(self.overage),
         )
 
 

@@ -210,7 +210,7 @@ def test_step_summary_markdown_escapes_cells_and_lists_failures() -> None:
     assert "[`j_ok`](https://svc.example/runs/j_ok)" in lines[4]
     assert lines[5].startswith("| \u274c failed |")
     assert "  - r3 Checkout \\| pay\\: button \\<missing\\>" in lines
-    assert text.endswith("</details>\n\n")
+    assert text.endswith("</details>\n\nDevice time 52.3 s, 0.0 s queued, 2 runs\n\n")
     # Every table row has the same number of unescaped cell separators.
     rows = [line for line in lines if line.startswith("|")]
     assert {line.replace("\\|", "").count("|") for line in rows} == {6}

@@ -48,6 +48,7 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "retry_failed": Key("int", "--retry-failed"),
     "fail_on_flaky": Key("bool", "--fail-on-flaky"),
     "junit": Key("path", "--junit"),
+    "ctrf": Key("path", "--ctrf"),
     "html": Key("path", "--html"),
     "download_failed": Key("path", "--download-failed"),
     "interval": Key("float", "--interval"),

@@ -84,6 +84,7 @@ def html_report(
         counts=counts,
         total=len(report.tests),
         summary=report.summary,
+        cost=report.cost,
         passed=report.passed,
         skipped=[{"test_id": t, "reason": r} for t, r in report.skipped],
         evidence=files,

@@ -68,6 +68,10 @@ def junit_xml(report: SuiteReport) -> bytes:
         },
     )
     props = ET.SubElement(suite, "properties")
+    cost = report.cost
+    if cost.runs:
+        for name, figure in cost.fields().items():
+            _property(props, f"asyncclient.{name}", str(figure))
     created = [test.final.run.created_at for test in tests if test.final.run.created_at]
     if created:
         first = min(created).astimezone(UTC).replace(tzinfo=None)

@@ -61,7 +61,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
     """A Markdown table of the tests' final runs (status, test, run with link, duration,
     headline); for each run that did not pass its failed requirements with reasons; the tests
     that passed only on a re-run; the quarantine's and the history's notes; the tests not
-    started."""
+    started; the device time."""
     finals = report.finals
     lines = [f"### {_cell(report.name)}: {_cell(report.counts)}", ""]
     if finals:
@@ -104,6 +104,9 @@ def step_summary_markdown(report: SuiteReport) -> str:
     if report.skipped:
         lines += ["", f"Not started ({len(report.skipped)}):"]
         lines += [f"- {_code(test_id)}: {_cell(reason)}" for test_id, reason in report.skipped]
+    cost = report.cost
+    if cost.runs:
+        lines += ["", _cell(cost.sentence())]
     return "\n".join(lines) + "\n\n"
 
 

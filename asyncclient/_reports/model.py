@@ -92,6 +92,7 @@ class Attempt:
     link: str | None  # as the service sent it
     safe_link: str | None  # the link when it is http(s), else None
     captures: Mapping[str, str]
+    queue_seconds: float | None  # from its creation to its start, once it started
 
     @property
     def id(self) -> str:
@@ -150,7 +151,79 @@ def attempt(run: Run, number: int = 1) -> Attempt:
         link=link,
         safe_link=link if link and link.lower().startswith(_SAFE_SCHEMES) else None,
         captures=run.capture_values,
+        queue_seconds=_queued(run),
     )
+
+
+def _queued(run: Run) -> float | None:
+    if run.created_at is None or run.started_at is None:
+        return None
+    return max(0.0, (run.started_at - run.created_at).total_seconds())
+
+
+@attrs.frozen
+class Cost:
+    """What a job's runs took: device seconds (the duration of every run that ran, re-runs
+    included), the part of it spent on re-runs (the flake tax), seconds queued before the runs
+    started, the runs that ran, and those whose start said they are beyond the plan."""
+
+    device_seconds: float = 0.0
+    rerun_device_seconds: float = 0.0
+    queue_seconds: float = 0.0
+    runs: int = 0
+    overage_runs: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.device_seconds + other.device_seconds,
+            self.rerun_device_seconds + other.rerun_device_seconds,
+            self.queue_seconds + other.queue_seconds,
+            self.runs + other.runs,
+            self.overage_runs + other.overage_runs,
+        )
+
+    def fields(self) -> dict[str, float | int]:
+        """Its shape in `--json`, the events and the CTRF report."""
+        return {
+            "deviceSeconds": round(self.device_seconds, 3),
+            "rerunDeviceSeconds": round(self.rerun_device_seconds, 3),
+            "queueSeconds": round(self.queue_seconds, 3),
+            "runs": self.runs,
+            "overageRuns": self.overage_runs,
+        }
+
+    def line(self) -> str:
+        """`device time 5 min 00 s (2 min 00 s of it re-runs), 12.0 s queued, 5 runs`."""
+        text = f"device time {format_duration(self.device_seconds) or '0.0 s'}"
+        if self.rerun_device_seconds:
+            text += f" ({format_duration(self.rerun_device_seconds)} of it re-runs)"
+        text += f", {format_duration(self.queue_seconds) or '0.0 s'} queued"
+        text += f", {self.runs} run{'' if self.runs == 1 else 's'}"
+        if self.overage_runs:
+            text += f", {self.overage_runs} beyond the plan's included runs"
+        return text
+
+    def sentence(self) -> str:
+        """line(), starting with a capital."""
+        text = self.line()
+        return text[:1].upper() + text[1:]
+
+
+def _cost(attempts: Sequence[Attempt], overage: frozenset[str]) -> Cost:
+    total = Cost()
+    for told in attempts:
+        ran = told.seconds is not None or told.queue_seconds is not None
+        if not ran and told.id not in overage:
+            continue
+        seconds = told.seconds or 0.0
+        total += Cost(
+            device_seconds=seconds,
+            rerun_device_seconds=seconds if told.number > 1 else 0.0,
+            queue_seconds=told.queue_seconds or 0.0,
+            runs=1,
+            overage_runs=1 if told.id in overage else 0,
+        )
+    return total
 
 
 @attrs.frozen
@@ -166,6 +239,7 @@ class TestReport:
     history_read: bool = False  # whether its history was read (a test that did not pass)
     history: TestFlakiness | None = None  # None when read: no earlier run
     start_error: str | None = None
+    cost: Cost = Cost()
 
     @property
     def final(self) -> Attempt:
@@ -200,6 +274,11 @@ class SuiteReport:
     fail_on_quarantined: bool = False
 
     @property
+    def cost(self) -> Cost:
+        """What the job's runs took, every test's attempts together."""
+        return sum((test.cost for test in self.tests), Cost())
+
+    @property
     def reran(self) -> bool:
         """Whether some test ran more than once (the reports then show attempts)."""
         return any(len(test.attempts) > 1 for test in self.tests)
@@ -211,10 +290,12 @@ class SuiteReport:
 
 def _test(test: Attempts, result: SuiteResult) -> TestReport:
     history = result.history or {}
+    attempts = tuple(attempt(run, n) for n, run in enumerate(test.runs, 1))
     return TestReport(
         test_id=test.test_id,
         outcome=test.outcome,
-        attempts=tuple(attempt(run, n) for n, run in enumerate(test.runs, 1)),
+        attempts=attempts,
+        cost=_cost(attempts, result.overage),
         quarantine=result.quarantined.get(test.test_id),
         excused=result.excused(test),
         history_read=test.test_id in history,

@@ -11,7 +11,8 @@ __all__ = ["summary_lines"]
 def summary_lines(report: SuiteReport) -> list[str]:
     """Per test its final run's status, ids, title and duration, then indented the headline,
     each failed requirement with its reason, the link and the earlier attempts; then what the
-    quarantine and the history say, the counts line, and the tests not started."""
+    quarantine and the history say, the device time, the counts line, and the tests not
+    started."""
     lines: list[str] = []
     finals = report.finals
     width = max((len(final.status) for final in finals), default=0)
@@ -38,7 +39,10 @@ def summary_lines(report: SuiteReport) -> list[str]:
             tries = ", ".join(f"{a.id} {a.status}" for a in test.earlier)
             lines.append(f"{indent}{word} attempt {run.number} (earlier: {tries})")
     lines += report.notes
-    lines.append(report.counts)
+    cost = report.cost
+    if cost.runs:
+        lines.append(cost.line())
+    lines.append(report.counts)  # last (but the tests not started): what `tail -1` shows
     lines += [
         f"not started {test_id}: {reason or 'no reason given'}"
         for test_id, reason in report.skipped

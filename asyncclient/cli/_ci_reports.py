@@ -53,9 +53,18 @@ async def report(
     evidence: dict[str, list[str]] = {}
     if options.download_failed:
         evidence = await _download_failed(session, result, options.download_failed, out)
-    junit, html = options.junit, options.html
+    junit, html, ctrf = options.junit, options.html, options.ctrf
     if junit:
         _written(out, "JUnit", junit, lambda: _junit.write_junit(junit, told))
+    if ctrf:
+        from asyncclient._reports.ctrf import write_ctrf
+
+        _written(
+            out,
+            "CTRF",
+            ctrf,
+            lambda: write_ctrf(ctrf, told, evidence=evidence, evidence_dir=options.download_failed),
+        )
     if html:
         from asyncclient._reports import html as _html_report
 
@@ -113,13 +122,14 @@ async def _with_history(session: AsyncSession, result: Any, out: Output) -> Any:
 
 
 def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
-    """A test's last run in --json, with its `summary`; with re-runs in the suite, also the
+    """A test's last run in --json, with its `summary` and the `cost` of all its attempts (the
+    job's is their sum); with re-runs in the suite, also the
     test's flaky mark and attempts; with a quarantine, whether the test is quarantined; for a
     test that did not pass, its history when it was read."""
     from asyncclient._reports import history_fields
 
     final = test.final
-    entry = {**to_json(final.run), "summary": final.fields()}
+    entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
     if report.quarantine_given:
         entry["quarantined"] = test.quarantine is not None
     if test.history_read:

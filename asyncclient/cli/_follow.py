@@ -43,6 +43,7 @@ async def follow(
     build_id: str | None = None,
     idempotency_key: str | None = None,
     base_url: str | None = None,
+    overage: Sequence[str] = (),
 ) -> int:
     """Watch the runs with live progress, re-run the tests that did not pass (--retry-failed,
     asyncclient.reruns), then report; returns the exit code.
@@ -50,6 +51,7 @@ async def follow(
     tests: the test id of each run, when known from the start (shown before the first sweep).
     mode, build_id, idempotency_key: how the first runs were started (their re-runs follow).
     base_url: the --base-url given, for the command a second Ctrl-C prints.
+    overage: the runs whose start said they are beyond the plan's included runs.
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
     from asyncclient.reruns import Reruns, remaining
@@ -63,6 +65,7 @@ async def follow(
         quarantined=options.honoured(),
         fail_on_quarantined=options.fail_on_quarantined,
     )
+    reruns.overage.update(overage)
     interval = options.interval or DEFAULT_INTERVAL
     deadline = None if options.timeout is None else time.monotonic() + options.timeout
     timed_out: WatchTimeoutError | None = None

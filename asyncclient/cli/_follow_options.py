@@ -1,5 +1,5 @@
 """The options of following runs (`run ... --wait` and `watch`): --timeout, --interval, the
-reports (--junit, --html), the re-runs (--retry-failed, --fail-on-flaky), the evidence
+reports (--junit, --ctrf, --html), the re-runs (--retry-failed, --fail-on-flaky), the evidence
 (--download-failed); their checks before any request; and the run ids `watch -` reads."""
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         f"grows to {DEFAULT_MAX_INTERVAL:g} while nothing changes)",
     )
     group.add_argument("--junit", metavar="PATH", help="write a JUnit XML report to PATH")
+    group.add_argument(
+        "--ctrf",
+        metavar="PATH",
+        help="write a CTRF report (Common Test Report Format, JSON) to PATH: re-runs, flaky "
+        "tests, durations, the runs' files as attachments, the device time",
+    )
     group.add_argument(
         "--retry-failed",
         type=int,
@@ -122,6 +128,7 @@ def check_follow_options(
                 ("--timeout", options.timeout),
                 ("--interval", options.interval),
                 ("--junit", options.junit),
+                ("--ctrf", options.ctrf),
                 ("--retry-failed", options.retry_failed),
                 ("--fail-on-flaky", options.fail_on_flaky),
                 ("--download-failed", options.download_failed),
@@ -152,7 +159,11 @@ def check_follow_options(
         raise CommandError(
             "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
         )
-    for flag, value in (("--junit", options.junit), ("--html", options.html)):
+    for flag, value in (
+        ("--junit", options.junit),
+        ("--ctrf", options.ctrf),
+        ("--html", options.html),
+    ):
         if value:
             _check_report_path(flag, value)
     if options.download_failed:

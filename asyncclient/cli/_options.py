@@ -88,6 +88,7 @@ class Follow:
     fail_on_quarantined: bool = False
     no_history: bool = False
     junit: str | None = None
+    ctrf: str | None = None
     html: str | None = None
     download_failed: str | None = None
     quarantined: Quarantine | None = None

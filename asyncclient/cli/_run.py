@@ -221,6 +221,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             stop_on_cancel=True,
             report_name=args.test_id,
             tests={start.run_id: args.test_id},
+            overage=[start.run_id] if start.overage is True else [],
             mode=args.mode,
             build_id=args.build,
             idempotency_key=args.idempotency_key,

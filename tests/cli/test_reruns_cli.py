@@ -441,3 +441,73 @@ async def test_quarantined_tests_that_passed_are_shown_as_such(
         for line in lines
     )
     assert "quarantined t_flaky passed on attempt 2 (device loss): still flaky" in lines
+
+
+async def test_ctrf_and_the_cost_of_the_job(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    """--ctrf writes a valid CTRF report; the device time is in the summary, --json (each
+    test's cost, the job's their sum) and the step summary."""
+    import json
+
+    import jsonschema
+
+    ctrf, summary = tmp_path / "reports" / "ctrf.json", tmp_path / "summary.md"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--ctrf", str(ctrf), "--json", *FAST, env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    schema = json.loads(
+        (Path(__file__).parent.parent / "data" / "ctrf-schema-0.0.json").read_text()
+    )
+    document = json.loads(ctrf.read_text())
+    jsonschema.Draft7Validator(schema).validate(document)
+    tests = {t["testId"]: t for t in document["results"]["tests"]}
+    assert tests["t_flaky"]["flaky"] is True
+    assert tests["t_broken"]["retries"] == 1
+    assert "CTRF report:" in result.stderr
+    # Every run the job started: 3 first runs and 2 re-runs, as the emulator timed them.
+    ran = [run for t in ("t_pass", "t_flaky", "t_broken") for run in runs_of(svc, t)]
+    assert len(ran) == 5
+    device = sum(entry["cost"]["deviceSeconds"] for entry in result.json())
+    reruns = sum(entry["cost"]["rerunDeviceSeconds"] for entry in result.json())
+    assert device > reruns > 0
+    assert document["results"]["summary"]["extra"]["deviceSeconds"] == pytest.approx(device)
+    assert document["results"]["summary"]["extra"]["runs"] == 5
+    assert re.search(r"^device time .* of it re-runs\), .* queued, 5 runs$", result.stderr, re.M)
+    assert "Device time" in summary.read_text()
+
+
+async def test_ctrf_needs_wait_and_a_file_name(run_cli: RunCli, tmp_path: Path) -> None:
+    env = {"ASYNCCLIENT_BASE_URL": "http://127.0.0.1:9", "ASYNCCLIENT_API_KEY": KEY}
+    without = await run_cli("run", "project", "p_ci", "--ctrf", "c.json", env=env)
+    assert without.code == 2
+    assert "--ctrf need --wait" in without.stderr
+    folder = await run_cli("run", "project", "p_ci", "--wait", "--ctrf", str(tmp_path), env=env)
+    assert folder.code == 2
+    assert "is a directory" in folder.stderr
+
+
+async def test_runs_beyond_the_plan_are_counted_in_the_cost(run_cli: RunCli) -> None:
+    """A project whose included runs are used up: the start of `run test` and of its re-run say
+    overage, and the job's cost counts both."""
+    seed = {
+        "projects": [{"id": "p_over", "name": "p_over", "plan": "paid", "includedRuns": 0}],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_over"]}],
+        "tests": [
+            {"id": "t_over", "project": "p_over", "target": "web", "url": "https://shop.example",
+             "queuedSeconds": 1, "durationSeconds": 10, "outcome": "failed"},
+        ],
+    }  # fmt: skip
+    async with FakeService(seed, speed=1000.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        result = await run_cli(
+            "run", "test", "t_over", "--wait", "--retry-failed", "1", "--json", *FAST, env=env
+        )  # fmt: skip
+    assert result.code == 1, result.stderr
+    (entry,) = result.json()
+    assert entry["cost"]["runs"] == 2
+    assert entry["cost"]["overageRuns"] == 2
+    assert entry["cost"]["deviceSeconds"] == pytest.approx(20.0, abs=0.5)
+    assert "2 beyond the plan's included runs" in result.stderr
