@@ -18,10 +18,11 @@ the report paths are the template's own variables there).
 The idempotency key of the run start names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
 GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
 CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
-is started (a digest of the project, the build ids, the mode, the re-run count, the quarantine
-file's path and bytes, the timeout, the profile and the flaky rule): the same step run again in
-the same attempt starts nothing new; matrix legs that differ in any of these, or in their
-`job-index`, never share a key; a re-run of the job (a new attempt, a new job id) starts afresh.
+is started (a digest of the project, the build ids, the mode, the re-run count, the fail-fast
+limit, the quarantine file's path and bytes, the timeout, the profile and the flaky rule): the
+same step run again in the same attempt starts nothing new; matrix legs that differ in any of
+these, or in their `job-index`, never share a key; a re-run of the job (a new attempt, a new job
+id) starts afresh.
 An `idempotency-key` input (ASYNCCLIENT_IDEMPOTENCY_KEY) replaces the CI part of the key.
 
 What the step hands on is written so that nothing in it can forge more: GitHub outputs in the
@@ -71,6 +72,7 @@ class Settings:
     label: str = ""
     mode: str = ""
     retry_failed: int = 0
+    max_failures: int = 0  # 0: no fail-fast
     junit: str = ""
     ctrf: str = ""
     html: str = ""
@@ -115,6 +117,14 @@ def _count(value: str, name: str) -> int:
     return int(text)
 
 
+def _limit(value: str, name: str) -> int:
+    """0 (none) or a whole number of tests, 1 or more."""
+    text = value.strip() or "0"
+    if not text.isdigit():
+        raise SettingError(f"{name} is {value!r}: give a whole number of tests (1 or more)")
+    return int(text)
+
+
 def _key_part(value: str, name: str) -> str:
     text = value.strip()
     if text and not _KEY_PART.fullmatch(text):
@@ -146,6 +156,7 @@ def _settings(
         label=get("label").strip() or label,
         mode=get("mode").strip(),
         retry_failed=_count(get("retry-failed"), names["retry-failed"]),
+        max_failures=_limit(get("max-failures"), names["max-failures"]),
         junit=get("junit").strip(),
         ctrf=get("ctrf").strip(),
         html=get("html").strip(),
@@ -166,6 +177,7 @@ SETTINGS: Final = (
     "label",
     "mode",
     "retry-failed",
+    "max-failures",
     "junit",
     "ctrf",
     "html",
@@ -240,6 +252,7 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             "builds": sorted(build_ids),
             "mode": settings.mode,
             "retryFailed": settings.retry_failed,
+            "maxFailures": settings.max_failures,
             "quarantine": [settings.quarantine, quarantine],
             "timeout": settings.timeout,
             "profile": settings.profile,
@@ -271,6 +284,8 @@ def run_arguments(
     argv += [part for flag, value in options if value for part in (flag, value)]
     if settings.retry_failed:
         argv += ["--retry-failed", str(settings.retry_failed)]
+    if settings.max_failures:
+        argv += ["--max-failures", str(settings.max_failures)]
     if settings.timeout:
         # A CI job that gives up stops what it started: the runs do not go on unwatched.
         argv += ["--timeout", settings.timeout, "--stop-on-timeout"]

@@ -128,6 +128,7 @@ class SuiteResult:
             `AsyncSession.flakiness` reads; None for a test with no earlier run), or None
             when it was not read.
         overage: The runs whose start said they are beyond the plan's included runs.
+        fail_fast: The runs stopped because enough tests had not passed (--max-failures).
     """
 
     tests: tuple[Attempts, ...]
@@ -140,6 +141,7 @@ class SuiteResult:
     fail_on_quarantined: bool = False
     history: Mapping[str, TestFlakiness | None] | None = None
     overage: frozenset[str] = frozenset()
+    fail_fast: frozenset[str] = frozenset()
 
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).
@@ -240,6 +242,8 @@ class Reruns:
         # The runs whose start said they are beyond the plan's included runs (the first ones
         # are added by whoever started them, the re-runs here).
         self.overage: set[str] = set()
+        # The runs a fail-fast stopped (--max-failures), added by whoever stopped them.
+        self.fail_fast: set[str] = set()
         self._mode = mode
         self._build_id = build_id
         # Each re-run's key is derived from this one: the same suite key gives the same re-run
@@ -280,6 +284,19 @@ class Reruns:
             and len(attempts) <= self.retry_failed
             and entry not in self._errors
         ]
+
+    def failed_for_good(self, run: Run) -> bool:
+        """Whether `run` is its test's verdict and the test did not pass: final, not passed,
+        and no re-run will follow (it was stopped, the test has no attempt left, or its re-run
+        was refused). A quarantined test never counts (fail-fast: --max-failures)."""
+        if not run.is_final or run.passed or (run.test_id or "") in self.quarantined:
+            return False
+        entry = self._entry_of.get(run.id, run.id)
+        return (
+            not needs_rerun(run)
+            or self.attempt_of(run.id) > self.retry_failed
+            or entry in self._errors
+        )
 
     def attempt_of(self, run_id: str) -> int:
         """1 for a run given at first, 2 for its first re-run, ..."""
@@ -337,6 +354,7 @@ class Reruns:
             self.quarantined,
             self.fail_on_quarantined,
             overage=frozenset(self.overage),
+            fail_fast=frozenset(self.fail_fast),
         )
 
 

@@ -473,6 +473,20 @@ class RunWatcher:
                 self._next_sweep_at = min(self._next_sweep_at, self._clock() + delay)
             self._wake.set()
 
+    async def stop(self) -> tuple[str, ...]:
+        """Stop every run still going, read them again, and end the watch (a fail-fast: the
+        caller has seen enough). The stops go out `stop_concurrency` at a time within
+        `stop_timeout`; what could not be stopped is in `stop_errors`.
+
+        Returns:
+            The ids of the runs stopped (also in `stopped`); their views in `runs` are as the
+            service answered after the stop.
+        """
+        if not self._stopping_done:
+            await self._stop_pending(refresh=True)
+        await self.aclose()
+        return self.stopped
+
     async def aclose(self) -> None:
         """Stop watching (the runs themselves go on). A waiting iteration ends at once."""
         self._closed = True

@@ -216,3 +216,23 @@ def test_bad_policies_are_refused() -> None:
         Reruns(True)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="mode must be one of"):
         Reruns(1, mode="hot")
+
+
+def test_a_test_fails_for_good_only_when_no_re_run_follows() -> None:
+    """--max-failures counts a test once its last run did not pass and nothing will follow:
+    out of re-runs, stopped, or its re-run refused; never a quarantined test."""
+    from asyncclient.models import Run, RunStatus
+    from asyncclient.reruns import Reruns
+
+    def final(run_id: str, test_id: str, status: str) -> Run:
+        return Run(id=run_id, status=RunStatus(status), test_id=test_id, final=True)
+
+    reruns = Reruns(1, quarantined={"t_q": "known"})
+    first = final("j_1", "t_a", "failed")
+    assert not reruns.failed_for_good(first)  # a re-run is due
+    reruns.record([first])
+    assert reruns.failed_for_good(final("j_2", "t_b", "cancelled"))  # stopped: never re-run
+    assert not reruns.failed_for_good(final("j_3", "t_q", "failed"))  # quarantined
+    assert not reruns.failed_for_good(final("j_4", "t_c", "passed"))
+    assert not reruns.failed_for_good(Run(id="j_5", status=RunStatus.RUNNING, test_id="t_d"))
+    assert Reruns(0).failed_for_good(final("j_6", "t_e", "error"))  # no re-runs at all

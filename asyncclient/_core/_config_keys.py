@@ -46,6 +46,7 @@ GLOBAL_KEYS: Final[Mapping[str, Key]] = {
 
 _FOLLOW: Final[Mapping[str, Key]] = {
     "retry_failed": Key("int", "--retry-failed"),
+    "max_failures": Key("int", "--max-failures"),
     "fail_on_flaky": Key("bool", "--fail-on-flaky"),
     "junit": Key("path", "--junit"),
     "ctrf": Key("path", "--ctrf"),

@@ -128,6 +128,8 @@ def _test(
         entry["message"] = (
             f"quarantined: {test.quarantine}; {_message(final)}" if excused else _message(final)
         )
+        if test.fail_fast:
+            entry["message"] = f"stopped by fail-fast (--max-failures); {entry['message']}"
         trace = _trace(final)
         if trace:
             entry["trace"] = trace

@@ -145,9 +145,10 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
         element.text = _clean("\n".join([headline, *requirement_lines]).strip())
         children["error"].append(element)
     elif kind == "skipped":
-        children["skipped"].append(
-            ET.Element("skipped", {"message": _clean(headline or "cancelled")})
-        )
+        said = headline or "cancelled"
+        if test.fail_fast:
+            said = "stopped by fail-fast (--max-failures)" + (f": {headline}" if headline else "")
+        children["skipped"].append(ET.Element("skipped", {"message": _clean(said)}))
     elif kind == "not_final":
         children["error"].append(
             ET.Element(

@@ -69,12 +69,14 @@ def step_summary_markdown(report: SuiteReport) -> str:
             "| Status | Test | Run | Duration | Headline |",
             "|---|---|---|---:|---|",
         ]
-        for run in finals:
+        for test in report.tests:
+            run = test.final
             icon = _ICONS.get(run.run.status_kind, "") if run.final else _NOT_FINAL_ICON
             test_id = run.run.test_id
             named = _cell(run.title) + (f" ({_code(test_id)})" if test_id else "")
+            status = run.status + (" (fail-fast)" if test.fail_fast else "")
             lines.append(
-                f"| {icon} {_cell(run.status)} | {named} | {_run_link(run)} "
+                f"| {icon} {_cell(status)} | {named} | {_run_link(run)} "
                 f"| {run.duration} | {_cell(run.headline)} |"
             )
         details = [run for run in finals if run.outcome not in ("passed", "skipped")]

@@ -240,6 +240,7 @@ class TestReport:
     history: TestFlakiness | None = None  # None when read: no earlier run
     start_error: str | None = None
     cost: Cost = Cost()
+    fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
 
     @property
     def final(self) -> Attempt:
@@ -301,6 +302,7 @@ def _test(test: Attempts, result: SuiteResult) -> TestReport:
         history_read=test.test_id in history,
         history=history.get(test.test_id),
         start_error=test.start_error,
+        fail_fast=attempts[-1].id in result.fail_fast,
     )
 
 

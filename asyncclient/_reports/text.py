@@ -25,6 +25,8 @@ def summary_lines(report: SuiteReport) -> list[str]:
         indent = " " * (width + 2)
         if not run.final:
             lines.append(f"{indent}not final when the watch ended")
+        if test.fail_fast:
+            lines.append(f"{indent}stopped by fail-fast (--max-failures)")
         if run.headline:
             lines.append(indent + run.headline)
         if run.outcome == "error" and run.error and any(run.error):

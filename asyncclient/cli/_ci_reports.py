@@ -130,6 +130,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
 
     final = test.final
     entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
+    if test.fail_fast:
+        entry["stoppedBy"] = "fail-fast"
     if report.quarantine_given:
         entry["quarantined"] = test.quarantine is not None
     if test.history_read:

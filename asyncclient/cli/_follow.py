@@ -73,6 +73,8 @@ async def follow(
     note = _still_going_note(current, base_url) if stop_on_cancel else _no_note
     ids = run_ids
     told: set[str] = set()
+    failed_for_good: set[str] = set()  # the tests that count against --max-failures
+    stopped_fast = False
     with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
         while ids:
             # The first round has the whole timeout (its message names it); later ones the rest.
@@ -90,6 +92,12 @@ async def follow(
                 async with watcher:
                     async for run in watcher:
                         progress.update(run)
+                        if options.max_failures and reruns.failed_for_good(run):
+                            failed_for_good.add(run.test_id or run.id)
+                            if len(failed_for_good) >= options.max_failures:
+                                reruns.fail_fast.update(await watcher.stop())
+                                stopped_fast = True
+                                break
             except WatchTimeoutError as exc:
                 timed_out = exc
             except asyncio.CancelledError:
@@ -105,6 +113,9 @@ async def follow(
                 raise
             views = watcher.runs
             reruns.record(views[i] for i in ids if i in views)
+            if stopped_fast:
+                _tell_fail_fast(options.max_failures, failed_for_good, watcher, out)
+                break
             if watcher.unknown or timed_out is not None:
                 break
             started = await reruns.start(session, reruns.due())
@@ -125,7 +136,24 @@ async def follow(
         out.error(str(timed_out))
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
         return EXIT_NOT_PASSED
+    if stopped_fast:
+        return EXIT_NOT_PASSED
     return EXIT_OK if result.passed else EXIT_NOT_PASSED
+
+
+def _tell_fail_fast(limit: int | None, tests: set[str], watcher: Any, out: Output) -> None:
+    stopped = watcher.stopped
+    done = (
+        f"stopped the {len(stopped)} run(s) still going: {' '.join(stopped)}"
+        if stopped
+        else "no other run was still going"
+    )
+    out.error(
+        f"fail-fast: {len(tests)} test(s) did not pass ({', '.join(sorted(tests))}; "
+        f"--max-failures {limit}): {done}"
+    )
+    for run_id, error in watcher.stop_errors.items():
+        out.always(f"could not stop {run_id}: {error}")
 
 
 def _no_note() -> list[str]:

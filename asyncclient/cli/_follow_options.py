@@ -63,6 +63,13 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         f"(0 to {MAX_RETRY_FAILED}; default {_DEFAULTS.retry_failed.default})",
     )
     group.add_argument(
+        "--max-failures",
+        type=int,
+        metavar="N",
+        help="fail fast: once N tests have not passed for good (after their re-runs; a "
+        "quarantined test never counts), stop the runs still going and exit 1",
+    )
+    group.add_argument(
         "--fail-on-flaky",
         action="store_true",
         help="with --retry-failed: a test that passed only on a re-run fails the command",
@@ -130,6 +137,7 @@ def check_follow_options(
                 ("--junit", options.junit),
                 ("--ctrf", options.ctrf),
                 ("--retry-failed", options.retry_failed),
+                ("--max-failures", options.max_failures),
                 ("--fail-on-flaky", options.fail_on_flaky),
                 ("--download-failed", options.download_failed),
                 ("--html", options.html),
@@ -154,6 +162,11 @@ def check_follow_options(
     if not 0 <= options.retry_failed <= MAX_RETRY_FAILED:
         raise CommandError(
             f"--retry-failed {options.retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
+        )
+    if options.max_failures is not None and options.max_failures < 1:
+        raise CommandError(
+            f"--max-failures {options.max_failures} is out of range: give 1 or more (the tests "
+            "that may not pass before the rest are stopped)"
         )
     if options.fail_on_flaky and not options.retry_failed:
         raise CommandError(

@@ -82,6 +82,7 @@ class Follow:
     interval: float | None = None
     stop_on_timeout: bool = False
     retry_failed: int = 0
+    max_failures: int | None = None
     fail_on_flaky: bool = False
     allow_skipped: bool = False
     quarantine: str | None = None

@@ -511,3 +511,81 @@ async def test_runs_beyond_the_plan_are_counted_in_the_cost(run_cli: RunCli) -> 
     assert entry["cost"]["overageRuns"] == 2
     assert entry["cost"]["deviceSeconds"] == pytest.approx(20.0, abs=0.5)
     assert "2 beyond the plan's included runs" in result.stderr
+
+
+def fail_fast_seed() -> dict[str, Any]:
+    web = {"project": "p_ff", "target": "web", "url": "https://shop.example", "queuedSeconds": 1}
+    return {
+        "projects": [{"id": "p_ff", "name": "p_ff", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_ff"]}],
+        "tests": [
+            {"id": "t_fails", **web, "durationSeconds": 5, "outcome": "failed",
+             "headline": "The cart total was wrong."},
+            {"id": "t_long1", **web, "durationSeconds": 60, "outcome": "passed"},
+            {"id": "t_long2", **web, "durationSeconds": 60, "outcome": "passed"},
+        ],
+    }  # fmt: skip
+
+
+async def test_max_failures_stops_the_runs_still_going(run_cli: RunCli, tmp_path: Path) -> None:
+    """--max-failures 1: the failing test (5 s) stops the two 60 s tests at once (service time
+    at 20x: the long runs would end 3 s later); exit 1; both told as stopped by fail-fast."""
+    junit = tmp_path / "junit.xml"
+    async with FakeService(fail_fast_seed(), speed=20.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        result = await run_cli(
+            "run", "project", "p_ff", "--wait", "--max-failures", "1", "--junit", str(junit),
+            *FAST, env=env,
+        )  # fmt: skip
+        statuses = {
+            run.test.id: run.status_at(svc.backend.now()) for run in svc.backend.runs.values()
+        }
+    assert result.code == 1, result.stderr
+    assert statuses == {"t_fails": "failed", "t_long1": "cancelled", "t_long2": "cancelled"}
+    assert re.search(
+        r"fail-fast: 1 test\(s\) did not pass \(t_fails; --max-failures 1\): stopped the 2 "
+        r"run\(s\) still going: j_\w+ j_\w+",
+        result.stderr,
+    )
+    assert result.stdout.count("stopped by fail-fast (--max-failures)") == 2
+    cases = junit_cases(junit)
+    for test_id in ("t_long1", "t_long2"):
+        skipped = cases[test_id].find("skipped")
+        assert skipped is not None
+        assert (skipped.get("message") or "").startswith("stopped by fail-fast (--max-failures)")
+
+
+async def test_max_failures_counts_a_test_after_its_re_runs_and_never_a_quarantined_one(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    quarantine = tmp_path / "quarantine.toml"
+    import datetime
+
+    until = (datetime.date.today() + datetime.timedelta(days=20)).isoformat()
+    quarantine.write_text(f'[[quarantine]]\ntest = "t_fails"\nreason = "known"\nuntil = {until}\n')
+    async with FakeService(fail_fast_seed(), speed=60.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        result = await run_cli(
+            "run", "project", "p_ff", "--wait", "--max-failures", "1", "--retry-failed", "1",
+            "--quarantine", str(quarantine), "--json", *FAST, env=env,
+        )  # fmt: skip
+        runs = [
+            (run.test.id, run.status_at(svc.backend.now())) for run in svc.backend.runs.values()
+        ]
+    # The quarantined failure was re-run and never counted: nothing was stopped.
+    assert result.code == 0, result.stderr
+    assert sorted(runs) == [
+        ("t_fails", "failed"), ("t_fails", "failed"), ("t_long1", "passed"), ("t_long2", "passed"),
+    ]  # fmt: skip
+    assert "fail-fast" not in result.stderr
+    assert all("stoppedBy" not in entry for entry in result.json())
+
+
+async def test_max_failures_is_checked_before_any_request(run_cli: RunCli) -> None:
+    env = {"ASYNCCLIENT_BASE_URL": "http://127.0.0.1:9", "ASYNCCLIENT_API_KEY": KEY}
+    zero = await run_cli("run", "project", "p_ff", "--wait", "--max-failures", "0", env=env)
+    assert zero.code == 2
+    assert "--max-failures 0 is out of range: give 1 or more" in zero.stderr
+    without = await run_cli("run", "project", "p_ff", "--max-failures", "2", env=env)
+    assert without.code == 2
+    assert "--max-failures need --wait" in without.stderr
