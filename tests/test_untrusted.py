@@ -221,3 +221,29 @@ def test_a_forged_summary_line_stays_in_its_cell() -> None:
     assert "\n::error" not in text
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert {line.replace("\\|", "").count("|") for line in rows} == {6}
+
+
+@fuzz
+@given(hostile, hostile, hostile)
+def test_the_ctrf_report_keeps_the_services_text_and_shows_no_control(
+    title: str, headline: str, reason: str
+) -> None:
+    """The CTRF file: the same values as sent (JSON round trip), with nothing a terminal or a
+    CI log acts on when a reporter prints it."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from asyncclient._reports import ctrf as _ctrf
+
+    run = _run(title, headline, reason)
+    with tempfile.TemporaryDirectory() as folder:
+        path = _ctrf.write_ctrf(
+            Path(folder) / "ctrf.json", _model.runs_report([run], skipped=[("t_2", reason)])
+        )
+        text = path.read_text(encoding="utf-8")
+    assert not _controls(text, newlines=True)
+    _no_workflow_command(text)
+    tests = json.loads(text)["results"]["tests"]
+    assert tests[1]["message"] == (reason or "not started")  # the value as sent
+    assert tests[0]["testId"] == "t_1"
