@@ -277,6 +277,9 @@ async def test_the_gitlab_template_script_runs_the_loop(
     assert dotenv["ASYNCCLIENT_OUTCOME"] == "failed"
     assert (dotenv["ASYNCCLIENT_PASSED"], dotenv["ASYNCCLIENT_FLAKY"]) == ("1", "1")
     assert dotenv["ASYNCCLIENT_FAILED"] == "1"
+    # t_pass 20 s, t_flaky 25 s twice, t_broken 30 s three times: 160 device seconds.
+    assert float(dotenv["ASYNCCLIENT_DEVICE_MINUTES"]) == pytest.approx(160 / 60, abs=0.05)
+    assert json.loads((project_dir / variables["ASYNCCLIENT_CTRF"]).read_text())["results"]
     assert dotenv["ASYNCCLIENT_BUILD_IDS"].startswith("ab_")
     assert "ASYNCCLIENT_JUNIT" not in dotenv  # the template's own variable stays as it was
     (start,) = service.requests_for("run_project")

@@ -50,6 +50,7 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "fail_on_flaky": Key("bool", "--fail-on-flaky"),
     "junit": Key("path", "--junit"),
     "ctrf": Key("path", "--ctrf"),
+    "events": Key("path", "--events"),
     "html": Key("path", "--html"),
     "download_failed": Key("path", "--download-failed"),
     "interval": Key("float", "--interval"),

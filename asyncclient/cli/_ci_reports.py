@@ -47,6 +47,9 @@ async def report(
         out.json([_json_test(test, told) for test in told.tests])
         for line in lines:
             out.info(line)
+    elif options.events == "-":  # standard output is the event stream: JSON Lines only
+        for line in lines:
+            out.info(line)
     else:
         for line in lines:
             out.data(line)

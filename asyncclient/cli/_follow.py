@@ -16,14 +16,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from asyncclient._core import _defaults as defaults
 from asyncclient.cli._ci_reports import report
 from asyncclient.cli._common import EXIT_NOT_PASSED, EXIT_OK, CommandError
+from asyncclient.cli._events import Events
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from asyncclient._client._session import AsyncSession
+    from asyncclient._reports.model import SuiteReport
     from asyncclient.cli._options import Follow
+    from asyncclient.errors import WatchTimeoutError
     from asyncclient.models import Run
+    from asyncclient.reruns import SuiteResult
 
 DEFAULT_INTERVAL = defaults.INTERVAL  # the watcher's, from the light module that defines it
 DEFAULT_MAX_INTERVAL = defaults.MAX_INTERVAL
@@ -75,58 +79,113 @@ async def follow(
     told: set[str] = set()
     failed_for_good: set[str] = set()  # the tests that count against --max-failures
     stopped_fast = False
-    with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
-        while ids:
-            # The first round has the whole timeout (its message names it); later ones the rest.
-            left = options.timeout if ids is run_ids else remaining(deadline)
-            watcher = session.watch_runs(
-                ids,
-                interval=interval,
-                max_interval=max(DEFAULT_MAX_INTERVAL, interval),
-                timeout=left,
-                stop_on_timeout=options.stop_on_timeout,
-                stop_on_cancel=stop_on_cancel,
-            )
-            current[:] = [watcher]
-            try:
-                async with watcher:
-                    async for run in watcher:
-                        progress.update(run)
-                        if options.max_failures and reruns.failed_for_good(run):
-                            failed_for_good.add(run.test_id or run.id)
-                            if len(failed_for_good) >= options.max_failures:
-                                reruns.fail_fast.update(await watcher.stop())
-                                stopped_fast = True
-                                break
-            except WatchTimeoutError as exc:
-                timed_out = exc
-            except asyncio.CancelledError:
-                _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-                # A cancelled CI job still publishes what happened. With stop_on_cancel the
-                # watcher read the runs again after stopping them, so the summary, the JUnit
-                # report and the step summary show each run as the service now has it: a run
-                # it cancelled is skipped, one still going is an error (not final). The exit
-                # code (130/143) fails the job either way.
-                reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
-                with contextlib.suppress(CommandError, OSError):  # the interrupt matters now
-                    await report(session, reruns, options, out, report_name, skipped)
-                raise
-            views = watcher.runs
-            reruns.record(views[i] for i in ids if i in views)
-            if stopped_fast:
-                _tell_fail_fast(options.max_failures, failed_for_good, watcher, out)
-                break
-            if watcher.unknown or timed_out is not None:
-                break
-            started = await reruns.start(session, reruns.due())
-            for test_id, error in reruns.start_errors.items():
-                if test_id not in told:
-                    told.add(test_id)
-                    out.error(f"could not re-run {test_id}: {error}")
-            if started:
-                progress.add_attempts(started)
-            ids = [run_id for _, run_id, _ in started]
-    result = await report(session, reruns, options, out, report_name, skipped)
+    events = _open_events(options.events)
+    for run_id in run_ids:
+        events.started(run_id, (tests or {}).get(run_id), 1, rerun=False)
+    try:
+        with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
+            while ids:
+                # The first round has the whole timeout (its message names it); later ones
+                # the rest.
+                left = options.timeout if ids is run_ids else remaining(deadline)
+                watcher = session.watch_runs(
+                    ids,
+                    interval=interval,
+                    max_interval=max(DEFAULT_MAX_INTERVAL, interval),
+                    timeout=left,
+                    stop_on_timeout=options.stop_on_timeout,
+                    stop_on_cancel=stop_on_cancel,
+                )
+                current[:] = [watcher]
+                try:
+                    async with watcher:
+                        async for run in watcher:
+                            progress.update(run)
+                            events.changed(run, reruns.attempt_of(run.id))
+                            if options.max_failures and reruns.failed_for_good(run):
+                                failed_for_good.add(run.test_id or run.id)
+                                if len(failed_for_good) >= options.max_failures:
+                                    reruns.fail_fast.update(await watcher.stop())
+                                    stopped_fast = True
+                                    break
+                except WatchTimeoutError as exc:
+                    timed_out = exc
+                except asyncio.CancelledError:
+                    _tell_stopped(watcher.stopped, watcher.stop_errors, out)
+                    # A cancelled CI job still publishes what happened. With stop_on_cancel
+                    # the watcher read the runs again after stopping them, so the summary,
+                    # the JUnit report and the step summary show each run as the service now
+                    # has it: a run it cancelled is skipped, one still going is an error (not
+                    # final). The exit code (130/143) fails the job either way.
+                    reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
+                    with contextlib.suppress(CommandError, OSError):  # the interrupt matters
+                        await report(session, reruns, options, out, report_name, skipped)
+                    events.interrupted()
+                    raise
+                views = watcher.runs
+                reruns.record(views[i] for i in ids if i in views)
+                if stopped_fast:
+                    _tell_fail_fast(options.max_failures, failed_for_good, watcher, out)
+                    events.emit(
+                        "fail_fast", tests=sorted(failed_for_good), stopped=list(watcher.stopped)
+                    )
+                    break
+                if watcher.unknown or timed_out is not None:
+                    break
+                started = await reruns.start(session, reruns.due())
+                for test_id, error in reruns.start_errors.items():
+                    if test_id not in told:
+                        told.add(test_id)
+                        out.error(f"could not re-run {test_id}: {error}")
+                if started:
+                    progress.add_attempts(started)
+                for test_id, run_id, attempt in started:
+                    events.started(run_id, test_id, attempt, rerun=True)
+                ids = [run_id for _, run_id, _ in started]
+        result = await report(session, reruns, options, out, report_name, skipped)
+        told_report = _told(result, report_name, skipped, reruns.retry_failed)
+        try:
+            code = _verdict(result, current, timed_out, stopped_fast, out)
+        except UnknownRunsError as exc:
+            from asyncclient._core._wording import describe_error
+
+            events.finished(told_report, describe_error(exc)[1])
+            raise
+        events.finished(told_report, code)
+        return code
+    finally:
+        events.close()
+
+
+def _open_events(target: str | None) -> Events:
+    from asyncclient._core._wording import EXIT_LOCAL_IO
+
+    try:
+        return Events.open(target)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot write --events {target}: {exc.strerror or exc}", EXIT_LOCAL_IO
+        ) from exc
+
+
+def _told(
+    result: SuiteResult, name: str, skipped: Sequence[tuple[str, str]], retry_failed: int
+) -> SuiteReport:
+    from asyncclient._reports.model import suite_report
+
+    return suite_report(result, name=name, skipped=skipped, by_tests=bool(retry_failed))
+
+
+def _verdict(
+    result: SuiteResult,
+    current: list[Any],
+    timed_out: WatchTimeoutError | None,
+    stopped_fast: bool,
+    out: Output,
+) -> int:
+    """The exit code of a followed suite (its reports written)."""
+    from asyncclient.errors import UnknownRunsError
+
     if not current:  # no run to follow (none started)
         return EXIT_OK if result.passed else EXIT_NOT_PASSED
     watcher = current[0]

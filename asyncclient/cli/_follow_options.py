@@ -15,7 +15,7 @@ import attrs
 
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
-from asyncclient.cli._options import Follow, read
+from asyncclient.cli._options import Follow, Globals, read
 from asyncclient.reruns import MAX_RETRY_FAILED
 
 if TYPE_CHECKING:
@@ -82,6 +82,12 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "not change the exit code",
     )
     group.add_argument(
+        "--events",
+        metavar="PATH",
+        help="write what happens as JSON Lines, as it happens (run_started, run_status, "
+        "run_finished, rerun_started, fail_fast, job_finished); - for standard output",
+    )
+    group.add_argument(
         "--html",
         metavar="PATH",
         help="write a self-contained HTML report to PATH (one row per test with its attempts, "
@@ -136,6 +142,7 @@ def check_follow_options(
                 ("--interval", options.interval),
                 ("--junit", options.junit),
                 ("--ctrf", options.ctrf),
+                ("--events", options.events),
                 ("--retry-failed", options.retry_failed),
                 ("--max-failures", options.max_failures),
                 ("--fail-on-flaky", options.fail_on_flaky),
@@ -175,10 +182,15 @@ def check_follow_options(
     for flag, value in (
         ("--junit", options.junit),
         ("--ctrf", options.ctrf),
+        ("--events", None if options.events == "-" else options.events),
         ("--html", options.html),
     ):
         if value:
             _check_report_path(flag, value)
+    if options.events == "-" and read(Globals, args).json:
+        raise CommandError(
+            "--events - and --json both write to standard output: give --events a file"
+        )
     if options.download_failed:
         folder = Path(options.download_failed)
         if folder.exists() and not folder.is_dir():

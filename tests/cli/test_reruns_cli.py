@@ -589,3 +589,69 @@ async def test_max_failures_is_checked_before_any_request(run_cli: RunCli) -> No
     without = await run_cli("run", "project", "p_ff", "--max-failures", "2", env=env)
     assert without.code == 2
     assert "--max-failures need --wait" in without.stderr
+
+
+async def test_the_event_stream_and_the_cost_of_five_runs_of_60_s(
+    run_cli: RunCli, tmp_path: Path, rerun_seed: Seed
+) -> None:
+    """3 tests of 60 s, 2 re-runs (t_flaky's, t_broken's): 300 device seconds, 120 of them
+    re-runs, in the events, --json and the summary; every run told as it started, changed and
+    finished, the job's end last."""
+    import json
+
+    sixty = {"durationSeconds": 60, "queuedSeconds": 2}
+    seed60 = rerun_seed(tests=dict.fromkeys(("t_pass", "t_flaky", "t_broken"), sixty))
+    events = tmp_path / "events" / "job.jsonl"
+    async with FakeService(seed60, speed=1000.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        result = await run_cli(
+            "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+            "--events", str(events), "--json", *FAST, env=env,
+        )  # fmt: skip
+    assert result.code == 1, result.stderr
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert all({"event", "time"} <= set(line) for line in lines)
+    kinds = [line["event"] for line in lines]
+    assert kinds[:3] == ["run_started"] * 3
+    assert kinds.count("rerun_started") == 2
+    assert kinds.count("run_finished") == 5
+    assert kinds[-1] == "job_finished"
+    first = {line["runId"] for line in lines if line["event"] == "run_started"}
+    finished = [line for line in lines if line["event"] == "run_finished"]
+    assert all(line["durationSeconds"] == 60.0 for line in finished)
+    assert sorted(line["attempt"] for line in finished) == [1, 1, 1, 2, 2]
+    for line in lines:  # a run's status is told when it changes, never twice in a row
+        assert line["event"] != "run_status" or line["status"]
+    statuses = [(line["runId"], line["status"]) for line in lines if line["event"] == "run_status"]
+    assert len(statuses) == len(set(statuses))
+    end = lines[-1]
+    assert (end["exitCode"], end["passed"]) == (1, False)
+    assert (end["deviceSeconds"], end["rerunDeviceSeconds"], end["runs"]) == (300.0, 120.0, 5)
+    assert end["counts"] == {"passed": 1, "flaky": 1, "failed": 1}
+    assert len(first) == 3
+    entries = result.json()
+    assert sum(e["cost"]["deviceSeconds"] for e in entries) == 300.0
+    assert sum(e["cost"]["rerunDeviceSeconds"] for e in entries) == 120.0
+    assert "device time 5 min 00 s (2 min 00 s of it re-runs)" in result.stderr
+
+
+async def test_events_on_standard_output(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str]
+) -> None:
+    import json
+
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--events", "-", *FAST, env=env
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    # Standard output is the stream, JSON Lines only: the summary went to stderr.
+    told = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "3 tests:" not in result.stdout
+    assert "3 runs: 1 passed, 2 failed" in result.stderr
+    assert told[0]["event"] == "run_started"
+    assert told[-1]["event"] == "job_finished"
+    refused = await run_cli(
+        "run", "project", "p_ci", "--wait", "--events", "-", "--json", env=env
+    )  # fmt: skip
+    assert refused.code == 2
+    assert "--events - and --json both write to standard output" in refused.stderr
