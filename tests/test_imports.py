@@ -113,7 +113,8 @@ LAYERS = (
     # this machine: files, locks, limits, bodies read from disk
     ("asyncclient._local",),
     # the workflows the session hands work to, and the configuration files
-    ("asyncclient.upload", "asyncclient.watch", "asyncclient.flakiness", "asyncclient.config"),
+    ("asyncclient.upload", "asyncclient.watch", "asyncclient.flakiness", "asyncclient.config",
+     "asyncclient.eta"),
     # reaching the service: the transport, the network, downloads, AsyncSession
     ("asyncclient._client",),
     # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template

@@ -197,7 +197,7 @@ async def _follow(session: Any, tests: dict[str, str], out: Output) -> Any:
     """Follow the runs, re-running once each test that did not pass; returns the SuiteResult."""
     from asyncclient._reports.model import suite_report
     from asyncclient._reports.text import summary_lines
-    from asyncclient.cli._follow import Progress
+    from asyncclient.cli._progress import Progress
     from asyncclient.reruns import wait_with_retries
 
     run_ids = list(tests)

@@ -7,6 +7,7 @@ only ever added.
     rerun_started  runId, testId, attempt                      (each re-run, as it starts)
     run_status     runId, testId, attempt, status              (a change of status only)
     run_finished   runId, testId, attempt, status, outcome, durationSeconds, queueSeconds
+    eta            seconds, p90Seconds, slowest                (when it moves by a tenth)
     fail_fast      tests, stopped                              (--max-failures stopped runs)
     job_finished   exitCode, passed, counts, tests, deviceSeconds, rerunDeviceSeconds,
                    queueSeconds, runs, overageRuns             (the last line)

@@ -136,7 +136,7 @@ class RunStore:
                 mode="auto",
                 source="history",
                 created_at=created,
-                queued=1.0,
+                queued=1.0 if entry.queued_seconds is None else entry.queued_seconds,
                 duration=entry.duration_seconds or seeded.duration_seconds,
                 overage=False,
             )

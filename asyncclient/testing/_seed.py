@@ -72,6 +72,7 @@ class SeedRun:
     build: str | None
     version: str | None = None
     duration_seconds: float | None = None
+    queued_seconds: float | None = None
 
 
 @attrs.frozen

@@ -166,7 +166,12 @@ _TEST_KEYS = (
 
 
 def _history_run(source: str, where: str, data: Any, target: str) -> SeedRun:
-    r = _Reader(source, where, data, ("daysAgo", "status", "build", "version", "durationSeconds"))
+    r = _Reader(
+        source,
+        where,
+        data,
+        ("daysAgo", "status", "build", "version", "durationSeconds", "queuedSeconds"),
+    )
     build = r.opt_text("build")
     if target == "web" and build is not None:
         r.fail("is only for android and ios tests (a web test runs without a build)", "build")
@@ -177,12 +182,14 @@ def _history_run(source: str, where: str, data: Any, target: str) -> SeedRun:
     if not r.has("daysAgo"):
         r.fail("is required: how many days before the service started the run was", "daysAgo")
     duration = r.number("durationSeconds", 30.0, 0.001) if r.has("durationSeconds") else None
+    queued = r.number("queuedSeconds", 1.0, 0.0) if r.has("queuedSeconds") else None
     return SeedRun(
         days_ago=r.number("daysAgo", 0.0, 0.0, 3650.0),
         status=r.choice("status", HISTORY_STATUSES),
         build=build,
         version=r.opt_text("version"),
         duration_seconds=duration,
+        queued_seconds=queued,
     )
 
 

@@ -541,8 +541,8 @@ async def test_allow_skipped_needs_wait(
 async def test_the_live_table_is_drawn_a_few_times_a_second_not_per_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from asyncclient.cli._follow import Progress
     from asyncclient.cli._output import Output
+    from asyncclient.cli._progress import Progress
     from asyncclient.models import Run, RunStatus
 
     now = 0.0
@@ -575,8 +575,8 @@ def test_following_thousands_of_runs_shows_counts_the_going_and_the_latest_finis
     still going, then the ones that finished last, newest first; never thousands of rows."""
     from rich.console import Console
 
-    from asyncclient.cli._follow import Progress
     from asyncclient.cli._output import Output
+    from asyncclient.cli._progress import Progress
     from asyncclient.models import Run, RunStatus
 
     ids = [f"j_{n:05d}" for n in range(10_000)]

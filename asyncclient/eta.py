@@ -1,0 +1,200 @@
+"""How long runs still have to go, from each test's history: its finished runs' queue waits and
+durations (p50 and p90 of the recent ones in the same mode), made smaller as a run goes.
+
+`read_expected()` reads the history, one listing per test (the API's list view carries
+`createdAt`, `finishedAt`, `durationMs` and `mode`); `expected_of()` and `remaining()` are pure.
+A job's ETA is that of its slowest run still going: the runs go on in parallel, each on a
+device of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+import attrs
+
+from asyncclient.errors import AsyncClientError
+from asyncclient.flakiness import RunLister
+from asyncclient.models import Run
+
+__all__ = [
+    "DEFAULT_QUEUE_SECONDS",
+    "DEFAULT_RUN_SECONDS",
+    "Expected",
+    "JobEta",
+    "expected_of",
+    "job_eta",
+    "read_expected",
+    "remaining",
+]
+
+DEFAULT_QUEUE_SECONDS: Final = 30.0
+"""The queue wait expected of a test with no finished run to learn from."""
+DEFAULT_RUN_SECONDS: Final = 120.0
+"""The duration expected of a test with no finished run to learn from."""
+RECENT: Final = 20
+"""The finished runs of a test its expectation is made of, newest first."""
+_MIN_SAME_MODE: Final = 3  # fewer finished runs in the mode asked: all modes count
+
+
+@attrs.frozen
+class Expected:
+    """What a test's runs take, from its history.
+
+    Attributes:
+        queue_p50: Seconds queued before a device begins it, the median.
+        queue_p90: Seconds queued, the 90th percentile.
+        run_p50: Seconds it runs, the median.
+        run_p90: Seconds it runs, the 90th percentile.
+        samples: The finished runs it was made of (0: the defaults).
+    """
+
+    queue_p50: float = DEFAULT_QUEUE_SECONDS
+    queue_p90: float = DEFAULT_QUEUE_SECONDS
+    run_p50: float = DEFAULT_RUN_SECONDS
+    run_p90: float = DEFAULT_RUN_SECONDS
+    samples: int = 0
+
+
+@attrs.frozen
+class JobEta:
+    """The time a job still has to go: that of its slowest run still going.
+
+    Attributes:
+        p50: Seconds left, if each run takes its usual time.
+        p90: Seconds left, if each run takes as long as its slow tenth.
+        slowest: The test ids of the runs still going, slowest first (by p50).
+    """
+
+    p50: float
+    p90: float
+    slowest: tuple[str, ...] = ()
+
+    def span(self) -> str:
+        """`4-6 min`, `40-55 s`: from p50 to p90."""
+        return _span(self.p50, self.p90)
+
+    def text(self) -> str:
+        """`about 4-6 min left`, `about 40-55 s left`, `done`."""
+        if self.p90 <= 0:
+            return "done"
+        return f"about {self.span()} left"
+
+
+def _span(low: float, high: float) -> str:
+    if high < 90:
+        return f"{max(1, round(low))}-{max(1, round(high))} s"
+    return f"{max(1, round(low / 60))}-{max(1, math.ceil(high / 60))} min"
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low, high = math.floor(at), math.ceil(at)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _timings(run: Run) -> tuple[float, float] | None:
+    """(queue, duration) seconds of a finished run, when its fields say."""
+    if not run.is_final or run.status_kind == "cancelled":
+        return None
+    duration = run.duration_ms / 1000.0 if run.duration_ms is not None else None
+    if duration is None and run.started_at and run.finished_at:
+        duration = (run.finished_at - run.started_at).total_seconds()
+    if duration is None or not math.isfinite(duration) or duration < 0:
+        return None
+    queue = 0.0
+    if run.created_at and run.started_at:
+        queue = (run.started_at - run.created_at).total_seconds()
+    elif run.created_at and run.finished_at:
+        queue = (run.finished_at - run.created_at).total_seconds() - duration
+    return max(0.0, queue), duration
+
+
+def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:
+    """What a test's runs take, from its finished runs (newest first, the `RECENT` first
+    count): those in `mode` when there are at least 3, else all; the defaults when none."""
+    timed = [(run.mode, t) for run in runs if (t := _timings(run)) is not None][:RECENT]
+    same = [t for m, t in timed if mode is not None and m == mode]
+    chosen = same if len(same) >= _MIN_SAME_MODE else [t for _, t in timed]
+    if not chosen:
+        return Expected()
+    queues, durations = [q for q, _ in chosen], [d for _, d in chosen]
+    return Expected(
+        _quantile(queues, 0.5),
+        _quantile(queues, 0.9),
+        _quantile(durations, 0.5),
+        _quantile(durations, 0.9),
+        len(chosen),
+    )
+
+
+async def read_expected(
+    session: RunLister,
+    tests: Iterable[str],
+    *,
+    modes: Mapping[str, str | None] | None = None,
+    exclude: Iterable[str] = (),
+    concurrency: int = 8,
+) -> dict[str, Expected]:
+    """The expectation of each test: one listing of its newest runs (50, the API's default
+    page) per test, `concurrency` at a time; `exclude`: run ids left out (the job's own). A
+    test whose history cannot be read gets the defaults."""
+    wanted = list(dict.fromkeys(tests))
+    left_out = set(exclude)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(test_id: str) -> tuple[str, Expected]:
+        async with limit:
+            try:
+                runs = await session.list_runs(test_id=test_id, limit=50)
+            except AsyncClientError:
+                return test_id, Expected()
+        own = [run for run in runs if run.id not in left_out and run.test_id == test_id]
+        return test_id, expected_of(own, (modes or {}).get(test_id))
+
+    return dict(await asyncio.gather(*(one(test_id) for test_id in wanted)))
+
+
+def remaining(run: Run, expected: Expected, now: datetime | None = None) -> tuple[float, float]:
+    """(p50, p90) seconds `run` still has to go: its queue left, then its duration left; 0 for
+    a final run. A run past its usual time is given the time to its slow tenth's end, and at
+    least a tenth of its usual duration."""
+    if run.is_final:
+        return 0.0, 0.0
+    at = now or datetime.now(UTC)
+    floor = expected.run_p50 / 10
+    if run.started_at is None:
+        waited = max(0.0, (at - run.created_at).total_seconds()) if run.created_at else 0.0
+        return (
+            max(expected.queue_p50 - waited, 0.0) + expected.run_p50,
+            max(expected.queue_p90 - waited, 0.0) + expected.run_p90,
+        )
+    ran = max(0.0, (at - run.started_at).total_seconds())
+    p90 = max(expected.run_p90 - ran, floor)
+    return min(max(expected.run_p50 - ran, floor), p90), p90
+
+
+def job_eta(
+    runs: Iterable[Run], expected: Mapping[str, Expected], now: datetime | None = None
+) -> JobEta:
+    """The time the job still has to go: that of its slowest run still going (a test with no
+    expectation gets the defaults)."""
+    at = now or datetime.now(UTC)
+    going = [
+        (remaining(run, expected.get(run.test_id or "", Expected()), at), run.test_id or run.id)
+        for run in runs
+        if not run.is_final
+    ]
+    if not going:
+        return JobEta(0.0, 0.0)
+    going.sort(key=lambda item: item[0][0], reverse=True)
+    return JobEta(
+        max(p50 for (p50, _), _ in going),
+        max(p90 for (_, p90), _ in going),
+        tuple(dict.fromkeys(test for _, test in going)),
+    )

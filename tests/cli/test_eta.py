@@ -1,0 +1,131 @@
+"""The ETA from history (asyncclient.eta): pure expectations and what is left, then a job
+against the emulator whose first `eta` event is checked against the time the job then took."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncclient.eta import (
+    DEFAULT_QUEUE_SECONDS,
+    DEFAULT_RUN_SECONDS,
+    Expected,
+    JobEta,
+    expected_of,
+    job_eta,
+    remaining,
+)
+from asyncclient.models import Run, RunStatus
+from asyncclient.testing import FakeService
+
+T0 = datetime(2026, 11, 27, 9, 0, 0, tzinfo=UTC)
+
+
+def done(run_id: str, *, queue: float, seconds: float, mode: str = "cold", **fields: Any) -> Run:
+    created = T0 - timedelta(hours=1)
+    return Run(
+        id=run_id, status=RunStatus.PASSED, final=True, test_id="t_a", mode=mode,
+        created_at=created, finished_at=created + timedelta(seconds=queue + seconds),
+        duration_ms=round(seconds * 1000), **fields,
+    )  # fmt: skip
+
+
+def test_expectations_are_the_p50_and_p90_of_the_recent_runs_in_the_mode() -> None:
+    runs = [done(f"j_{i}", queue=4, seconds=float(s)) for i, s in enumerate([8, 9, 7, 8, 20])]
+    runs += [done("j_w1", queue=1, seconds=1, mode="warm")] * 2
+    cold = expected_of(runs, "cold")
+    assert (cold.queue_p50, cold.run_p50, cold.samples) == (4.0, 8.0, 5)
+    assert cold.run_p90 == pytest.approx(15.6)  # between 9 and 20
+    # Fewer than 3 in the mode asked: every mode counts.
+    assert expected_of(runs, "warm").samples == 7
+    assert expected_of([], "cold") == Expected(
+        DEFAULT_QUEUE_SECONDS, DEFAULT_QUEUE_SECONDS, DEFAULT_RUN_SECONDS, DEFAULT_RUN_SECONDS, 0
+    )
+    # A stopped or unfinished run teaches nothing.
+    stopped = Run(id="j_s", status=RunStatus.CANCELLED, final=True, test_id="t_a", duration_ms=5)
+    going = Run(id="j_g", status=RunStatus.RUNNING, test_id="t_a")
+    assert expected_of([stopped, going]).samples == 0
+
+
+def test_what_is_left_shrinks_as_a_run_goes() -> None:
+    usual = Expected(queue_p50=4, queue_p90=6, run_p50=8, run_p90=12, samples=10)
+    queued = Run(id="j_q", status=RunStatus.QUEUED, test_id="t_a", created_at=T0)
+    assert remaining(queued, usual, T0) == (12.0, 18.0)
+    assert remaining(queued, usual, T0 + timedelta(seconds=3)) == (9.0, 15.0)
+    running = Run(id="j_r", status=RunStatus.RUNNING, test_id="t_a", created_at=T0,
+                  started_at=T0 + timedelta(seconds=4))  # fmt: skip
+    assert remaining(running, usual, T0 + timedelta(seconds=6)) == (6.0, 10.0)
+    # Past its usual time: a tenth of it at least, and up to its slow tenth's end.
+    assert remaining(running, usual, T0 + timedelta(seconds=30)) == (0.8, 0.8)
+    final = Run(id="j_f", status=RunStatus.PASSED, final=True)
+    assert remaining(final, usual, T0) == (0.0, 0.0)
+
+
+def test_the_jobs_eta_is_its_slowest_run_still_going() -> None:
+    slow = Expected(4, 4, 8, 10, 5)
+    quick = Expected(1, 1, 2, 3, 5)
+    runs = [
+        Run(id="j_1", status=RunStatus.QUEUED, test_id="t_slow", created_at=T0),
+        Run(id="j_2", status=RunStatus.QUEUED, test_id="t_quick", created_at=T0),
+        Run(id="j_3", status=RunStatus.PASSED, final=True, test_id="t_done"),
+    ]
+    eta = job_eta(runs, {"t_slow": slow, "t_quick": quick}, T0)
+    assert (eta.p50, eta.p90, eta.slowest) == (12.0, 14.0, ("t_slow", "t_quick"))
+    assert eta.text() == "about 12-14 s left"
+    assert JobEta(250, 370).text() == "about 4-7 min left"
+    assert job_eta(runs[2:], {}, T0).text() == "done"
+
+
+def eta_seed() -> dict[str, Any]:
+    """t_slow takes 8 s after a 4 s queue, t_quick 2 s after 1 s: ten earlier runs each."""
+    web = {"project": "p_eta", "target": "web", "url": "https://shop.example"}
+    return {
+        "projects": [{"id": "p_eta", "name": "p_eta", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "eta-run", "capability": "run", "projects": ["p_eta"]}],
+        "tests": [
+            {"id": "t_slow", **web, "queuedSeconds": 4, "durationSeconds": 8,
+             "history": [{"daysAgo": d, "status": "passed", "durationSeconds": 8,
+                          "queuedSeconds": 4} for d in range(1, 11)]},
+            {"id": "t_quick", **web, "queuedSeconds": 1, "durationSeconds": 2,
+             "history": [{"daysAgo": d, "status": "passed", "durationSeconds": 2,
+                          "queuedSeconds": 1} for d in range(1, 11)]},
+        ],
+    }  # fmt: skip
+
+
+async def test_the_first_eta_of_a_job_is_near_the_time_it_took(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    """History: t_slow 8 s after a 4 s queue, t_quick 2 s after 1 s. The job's first `eta`
+    event (before the first sweep) is within 0.6x-1.6x of the time the job then took (in the
+    service's time: the emulator runs 10x), and a --timeout below it is said before any run
+    ends."""
+    events = tmp_path / "events.jsonl"
+    async with FakeService(eta_seed(), speed=10.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "eta-run"}
+        result = await run_cli(
+            "run", "project", "p_eta", "--wait", "--events", str(events), "--timeout", "5",
+            "--interval", "0.05", env=env,
+        )  # fmt: skip
+        runs = [svc.backend.runs[run_id] for run_id in svc.backend.runs]
+    assert result.code == 0, result.stderr
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    first = next(line for line in lines if line["event"] == "eta")
+    kinds = [line["event"] for line in lines]
+    assert kinds.index("eta") < kinds.index("run_finished")  # known before any run ended
+    started = min(run.created_at for run in runs if run.source != "history")
+    ended = max(run.end_at for run in runs if run.source != "history")
+    took = ended - started
+    assert 0.6 * took <= first["seconds"] <= 1.6 * took, (first, took)
+    assert first["slowest"][0] == "t_slow"
+    warning = re.search(
+        r"the runs are expected to need about .* more, past --timeout 5 s", result.stderr
+    )
+    assert warning is not None, result.stderr
+    assert result.stderr.index(warning.group()) < result.stderr.index("passed")
+    assert "t_slow" in result.stderr[warning.start() :].splitlines()[0]
