@@ -87,8 +87,10 @@ class JobEta:
 
 def _span(low: float, high: float) -> str:
     if high < 90:
-        return f"{max(1, round(low))}-{max(1, round(high))} s"
-    return f"{max(1, round(low / 60))}-{max(1, math.ceil(high / 60))} min"
+        first, last, unit = max(1, round(low)), max(1, round(high)), "s"
+    else:
+        first, last, unit = max(1, round(low / 60)), max(1, math.ceil(high / 60)), "min"
+    return f"{first} {unit}" if first >= last else f"{first}-{last} {unit}"
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

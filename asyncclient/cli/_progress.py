@@ -216,7 +216,7 @@ class Progress:
         unseen = len(self._order) - len(views)
         if unseen:
             caption += f" ({unseen} not seen yet)"
-        if self._eta_text:
+        if self._eta_text and self._going:  # none left going: nothing left to wait for
             caption += f"; {self._eta_text}"
         columns = ["run", "test", "status", "duration"]
         if self._expected is not None:

@@ -79,6 +79,7 @@ def test_the_jobs_eta_is_its_slowest_run_still_going() -> None:
     assert eta.text() == "about 12-14 s left"
     assert JobEta(250, 370).text() == "about 4-7 min left"
     assert job_eta(runs[2:], {}, T0).text() == "done"
+    assert JobEta(51.2, 51.4).text() == "about 51 s left"
 
 
 def eta_seed() -> dict[str, Any]:
