@@ -991,7 +991,9 @@ async def test_resume_starts_over_when_the_service_lost_the_parts(
     journal: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    apk = make_apk(tmp_path / "shop.apk", parts=4)
+    # Parts to spare after the cancellation: one that lands late (a loaded machine) must still
+    # find the upload unfinished, not completed with its journal not yet removed.
+    apk = make_apk(tmp_path / "shop.apk", parts=8)
     kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
     (path,) = journal_files(journal)
     kept["etags"]["1"] = "f" * 64  # an etag the service never gave: complete refuses the list
