@@ -11,7 +11,7 @@ field: a field here, and each renderer that shows it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -32,6 +32,7 @@ from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
 
 if TYPE_CHECKING:
+    from asyncclient.eta import Expected
     from asyncclient.flakiness import TestFlakiness
 
 __all__ = [
@@ -43,6 +44,11 @@ __all__ = [
     "runs_report",
     "suite_report",
 ]
+
+SLOWER_SHARE: Final = 0.2
+"""A run slower than its test's usual duration by more than this share (and SLOWER_SECONDS)
+is told as slower."""
+SLOWER_SECONDS: Final = 5.0
 
 # Only these link targets are ever written as links (Markdown, HTML): a javascript: or data:
 # URL from the service is shown as text.
@@ -241,6 +247,18 @@ class TestReport:
     start_error: str | None = None
     cost: Cost = Cost()
     fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
+    usual_seconds: float | None = None  # its usual duration (history's p50), when read
+
+    @property
+    def slower(self) -> tuple[float, float] | None:
+        """(took, usual) seconds when its last run took more than its usual time by over a
+        fifth and over 5 s (SLOWER_SHARE, SLOWER_SECONDS); else None."""
+        took, usual = self.final.seconds, self.usual_seconds
+        if took is None or usual is None or self.final.outcome == "skipped":
+            return None
+        if took > usual * (1 + SLOWER_SHARE) and took - usual > SLOWER_SECONDS:
+            return took, usual
+        return None
 
     @property
     def final(self) -> Attempt:
@@ -289,8 +307,11 @@ class SuiteReport:
         return tuple(test.final for test in self.tests)
 
 
-def _test(test: Attempts, result: SuiteResult) -> TestReport:
+def _test(
+    test: Attempts, result: SuiteResult, expected: Mapping[str, Expected] | None
+) -> TestReport:
     history = result.history or {}
+    usual = (expected or {}).get(test.test_id)
     attempts = tuple(attempt(run, n) for n, run in enumerate(test.runs, 1))
     return TestReport(
         test_id=test.test_id,
@@ -303,6 +324,7 @@ def _test(test: Attempts, result: SuiteResult) -> TestReport:
         history=history.get(test.test_id),
         start_error=test.start_error,
         fail_fast=attempts[-1].id in result.fail_fast,
+        usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,
     )
 
 
@@ -312,10 +334,20 @@ def suite_report(
     name: str = "asyncclient",
     skipped: Sequence[tuple[str, str]] = (),
     by_tests: bool = True,
+    expected: Mapping[str, Expected] | None = None,
 ) -> SuiteReport:
     """The report of a suite. by_tests: the counts line counts the tests with their attempts
-    (with re-runs), else the final runs by status."""
-    tests = tuple(_test(test, result) for test in result.tests)
+    (with re-runs), else the final runs by status. expected: what each test's runs usually
+    take (asyncclient.eta), to tell the tests that ran slower than usual."""
+    tests = tuple(_test(test, result, expected) for test in result.tests)
+    slower = []
+    for test in tests:
+        found = test.slower
+        if found is not None:
+            took, usual = found
+            slower.append(
+                f"{test.test_id} took {format_duration(took)}, usually {format_duration(usual)}"
+            )
     summary = result.summary()
     return SuiteReport(
         name=name,
@@ -323,7 +355,7 @@ def suite_report(
         skipped=tuple(skipped),
         counts=summary if by_tests else counts_line(result.final_runs),
         summary=summary,
-        notes=tuple(suite_notes(result)),
+        notes=(*suite_notes(result), *slower),
         passed=result.passed,
         quarantine_given=bool(result.quarantined),
         fail_on_quarantined=result.fail_on_quarantined,

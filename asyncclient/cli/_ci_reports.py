@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient._reports.model import SuiteReport, TestReport
     from asyncclient.cli._options import Follow
+    from asyncclient.eta import Expected
     from asyncclient.models import Run
     from asyncclient.reruns import Reruns, SuiteResult
 
@@ -30,6 +31,7 @@ async def report(
     out: Output,
     name: str,
     skipped: Sequence[tuple[str, str]],
+    expected: Mapping[str, Expected] | None = None,
 ) -> SuiteResult:
     """Every report asked for, of the suite's tests (their last attempts, with the earlier
     ones where tests were re-run); returns the SuiteResult."""
@@ -41,7 +43,13 @@ async def report(
     if not options.no_history:
         result = await _with_history(session, result, out)
     # The one model every report below renders.
-    told = suite_report(result, name=name, skipped=skipped, by_tests=bool(reruns.retry_failed))
+    told = suite_report(
+        result,
+        name=name,
+        skipped=skipped,
+        by_tests=bool(reruns.retry_failed),
+        expected=expected,
+    )
     lines = summary_lines(told)
     if out.json_mode:
         out.json([_json_test(test, told) for test in told.tests])
@@ -135,6 +143,11 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
     entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
     if test.fail_fast:
         entry["stoppedBy"] = "fail-fast"
+    if test.usual_seconds is not None:
+        slower = test.slower
+        entry["slower"] = (
+            None if slower is None else {"seconds": slower[0], "usualSeconds": slower[1]}
+        )
     if report.quarantine_given:
         entry["quarantined"] = test.quarantine is not None
     if test.history_read:

@@ -154,7 +154,9 @@ async def follow(
                 if started:
                     await eta.update(force=True)
                 ids = [run_id for _, run_id, _ in started]
-        result = await report(session, reruns, options, out, report_name, skipped)
+        result = await report(
+            session, reruns, options, out, report_name, skipped, expected=progress.expected
+        )
         told_report = _told(result, report_name, skipped, reruns.retry_failed)
         try:
             code = _verdict(result, current, timed_out, stopped_fast, out)

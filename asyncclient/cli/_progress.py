@@ -164,6 +164,11 @@ class Progress:
     def modes(self) -> dict[str, str | None]:
         return {run.test_id: run.mode for run in self._views.values() if run.test_id}
 
+    @property
+    def expected(self) -> Mapping[str, Expected] | None:
+        """What each test's runs usually take, once read (the ETA's)."""
+        return self._expected
+
     def expect(self, expected: Mapping[str, Expected]) -> None:
         """What each test's runs take (asyncclient.eta): the ETA and the `left` column."""
         self._expected = expected

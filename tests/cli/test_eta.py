@@ -130,3 +130,36 @@ async def test_the_first_eta_of_a_job_is_near_the_time_it_took(
     assert warning is not None, result.stderr
     assert result.stderr.index(warning.group()) < result.stderr.index("passed")
     assert "t_slow" in result.stderr[warning.start() :].splitlines()[0]
+
+
+def slower_seed() -> dict[str, Any]:
+    """t_login ran 30 s on ten earlier builds and takes 48 s now; t_steady 30 s with 5 %
+    noise, and 31 s now."""
+    web = {"project": "p_eta", "target": "web", "url": "https://shop.example", "queuedSeconds": 1}
+    steady = [29.0, 30.5, 31.5, 28.5, 30.0, 31.0, 29.5, 30.0, 28.7, 31.3]
+    return {
+        "projects": [{"id": "p_eta", "name": "p_eta", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "eta-run", "capability": "run", "projects": ["p_eta"]}],
+        "tests": [
+            {"id": "t_login", **web, "durationSeconds": 48,
+             "history": [{"daysAgo": d, "status": "passed", "durationSeconds": 30}
+                         for d in range(1, 11)]},
+            {"id": "t_steady", **web, "durationSeconds": 31,
+             "history": [{"daysAgo": d + 1, "status": "passed", "durationSeconds": s}
+                         for d, s in enumerate(steady)]},
+        ],
+    }  # fmt: skip
+
+
+async def test_a_test_slower_than_usual_is_told(run_cli: Any) -> None:
+    async with FakeService(slower_seed(), speed=100.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "eta-run"}
+        result = await run_cli(
+            "run", "project", "p_eta", "--wait", "--json", "--interval", "0.05", env=env
+        )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert "t_login took 48.0 s, usually 30.0 s" in result.stderr
+    assert "t_steady took" not in result.stderr
+    entries = {entry["testId"]: entry for entry in result.json()}
+    assert entries["t_login"]["slower"] == {"seconds": 48.0, "usualSeconds": 30.0}
+    assert entries["t_steady"]["slower"] is None
