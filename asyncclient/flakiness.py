@@ -39,7 +39,10 @@ from asyncclient.models import Run
 __all__ = [
     "BROKEN_BUILDS",
     "DEFAULT_DAYS",
+    "SLOWER_SECONDS",
+    "SLOWER_SHARE",
     "FlakinessReport",
+    "Slower",
     "State",
     "TestFlakiness",
     "analyse",
@@ -78,6 +81,10 @@ class TestFlakiness:
         recent: The statuses of its newest counted runs (at most 20), oldest first.
         truncated: Its window holds more runs than one listing returns (200): the figures
             are of the newest 200.
+        usual_seconds: The median duration of its counted runs (None: none said).
+        slower: Its runs on its newest build took longer than on its earlier builds, in
+            the same mode, by more than a fifth and 5 s (None: not slower, or nothing to
+            compare).
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -95,6 +102,8 @@ class TestFlakiness:
     device_seconds_lost: float
     recent: tuple[str, ...]
     truncated: bool = False
+    usual_seconds: float | None = None
+    slower: Slower | None = None
 
     @property
     def strip(self) -> str:
@@ -118,7 +127,84 @@ class TestFlakiness:
             "deviceSecondsLost": round(self.device_seconds_lost, 3),
             "recent": list(self.recent),
             "truncated": self.truncated,
+            "usualSeconds": None if self.usual_seconds is None else round(self.usual_seconds, 3),
+            "slower": None if self.slower is None else self.slower.to_json(),
         }
+
+
+@attrs.frozen
+class Slower:
+    """A test slower on its newest build than on its earlier ones, in one mode.
+
+    Attributes:
+        build: The newest build (None for a web test's runs, which have none).
+        mode: The mode compared (`cold`, `warm`, ...; None when the runs did not say).
+        seconds: The median duration of its runs on the newest build.
+        usual_seconds: The median duration of its runs on the earlier builds.
+    """
+
+    build: str | None
+    mode: str | None
+    seconds: float
+    usual_seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "build": self.build,
+            "mode": self.mode,
+            "seconds": round(self.seconds, 3),
+            "usualSeconds": round(self.usual_seconds, 3),
+        }
+
+    def line(self, test_id: str) -> str:
+        """`t_login is slower on ab_43 (cold): 48.0 s, usually 30.0 s`."""
+        on = f" on {self.build}" if self.build else ""
+        mode = f" ({self.mode})" if self.mode else ""
+        return (
+            f"{test_id} is slower{on}{mode}: {self.seconds:.1f} s, usually "
+            f"{self.usual_seconds:.1f} s"
+        )
+
+
+SLOWER_SHARE: Final = 0.2
+"""A test is slower when its newest build's runs take more than this share longer..."""
+SLOWER_SECONDS: Final = 5.0
+"""... and more than these seconds longer than its earlier builds' (in the same mode)."""
+
+
+def _seconds(run: Run) -> float | None:
+    return None if run.duration_ms is None else run.duration_ms / 1000.0
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _slower(latest: Sequence[Sequence[Run]]) -> Slower | None:
+    """The newest build's runs (the last of `latest`) against the earlier builds', mode by
+    mode (the newest build's own modes), by their median durations."""
+    if len(latest) < 2:
+        return None
+    newest = latest[-1]
+    for mode in dict.fromkeys(run.mode for run in newest):
+        now = [s for r in newest if r.mode == mode and (s := _seconds(r)) is not None]
+        before = [
+            s
+            for build_runs in latest[:-1]
+            for r in build_runs
+            if r.mode == mode and (s := _seconds(r)) is not None
+        ]
+        if not now or not before:
+            continue
+        took, usual = _median(now), _median(before)
+        if took > usual * (1 + SLOWER_SHARE) and took - usual > SLOWER_SECONDS:
+            build = newest[-1].used_build_id
+            return Slower(build, mode, took, usual)
+    return None
 
 
 @attrs.frozen
@@ -240,6 +326,7 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
     flake_times = [r.created_at for b in flaky for r in b if not r.passed and r.created_at]
     lost = sum((r.duration_ms or 0) for r in failing) / 1000.0
     title = runs[-1].test_title
+    durations = [s for r in runs if (s := _seconds(r)) is not None]
     return TestFlakiness(
         test_id=test_id,
         title=clip(title, TITLE_LIMIT) if isinstance(title, str) else None,
@@ -254,6 +341,8 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
         device_seconds_lost=lost,
         recent=tuple(r.status_kind for r in runs[-RECENT_RUNS:]),
         truncated=truncated,
+        usual_seconds=_median(durations) if durations else None,
+        slower=_slower(latest),
     )
 
 

@@ -333,3 +333,44 @@ def test_a_bad_quarantine_file_is_one_line_naming_it(tmp_path: Path, text: str, 
 def test_a_missing_quarantine_file_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="--write-quarantine"):
         load_quarantine(tmp_path / "none.toml")
+
+
+def test_a_test_slower_on_its_newest_build_is_flagged_and_a_steady_one_is_not() -> None:
+    """Ten builds at 30 s, then 48 s on the newest: slower, with both figures; 5 % noise is
+    not; the comparison is within one mode."""
+    from datetime import UTC, datetime, timedelta
+
+    from asyncclient.flakiness import analyse
+    from asyncclient.models import Run, RunStatus
+
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def run(i: int, test: str, seconds: float, mode: str = "cold") -> Run:
+        return Run(
+            id=f"j_{test}{i}", status=RunStatus.PASSED, final=True, test_id=test, mode=mode,
+            created_at=start + timedelta(hours=i), duration_ms=round(seconds * 1000),
+            build={"id": f"ab_{i}"},
+        )  # fmt: skip
+
+    runs = [run(i, "t_login", 30) for i in range(10)] + [run(10, "t_login", 48)]
+    noise = [29.0, 30.5, 31.5, 28.5, 30.0, 31.0, 29.5, 30.0, 28.7, 31.3, 31.4]
+    runs += [run(i, "t_steady", s) for i, s in enumerate(noise)]
+    # Slower in warm mode only: cold runs are not compared with warm ones.
+    runs += [run(i, "t_modes", 10, "warm") for i in range(5)] + [run(5, "t_modes", 40, "cold")]
+    found = {t.test_id: t for t in analyse(runs)}
+    slower = found["t_login"].slower
+    assert slower is not None
+    assert (slower.build, slower.mode, slower.seconds, slower.usual_seconds) == (
+        "ab_10",
+        "cold",
+        48.0,
+        30.0,
+    )
+    assert slower.line("t_login") == "t_login is slower on ab_10 (cold): 48.0 s, usually 30.0 s"
+    assert found["t_login"].to_json()["slower"] == {
+        "build": "ab_10", "mode": "cold", "seconds": 48.0, "usualSeconds": 30.0,
+    }  # fmt: skip
+    assert found["t_steady"].slower is None
+    assert found["t_steady"].to_json()["slower"] is None
+    assert found["t_steady"].usual_seconds == 30.0
+    assert found["t_modes"].slower is None

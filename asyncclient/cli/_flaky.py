@@ -78,6 +78,8 @@ async def flaky(args: argparse.Namespace, out: Output) -> int:
     else:
         _table(out, report, shown)
     for test in shown:
+        if test.slower is not None:
+            out.info(test.slower.line(test.test_id))
         if test.truncated:
             out.info(
                 f"{test.test_id}: more runs in the last {days:g} days than one listing returns "
