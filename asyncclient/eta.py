@@ -29,6 +29,7 @@ __all__ = [
     "expected_of",
     "job_eta",
     "read_expected",
+    "read_history",
     "remaining",
 ]
 
@@ -38,6 +39,8 @@ DEFAULT_RUN_SECONDS: Final = 120.0
 """The duration expected of a test with no finished run to learn from."""
 RECENT: Final = 20
 """The finished runs of a test its expectation is made of, newest first."""
+HISTORY_RUNS: Final = 50
+"""The newest runs of a test one history read takes (the API's default page)."""
 _MIN_SAME_MODE: Final = 3  # fewer finished runs in the mode asked: all modes count
 
 
@@ -135,6 +138,32 @@ def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:
     )
 
 
+async def read_history(
+    session: RunLister,
+    tests: Iterable[str],
+    *,
+    exclude: Iterable[str] = (),
+    concurrency: int = 8,
+) -> dict[str, list[Run]]:
+    """Each test's newest runs, newest first: one listing (50, the API's default page) per
+    test, `concurrency` at a time, only that test's runs kept; `exclude`: run ids left out
+    (the job's own). A test whose history cannot be read has none."""
+    wanted = list(dict.fromkeys(tests))
+    left_out = set(exclude)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(test_id: str) -> tuple[str, list[Run]]:
+        async with limit:
+            try:
+                runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
+            except AsyncClientError:
+                return test_id, []
+        kept = [run for run in runs if run.id not in left_out and run.test_id == test_id]
+        return test_id, kept[:HISTORY_RUNS]
+
+    return dict(await asyncio.gather(*(one(test_id) for test_id in wanted)))
+
+
 async def read_expected(
     session: RunLister,
     tests: Iterable[str],
@@ -143,23 +172,12 @@ async def read_expected(
     exclude: Iterable[str] = (),
     concurrency: int = 8,
 ) -> dict[str, Expected]:
-    """The expectation of each test: one listing of its newest runs (50, the API's default
-    page) per test, `concurrency` at a time; `exclude`: run ids left out (the job's own). A
-    test whose history cannot be read gets the defaults."""
-    wanted = list(dict.fromkeys(tests))
-    left_out = set(exclude)
-    limit = asyncio.Semaphore(concurrency)
-
-    async def one(test_id: str) -> tuple[str, Expected]:
-        async with limit:
-            try:
-                runs = await session.list_runs(test_id=test_id, limit=50)
-            except AsyncClientError:
-                return test_id, Expected()
-        own = [run for run in runs if run.id not in left_out and run.test_id == test_id]
-        return test_id, expected_of(own, (modes or {}).get(test_id))
-
-    return dict(await asyncio.gather(*(one(test_id) for test_id in wanted)))
+    """The expectation of each test, from read_history(); the defaults for a test whose
+    history cannot be read."""
+    history = await read_history(session, tests, exclude=exclude, concurrency=concurrency)
+    return {
+        test_id: expected_of(runs, (modes or {}).get(test_id)) for test_id, runs in history.items()
+    }
 
 
 def remaining(run: Run, expected: Expected, now: datetime | None = None) -> tuple[float, float]:

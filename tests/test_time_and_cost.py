@@ -224,3 +224,33 @@ def test_the_ctrf_packages_own_validator_accepts_every_kind_of_report(tmp_path: 
         [node, script, str(tmp_path / "wrong.json")], capture_output=True, text=True, env=env
     )
     assert bad.returncode != 0
+
+
+def test_the_html_report_draws_each_tests_trend_from_its_history() -> None:
+    """An inline SVG (no script, nothing fetched): a bar per run, oldest first, its height the
+    duration, its class the outcome, this job's runs outlined, a dashed line where the build
+    changes; the service's text in a bar's title is escaped."""
+    import re
+
+    earlier = [
+        run(f"j_h{i}", "t_ok", "passed" if i % 3 else "failed", seconds=30 + i, at=-1000 * i,
+            build={"id": "ab_new" if i < 2 else "ab_old"})
+        for i in range(1, 6)
+    ]  # fmt: skip
+    hostile = run("j_h9", "t_ok", "passed", seconds=20, at=-9000, build={"id": "<b>x</b>"})
+    result = SuiteResult((Attempts("t_ok", (run("j_1", "t_ok", "passed"),)),))
+    report = _model.suite_report(result, history={"t_ok": [*earlier, hostile]})
+    (test,) = report.tests
+    assert [p.run_id for p in test.trend] == ["j_h9", "j_h5", "j_h4", "j_h3", "j_h2", "j_h1", "j_1"]
+    page = html_report(report)
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    rects = re.findall(r'<rect [^>]*class="run ([a-z_ -]+)"', svg)
+    assert rects == [
+        "passed", "passed", "passed", "failed", "passed", "passed", "passed this-job"
+    ]  # fmt: skip
+    assert svg.count('class="build-mark"') == 3  # <b>x</b> -> ab_old -> ab_new -> none (this job)
+    assert "<b>x</b>" not in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in svg
+    assert "<script" not in page
+    # No history read: no chart.
+    assert "<svg" not in html_report(_model.suite_report(result))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from asyncclient._local._files import write_atomically
-from asyncclient._reports import history_verdict
+from asyncclient._reports import format_duration, history_verdict
 from asyncclient._version import __version__
 
 if TYPE_CHECKING:
@@ -47,6 +47,51 @@ def _files(
                 }
             )
     return files
+
+
+# The trend chart: one bar a run, its height its duration, its colour its status.
+_BAR, _GAP, _HEIGHT = 10, 3, 36
+
+
+def _trend(test: TestReport) -> dict[str, Any] | None:
+    """The geometry of a test's trend chart (an inline SVG the template draws), or None when
+    its history was not read. Text (the titles) stays text: the template escapes it."""
+    points = test.trend
+    if len(points) < 2:
+        return None
+    longest = max((p.seconds or 0.0 for p in points), default=0.0) or 1.0
+    bars, marks = [], []
+    for i, point in enumerate(points):
+        x = i * (_BAR + _GAP)
+        height = max(2.0, (point.seconds or 0.0) / longest * _HEIGHT)
+        kind = point.status if point.final else "not_final"
+        if i and point.build != points[i - 1].build:
+            marks.append(x - _GAP / 2)
+        said = [point.run_id, point.status, format_duration(point.seconds)]
+        said += [point.build or "", "this job" if point.this_job else ""]
+        bars.append(
+            {
+                "x": x,
+                "y": round(_HEIGHT - height, 1),
+                "height": round(height, 1),
+                "kind": kind if kind in _KINDS else "other",
+                "this_job": point.this_job,
+                "title": " · ".join(part for part in said if part),
+            }
+        )
+    return {
+        "width": len(points) * (_BAR + _GAP),
+        "height": _HEIGHT,
+        "bar": _BAR,
+        "bars": bars,
+        "marks": marks,
+        "longest": format_duration(longest),
+    }
+
+
+_KINDS = frozenset(
+    {"passed", "failed", "error", "blocked", "inconclusive", "cancelled", "not_final"}
+)
 
 
 def html_report(
@@ -89,6 +134,7 @@ def html_report(
         skipped=[{"test_id": t, "reason": r} for t, r in report.skipped],
         evidence=files,
         history_verdict=history_verdict,
+        trend=_trend,
         generated=(generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
         version=__version__,
     )

@@ -233,6 +233,36 @@ def _cost(attempts: Sequence[Attempt], overage: frozenset[str]) -> Cost:
 
 
 @attrs.frozen
+class Point:
+    """One run in a test's trend (its history, then this job's attempts), oldest first."""
+
+    run_id: str
+    status: str  # the run's status kind: passed, failed, error, ...
+    final: bool
+    seconds: float | None
+    build: str | None
+    this_job: bool
+
+
+TREND_RUNS: Final = 20
+"""The earlier runs a test's trend shows before this job's."""
+
+
+def _trend(attempts: Sequence[Attempt], earlier: Sequence[Run]) -> tuple[Point, ...]:
+    before = [run for run in earlier if run.is_final][:TREND_RUNS]  # newest first
+    points = [
+        Point(run.id, run.status_kind, True, duration_seconds(run), run.used_build_id, False)
+        for run in reversed(before)
+    ]
+    points += [
+        Point(told.id, told.run.status_kind, told.final, told.seconds, told.run.used_build_id,
+              True)
+        for told in attempts
+    ]  # fmt: skip
+    return tuple(points)
+
+
+@attrs.frozen
 class TestReport:
     """One test of the suite: its attempts in order (the last is its verdict), its quarantine
     and its history."""
@@ -248,6 +278,7 @@ class TestReport:
     cost: Cost = Cost()
     fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
     usual_seconds: float | None = None  # its usual duration (history's p50), when read
+    trend: tuple[Point, ...] = ()  # its recent runs then this job's, when its history was read
 
     @property
     def slower(self) -> tuple[float, float] | None:
@@ -308,7 +339,10 @@ class SuiteReport:
 
 
 def _test(
-    test: Attempts, result: SuiteResult, expected: Mapping[str, Expected] | None
+    test: Attempts,
+    result: SuiteResult,
+    expected: Mapping[str, Expected] | None,
+    earlier: Mapping[str, Sequence[Run]] | None,
 ) -> TestReport:
     history = result.history or {}
     usual = (expected or {}).get(test.test_id)
@@ -325,6 +359,9 @@ def _test(
         start_error=test.start_error,
         fail_fast=attempts[-1].id in result.fail_fast,
         usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,
+        trend=_trend(attempts, earlier[test.test_id])
+        if earlier and test.test_id in earlier
+        else (),
     )
 
 
@@ -335,11 +372,13 @@ def suite_report(
     skipped: Sequence[tuple[str, str]] = (),
     by_tests: bool = True,
     expected: Mapping[str, Expected] | None = None,
+    history: Mapping[str, Sequence[Run]] | None = None,
 ) -> SuiteReport:
     """The report of a suite. by_tests: the counts line counts the tests with their attempts
     (with re-runs), else the final runs by status. expected: what each test's runs usually
-    take (asyncclient.eta), to tell the tests that ran slower than usual."""
-    tests = tuple(_test(test, result, expected) for test in result.tests)
+    take (asyncclient.eta), to tell the tests that ran slower than usual; history: each
+    test's earlier runs, newest first (asyncclient.eta.read_history), for its trend."""
+    tests = tuple(_test(test, result, expected, history) for test in result.tests)
     slower = []
     for test in tests:
         found = test.slower

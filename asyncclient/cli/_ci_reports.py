@@ -32,6 +32,7 @@ async def report(
     name: str,
     skipped: Sequence[tuple[str, str]],
     expected: Mapping[str, Expected] | None = None,
+    history: Mapping[str, Sequence[Run]] | None = None,
 ) -> SuiteResult:
     """Every report asked for, of the suite's tests (their last attempts, with the earlier
     ones where tests were re-run); returns the SuiteResult."""
@@ -49,6 +50,7 @@ async def report(
         skipped=skipped,
         by_tests=bool(reruns.retry_failed),
         expected=expected,
+        history=history,
     )
     lines = summary_lines(told)
     if out.json_mode:

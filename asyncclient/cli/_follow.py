@@ -155,7 +155,14 @@ async def follow(
                     await eta.update(force=True)
                 ids = [run_id for _, run_id, _ in started]
         result = await report(
-            session, reruns, options, out, report_name, skipped, expected=progress.expected
+            session,
+            reruns,
+            options,
+            out,
+            report_name,
+            skipped,
+            expected=progress.expected,
+            history=eta.history,
         )
         told_report = _told(result, report_name, skipped, reruns.retry_failed)
         try:

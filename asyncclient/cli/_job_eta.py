@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from asyncclient.cli._events import Events
     from asyncclient.cli._output import Output
     from asyncclient.eta import Expected, JobEta
+    from asyncclient.models import Run
 
 __all__ = ["MAX_TESTS", "EtaWatch", "Shown"]
 
@@ -65,6 +66,7 @@ class EtaWatch:
         self._exclude = set(exclude)
         self._clock = clock
         self._read = False
+        self.history: dict[str, list[Run]] = {}  # each test's newest runs, once read
         self._told: JobEta | None = None
         self._at = -_EVERY
         self._warned = False
@@ -95,13 +97,14 @@ class EtaWatch:
         self._check_timeout(eta, now)
 
     async def _read_history(self) -> None:
-        from asyncclient.eta import read_expected
+        from asyncclient.eta import expected_of, read_history
 
         tests = sorted(self._progress.test_ids)[:MAX_TESTS]
-        expected = await read_expected(
-            self._session, tests, modes=self._progress.modes, exclude=self._exclude
+        self.history = await read_history(self._session, tests, exclude=self._exclude)
+        modes = self._progress.modes
+        self._progress.expect(
+            {test: expected_of(runs, modes.get(test)) for test, runs in self.history.items()}
         )
-        self._progress.expect(expected)
 
     def _check_timeout(self, eta: JobEta, now: float) -> None:
         if self._warned or self._deadline is None or self._timeout is None:
