@@ -263,6 +263,11 @@ async def test_the_html_report_renders_in_chromium(
     assert "pwned" not in re.findall(r"<title>(.*?)</title>", text)[0]
     assert text.count('class="test ') == 3
     assert re.search(r'<img src="ev/j_\w+/screenshots/01.png"', text)
+    # The trend of each test with two runs or more (no earlier history here: this job's own
+    # attempts, outlined): t_flaky's 2 and t_broken's 3, as Chromium built the SVG.
+    assert text.count("<svg") == 2
+    assert text.count('class="run failed this-job"') == 4
+    assert text.count('class="run passed this-job"') == 1
 
     shot = tmp_path / "report.png"
     taken = browse(html, tmp_path, "--window-size=400,1200", f"--screenshot={shot}")
