@@ -152,3 +152,18 @@ def test_wait_result_counts_everything_and_shows_failures_first() -> None:
         "100000 runs: 80000 passed, 10000 failed, 10000 running; 1 unknown; "
         "still going after 60 s: 10000"
     )
+
+
+def test_a_partial_wait_result_says_how_long_the_runs_still_have_to_go() -> None:
+    from asyncclient.eta import JobEta
+    from asyncclient.models import Run, RunStatus
+
+    runs = [
+        Run(id="j_1", status=RunStatus.PASSED, final=True, test_id="t_a"),
+        Run(id="j_2", status=RunStatus.RUNNING, test_id="t_b"),
+    ]
+    result = wait_result(runs, [], done=False, seconds=60, budget=32_000, eta=JobEta(100, 150))
+    assert result["eta"] == {"seconds": 100.0, "p90Seconds": 150.0, "text": "about 2-3 min left"}
+    assert result["summary"].endswith("still going after 60 s: 1 (about 2-3 min left)")
+    finished = wait_result(runs[:1], [], done=True, seconds=60, budget=32_000, eta=JobEta(0, 0))
+    assert "eta" not in finished

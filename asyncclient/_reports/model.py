@@ -279,6 +279,7 @@ class TestReport:
     fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
     usual_seconds: float | None = None  # its usual duration (history's p50), when read
     trend: tuple[Point, ...] = ()  # its recent runs then this job's, when its history was read
+    left: tuple[float, float] | None = None  # (p50, p90) seconds its last run still has to go
 
     @property
     def slower(self) -> tuple[float, float] | None:
@@ -338,6 +339,15 @@ class SuiteReport:
         return tuple(test.final for test in self.tests)
 
 
+def _left(run: Run, usual: Expected | None) -> tuple[float, float] | None:
+    if usual is None or run.is_final:
+        return None
+    from asyncclient.eta import remaining
+
+    p50, p90 = remaining(run, usual)
+    return round(p50, 1), round(p90, 1)
+
+
 def _test(
     test: Attempts,
     result: SuiteResult,
@@ -359,6 +369,7 @@ def _test(
         start_error=test.start_error,
         fail_fast=attempts[-1].id in result.fail_fast,
         usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,
+        left=_left(attempts[-1].run, usual),
         trend=_trend(attempts, earlier[test.test_id])
         if earlier and test.test_id in earlier
         else (),

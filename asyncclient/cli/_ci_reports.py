@@ -145,6 +145,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
     entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
     if test.fail_fast:
         entry["stoppedBy"] = "fail-fast"
+    if test.left is not None:  # not final when the wait ended: what its history expects
+        entry["left"] = {"seconds": test.left[0], "p90Seconds": test.left[1]}
     if test.usual_seconds is not None:
         slower = test.slower
         entry["slower"] = (

@@ -13,6 +13,7 @@ from asyncclient._core import _checks as checks
 from asyncclient._core import _wording
 from asyncclient._reports.model import attempt
 from asyncclient.errors import ValidationError, WatchTimeoutError
+from asyncclient.eta import JobEta
 from asyncclient.mcp_server._base import (
     Bounded,
     ProgressReporter,
@@ -38,6 +39,7 @@ from asyncclient.reruns import MAX_RETRY_FAILED, wait_with_retries
 __all__ = ["TOOLS", "RunTools"]
 
 TOOLS: Final = tools_of("runs")
+ETA_TESTS: Final = 200  # the tests whose history a partial result's ETA reads
 DEFAULT_WAIT_TIMEOUT: Final = 600.0
 MAX_WAIT_TIMEOUT: Final = 3600.0
 
@@ -419,13 +421,15 @@ class RunTools(ToolKit):
             )
         finally:
             await reporter.close()
+        finals = list(result.final_runs)
         return wait_result(
-            list(result.final_runs),
+            finals,
             list(result.unknown),
             done=result.complete,
             seconds=seconds,
             budget=self._options.wait_result_chars,
             suite=result,
+            eta=await self._eta(finals, exclude=[run.id for run in result.runs]),
         )
 
     async def _wait(self, run_ids: list[str], ctx: ToolContext, seconds: float) -> WaitResult:
@@ -456,4 +460,20 @@ class RunTools(ToolKit):
             done=done,
             seconds=seconds,
             budget=self._options.wait_result_chars,
+            eta=await self._eta(runs, exclude=[run.id for run in runs]),
         )
+
+    async def _eta(self, runs: list[Run], *, exclude: list[str]) -> JobEta | None:
+        """How long the runs still going have to go, from their tests' history (one listing
+        per test, at most ETA_TESTS tests): only when some run is still going (a partial
+        result)."""
+        going = [run for run in runs if not run.is_final]
+        if not going:
+            return None
+        from asyncclient.eta import expected_of, job_eta, read_history
+
+        tests = sorted({run.test_id for run in going if run.test_id})[:ETA_TESTS]
+        history = await read_history(self._session, tests, exclude=exclude)
+        modes = {run.test_id: run.mode for run in going if run.test_id}
+        expected = {test: expected_of(found, modes.get(test)) for test, found in history.items()}
+        return job_eta(going, expected)

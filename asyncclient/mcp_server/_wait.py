@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 
 from asyncclient import _reports
 from asyncclient._reports.model import Attempt, TestReport, attempt, suite_report
+from asyncclient.eta import JobEta
 from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import Bounded
 from asyncclient.models import Run, RunStatus
@@ -52,6 +53,12 @@ class RunVerdict(TypedDict):
     link: str | None
 
 
+class Eta(TypedDict):
+    seconds: float
+    p90Seconds: float
+    text: str
+
+
 class WaitResult(Bounded):
     done: bool
     summary: str
@@ -61,6 +68,7 @@ class WaitResult(Bounded):
     unknown: list[str]
     passed: list[str]
     flaky: NotRequired[list[str]]
+    eta: NotRequired[Eta]
 
 
 def failed(told: Attempt) -> list[FailedRequirement]:
@@ -132,10 +140,12 @@ def wait_result(
     seconds: float,
     budget: int,
     suite: SuiteResult | None = None,
+    eta: JobEta | None = None,
 ) -> WaitResult:
     """What wait_for_runs answers for `runs` (in the order asked), within `budget` characters.
     suite: with re-runs, the tests and their attempts (`runs` are then their last runs): the
-    summary counts tests, and `flaky` lists the tests that passed only on a re-run."""
+    summary counts tests, and `flaky` lists the tests that passed only on a re-run. eta: how
+    long the runs still going have to go (asyncclient.eta), in a partial result."""
     pending = [run.id for run in runs if not run.is_final]
     not_passed = [run for run in runs if run.is_final and _reports.outcome(run) != "passed"]
     passed = [run for run in runs if run.is_final and _reports.outcome(run) == "passed"]
@@ -146,6 +156,8 @@ def wait_result(
         summary += f"; {len(unknown)} unknown"
     if pending:
         summary += f"; still going after {seconds:g} s: {len(pending)}"
+        if eta is not None and eta.p90 > 0:
+            summary += f" ({eta.text()})"
     result: WaitResult = {
         "done": done and not pending,
         "summary": summary,
@@ -155,6 +167,12 @@ def wait_result(
         "unknown": [],
         "passed": [],
     }
+    if pending and eta is not None and eta.p90 > 0:
+        result["eta"] = {
+            "seconds": round(eta.p50, 1),
+            "p90Seconds": round(eta.p90, 1),
+            "text": eta.text(),
+        }
     room = budget - _budget.size(result) - NOTES_ROOM
     notes: list[str] = []
     cuts = _budget.Cuts()  # what was cut inside the items shown

@@ -163,3 +163,19 @@ async def test_a_test_slower_than_usual_is_told(run_cli: Any) -> None:
     entries = {entry["testId"]: entry for entry in result.json()}
     assert entries["t_login"]["slower"] == {"seconds": 48.0, "usualSeconds": 30.0}
     assert entries["t_steady"]["slower"] is None
+
+
+async def test_json_says_what_a_run_not_final_still_has_to_go(run_cli: Any) -> None:
+    """The wait ends (--timeout) before the runs do: each --json entry has `left`, from its
+    test's history (t_slow: 8 s after a 4 s queue, 12 s at most)."""
+    async with FakeService(eta_seed(), speed=1.0) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "eta-run"}
+        result = await run_cli(
+            "run", "project", "p_eta", "--wait", "--json", "--timeout", "0.5",
+            "--interval", "0.05", env=env,
+        )  # fmt: skip
+    assert result.code == 1, result.stderr
+    entries = {entry["testId"]: entry for entry in result.json()}
+    left = entries["t_slow"].get("left")
+    assert left is not None, entries["t_slow"]
+    assert 0 < left["seconds"] <= left["p90Seconds"] <= 12.0
