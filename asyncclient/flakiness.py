@@ -81,7 +81,8 @@ class TestFlakiness:
         recent: The statuses of its newest counted runs (at most 20), oldest first.
         truncated: Its window holds more runs than one listing returns (200): the figures
             are of the newest 200.
-        usual_seconds: The median duration of its counted runs (None: none said).
+        usual_seconds: The median duration of its counted runs, by mode (`cold`, `warm`,
+            ...; `unknown` when a run did not say); empty when no run said its duration.
         slower: Its runs on its newest build took longer than on its earlier builds, in
             the same mode, by more than a fifth and 5 s (None: not slower, or nothing to
             compare).
@@ -102,7 +103,7 @@ class TestFlakiness:
     device_seconds_lost: float
     recent: tuple[str, ...]
     truncated: bool = False
-    usual_seconds: float | None = None
+    usual_seconds: Mapping[str, float] = attrs.field(factory=dict)
     slower: Slower | None = None
 
     @property
@@ -127,7 +128,7 @@ class TestFlakiness:
             "deviceSecondsLost": round(self.device_seconds_lost, 3),
             "recent": list(self.recent),
             "truncated": self.truncated,
-            "usualSeconds": None if self.usual_seconds is None else round(self.usual_seconds, 3),
+            "usualSeconds": {mode: round(s, 3) for mode, s in self.usual_seconds.items()},
             "slower": None if self.slower is None else self.slower.to_json(),
         }
 
@@ -326,7 +327,11 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
     flake_times = [r.created_at for b in flaky for r in b if not r.passed and r.created_at]
     lost = sum((r.duration_ms or 0) for r in failing) / 1000.0
     title = runs[-1].test_title
-    durations = [s for r in runs if (s := _seconds(r)) is not None]
+    durations: dict[str, list[float]] = {}
+    for r in runs:
+        seconds = _seconds(r)
+        if seconds is not None:
+            durations.setdefault(r.mode or "unknown", []).append(seconds)
     return TestFlakiness(
         test_id=test_id,
         title=clip(title, TITLE_LIMIT) if isinstance(title, str) else None,
@@ -341,7 +346,7 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
         device_seconds_lost=lost,
         recent=tuple(r.status_kind for r in runs[-RECENT_RUNS:]),
         truncated=truncated,
-        usual_seconds=_median(durations) if durations else None,
+        usual_seconds={mode: _median(found) for mode, found in sorted(durations.items())},
         slower=_slower(latest),
     )
 

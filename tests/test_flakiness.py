@@ -372,5 +372,7 @@ def test_a_test_slower_on_its_newest_build_is_flagged_and_a_steady_one_is_not() 
     }  # fmt: skip
     assert found["t_steady"].slower is None
     assert found["t_steady"].to_json()["slower"] is None
-    assert found["t_steady"].usual_seconds == 30.0
+    assert found["t_steady"].usual_seconds == {"cold": 30.0}
+    assert found["t_modes"].usual_seconds == {"cold": 40.0, "warm": 10.0}
+    assert found["t_modes"].to_json()["usualSeconds"] == {"cold": 40.0, "warm": 10.0}
     assert found["t_modes"].slower is None
