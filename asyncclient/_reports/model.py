@@ -6,6 +6,10 @@ Built once per report (`suite_report` from a SuiteResult, `runs_report` from pla
 terminal summary (`text`), the GitHub step summary (`markdown`), `--json`, JUnit (`junit`), the
 HTML page (`html`) and the tool server's `wait_for_runs` verdict each render it. A new report
 field: a field here, and each renderer that shows it.
+
+Over 400 lines: the records (a check, an attempt, a test with its cost and trend, the suite)
+and the one reading of a suite into them stay together, so that what every report shows is
+defined in one file.
 """
 
 from __future__ import annotations
