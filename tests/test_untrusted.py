@@ -247,3 +247,28 @@ def test_the_ctrf_report_keeps_the_services_text_and_shows_no_control(
     tests = json.loads(text)["results"]["tests"]
     assert tests[1]["message"] == (reason or "not started")  # the value as sent
     assert tests[0]["testId"] == "t_1"
+
+
+@fuzz
+@given(hostile, hostile)
+def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
+    test_id: str, status: str
+) -> None:
+    """--events: each line one JSON object with the values as sent, nothing a terminal or a
+    CI log acts on (the stream is often tailed, or is standard output)."""
+    import json
+
+    from asyncclient.cli._events import Events
+
+    stream = io.StringIO()
+    events = Events(stream)
+    run = Run(id="j_1", test_id=test_id, status=status, final=True)  # type: ignore[arg-type]
+    events.started("j_1", test_id, 1, rerun=False)
+    events.changed(run, 1)
+    text = stream.getvalue()
+    assert not _controls(text, newlines=True)
+    _no_workflow_command(text)
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line["event"] for line in lines] == ["run_started", "run_status", "run_finished"]
+    assert all(line["testId"] == test_id for line in lines)
+    assert lines[1]["status"] == str(run.status)
