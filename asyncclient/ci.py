@@ -110,18 +110,11 @@ def _flag(value: str, name: str) -> bool:
     return on
 
 
-def _count(value: str, name: str) -> int:
+def _count(value: str, name: str, what: str) -> int:
+    """A whole number, 0 when empty; `what` says which in the message."""
     text = value.strip() or "0"
     if not text.isdigit():
-        raise SettingError(f"{name} is {value!r}: give a whole number of re-runs (0 to 10)")
-    return int(text)
-
-
-def _limit(value: str, name: str) -> int:
-    """0 (none) or a whole number of tests, 1 or more."""
-    text = value.strip() or "0"
-    if not text.isdigit():
-        raise SettingError(f"{name} is {value!r}: give a whole number of tests (1 or more)")
+        raise SettingError(f"{name} is {value!r}: give a whole number of {what}")
     return int(text)
 
 
@@ -155,8 +148,8 @@ def _settings(
         apps=apps,
         label=get("label").strip() or label,
         mode=get("mode").strip(),
-        retry_failed=_count(get("retry-failed"), names["retry-failed"]),
-        max_failures=_limit(get("max-failures"), names["max-failures"]),
+        retry_failed=_count(get("retry-failed"), names["retry-failed"], "re-runs (0 to 10)"),
+        max_failures=_count(get("max-failures"), names["max-failures"], "tests (1 or more)"),
         junit=get("junit").strip(),
         ctrf=get("ctrf").strip(),
         html=get("html").strip(),

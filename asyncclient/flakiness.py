@@ -32,6 +32,7 @@ builds) share its definitions and its bounds; cut apart, each would read the run
 from __future__ import annotations
 
 import asyncio
+import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal, Protocol
@@ -183,14 +184,6 @@ def _seconds(run: Run) -> float | None:
     return None if run.duration_ms is None else run.duration_ms / 1000.0
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def _slower(latest: Sequence[Sequence[Run]]) -> Slower | None:
     """The newest build's runs (the last of `latest`) against the earlier builds', mode by
     mode (the newest build's own modes), by their median durations."""
@@ -207,7 +200,7 @@ def _slower(latest: Sequence[Sequence[Run]]) -> Slower | None:
         ]
         if not now or not before:
             continue
-        took, usual = _median(now), _median(before)
+        took, usual = statistics.median(now), statistics.median(before)
         if took > usual * (1 + SLOWER_SHARE) and took - usual > SLOWER_SECONDS:
             build = newest[-1].used_build_id
             return Slower(build, mode, took, usual)
@@ -352,7 +345,7 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
         device_seconds_lost=lost,
         recent=tuple(r.status_kind for r in runs[-RECENT_RUNS:]),
         truncated=truncated,
-        usual_seconds={mode: _median(found) for mode, found in sorted(durations.items())},
+        usual_seconds={mode: statistics.median(found) for mode, found in sorted(durations.items())},
         slower=_slower(latest),
     )
 
