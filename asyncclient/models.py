@@ -361,6 +361,20 @@ class Run:
         """The id of the build the run used, whether the service sent an id or an object."""
         return self.build_id or _lenient.build_id_of(self.build)
 
+    @property
+    def duration_seconds(self) -> float | None:
+        """How long it ran: durationMs when sent, else finishedAt - startedAt; None if neither."""
+        if self.duration_ms is not None:
+            return self.duration_ms / 1000.0
+        if self.started_at is not None and self.finished_at is not None:
+            return max(0.0, (self.finished_at - self.started_at).total_seconds())
+        return None
+
+    @property
+    def used_build_sha256(self) -> str | None:
+        """The sha256 of the build the run used, when the service sent it with the build."""
+        return _lenient.build_sha256_of(self.build)
+
 
 @attrs.frozen
 class Endpoint:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
+    from asyncclient.spend.reuse import Reuse
 
 __all__ = [
     "MAX_RETRY_FAILED",
@@ -49,7 +50,9 @@ MAX_RETRY_FAILED = 10
 _MODES = ("auto", "cold", "warm")
 _START_CONCURRENCY = 8
 
-TestOutcome = Literal["passed", "flaky", "failed", "cancelled", "not_final"]
+TestOutcome = Literal[
+    "passed", "flaky", "failed", "cancelled", "not_final", "reused", "flaky_on_arrival"
+]
 
 
 def needs_rerun(run: Run) -> bool:
@@ -62,16 +65,23 @@ class Attempts:
     """One test of a suite and every run of it, in order: the last one is its verdict.
 
     start_error: why a re-run could not be started (the service refused it), if one was not.
+    A new test's repeats (--new-test-runs) follow its first run: all of its runs together are
+    its verdict. A reused test's one run was stopped: an earlier pass on an identical build
+    stands for it (--reuse-passed).
 
     Attributes:
         test_id: The test.
         runs: Every run of it, in order; the last one is its verdict.
         start_error: Why a re-run could not be started, if one could not.
+        repeats: How many of the runs after the first repeat a new test (not re-runs).
+        reused: The earlier pass that stands for its stopped run, when it was reused.
     """
 
     test_id: str
     runs: tuple[Run, ...]
     start_error: str | None = None
+    repeats: int = 0
+    reused: Reuse | None = None
 
     @property
     def final(self) -> Run:
@@ -85,19 +95,25 @@ class Attempts:
 
     @property
     def passed(self) -> bool:
-        """Passed in the end (flaky included)."""
-        return self.final.passed
+        """Passed in the end (flaky and reused included; a new test only when every run of
+        it passed)."""
+        return self.outcome in ("passed", "flaky", "reused")
 
     @property
     def flaky(self) -> bool:
         """Failed at least once, then passed."""
-        return self.passed and len(self.runs) > 1
+        return self.outcome == "flaky"
 
     @property
     def outcome(self) -> TestOutcome:
-        """passed, flaky (failed, then passed), failed, cancelled (its last run was stopped) or
-        not_final (the wait ended first)."""
+        """passed, flaky (failed, then passed), failed, cancelled (its last run was stopped),
+        not_final (the wait ended first), reused (its run stopped for an earlier pass on an
+        identical build) or flaky_on_arrival (a new test whose runs disagree)."""
         final = self.final
+        if self.repeats:
+            return self._arrival()
+        if self.reused is not None and final.status_kind == "cancelled":
+            return "reused"
         if not final.is_final:
             return "not_final"
         if final.passed:
@@ -105,6 +121,24 @@ class Attempts:
         if final.status_kind == "cancelled":
             return "cancelled"
         return "failed"
+
+    def _arrival(self) -> TestOutcome:
+        """A new test's verdict from all of its runs (stopped ones do not count)."""
+        if any(not run.is_final for run in self.runs):
+            return "not_final"
+        counted = [run for run in self.runs if run.status_kind != "cancelled"]
+        passed = sum(1 for run in counted if run.passed)
+        if not counted:
+            return "cancelled"
+        if passed == len(counted):
+            return "passed"
+        return "flaky_on_arrival" if passed else "failed"
+
+    @property
+    def arrival_counts(self) -> tuple[int, int]:
+        """(passed, counted) of a new test's runs (stopped ones not counted)."""
+        counted = [run for run in self.runs if run.is_final and run.status_kind != "cancelled"]
+        return sum(1 for run in counted if run.passed), len(counted)
 
     @property
     def failed_attempts(self) -> tuple[Run, ...]:
@@ -129,6 +163,7 @@ class SuiteResult:
             when it was not read.
         overage: The runs whose start said they are beyond the plan's included runs.
         fail_fast: The runs stopped because enough tests had not passed (--max-failures).
+        new_test_warn: Whether a test flaky on arrival only warns (else it fails the suite).
     """
 
     tests: tuple[Attempts, ...]
@@ -142,6 +177,7 @@ class SuiteResult:
     history: Mapping[str, TestFlakiness | None] | None = None
     overage: frozenset[str] = frozenset()
     fail_fast: frozenset[str] = frozenset()
+    new_test_warn: bool = False
 
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).
@@ -156,7 +192,9 @@ class SuiteResult:
         """Every test passed in the end (a flaky one counts unless fail_on_flaky; a quarantined
         one that did not pass is excused unless fail_on_quarantined)."""
         return all(
-            (t.passed and not (self.fail_on_flaky and t.flaky)) or self.excused(t)
+            (t.passed and not (self.fail_on_flaky and t.flaky))
+            or self.excused(t)
+            or (self.new_test_warn and t.outcome == "flaky_on_arrival")
             for t in self.tests
         )
 
@@ -191,7 +229,9 @@ class SuiteResult:
         for test in self.tests:
             counts.setdefault(test.outcome, []).append(test)
         parts = []
-        for outcome in ("passed", "flaky", "failed", "cancelled", "not_final"):
+        for outcome in (
+            "passed", "reused", "flaky", "flaky_on_arrival", "failed", "cancelled", "not_final"
+        ):  # fmt: skip
             tests = counts.get(outcome)
             if not tests:
                 continue
@@ -199,6 +239,10 @@ class SuiteResult:
             shown = "/".join(str(a) for a in attempts)
             if outcome == "flaky":
                 parts.append(f"{len(tests)} flaky (passed on attempt {shown})")
+            elif outcome == "flaky_on_arrival":
+                parts.append(f"{len(tests)} flaky on arrival")
+            elif outcome == "reused":
+                parts.append(f"{len(tests)} reused (passed before on an identical build)")
             elif outcome == "failed" and attempts != [1]:
                 parts.append(f"{len(tests)} failed after {shown} attempts")
             elif outcome == "not_final":
@@ -224,7 +268,12 @@ class Reruns:
         fail_on_flaky: bool = False,
         quarantined: Mapping[str, str] | None = None,
         fail_on_quarantined: bool = False,
+        new_test_runs: int = 0,
+        new_test_budget: float | None = None,
+        new_test_warn: bool = False,
     ) -> None:
+        from asyncclient.spend.arrival import BUDGET_SECONDS, check_new_test_runs
+
         if isinstance(retry_failed, bool) or not isinstance(retry_failed, int):
             raise ValidationError(f"retry_failed must be a whole number; got {retry_failed!r}")
         if not 0 <= retry_failed <= MAX_RETRY_FAILED:
@@ -239,6 +288,15 @@ class Reruns:
         self.fail_on_flaky = fail_on_flaky
         self.quarantined = dict(quarantined or {})
         self.fail_on_quarantined = fail_on_quarantined
+        # Flaky on arrival: the tests found new (whoever read the history adds them), each
+        # repeated this many times at most, within this much device time.
+        self.new_test_runs = check_new_test_runs(new_test_runs)
+        self.new_test_budget = BUDGET_SECONDS if new_test_budget is None else new_test_budget
+        self.new_test_warn = new_test_warn
+        self.new_tests: set[str] = set()
+        self._repeated: dict[str, int] = {}  # entry -> repeats started
+        # Reuse: this job's runs stopped for an earlier pass on an identical build, by run id.
+        self.reused: dict[str, Reuse] = {}
         # The runs whose start said they are beyond the plan's included runs (the first ones
         # are added by whoever started them, the re-runs here).
         self.overage: set[str] = set()
@@ -273,9 +331,14 @@ class Reruns:
             else:
                 attempts.append(run)
 
+    def _arriving(self, entry: str) -> bool:
+        """Whether the entry is a new test that gets repeats instead of re-runs."""
+        return bool(self.new_test_runs) and self._entries[entry][0].test_id in self.new_tests
+
     def due(self) -> list[Run]:
         """The last attempt of each test to run again: it did not pass, was not stopped, has
-        a test id, its re-runs were not refused, and the test has attempts left."""
+        a test id, its re-runs were not refused, and the test has attempts left. A new test
+        given repeats (--new-test-runs) is not re-run: its repeats are its evidence."""
         return [
             attempts[-1]
             for entry, attempts in self._entries.items()
@@ -283,7 +346,60 @@ class Reruns:
             and needs_rerun(attempts[-1])
             and len(attempts) <= self.retry_failed
             and entry not in self._errors
+            and not self._arriving(entry)
         ]
+
+    def arrivals(self) -> list[tuple[Run, int]]:
+        """The new tests whose first run ended (not stopped) and whose repeats have not
+        started, each with how many repeats it gets (spend.arrival.repeats_for)."""
+        from asyncclient.spend.arrival import repeats_for
+
+        due = []
+        for entry, attempts in self._entries.items():
+            first = attempts[0]
+            if not self._arriving(entry) or entry in self._repeated:
+                continue
+            if not first.is_final or first.status_kind == "cancelled":
+                continue
+            count = repeats_for(first.duration_seconds, self.new_test_runs, self.new_test_budget)
+            due.append((first, count))
+        return due
+
+    async def start_repeats(
+        self, session: AsyncSession, due: Sequence[tuple[Run, int]]
+    ) -> list[tuple[str, str, int]]:
+        """Start each new test's repeats together, on its first run's build and mode; returns
+        (test id, run id, attempt number) of each one started."""
+        limit = asyncio.Semaphore(_START_CONCURRENCY)
+        from asyncclient.models import Run, RunStatus
+
+        async def one(first: Run, number: int) -> tuple[str, str, int] | None:
+            entry = self._entry_of[first.id]
+            test_id = first.test_id
+            assert test_id is not None
+            async with limit:
+                try:
+                    started = await session.run_test(
+                        test_id,
+                        **self.rerun_options(first),
+                        idempotency_key=f"{self._key}/repeat/{test_id}/{number}",
+                    )
+                except AsyncClientError as exc:
+                    self._errors.setdefault(entry, str(exc))
+                    return None
+            self._entry_of[started.run_id] = entry
+            if started.overage is True:
+                self.overage.add(started.run_id)
+            attempts = self._entries[entry]
+            attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
+            return test_id, started.run_id, len(attempts)
+
+        for first, count in due:
+            self._repeated[self._entry_of[first.id]] = count
+        done = await asyncio.gather(
+            *(one(first, n) for first, count in due for n in range(1, count + 1))
+        )
+        return [item for item in done if item is not None]
 
     def failed_for_good(self, run: Run) -> bool:
         """Whether `run` is its test's verdict and the test did not pass: final, not passed,
@@ -291,7 +407,16 @@ class Reruns:
         was refused). A quarantined test never counts (fail-fast: --max-failures)."""
         if not run.is_final or run.passed or (run.test_id or "") in self.quarantined:
             return False
+        if run.id in self.reused and run.status_kind == "cancelled":
+            return False
         entry = self._entry_of.get(run.id, run.id)
+        if entry in self._entries and self._arriving(entry):
+            if entry not in self._repeated and run.status_kind != "cancelled":
+                return False  # its repeats are still to come
+            test = self._attempts(entry)
+            return test.outcome == "failed" or (
+                test.outcome == "flaky_on_arrival" and not self.new_test_warn
+            )
         return (
             not needs_rerun(run)
             or self.attempt_of(run.id) > self.retry_failed
@@ -342,12 +467,17 @@ class Reruns:
         done = await asyncio.gather(*(one(run) for run in due))
         return [item for item in done if item is not None]
 
+    def _attempts(self, entry: str) -> Attempts:
+        runs = self._entries[entry]
+        repeats = self._repeated.get(entry, 0) and len(runs) - 1
+        reused = self.reused.get(runs[-1].id) if len(runs) == 1 else None
+        return Attempts(
+            runs[0].test_id or entry, tuple(runs), self._errors.get(entry), repeats, reused
+        )
+
     def result(self, *, complete: bool = True, unknown: Sequence[str] = ()) -> SuiteResult:
         return SuiteResult(
-            tuple(
-                Attempts(runs[0].test_id or entry, tuple(runs), self._errors.get(entry))
-                for entry, runs in self._entries.items()
-            ),
+            tuple(self._attempts(entry) for entry in self._entries),
             self.fail_on_flaky,
             complete,
             tuple(unknown),
@@ -355,6 +485,7 @@ class Reruns:
             self.fail_on_quarantined,
             overage=frozenset(self.overage),
             fail_fast=frozenset(self.fail_fast),
+            new_test_warn=self.new_test_warn,
         )
 
 

@@ -118,7 +118,7 @@ LAYERS = (
     # reaching the service: the transport, the network, downloads, AsyncSession
     ("asyncclient._client",),
     # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template
-    ("asyncclient.reruns", "asyncclient.quarantine", "asyncclient.ci"),
+    ("asyncclient.reruns", "asyncclient.quarantine", "asyncclient.ci", "asyncclient.spend"),
     # what a finished suite reads like
     ("asyncclient._reports",),
     # the integrations: the command, the tool server, the emulator, the package's front

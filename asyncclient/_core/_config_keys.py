@@ -66,6 +66,10 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
         **_FOLLOW,
         "mode": Key("str", "--mode"),
         "allow_skipped": Key("bool", "--allow-skipped"),
+        "reuse_passed": Key("float", "--reuse-passed"),
+        "new_test_runs": Key("int", "--new-test-runs"),
+        "new_test_budget": Key("float", "--new-test-budget"),
+        "new_test_warn": Key("bool", "--new-test-warn"),
     },
     "watch": {**_FOLLOW, "stop_on_interrupt": Key("bool", "--stop-on-interrupt")},
     "upload": {

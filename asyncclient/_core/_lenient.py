@@ -25,6 +25,7 @@ __all__ = [
     "Outcome",
     "Requirement",
     "build_id_of",
+    "build_sha256_of",
     "build_status_kind",
     "captures",
     "decode_error_body",
@@ -356,6 +357,19 @@ def build_id_of(value: Any) -> str | None:
     if isinstance(value, Mapping):
         _key, found = _first(value, ("id", "buildId", "build_id"))
         return found if isinstance(found, str) and found else None
+    return None
+
+
+def build_sha256_of(value: Any) -> str | None:
+    """The sha256 of the build a run used, when the service sent the build as an object that
+    carries it (`sha256`, `checksum`, `hash`); lower case, or None."""
+    if not isinstance(value, Mapping):
+        return None
+    _key, found = _first(value, ("sha256", "sha_256", "checksum", "hash"))
+    if isinstance(found, str) and len(found) == 64:
+        lowered = found.lower()
+        if all(c in "0123456789abcdef" for c in lowered):
+            return lowered
     return None
 
 

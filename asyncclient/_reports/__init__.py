@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Outcome",
+    "arrival_notes",
     "counts_line",
     "duration_seconds",
     "failed_requirements",
@@ -70,11 +71,7 @@ def outcome(run: Run) -> Outcome:
 
 def duration_seconds(run: Run) -> float | None:
     """The run's duration: durationMs when sent, else finishedAt - startedAt."""
-    if run.duration_ms is not None:
-        return run.duration_ms / 1000.0
-    if run.started_at is not None and run.finished_at is not None:
-        return max(0.0, (run.finished_at - run.started_at).total_seconds())
-    return None
+    return run.duration_seconds
 
 
 def format_duration(seconds: float | None) -> str:
@@ -186,6 +183,29 @@ def _history_line(test_id: str, history: TestFlakiness | None) -> str:
     return f"{test_id}: {verdict}: broken on its last builds ({done}) {history.strip}"
 
 
+def arrival_notes(result: SuiteResult) -> list[str]:
+    """A line per new test repeated (--new-test-runs): its runs, and whether they agree."""
+    lines = []
+    for test in result.tests:
+        if not test.repeats:
+            continue
+        passed, counted = test.arrival_counts
+        outcome = test.outcome
+        if outcome == "flaky_on_arrival":
+            verdict = (
+                "it does not fail the job (--new-test-warn)"
+                if result.new_test_warn
+                else "it fails the job: fix it before it fails other jobs"
+            )
+            lines.append(
+                f"{test.test_id} is flaky on arrival: {passed} of {counted} runs passed on "
+                f"its first build; {verdict}"
+            )
+        elif outcome in ("passed", "failed"):
+            lines.append(f"new test {test.test_id}: {passed} of {counted} runs passed")
+    return lines
+
+
 def suite_notes(result: SuiteResult) -> list[str]:
     """What the quarantine and the history say of a suite, a line each: every quarantined
     test (excused, failing the job anyway, or passed: a hint to lift it), and for every test
@@ -202,9 +222,8 @@ def suite_notes(result: SuiteResult) -> list[str]:
             )
         elif test.passed:
             lines.append(
-                f"quarantined {test.test_id} passed ({reason}): if it keeps passing, lift its "
-                "quarantine (asyncclient flaky --write-quarantine names it once it has passed "
-                "its last 20 runs)"
+                f"quarantined {test.test_id} passed ({reason}): prove the fix before lifting "
+                f"its quarantine: asyncclient quarantine verify {test.test_id} --lift FILE"
             )
         elif result.fail_on_quarantined:
             lines.append(
@@ -215,6 +234,7 @@ def suite_notes(result: SuiteResult) -> list[str]:
             lines.append(
                 f"quarantined {test.test_id} did not pass ({reason}): it does not fail the job"
             )
+    lines += arrival_notes(result)
     history = result.history
     if history is not None:
         lines += [

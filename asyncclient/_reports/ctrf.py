@@ -103,7 +103,12 @@ def _attempt(
     attachments = _attachments(told, evidence, base)
     if attachments:
         entry["attachments"] = attachments
-    entry["extra"] = {"runId": told.id, "rawStatus": told.status, "link": told.link}
+    entry["extra"] = {
+        "runId": told.id,
+        "rawStatus": told.status,
+        "link": told.link,
+        "kind": told.kind,
+    }
     return entry
 
 
@@ -146,6 +151,10 @@ def _test(
     }
     if test.quarantine is not None:
         extra["quarantine"] = test.quarantine
+    if final.reused is not None:
+        extra["reused"] = final.reused.fields()
+    if test.repeated:
+        extra["newTest"] = test.new_test_fields()
     entry["extra"] = extra
     return entry
 

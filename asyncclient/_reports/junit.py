@@ -50,6 +50,11 @@ def junit_xml(report: SuiteReport) -> bytes:
 
     A quarantined test that did not pass and is excused is a <skipped message="quarantined:
     REASON"> (it does not fail the job), its attempts told in <system-out>.
+
+    A test reused from an earlier pass on an identical build (--reuse-passed) is a passed
+    testcase with the property `RUN_ID.reusedFrom` and <system-out> naming the earlier run. A
+    new test's repeats (--new-test-runs) are its attempts, the one that decides it last: flaky
+    on arrival is a <failure> with a <rerunFailure> for each other failed run.
     """
     tests = report.tests
     kinds = [_kind(test) for test in tests]
@@ -80,6 +85,10 @@ def junit_xml(report: SuiteReport) -> bytes:
         run = test.final
         pairs = [("status", run.status), ("mode", run.run.mode or ""), ("link", run.link or "")]
         pairs += [(f"capture.{key}", value) for key, value in run.captures.items()]
+        if run.reused is not None:
+            pairs.append(("reusedFrom", run.reused.earlier_run_id))
+        if test.repeated:
+            pairs.append(("newTestRuns", str(len(test.attempts))))
         for key, value in pairs:
             _property(props, f"{run.id}.{key}", value)
     if not len(props):
@@ -166,7 +175,15 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
     out_lines += [check.labelled for check in run.checks]
     if run.link:
         out_lines.append(run.link)
-    if earlier:
+    if earlier and test.repeated:
+        passed = sum(1 for attempt in test.attempts if attempt.passed)
+        out_lines.append(
+            f"new test: {passed} of {len(test.attempts)} runs passed"
+            + (" (flaky on arrival)" if test.outcome == "flaky_on_arrival" else "")
+            + "; the others: "
+            + ", ".join(f"{attempt.id} {attempt.status}" for attempt in earlier)
+        )
+    elif earlier:
         out_lines.append(f"attempt {run.number}; earlier: " + ", ".join(
             f"{attempt.id} {attempt.status}" for attempt in earlier
         ))  # fmt: skip

@@ -38,6 +38,7 @@ from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
 if TYPE_CHECKING:
     from asyncclient.eta import Expected
     from asyncclient.flakiness import TestFlakiness
+    from asyncclient.spend.reuse import Reuse
 
 __all__ = [
     "Attempt",
@@ -85,7 +86,9 @@ class Check:
 @attrs.frozen
 class Attempt:
     """One run of a test, as every report reads it. `number`: its place among the test's
-    attempts (1 for the first)."""
+    attempts (1 for the first); `kind`: run (the first), rerun (--retry-failed) or repeat (a
+    new test's, --new-test-runs); `reused`: the earlier pass that stands for this stopped run
+    (--reuse-passed), which then reads as passed, its link the earlier run's."""
 
     run: Run
     number: int
@@ -103,6 +106,8 @@ class Attempt:
     safe_link: str | None  # the link when it is http(s), else None
     captures: Mapping[str, str]
     queue_seconds: float | None  # from its creation to its start, once it started
+    kind: str = "run"
+    reused: Reuse | None = None
 
     @property
     def id(self) -> str:
@@ -126,6 +131,8 @@ class Attempt:
             "captures": dict(self.captures),
             "files": list(self.run.file_refs),
             "buildId": self.run.used_build_id,
+            "kind": self.kind,
+            "reused": None if self.reused is None else self.reused.fields(),
         }
 
 
@@ -165,6 +172,29 @@ def attempt(run: Run, number: int = 1) -> Attempt:
     )
 
 
+def reused_attempt(told: Attempt, reuse: Reuse) -> Attempt:
+    """A run stopped for an earlier pass on an identical build, as the reports read it: passed,
+    reused from the earlier run (its id in the headline, its link)."""
+    when = f" ({reuse.finished_at:%Y-%m-%d %H:%M} UTC)" if reuse.finished_at else ""
+    build = f" {reuse.earlier_build_id}," if reuse.earlier_build_id else ""
+    link = reuse.earlier_link
+    return attrs.evolve(
+        told,
+        status="reused",
+        outcome="passed",
+        headline=(
+            f"reused: passed in {reuse.earlier_run_id}{when} on an identical build"
+            f"{build} sha256 {reuse.sha256[:12]}; this run was stopped, not counted"
+        ),
+        verdict="passed",
+        checks=(),
+        error=None,
+        link=link,
+        safe_link=link if link and link.lower().startswith(_SAFE_SCHEMES) else None,
+        reused=reuse,
+    )
+
+
 def _queued(run: Run) -> float | None:
     if run.created_at is None or run.started_at is None:
         return None
@@ -175,21 +205,22 @@ def _queued(run: Run) -> float | None:
 class Cost:
     """What a job's runs took: device seconds (the duration of every run that ran, re-runs
     included), the part of it spent on re-runs (the flake tax), seconds queued before the runs
-    started, the runs that ran, and those whose start said they are beyond the plan."""
+    started, the runs that ran, and those whose start said they are beyond the plan; the part
+    spent repeating new tests (--new-test-runs), and the device time reuse saved (the earlier
+    passes' durations, --reuse-passed) with the runs it stopped."""
 
     device_seconds: float = 0.0
     rerun_device_seconds: float = 0.0
     queue_seconds: float = 0.0
     runs: int = 0
     overage_runs: int = 0
+    repeat_device_seconds: float = 0.0
+    saved_seconds: float = 0.0
+    reused_runs: int = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
-            self.device_seconds + other.device_seconds,
-            self.rerun_device_seconds + other.rerun_device_seconds,
-            self.queue_seconds + other.queue_seconds,
-            self.runs + other.runs,
-            self.overage_runs + other.overage_runs,
+            *(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True))
         )
 
     def fields(self) -> dict[str, float | int]:
@@ -200,17 +231,32 @@ class Cost:
             "queueSeconds": round(self.queue_seconds, 3),
             "runs": self.runs,
             "overageRuns": self.overage_runs,
+            "repeatDeviceSeconds": round(self.repeat_device_seconds, 3),
+            "savedSeconds": round(self.saved_seconds, 3),
+            "reusedRuns": self.reused_runs,
         }
 
     def line(self) -> str:
         """`device time 5 min 00 s (2 min 00 s of it re-runs), 12.0 s queued, 5 runs`."""
         text = f"device time {format_duration(self.device_seconds) or '0.0 s'}"
-        if self.rerun_device_seconds:
-            text += f" ({format_duration(self.rerun_device_seconds)} of it re-runs)"
+        spent = [
+            f"{format_duration(seconds)} of it {what}"
+            for seconds, what in (
+                (self.rerun_device_seconds, "re-runs"),
+                (self.repeat_device_seconds, "new tests' repeats"),
+            )
+            if seconds
+        ]
+        if spent:
+            text += f" ({', '.join(spent)})"
         text += f", {format_duration(self.queue_seconds) or '0.0 s'} queued"
         text += f", {self.runs} run{'' if self.runs == 1 else 's'}"
         if self.overage_runs:
             text += f", {self.overage_runs} beyond the plan's included runs"
+        if self.reused_runs:
+            saved = format_duration(self.saved_seconds) or "0.0 s"
+            text += f"; {saved} saved by reusing {self.reused_runs} pass"
+            text += "" if self.reused_runs == 1 else "es"
         return text
 
     def sentence(self) -> str:
@@ -222,13 +268,17 @@ class Cost:
 def _cost(attempts: Sequence[Attempt], overage: frozenset[str]) -> Cost:
     total = Cost()
     for told in attempts:
+        if told.reused is not None:
+            total += Cost(saved_seconds=told.reused.seconds or 0.0, reused_runs=1)
+            continue
         ran = told.seconds is not None or told.queue_seconds is not None
         if not ran and told.id not in overage:
             continue
         seconds = told.seconds or 0.0
         total += Cost(
             device_seconds=seconds,
-            rerun_device_seconds=seconds if told.number > 1 else 0.0,
+            rerun_device_seconds=seconds if told.kind == "rerun" else 0.0,
+            repeat_device_seconds=seconds if told.kind == "repeat" else 0.0,
             queue_seconds=told.queue_seconds or 0.0,
             runs=1,
             overage_runs=1 if told.id in overage else 0,
@@ -301,6 +351,22 @@ class TestReport:
         return self.attempts[-1]
 
     @property
+    def repeated(self) -> bool:
+        """A new test run more than once (--new-test-runs)."""
+        return any(told.kind == "repeat" for told in self.attempts)
+
+    def new_test_fields(self) -> dict[str, Any] | None:
+        """A repeated new test's `newTest` in --json and CTRF: its runs, how many passed and
+        whether it is flaky on arrival; None for another test."""
+        if not self.repeated:
+            return None
+        return {
+            "runs": len(self.attempts),
+            "passed": sum(1 for told in self.attempts if told.passed),
+            "flakyOnArrival": self.outcome == "flaky_on_arrival",
+        }
+
+    @property
     def earlier(self) -> tuple[Attempt, ...]:
         return self.attempts[:-1]
 
@@ -360,7 +426,15 @@ def _test(
 ) -> TestReport:
     history = result.history or {}
     usual = (expected or {}).get(test.test_id)
-    attempts = tuple(attempt(run, n) for n, run in enumerate(test.runs, 1))
+    kind = "repeat" if test.repeats else "rerun"
+    attempts = tuple(
+        attrs.evolve(attempt(run, n), kind=kind if n > 1 else "run")
+        for n, run in enumerate(test.runs, 1)
+    )
+    if test.outcome == "reused" and test.reused is not None:
+        attempts = (reused_attempt(attempts[-1], test.reused),)
+    elif test.repeats:
+        attempts = _verdict_last(attempts, test.outcome, result.new_test_warn)
     return TestReport(
         test_id=test.test_id,
         outcome=test.outcome,
@@ -378,6 +452,19 @@ def _test(
         if earlier and test.test_id in earlier
         else (),
     )
+
+
+def _verdict_last(attempts: tuple[Attempt, ...], outcome: str, warn: bool) -> tuple[Attempt, ...]:
+    """A new test's runs with the one that decides it last, where every report reads the
+    verdict: flaky on arrival, a run that did not pass (with --new-test-warn one that passed,
+    which reads as flaky: passed, its failed runs before it); else as they ran."""
+    if outcome != "flaky_on_arrival":
+        return attempts
+    failing = [told for told in attempts if told.final and told.outcome in ("failure", "error")]
+    passing = [told for told in attempts if told.passed]
+    rest = [told for told in attempts if told not in failing and told not in passing]
+    order = [*rest, *failing, *passing] if warn else [*rest, *passing, *failing]
+    return tuple(order)
 
 
 def suite_report(
@@ -407,7 +494,9 @@ def suite_report(
         name=name,
         tests=tests,
         skipped=tuple(skipped),
-        counts=summary if by_tests else counts_line(result.final_runs),
+        counts=summary
+        if by_tests or any(t.repeats or t.outcome == "reused" for t in result.tests)
+        else counts_line(result.final_runs),
         summary=summary,
         notes=(*suite_notes(result), *slower),
         passed=result.passed,

@@ -36,7 +36,11 @@ def summary_lines(report: SuiteReport) -> list[str]:
         lines += [f"{indent}{check.labelled}" for check in run.checks]
         if run.link:
             lines.append(indent + run.link)
-        if test.earlier:
+        if test.repeated:
+            tries = ", ".join(f"{a.id} {a.status}" for a in test.earlier)
+            word = "flaky on arrival" if test.outcome == "flaky_on_arrival" else "new test"
+            lines.append(f"{indent}{word}: {len(test.attempts)} runs (the others: {tries})")
+        elif test.earlier:
             word = "flaky: passed on" if run.passed else "after"
             tries = ", ".join(f"{a.id} {a.status}" for a in test.earlier)
             lines.append(f"{indent}{word} attempt {run.number} (earlier: {tries})")

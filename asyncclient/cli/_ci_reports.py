@@ -145,6 +145,11 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
     entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
     if test.fail_fast:
         entry["stoppedBy"] = "fail-fast"
+    if final.reused is not None:
+        entry["stoppedBy"] = "reuse"
+        entry["reused"] = final.reused.fields()
+    if test.repeated:
+        entry["newTest"] = test.new_test_fields()
     if test.left is not None:  # not final when the wait ended: what its history expects
         entry["left"] = {"seconds": test.left[0], "p90Seconds": test.left[1]}
     if test.usual_seconds is not None:
@@ -161,6 +166,7 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         entry["attempts"] = [
             {
                 "runId": attempt.id,
+                "kind": attempt.kind,
                 "status": attempt.status,
                 "outcome": attempt.outcome,
                 "headline": attempt.headline,

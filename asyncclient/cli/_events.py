@@ -5,6 +5,10 @@ only ever added.
 
     run_started    runId, testId, attempt                      (each first run, at the start)
     rerun_started  runId, testId, attempt                      (each re-run, as it starts)
+    repeat_started runId, testId, attempt                      (a new test's repeat)
+    reused         runId, testId, earlierRunId, earlierLink, earlierBuildId, sha256,
+                   finishedAt, savedSeconds                    (a run stopped for a pass)
+    new_tests      tests, repeats                              (the tests seen first here)
     run_status     runId, testId, attempt, status              (a change of status only)
     run_finished   runId, testId, attempt, status, outcome, durationSeconds, queueSeconds
     eta            seconds, p90Seconds, slowest                (when it moves by a tenth)
@@ -68,12 +72,13 @@ class Events:
         self._stream.write(line + "\n")
         self._stream.flush()
 
-    def started(self, run_id: str, test_id: str | None, attempt: int, *, rerun: bool) -> None:
+    def started(self, run_id: str, test_id: str | None, attempt: int, *, kind: str = "run") -> None:
+        """kind: run (a first run), rerun or repeat (a new test's)."""
         if self._stream is None:
             return
         self._status[run_id] = None
         self.emit(
-            "rerun_started" if rerun else "run_started",
+            f"{kind}_started",
             runId=run_id,
             testId=test_id,
             attempt=attempt,

@@ -1,5 +1,6 @@
 """Following runs to their end for `run --wait` and `watch`: rounds of the re-run policy
-(--retry-failed), fail-fast (--max-failures), the event stream (--events), the ETA, and what
+(--retry-failed), fail-fast (--max-failures), the event stream (--events), the ETA, reuse of
+passes on an identical build (--reuse-passed), a new test's repeats (--new-test-runs), and what
 Ctrl-C leaves to say. The live progress: asyncclient.cli._progress; the reports at the end:
 asyncclient.cli._ci_reports.
 """
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from asyncclient._reports.model import SuiteReport
     from asyncclient.cli._options import Follow
     from asyncclient.errors import WatchTimeoutError
-    from asyncclient.reruns import SuiteResult
+    from asyncclient.reruns import Reruns, SuiteResult
+    from asyncclient.spend.reuse import Started
 
 DEFAULT_INTERVAL = defaults.INTERVAL  # the watcher's, from the light module that defines it
 DEFAULT_MAX_INTERVAL = defaults.MAX_INTERVAL
@@ -46,6 +48,7 @@ async def follow(
     idempotency_key: str | None = None,
     base_url: str | None = None,
     overage: Sequence[str] = (),
+    starts: Sequence[Started] = (),
 ) -> int:
     """Watch the runs with live progress, re-run the tests that did not pass (--retry-failed,
     asyncclient.reruns), then report; returns the exit code.
@@ -54,6 +57,8 @@ async def follow(
     mode, build_id, idempotency_key: how the first runs were started (their re-runs follow).
     base_url: the --base-url given, for the command a second Ctrl-C prints.
     overage: the runs whose start said they are beyond the plan's included runs.
+    starts: each run this command started, with its build and mode (--reuse-passed and
+    --new-test-runs read them).
     """
     from asyncclient.errors import UnknownRunsError, WatchTimeoutError
     from asyncclient.reruns import Reruns, remaining
@@ -66,6 +71,9 @@ async def follow(
         fail_on_flaky=options.fail_on_flaky,
         quarantined=options.honoured(),
         fail_on_quarantined=options.fail_on_quarantined,
+        new_test_runs=options.new_test_runs,
+        new_test_budget=options.new_test_budget,
+        new_test_warn=options.new_test_warn,
     )
     reruns.overage.update(overage)
     interval = options.interval or DEFAULT_INTERVAL
@@ -79,8 +87,10 @@ async def follow(
     stopped_fast = False
     events = _open_events(options.events)
     for run_id in run_ids:
-        events.started(run_id, (tests or {}).get(run_id), 1, rerun=False)
+        events.started(run_id, (tests or {}).get(run_id), 1)
     try:
+        if starts:
+            await _spend(session, reruns, options, starts, out, events)
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
             eta = EtaWatch(
                 session,
@@ -143,17 +153,22 @@ async def follow(
                 if watcher.unknown or timed_out is not None:
                     break
                 started = await reruns.start(session, reruns.due())
+                repeats = await reruns.start_repeats(session, reruns.arrivals())
                 for test_id, error in reruns.start_errors.items():
                     if test_id not in told:
                         told.add(test_id)
                         out.error(f"could not re-run {test_id}: {error}")
                 if started:
                     progress.add_attempts(started)
+                if repeats:
+                    progress.add_attempts(repeats, repeat=True)
                 for test_id, run_id, attempt in started:
-                    events.started(run_id, test_id, attempt, rerun=True)
-                if started:
+                    events.started(run_id, test_id, attempt, kind="rerun")
+                for test_id, run_id, attempt in repeats:
+                    events.started(run_id, test_id, attempt, kind="repeat")
+                if started or repeats:
                     await eta.update(force=True)
-                ids = [run_id for _, run_id, _ in started]
+                ids = [run_id for _, run_id, _ in (*started, *repeats)]
         result = await report(
             session,
             reruns,
@@ -176,6 +191,47 @@ async def follow(
         return code
     finally:
         events.close()
+
+
+async def _spend(
+    session: AsyncSession,
+    reruns: Reruns,
+    options: Follow,
+    starts: Sequence[Started],
+    out: Output,
+    events: Events,
+) -> None:
+    """Before the first sweep: stop the runs an earlier pass on an identical build makes
+    needless (--reuse-passed), then find the new tests (--new-test-runs)."""
+    from asyncclient._reports import format_duration
+    from asyncclient.spend.arrival import read_new_tests
+    from asyncclient.spend.reuse import find_reusable, stop_reused
+
+    if options.reuse_passed:
+        found = await find_reusable(session, starts, days=options.reuse_passed)
+        stopped, errors = await stop_reused(session, found)
+        reruns.reused.update(stopped)
+        for reuse in stopped.values():
+            saved = format_duration(reuse.seconds)
+            saved = f", {saved} of device time saved" if saved else ""
+            out.info(
+                f"reused {reuse.test_id}: passed in {reuse.earlier_run_id} on an identical build "
+                f"(sha256 {reuse.sha256[:12]}); stopped {reuse.run_id}{saved}"
+            )
+            events.emit("reused", runId=reuse.run_id, testId=reuse.test_id, **reuse.fields())
+        for run_id, error in errors.items():
+            out.warning(f"could not stop {run_id} to reuse a pass: {error}; it runs")
+    if options.new_test_runs:
+        new = await read_new_tests(
+            session, [item.test_id for item in starts], exclude=[item.run_id for item in starts]
+        )
+        reruns.new_tests.update(new)
+        if new:
+            out.info(
+                f"new test(s), no finished run before: {', '.join(sorted(new))}; each runs up to "
+                f"{options.new_test_runs} more time(s) once its first run ends"
+            )
+            events.emit("new_tests", tests=sorted(new), repeats=options.new_test_runs)
 
 
 def _open_events(target: str | None) -> Events:

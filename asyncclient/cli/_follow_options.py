@@ -21,7 +21,7 @@ from asyncclient.reruns import MAX_RETRY_FAILED
 if TYPE_CHECKING:
     from asyncclient.cli._output import Output
 
-__all__ = ["add_follow_options", "check_follow_options", "ids_from_text"]
+__all__ = ["add_follow_options", "add_spending_options", "check_follow_options", "ids_from_text"]
 
 _DEFAULTS = attrs.fields(Follow)  # each option's default, written once in its record
 
@@ -119,6 +119,43 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
     return group
 
 
+def add_spending_options(parser: argparse.ArgumentParser) -> None:
+    """`run`'s own: device time spent where it tells something (asyncclient.spend)."""
+    from asyncclient.spend.arrival import BUDGET_SECONDS, MAX_NEW_TEST_RUNS
+    from asyncclient.spend.reuse import MAX_DAYS
+
+    group = parser.add_argument_group("device time (with --wait)")
+    group.add_argument(
+        "--reuse-passed",
+        type=float,
+        metavar="DAYS",
+        help="stop at once each started run whose test passed within DAYS, in the same mode, "
+        "on a build with the same sha256 (the same file uploaded again counts): reported as "
+        f"passed, reused from that run (above 0, at most {MAX_DAYS:g}; off by default)",
+    )
+    group.add_argument(
+        "--new-test-runs",
+        type=int,
+        metavar="N",
+        default=_DEFAULTS.new_test_runs.default,
+        help="run a new test (no finished run in its history) N more times on the same build "
+        "and mode; if its runs disagree it is flaky on arrival and fails the command (0 to "
+        f"{MAX_NEW_TEST_RUNS}; fewer repeats for long tests, see --new-test-budget)",
+    )
+    group.add_argument(
+        "--new-test-budget",
+        type=float,
+        metavar="S",
+        help="the device seconds a new test's repeats may take, reckoned from its first run's "
+        f"duration; at least one repeat runs (default {BUDGET_SECONDS:g})",
+    )
+    group.add_argument(
+        "--new-test-warn",
+        action="store_true",
+        help="with --new-test-runs: a test flaky on arrival is told, but does not fail the command",
+    )
+
+
 # --- checks before any request -------------------------------------------------------------------
 
 
@@ -153,6 +190,10 @@ def check_follow_options(
                 ("--quarantine", options.quarantine),
                 ("--fail-on-quarantined", options.fail_on_quarantined),
                 ("--no-history", options.no_history),
+                ("--reuse-passed", options.reuse_passed),
+                ("--new-test-runs", options.new_test_runs),
+                ("--new-test-budget", options.new_test_budget),
+                ("--new-test-warn", options.new_test_warn),
             )
             if value
         ]
@@ -175,6 +216,7 @@ def check_follow_options(
             f"--max-failures {options.max_failures} is out of range: give 1 or more (the tests "
             "that may not pass before the rest are stopped)"
         )
+    _check_spending(options)
     if options.fail_on_flaky and not options.retry_failed:
         raise CommandError(
             "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
@@ -210,6 +252,29 @@ def check_follow_options(
                 )
         options = attrs.evolve(options, quarantined=quarantine)
     return options
+
+
+def _check_spending(options: Follow) -> None:
+    from asyncclient.spend.arrival import MAX_NEW_TEST_RUNS
+    from asyncclient.spend.reuse import MAX_DAYS
+
+    days = options.reuse_passed
+    if days is not None and not (math.isfinite(days) and 0 < days <= MAX_DAYS):
+        raise CommandError(
+            f"--reuse-passed {days:g} is out of range: give the days (above 0, at most "
+            f"{MAX_DAYS:g}) an earlier pass may be reused from"
+        )
+    if not 0 <= options.new_test_runs <= MAX_NEW_TEST_RUNS:
+        raise CommandError(
+            f"--new-test-runs {options.new_test_runs} is out of range: give 0 to "
+            f"{MAX_NEW_TEST_RUNS} (the repeats of a test seen for the first time)"
+        )
+    _seconds("--new-test-budget", options.new_test_budget)
+    if (options.new_test_warn or options.new_test_budget is not None) and not options.new_test_runs:
+        raise CommandError(
+            "--new-test-warn and --new-test-budget need --new-test-runs N: without repeats no "
+            "test is flaky on arrival"
+        )
 
 
 def _check_report_path(flag: str, value: str) -> None:

@@ -93,6 +93,10 @@ class Follow:
     events: str | None = None
     html: str | None = None
     download_failed: str | None = None
+    reuse_passed: float | None = None  # days (run only)
+    new_test_runs: int = 0  # repeats of a new test (run only)
+    new_test_budget: float | None = None  # seconds of device time for them (run only)
+    new_test_warn: bool = False
     quarantined: Quarantine | None = None
 
     def honoured(self) -> dict[str, str]:

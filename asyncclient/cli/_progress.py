@@ -80,6 +80,7 @@ class Progress:
         self._use_live = out.stderr_is_terminal and not out.quiet
         self._clock = clock
         self._attempts: dict[str, int] = {}  # run id -> attempt, for re-runs (2, 3, ...)
+        self._repeats: set[str] = set()  # the runs that repeat a new test (not re-runs)
         self._drawn_at = 0.0
         self._dirty = False
         self._timer: asyncio.TimerHandle | None = None
@@ -113,19 +114,25 @@ class Progress:
                 self._draw()  # the final state, whatever the throttle held back
             self._live.__exit__(exc_type, exc, tb)
 
-    def add_attempts(self, started: Sequence[tuple[str, str, int]]) -> None:
-        """Re-runs just started: (test id, run id, attempt); shown queued from now on."""
+    def add_attempts(
+        self, started: Sequence[tuple[str, str, int]], *, repeat: bool = False
+    ) -> None:
+        """Re-runs (or a new test's repeats) just started: (test id, run id, attempt); shown
+        queued from now on."""
         from asyncclient.models import Run, RunStatus
 
         for test_id, run_id, attempt in started:
             self._order.append(run_id)
             self._going[run_id] = None
             self._attempts[run_id] = attempt
+            if repeat:
+                self._repeats.add(run_id)
             run = Run(id=run_id, status=RunStatus.QUEUED, test_id=test_id)
             self._views[run_id] = run
             self._counts[self._status_of(run)] += 1
             if self._live is None:
-                self._out.info(f"{run_id}  {test_id}  re-run (attempt {attempt})")
+                said = "repeat of a new test" if repeat else "re-run"
+                self._out.info(f"{run_id}  {test_id}  {said} (attempt {attempt})")
         if self._live is not None:
             self._draw()
 
@@ -142,6 +149,8 @@ class Progress:
         if self._live is None:
             attempt = self._attempts.get(run.id)
             shown = f"  (attempt {attempt})" if attempt else ""
+            if run.id in self._repeats:
+                shown = f"  (repeat, attempt {attempt})"
             self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}{shown}")
             return
         self._dirty = True

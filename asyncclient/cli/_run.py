@@ -22,10 +22,12 @@ from asyncclient.cli._common import (
 from asyncclient.cli._follow import follow
 from asyncclient.cli._follow_options import (
     add_follow_options,
+    add_spending_options,
     check_follow_options,
     ids_from_text,
 )
 from asyncclient.cli._output import Output, to_json
+from asyncclient.spend.reuse import Started
 
 _TEST_EXAMPLES = """\
   asyncclient run test t_login                         # prints the run id
@@ -114,6 +116,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     _add_idempotency_key(test)
     add_follow_options(test, wait_flag=True)
+    add_spending_options(test)
 
     project = add_command(
         run,
@@ -140,6 +143,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="with --wait, exit 0 even when the service skipped some tests (did not start "
         "them), provided every run that started passed; without it a skipped test exits 1",
     )
+    add_spending_options(project)
 
     watch = add_command(
         sub,
@@ -225,6 +229,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             mode=args.mode,
             build_id=args.build,
             idempotency_key=args.idempotency_key,
+            starts=[Started(args.test_id, start.run_id, args.build, args.mode)],
         )
 
 
@@ -269,6 +274,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             mode=args.mode,
             build_id=builds[0] if len(builds) == 1 else None,
             idempotency_key=args.idempotency_key,
+            starts=[Started(s.test_id, s.run_id, s.build_id, args.mode) for s in result.started],
         )
     if code != EXIT_OK:
         return code

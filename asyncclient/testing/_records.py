@@ -143,6 +143,7 @@ class BuildRef:
     version: str | None
     version_code: str | None
     platform: str | None
+    sha256: str | None = None  # the file's, so that a run says which bytes it ran
 
 
 class Run:

@@ -121,12 +121,14 @@ class RunStore:
             seeded = test.seed
             build = None
             if entry.build is not None:
+                known = self._builds.builds.get(entry.build)
                 build = BuildRef(
                     id=entry.build,
                     app_id=seeded.app_id,
                     version=entry.version,
                     version_code=None,
                     platform=seeded.target,
+                    sha256=known.sha256 if known is not None else None,
                 )
             run = Run(
                 id=self._state.new_id("j_", self.runs),
@@ -230,7 +232,9 @@ class RunStore:
                 f"build {build.id} is {build.app_id} ({build.platform}); {test.id} tests "
                 f"{seeded.app_id} ({seeded.target})",
             )
-        return BuildRef(build.id, build.app_id, build.version, build.version_code, build.platform)
+        return BuildRef(
+            build.id, build.app_id, build.version, build.version_code, build.platform, build.sha256
+        )
 
     def _new_run(
         self, test: Test, project: Project, mode: str, build: BuildRef | None, source: str

@@ -442,7 +442,7 @@ async def test_quarantined_tests_that_passed_are_shown_as_such(
     assert result.code == 1  # t_broken is not quarantined
     lines = result.stdout.splitlines()
     assert any(
-        line.startswith("quarantined t_pass passed (was flaky): if it keeps passing, lift")
+        line.startswith("quarantined t_pass passed (was flaky): prove the fix before lifting")
         for line in lines
     )
     assert "quarantined t_flaky passed on attempt 2 (device loss): still flaky" in lines

@@ -345,6 +345,7 @@ class Dialect:
                 "version": build.version,
                 "versionCode": self.number("versionCode", build.version_code),
                 "platform": build.platform,
+                "sha256": build.sha256,
             },
         }
 

@@ -1,0 +1,34 @@
+"""Device time spent where it tells something: reuse a pass on an identical build
+(`reuse`), catch a new test that is flaky on arrival (`arrival`), and prove a quarantined
+test fixed before lifting it (`verify`).
+
+The CI loop's policies, beside asyncclient.reruns: the command (`run --reuse-passed`,
+`--new-test-runs`, `quarantine verify`), the tool server (`verify_fix`) and users' code share
+them.
+"""
+
+from asyncclient.spend.arrival import (
+    BUDGET_SECONDS,
+    MAX_NEW_TEST_RUNS,
+    check_new_test_runs,
+    read_new_tests,
+    repeats_for,
+)
+from asyncclient.spend.reuse import Reuse, Started, check_days, find_reusable, stop_reused
+from asyncclient.spend.verify import FixCheck, failure_rate_bound, verify_fix
+
+__all__ = [
+    "BUDGET_SECONDS",
+    "MAX_NEW_TEST_RUNS",
+    "FixCheck",
+    "Reuse",
+    "Started",
+    "check_days",
+    "check_new_test_runs",
+    "failure_rate_bound",
+    "find_reusable",
+    "read_new_tests",
+    "repeats_for",
+    "stop_reused",
+    "verify_fix",
+]

@@ -1,0 +1,300 @@
+"""Reusing a pass on an identical build (`run ... --reuse-passed DAYS`).
+
+A suite is started as always, so that no test is missed; then each started run whose test
+already passed, within DAYS, on a build with the same sha256 (any build id: the same file
+uploaded again counts) in the same mode, is found here and stopped at once. A stopped run is not
+counted (the API's rule), so its device time is saved; the report shows the test as passed,
+reused from the earlier run. Never for a test whose earlier runs did not pass: only passed runs
+are read.
+
+Bounded as the flakiness analysis is: at most MAX_TESTS tests, one listing of at most
+HISTORY_RUNS passed runs per test (cut to that whatever the service answers), one read of the
+candidates' full views per test (their build), and one `get_build` per distinct build whose
+sha256 the run's view does not carry (at most MAX_BUILDS in all, each read once).
+
+    found = await find_reusable(session, started, days=7)
+    stopped = await stop_reused(session, found)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+from asyncclient._core import _checks as checks
+from asyncclient.errors import AsyncClientError, ConflictError, ValidationError
+
+if TYPE_CHECKING:
+    from asyncclient._client._session import AsyncSession
+    from asyncclient.models import Run
+
+__all__ = [
+    "HISTORY_RUNS",
+    "MAX_BUILDS",
+    "MAX_DAYS",
+    "MAX_TESTS",
+    "Reuse",
+    "Started",
+    "check_days",
+    "find_reusable",
+    "stop_reused",
+]
+
+HISTORY_RUNS: Final = 50
+"""The passed runs of a test read (its newest), the API's default page."""
+MAX_TESTS: Final = 200
+"""The most tests whose history one job reads (the flakiness analysis's bound)."""
+MAX_BUILDS: Final = 100
+"""The most builds whose sha256 one job asks the service for."""
+MAX_DAYS: Final = 365.0
+_CONCURRENCY: Final = 8
+
+
+def check_days(days: float) -> float:
+    """`days` if it is a number of days above 0 and at most MAX_DAYS, else ValidationError."""
+    if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days <= MAX_DAYS:
+        raise ValidationError(
+            f"reuse_passed {days!r} is out of range: give the days (above 0, at most "
+            f"{MAX_DAYS:g}) an earlier pass may be reused from"
+        )
+    return float(days)
+
+
+@attrs.frozen
+class Started:
+    """A run this job started: its test, its id, the build it runs (None when the start did
+    not say: the run's own view is read then) and the mode the job asked for (None: auto)."""
+
+    test_id: str
+    run_id: str
+    build_id: str | None = None
+    mode: str | None = None
+
+
+@attrs.frozen
+class Reuse:
+    """A run of this job that an earlier pass makes needless.
+
+    Attributes:
+        test_id: The test.
+        run_id: This job's run of it, stopped.
+        earlier_run_id: The earlier run that passed on the identical build.
+        earlier_link: That run's page, as the service sent it.
+        earlier_build_id: The build it ran (its file has the same sha256 as this job's).
+        sha256: The builds' sha256.
+        finished_at: When the earlier run ended.
+        seconds: What the earlier run took: the device time reuse saves.
+    """
+
+    test_id: str
+    run_id: str
+    earlier_run_id: str
+    earlier_link: str | None
+    earlier_build_id: str | None
+    sha256: str
+    finished_at: dt.datetime | None
+    seconds: float | None
+
+    def fields(self) -> dict[str, object]:
+        """Its shape in `--json` and the events."""
+        return {
+            "earlierRunId": self.earlier_run_id,
+            "earlierLink": self.earlier_link,
+            "earlierBuildId": self.earlier_build_id,
+            "sha256": self.sha256,
+            "finishedAt": None if self.finished_at is None else self.finished_at.isoformat(),
+            "savedSeconds": self.seconds,
+        }
+
+
+class _Builds:
+    """The sha256 of each build, asked once each, at most MAX_BUILDS asked in all; a build the
+    service cannot show (deleted, another project's) has none."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+        self._known: dict[str, asyncio.Task[str | None]] = {}
+
+    async def sha256(self, build_id: str | None) -> str | None:
+        if build_id is None:
+            return None
+        task = self._known.get(build_id)
+        if task is None:
+            if len(self._known) >= MAX_BUILDS:
+                return None
+            task = asyncio.ensure_future(self._read(build_id))
+            self._known[build_id] = task
+        return await task
+
+    async def _read(self, build_id: str) -> str | None:
+        try:
+            build = await self._session.get_build(build_id)
+        except (AsyncClientError, ValidationError):
+            return None
+        found = build.sha256
+        return found.lower() if isinstance(found, str) and len(found) == 64 else None
+
+    def close(self) -> None:
+        for task in self._known.values():
+            task.cancel()
+
+
+def _when(run: Run) -> dt.datetime | None:
+    moment = run.finished_at or run.created_at
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment
+
+
+def _same_mode(earlier: str | None, asked: str | None) -> bool:
+    """Whether a pass in mode `earlier` (the mode it ran in) answers a job that asked for
+    `asked`: cold only by a cold pass, warm only by a warm one; auto (or none) by either, since
+    auto runs whichever of the two the service picks."""
+    if asked is None or asked.lower() == "auto":
+        return True
+    return (earlier or "").lower() == asked.lower()
+
+
+async def find_reusable(
+    session: AsyncSession,
+    started: Iterable[Started],
+    *,
+    days: float,
+    now: dt.datetime | None = None,
+) -> dict[str, Reuse]:
+    """The started runs an earlier pass makes needless, by run id (see the module's docstring).
+
+    Args:
+        session: The session to read the service with.
+        started: The runs this job started.
+        days: How old (days, by the earlier run's end) a pass may be.
+        now: The moment `days` counts back from; default: now.
+
+    Returns:
+        Each reusable run's `Reuse`, by this job's run id. A test whose history or builds
+        cannot be read reuses nothing.
+    """
+    days = check_days(days)
+    since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
+    ours = [item for item in started if checks.is_id("test", item.test_id)][:MAX_TESTS]
+    job_runs = {item.run_id for item in ours}
+    builds = _Builds(session)
+    limit = asyncio.Semaphore(_CONCURRENCY)
+    try:
+        views = await _own_views(session, [item for item in ours if item.build_id is None])
+
+        async def one(item: Started) -> Reuse | None:
+            view = views.get(item.run_id)
+            build_id = item.build_id or (view.used_build_id if view is not None else None)
+            async with limit:
+                sha = await builds.sha256(build_id)
+                if sha is None:
+                    return None
+                candidates = await _passes(session, item.test_id, job_runs, since, item.mode)
+                if not candidates:
+                    return None
+                full = await _full(session, candidates)
+            for earlier in full:  # newest first
+                theirs = earlier.used_build_sha256
+                if theirs is None:
+                    theirs = await builds.sha256(earlier.used_build_id)
+                if theirs == sha:
+                    return _reuse(item, earlier, sha)
+            return None
+
+        found = await asyncio.gather(*(one(item) for item in ours))
+    finally:
+        builds.close()
+    return {reuse.run_id: reuse for reuse in found if reuse is not None}
+
+
+def _reuse(item: Started, earlier: Run, sha: str) -> Reuse:
+    return Reuse(
+        test_id=item.test_id,
+        run_id=item.run_id,
+        earlier_run_id=earlier.id,
+        earlier_link=earlier.link,
+        earlier_build_id=earlier.used_build_id,
+        sha256=sha,
+        finished_at=_when(earlier),
+        seconds=earlier.duration_seconds,
+    )
+
+
+async def _own_views(session: AsyncSession, items: Sequence[Started]) -> dict[str, Run]:
+    """This job's runs whose start did not name their build: their views say it."""
+    if not items:
+        return {}
+    try:
+        runs = await session.list_runs(ids=[item.run_id for item in items])
+    except AsyncClientError:
+        return {}
+    return {run.id: run for run in runs}
+
+
+async def _passes(
+    session: AsyncSession, test_id: str, job_runs: set[str], since: dt.datetime, mode: str | None
+) -> list[Run]:
+    """The test's passed runs since `since` in `mode`, newest first, this job's left out."""
+    try:
+        runs = await session.list_runs(test_id=test_id, status="passed", limit=HISTORY_RUNS)
+    except AsyncClientError:
+        return []
+    kept = []
+    for run in runs[:HISTORY_RUNS]:
+        when = _when(run)
+        if (
+            run.test_id == test_id
+            and run.id not in job_runs
+            and run.passed
+            and checks.is_id("run", run.id)
+            and when is not None
+            and when >= since
+            and _same_mode(run.mode, mode)
+        ):
+            kept.append(run)
+    return kept
+
+
+async def _full(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
+    """The candidates' full views (their build), newest first, still passed."""
+    try:
+        views = await session.list_runs(ids=[run.id for run in candidates])
+    except AsyncClientError:
+        return []
+    wanted = {run.id for run in candidates}
+    return [
+        view
+        for view in sorted(views, key=lambda v: _when(v) or dt.datetime.min.replace(tzinfo=dt.UTC),
+                           reverse=True)
+        if view.id in wanted and view.passed
+    ]  # fmt: skip
+
+
+async def stop_reused(
+    session: AsyncSession, found: Mapping[str, Reuse]
+) -> tuple[dict[str, Reuse], dict[str, str]]:
+    """Stop each reusable run; returns (the reuses whose run is stopped or was already, the
+    runs that could not be stopped with why). A run that ended before the stop keeps its own
+    verdict: the caller attaches a reuse only to a run that ended cancelled."""
+    limit = asyncio.Semaphore(_CONCURRENCY)
+    stopped: dict[str, Reuse] = {}
+    errors: dict[str, str] = {}
+
+    async def one(reuse: Reuse) -> None:
+        async with limit:
+            try:
+                await session.stop_run(reuse.run_id)
+            except ConflictError:
+                pass  # already over: stopped by an earlier try of this job, or it ended
+            except AsyncClientError as exc:
+                errors[reuse.run_id] = str(exc)
+                return
+        stopped[reuse.run_id] = reuse
+
+    await asyncio.gather(*(one(reuse) for reuse in found.values()))
+    return stopped, errors

@@ -1,0 +1,212 @@
+"""Device time where it tells something (asyncclient.spend), as a CI job meets it: a pass
+reused on an identical build (--reuse-passed), a new test repeated and caught flaky on arrival
+(--new-test-runs), and a quarantined test's fix proven (`quarantine verify`), each against the
+emulator, with the reports that tell these runs apart."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from asyncclient.testing import FakeService
+from asyncclient.testing.builders import build_apk
+
+RunCli = Callable[..., Awaitable[Any]]
+SPEED = 100.0
+FAST = ("--interval", "0.02")
+APP = {"project": "p_dt", "target": "android", "appId": "com.example.shop"}
+
+
+def seed(**extra_tests: dict[str, Any]) -> dict[str, Any]:
+    """p_dt: t_pass passes (20 s), t_broken always fails (10 s); more tests as given."""
+    tests = [
+        {"id": "t_pass", "title": "Passes", **APP, "durationSeconds": 20, "queuedSeconds": 5},
+        {"id": "t_broken", "title": "Always fails", **APP, "outcome": "failed",
+         "durationSeconds": 10, "queuedSeconds": 5},
+    ]  # fmt: skip
+    tests += [{"id": test_id, **APP, **fields} for test_id, fields in extra_tests.items()]
+    return {
+        "projects": [{"id": "p_dt", "plan": "paid", "includedRuns": 100000}],
+        "keys": [{"key": "dt-run", "capability": "run", "projects": ["p_dt"]}],
+        "tests": tests,
+    }
+
+
+def env_of(svc: FakeService) -> dict[str, str]:
+    return {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "dt-run"}
+
+
+async def upload(run_cli: RunCli, svc: FakeService, path: Path) -> str:
+    result = await run_cli("upload", "p_dt", str(path), "--json", env=env_of(svc))
+    assert result.code == 0, result.stderr
+    (build,) = result.json()["builds"]
+    return str(build["id"])
+
+
+async def test_a_pass_on_an_identical_build_is_reused_and_failures_run_again(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """Job 1 on a build; the same file uploaded again (a new build id, the same sha256); job 2
+    with --reuse-passed 7 stops t_pass's new run within 2 s of its start (service time / speed)
+    and reports it reused from job 1's run; t_broken runs again and fails. A build with other
+    bytes reuses nothing."""
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    other = build_apk(tmp_path / "shop-8.apk", package="com.example.shop", version_code=8)
+    async with FakeService(seed(), speed=SPEED) as svc:
+        env = env_of(svc)
+        first_build = await upload(run_cli, svc, apk)
+        job1 = await run_cli(
+            "run", "project", "p_dt", "--build", first_build, "--wait", "--json", *FAST, env=env
+        )
+        assert job1.code == 1, job1.stderr
+        earlier = {entry["testId"]: entry["id"] for entry in job1.json()}
+        again = await upload(run_cli, svc, apk)
+        assert again != first_build
+        assert svc.backend.builds[again].sha256 == svc.backend.builds[first_build].sha256
+        junit, html, ctrf = tmp_path / "r.xml", tmp_path / "r.html", tmp_path / "r.json"
+        job2 = await run_cli(
+            "run", "project", "p_dt", "--build", again, "--wait", "--json",
+            "--reuse-passed", "7", "--junit", str(junit), "--html", str(html),
+            "--ctrf", str(ctrf), *FAST, env=env,
+        )  # fmt: skip
+        entries = {entry["testId"]: entry for entry in job2.json()}
+        reused_run = svc.backend.runs[entries["t_pass"]["id"]]
+        broken_run = svc.backend.runs[entries["t_broken"]["id"]]
+        third = await upload(run_cli, svc, other)
+        job3 = await run_cli(
+            "run", "project", "p_dt", "--build", third, "--wait", "--json",
+            "--reuse-passed", "7", *FAST, env=env,
+        )  # fmt: skip
+    assert job2.code == 1, job2.stderr  # t_broken still fails
+    assert reused_run.stopped_at is not None
+    assert (reused_run.stopped_at - reused_run.created_at) / SPEED < 2.0
+    assert reused_run.stopped_at < reused_run.start_at  # stopped in the queue: no device time
+    assert broken_run.stopped_at is None
+    assert entries["t_broken"]["status"] == "failed"
+    passed = entries["t_pass"]
+    assert passed["summary"]["outcome"] == "passed"
+    assert passed["summary"]["kind"] == "run"
+    assert passed["stoppedBy"] == "reuse"
+    assert passed["reused"]["earlierRunId"] == earlier["t_pass"]
+    assert passed["reused"]["earlierBuildId"] == first_build
+    assert passed["reused"]["savedSeconds"] == 20.0
+    assert passed["cost"]["reusedRuns"] == 1
+    assert passed["cost"]["deviceSeconds"] == 0
+    assert "reused" not in entries["t_broken"]
+    said = job2.stderr
+    assert f"reused t_pass: passed in {earlier['t_pass']} on an identical build" in said
+    assert "20.0 s saved by reusing 1 pass" in said
+    assert "1 reused (passed before on an identical build)" in said
+    # JUnit: passed, a property and <system-out> naming the earlier run.
+    case = ET.parse(junit).getroot().find("testcase[@classname='t_pass']")
+    assert case is not None
+    assert case.find("failure") is None
+    assert case.find("skipped") is None
+    out = case.findtext("system-out") or ""
+    assert f"passed in {earlier['t_pass']}" in out
+    props = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert props[f"{passed['id']}.reusedFrom"] == earlier["t_pass"]
+    assert props["asyncclient.savedSeconds"] == "20.0"
+    page = html.read_text()
+    assert f"reused: passed in {earlier['t_pass']}" in page
+    tests = {t["name"]: t for t in json.loads(ctrf.read_text())["results"]["tests"]}
+    assert tests["Passes"]["status"] == "passed"
+    assert tests["Passes"]["extra"]["reused"]["earlierRunId"] == earlier["t_pass"]
+    # Other bytes: nothing reused, both tests ran.
+    assert job3.code == 1, job3.stderr
+    assert all("reused" not in entry for entry in job3.json())
+    assert "reused" not in job3.stderr
+
+
+async def test_reuse_never_takes_a_failure_nor_another_mode(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """Only passed runs in the mode asked count: after a cold job, a warm job on the same bytes
+    reuses nothing, nor does t_broken (which never passed); an auto job (either mode) reuses
+    t_pass. The flat dialect (the run's build an id only) reuses through get_build."""
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    async with FakeService(seed(), speed=SPEED, dialect="flat") as svc:
+        env = env_of(svc)
+        build = await upload(run_cli, svc, apk)
+        await run_cli(
+            "run", "project", "p_dt", "--build", build, "--mode", "cold", "--wait", *FAST, env=env
+        )  # fmt: skip
+        warm = await run_cli(
+            "run", "test", "t_pass", "--build", build, "--mode", "warm", "--wait", "--json",
+            "--reuse-passed", "7", *FAST, env=env,
+        )  # fmt: skip
+        warm_again = await run_cli(
+            "run", "project", "p_dt", "--build", build, "--wait", "--json",
+            "--reuse-passed", "7", *FAST, env=env,
+        )  # fmt: skip
+        gets = len(svc.requests_for("get_build"))
+    assert all("reused" not in entry for entry in warm.json()), warm.stderr
+    reused = {entry["testId"] for entry in warm_again.json() if "reused" in entry}
+    assert reused == {"t_pass"}, warm_again.stderr
+    assert gets <= 4  # this job's build and the earlier run's, each read once per job
+
+
+async def test_a_new_test_runs_four_times_and_is_caught_flaky_on_arrival(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """--new-test-runs 3: the new tests run 4 times in all, the known test (with history)
+    once; t_new_flaky fails one run in three (drawn from its run id) and is flaky on arrival:
+    the job fails; --new-test-warn only tells it."""
+    history = [{"daysAgo": d, "status": "passed", "build": "ab_old"} for d in (1, 2, 3)]
+    tests = {
+        "t_known": {"durationSeconds": 5, "queuedSeconds": 1, "history": history},
+        "t_new_good": {"durationSeconds": 5, "queuedSeconds": 1},
+        "t_new_flaky": {"durationSeconds": 5, "queuedSeconds": 1, "flakyRuns": 1},
+    }
+    base = seed(**tests)
+    base["tests"] = [t for t in base["tests"] if t["id"] not in ("t_pass", "t_broken")]
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    junit, events = tmp_path / "r.xml", tmp_path / "events.jsonl"
+    async with FakeService(base, speed=SPEED) as svc:
+        env = env_of(svc)
+        build = await upload(run_cli, svc, apk)
+        job = await run_cli(
+            "run", "project", "p_dt", "--build", build, "--wait", "--json",
+            "--new-test-runs", "3", "--junit", str(junit), "--events", str(events),
+            *FAST, env=env,
+        )  # fmt: skip
+        runs_of: dict[str, int] = {}
+        for run in svc.backend.runs.values():
+            if run.source != "history":
+                runs_of[run.test.id] = runs_of.get(run.test.id, 0) + 1
+    async with FakeService(base, speed=SPEED) as svc:  # the same, told only
+        env = env_of(svc)
+        build = await upload(run_cli, svc, apk)
+        warned = await run_cli(
+            "run", "project", "p_dt", "--build", build, "--wait", "--json",
+            "--new-test-runs", "3", "--new-test-warn", *FAST, env=env,
+        )  # fmt: skip
+    assert runs_of == {"t_known": 1, "t_new_good": 4, "t_new_flaky": 4}
+    assert job.code == 1, job.stderr
+    entries = {entry["testId"]: entry for entry in job.json()}
+    assert entries["t_new_flaky"]["newTest"]["flakyOnArrival"] is True
+    assert entries["t_new_flaky"]["newTest"]["runs"] == 4
+    assert entries["t_new_good"]["newTest"] == {"runs": 4, "passed": 4, "flakyOnArrival": False}
+    assert "newTest" not in entries["t_known"]
+    kinds = [a["kind"] for a in entries["t_new_good"]["attempts"]]
+    assert kinds == ["run", "repeat", "repeat", "repeat"]
+    assert "t_new_flaky is flaky on arrival: 3 of 4 runs passed" in job.stderr
+    assert "new test t_new_good: 4 of 4 runs passed" in job.stderr
+    case = ET.parse(junit).getroot().find("testcase[@classname='t_new_flaky']")
+    assert case is not None
+    assert case.find("failure") is not None
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert sum(1 for line in lines if line["event"] == "repeat_started") == 6
+    assert next(line for line in lines if line["event"] == "new_tests")["tests"] == [
+        "t_new_flaky",
+        "t_new_good",
+    ]
+    # --new-test-warn: told, not failing the job; it reads as flaky (its failed run first).
+    assert warned.code == 0, warned.stderr
+    assert "it does not fail the job (--new-test-warn)" in warned.stderr
+    flaky = {entry["testId"]: entry for entry in warned.json()}["t_new_flaky"]
+    assert flaky["summary"]["outcome"] == "passed"
+    assert flaky["newTest"]["flakyOnArrival"]
