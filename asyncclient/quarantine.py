@@ -15,7 +15,8 @@ owner = "mobile"                            # optional
 A quarantined test still runs and is still re-run; only the verdict of a job changes (and every
 report says so). An entry past its `until` is a holding pen left open: it is not honoured, and
 the command warns naming it. `write_quarantine` adds entries with tomlkit, so the comments and
-layout a person gave the file stay as they were.
+layout a person gave the file stay as they were; `lift_quarantine` removes the entries of tests
+proven fixed (`asyncclient quarantine verify --lift`) the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_QUARANTINE_DAYS",
     "Quarantine",
     "QuarantineEntry",
+    "lift_quarantine",
     "load_quarantine",
     "write_quarantine",
 ]
@@ -251,6 +253,52 @@ def write_quarantine(
                 table.add(key, value)
         table.add(tomlkit.nl())  # a blank line after each, as a person writes them
         tables.append(table)
+    _save(path, where, document)
+    return added
+
+
+def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[str]:
+    """Remove the entries of `tests` from the quarantine file at `path`, keeping every other
+    entry, comment and layout (a comment inside a removed table goes with it).
+
+    Args:
+        path: The TOML file.
+        tests: The tests whose entries to remove.
+
+    Returns:
+        The tests whose entries were removed (those listed), in the file's order.
+
+    Raises:
+        ValidationError: The file is missing or not a quarantine file (see load_quarantine),
+            or cannot be written.
+    """
+    import tomlkit
+
+    where = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    wanted = {check_id("test", test, "test") for test in tests}
+    listed = [e.test for e in load_quarantine(where).entries]
+    lifted = [test for test in listed if test in wanted]
+    if not lifted:
+        return []
+    document = tomlkit.parse(where.read_text(encoding="utf-8"))
+    tables = document.get("quarantine")
+    if not isinstance(tables, tomlkit.items.AoT):
+        raise ValidationError(
+            f"{Path(path)}: quarantine is an inline array; write its entries as "
+            "[[quarantine]] tables to let --lift remove one"
+        )
+    for index in reversed(range(len(tables))):
+        if tables[index].get("test") in wanted:
+            del tables[index]
+    _save(path, where, document)
+    return lifted
+
+
+def _save(path: str | os.PathLike[str], where: Path, document: Any) -> None:
+    """Write the edited document where it lives, atomically and durably, once it reads back
+    as TOML (nothing is written otherwise)."""
+    import tomlkit
+
     text = tomlkit.dumps(document)
     if not text.endswith("\n"):
         text += "\n"
@@ -269,7 +317,6 @@ def write_quarantine(
         raise ValidationError(
             f"cannot write the quarantine file {where}: {exc.strerror or exc}"
         ) from None
-    return added
 
 
 def until_from(today: date, days: int = DEFAULT_QUARANTINE_DAYS) -> date:

@@ -88,6 +88,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "wait_for_runs",
         "download_run_file",
         "flaky_tests",
+        "verify_fix",
     }
 
     def props(name: str) -> dict[str, Any]:
@@ -422,6 +423,41 @@ async def test_wait_for_runs_returns_what_is_still_going_when_its_time_is_up(
     assert waited["counts"] == {"queued": 1}
     assert waited["notPassed"] == waited["passed"] == []
     assert "still going" in waited["summary"]
+
+
+async def test_verify_fix_runs_a_test_n_times_and_states_the_bound(tmp_path: Path) -> None:
+    """verify_fix on the demo's stable t_search: 5 runs started (no more), all passed, the bound
+    stated; the tool is not read-only; a call beyond its bounds is refused before any run."""
+    async with (
+        FakeService(speed=1000.0) as demo,
+        stdio_server(demo, demo.run_key, tmp_path) as (client, _),
+    ):
+        tools = by_name((await client.list_tools()).tools)
+        calls = Calls(client)
+        told = await calls.ok("verify_fix", {"test_ids": ["t_search"], "runs": 5})
+        again = await calls.ok(
+            "verify_fix", {"test_ids": ["t_search"], "runs": 3, "idempotency_key": "fix-1"}
+        )
+        repeated = await calls.ok(
+            "verify_fix", {"test_ids": ["t_search"], "runs": 3, "idempotency_key": "fix-1"}
+        )
+        too_many = await calls.error("verify_fix", {"test_ids": ["t_search"], "runs": 51})
+        starts = len(demo.requests_for("run_test"))
+    annotations = tools["verify_fix"].annotations
+    assert annotations is not None
+    assert annotations.read_only_hint is False
+    assert told["fixed"] is True
+    assert told["summary"] == [
+        "t_search: 5 of 5 passed: its failure rate is below 46 % at 95 % confidence"
+    ]
+    (test,) = told["tests"]
+    assert (test["passed"], test["failed"], len(test["runs"])) == (5, 0, 5)
+    assert test["failureRateBound"] == 0.4507
+    assert [r["id"] for r in again["tests"][0]["runs"]] == [
+        r["id"] for r in repeated["tests"][0]["runs"]
+    ]
+    assert starts == 5 + 3 + 3  # the same key answered the repeated call with the same runs
+    assert "runs" in too_many
 
 
 async def test_flaky_tests_tells_a_known_flake_from_a_breakage(tmp_path: Path) -> None:

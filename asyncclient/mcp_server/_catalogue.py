@@ -1,8 +1,8 @@
 """Every tool the server offers, as one table derived from the API's operation table
 (asyncclient._core._operations): the spec's tools come from their operations' rows (resource,
-whether they read, whether they destroy); the server's own tools (upload_build,
-wait_for_runs, flaky_tests, download_run_file) are rows here, each placed after the operation
-it follows. The tool lists, toolsets and annotations are read from this table alone."""
+whether they read, whether they destroy); the server's own tools (upload_build, wait_for_runs,
+flaky_tests, verify_fix, download_run_file) are rows here, each placed after the operation it
+follows. The tool lists, toolsets and annotations are read from this table alone."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ _OWN: Final = (
     ("wait_for_runs", Tool("flaky_tests", "runs", reads=True)),
     ("flaky_tests", Tool("download_run_file", "files", reads=True, idempotent=True,
                          writes_here=True)),
+    ("flaky_tests", Tool("verify_fix", "runs", reads=False)),
 )  # fmt: skip
 
 

@@ -1,6 +1,6 @@
-"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs and
-flaky_tests. Over 400 lines: seven tools, each with the schema and description an agent reads as
-its documentation; what they share lives in _base and _wait."""
+"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs,
+flaky_tests and verify_fix. Over 400 lines: eight tools, each with the schema and description an
+agent reads as its documentation; what they share lives in _base and _wait."""
 
 from __future__ import annotations
 
@@ -92,6 +92,16 @@ class FlakyResult(Bounded):
     projectId: str
     days: float
     tests: list[dict[str, Any]]
+
+
+class VerifyResult(Bounded):
+    fixed: bool
+    summary: list[str]
+    tests: list[dict[str, Any]]
+
+
+VERIFY_RUNS: Final = 50  # the most runs of a test one call starts
+VERIFY_TESTS: Final = 5  # the most tests one call runs
 
 
 class RunTools(ToolKit):
@@ -319,6 +329,105 @@ class RunTools(ToolKit):
             parts=("tests",),
             advice={"tests": "name fewer tests with test_ids (the most hurting come first)"},
         )
+
+    async def verify_fix(
+        self,
+        test_ids: Annotated[
+            list[str],
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": "^t_"},
+                    "minItems": 1,
+                    "maxItems": VERIFY_TESTS,
+                    "description": "The tests whose fix to prove (t_...), such as a "
+                    "quarantined test",
+                }
+            ),
+        ],
+        ctx: ToolContext,
+        runs: Annotated[
+            int,
+            WithJsonSchema(
+                {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": VERIFY_RUNS,
+                    "description": "Runs of each test (default 20: 20 of 20 passed bound the "
+                    "failure rate below 14 % at 95 % confidence)",
+                }
+            ),
+        ] = 20,
+        build_id: Annotated[
+            str | None, string("Optional. The build to run (ab_...); default the newest")
+        ] = None,
+        mode: Mode = None,
+        timeout_seconds: Annotated[
+            float,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": MAX_WAIT_TIMEOUT,
+                    "description": "Wait at most this many seconds (default 600, at most "
+                    "3600); the runs still going are then stopped and not counted",
+                }
+            ),
+        ] = DEFAULT_WAIT_TIMEOUT,
+        idempotency_key: IdempotencyKey = None,
+    ) -> Annotated[CallToolResult, VerifyResult]:
+        """Prove a fix: run each test `runs` times together and wait for them. Per test: how
+        many passed and failed, and what that supports, as a sentence ("20 of 20 passed: its
+        failure rate is below 14 % at 95 % confidence", the exact binomial bound) and as
+        failureRateBound; fixed is true only when every run passed. Use it before lifting a
+        quarantine or closing a flaky-test issue. Starts runs (device time): at most 5 tests
+        and 50 runs each; a stopped run gives no verdict. Calling again with the same
+        idempotency_key starts nothing new."""
+
+        async def work() -> VerifyResult:
+            from asyncclient.spend.verify import verify_fix
+
+            if isinstance(runs, bool) or not 1 <= runs <= VERIFY_RUNS:
+                raise ValidationError(f"runs must be 1 to {VERIFY_RUNS}; got {runs!r}")
+            if len(test_ids) > VERIFY_TESTS:
+                raise ValidationError(
+                    f"at most {VERIFY_TESTS} tests per call; got {len(test_ids)}: call again "
+                    "with the others"
+                )
+            if isinstance(timeout_seconds, bool) or not 0 < timeout_seconds <= MAX_WAIT_TIMEOUT:
+                raise ValidationError(
+                    f"timeout_seconds must be above 0 and at most {MAX_WAIT_TIMEOUT:g}"
+                )
+            reporter = ProgressReporter(ctx)
+            total = len(test_ids) * runs
+            final: set[str] = set()
+
+            def on_run(run: Run) -> None:
+                if run.is_final:
+                    final.add(run.id)
+                reporter.update(len(final), total, f"{len(final)} of {total} runs final")
+
+            try:
+                checks_ = await verify_fix(
+                    self._session,
+                    test_ids,
+                    runs=runs,
+                    build_id=build_id,
+                    mode=mode,
+                    idempotency_key=idempotency_key,
+                    timeout=timeout_seconds,
+                    on_run=on_run,
+                    interval=self._options.poll_interval,
+                )
+            finally:
+                await reporter.close()
+            return {
+                "fixed": all(check.fixed for check in checks_),
+                "summary": [f"{check.test_id}: {check.sentence()}" for check in checks_],
+                "tests": [check.fields() for check in checks_],
+            }
+
+        return await self._answer(work())
 
     async def wait_for_runs(
         self,

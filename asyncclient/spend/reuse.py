@@ -213,12 +213,13 @@ async def find_reusable(
 
 
 def _reuse(item: Started, earlier: Run, sha: str) -> Reuse:
+    build = earlier.used_build_id
     return Reuse(
         test_id=item.test_id,
         run_id=item.run_id,
         earlier_run_id=earlier.id,
         earlier_link=earlier.link,
-        earlier_build_id=earlier.used_build_id,
+        earlier_build_id=build if checks.is_id("build", build) else None,
         sha256=sha,
         finished_at=_when(earlier),
         seconds=earlier.duration_seconds,

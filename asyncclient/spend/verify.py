@@ -242,7 +242,10 @@ async def verify_fix(
     if not every:
         raise first_error[0]
     views: dict[str, Run] = {}
-    watcher = session.watch_runs(every, interval=interval, timeout=timeout, stop_on_timeout=True)
+    # The runs are this verification's own: a timeout or a cancellation stops those going.
+    watcher = session.watch_runs(
+        every, interval=interval, timeout=timeout, stop_on_timeout=True, stop_on_cancel=True
+    )
     try:
         async with watcher:
             async for run in watcher:

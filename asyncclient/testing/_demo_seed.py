@@ -1,8 +1,9 @@
 """The built-in demo seed, as the dict a JSON seed file would hold (camelCase).
 
-Data only: p_demo (paid) and p_free (free), keys demo-run and demo-edit, their tests and builds,
-and two weeks of p_demo's history (finished runs on earlier builds): t_login and t_search stable,
-t_onboarding flaky on two builds, t_checkout broken since build 43.
+Data only: p_demo (paid), p_free (free) and p_new (paid: t_wishlist, a new test flaky on
+arrival), keys demo-run and demo-edit, their tests and builds, and two weeks of p_demo's history
+(finished runs on earlier builds): t_login and t_search stable, t_onboarding flaky on two builds,
+t_checkout broken since build 43.
 """
 
 from typing import Any
@@ -13,10 +14,11 @@ DEMO: dict[str, Any] = {
     "projects": [
         {"id": "p_demo", "name": "Demo shop", "plan": "paid", "includedRuns": 100},
         {"id": "p_free", "name": "Free sandbox", "plan": "free", "includedRuns": 20},
+        {"id": "p_new", "name": "New tests", "plan": "paid", "includedRuns": 1000},
     ],
     "keys": [
-        {"key": "demo-run", "capability": "run", "projects": ["p_demo", "p_free"]},
-        {"key": "demo-edit", "capability": "edit", "projects": ["p_demo", "p_free"]},
+        {"key": "demo-run", "capability": "run", "projects": ["p_demo", "p_free", "p_new"]},
+        {"key": "demo-edit", "capability": "edit", "projects": ["p_demo", "p_free", "p_new"]},
     ],
     "tests": [
         {
@@ -189,6 +191,21 @@ DEMO: dict[str, Any] = {
             "outcome": "passed",
             "usesEndpoints": ["create_voucher"],
             "durationSeconds": 25,
+            "queuedSeconds": 2,
+        },
+        {
+            # New: no run yet. Its first run of each suite fails, its repeats pass: flaky on
+            # arrival (run project p_new --new-test-runs 3).
+            "id": "t_wishlist",
+            "project": "p_new",
+            "title": "Add a product to the wishlist",
+            "target": "web",
+            "url": "https://shop.example.com/wishlist",
+            "outcome": "passed",
+            "flakyRuns": 1,
+            "flakyReason": "The wishlist badge still showed 0 when the step checked it.",
+            "headline": "The product appeared in the wishlist.",
+            "durationSeconds": 15,
             "queuedSeconds": 2,
         },
     ],

@@ -210,3 +210,87 @@ async def test_a_new_test_runs_four_times_and_is_caught_flaky_on_arrival(
     flaky = {entry["testId"]: entry for entry in warned.json()}["t_new_flaky"]
     assert flaky["summary"]["outcome"] == "passed"
     assert flaky["newTest"]["flakyOnArrival"]
+
+
+QUARANTINE = """\
+# Reviewed like code.
+[[quarantine]]
+test = "t_fixed"
+reason = "flaky on 2 of 3 builds"
+until = 2099-01-01
+
+[[quarantine]]
+test = "t_still"
+reason = "lost the device"
+until = 2099-01-01
+"""
+
+
+async def test_quarantine_verify_lifts_only_a_test_whose_every_run_passed(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """`quarantine verify t_fixed --runs 10 --lift q.toml`: 10 runs, the bound stated, the
+    entry removed (the rest of the file kept); t_still fails one of its 10: it keeps its
+    entry and the command exits 1."""
+    q = tmp_path / "q.toml"
+    q.write_text(QUARANTINE)
+    tests = {
+        "t_fixed": {"durationSeconds": 5, "queuedSeconds": 1},
+        "t_still": {"durationSeconds": 5, "queuedSeconds": 1, "flakyRuns": 1},
+    }
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    async with FakeService(seed(**tests), speed=SPEED) as svc:
+        env = env_of(svc)
+        build = await upload(run_cli, svc, apk)
+        fixed = await run_cli(
+            "quarantine", "verify", "t_fixed", "--runs", "10", "--build", build,
+            "--lift", str(q), *FAST, env=env,
+        )  # fmt: skip
+        after_fixed = q.read_text()
+        still = await run_cli(
+            "quarantine", "verify", "t_still", "--runs", "10", "--lift", str(q), "--json",
+            *FAST, env=env,
+        )  # fmt: skip
+        runs_of: dict[str, int] = {}
+        for run in svc.backend.runs.values():
+            runs_of[run.test.id] = runs_of.get(run.test.id, 0) + 1
+        starts = len(svc.requests_for("run_test"))
+    assert runs_of == {"t_fixed": 10, "t_still": 10}
+    assert starts == 20
+    assert fixed.code == 0, fixed.stderr
+    assert (
+        "t_fixed: 10 of 10 passed: its failure rate is below 26 % at 95 % confidence"
+        in fixed.stdout
+    )
+    assert f"lifted the quarantine of t_fixed in {q}" in fixed.stderr
+    assert 't_fixed"' not in after_fixed
+    assert after_fixed.startswith('# Reviewed like code.\n[[quarantine]]\ntest = "t_still"')
+    assert still.code == 1, still.stderr
+    (told,) = still.json()
+    assert (told["passed"], told["failed"], told["fixed"], told["lifted"]) == (9, 1, False, False)
+    assert told["sentence"].startswith("9 of 10 passed (1 failed): its failure rate is below 40 %")
+    assert "t_still keeps its quarantine" in still.stderr
+    assert q.read_text() == after_fixed
+
+
+async def test_quarantine_verify_refuses_before_any_request(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    q = tmp_path / "q.toml"
+    q.write_text(QUARANTINE)
+    async with FakeService(seed(), speed=SPEED) as svc:
+        env = env_of(svc)
+        cases = [
+            ("t_pass", "--lift", str(q)),  # not listed: nothing to lift
+            ("t_fixed", "--runs", "0"),
+            ("t_fixed", "--runs", "101"),
+            ("x_1",),
+            ("t_fixed", "--timeout", "0"),
+            ("t_fixed", "--build", "j_1"),
+        ]
+        results = [await run_cli("quarantine", "verify", *case, env=env) for case in cases]
+        sent = sum(svc.request_counts().values())
+    assert [r.code for r in results] == [2] * len(cases)
+    assert all(len(r.stderr.strip().splitlines()) == 1 for r in results)
+    assert "t_pass not in the quarantine file" in results[0].stderr
+    assert sent == 0

@@ -150,12 +150,14 @@ async def test_app_tests_run_the_newest_ready_build_or_the_pinned_one(a_run: Htt
     pinned = await a_run.post("/api/v1/tests/t_pinned/run")
     run = await get_run(a_run, pinned.json["runId"])
     assert run["buildId"] == "ab_ios_1"
+    build = await a_run.get("/api/v1/builds/ab_ios_1")
     assert run["build"] == {
         "id": "ab_ios_1",
         "appId": "com.example.shop.ios",
         "version": "1.0.0",
         "versionCode": "1",
         "platform": "ios",
+        "sha256": build.json["build"]["sha256"],  # which bytes ran: a pass is reused by them
     }
     assert run["platform"] == "ios"
     named = await a_run.post("/api/v1/tests/t_pinned/run", json={"buildId": "ab_ios_2"})

@@ -109,7 +109,7 @@ async def test_a_toml_seed_with_real_builds(
 
 def test_the_demo_seed() -> None:
     seed = demo_seed()
-    assert [p.id for p in seed.projects] == ["p_demo", "p_free"]
+    assert [p.id for p in seed.projects] == ["p_demo", "p_free", "p_new"]
     assert {(k.key, k.capability) for k in seed.keys} == {
         ("demo-run", "run"),
         ("demo-edit", "edit"),

@@ -59,8 +59,8 @@ def test_seed_info_lists_projects_and_keys() -> None:
     }
     assert info["projects"][1]["plan"] == "free"
     assert info["keys"] == [
-        {"key": "demo-run", "capability": "run", "projects": ["p_demo", "p_free"]},
-        {"key": "demo-edit", "capability": "edit", "projects": ["p_demo", "p_free"]},
+        {"key": "demo-run", "capability": "run", "projects": ["p_demo", "p_free", "p_new"]},
+        {"key": "demo-edit", "capability": "edit", "projects": ["p_demo", "p_free", "p_new"]},
     ]
 
 

@@ -1,0 +1,156 @@
+"""asyncclient.spend without the command: the failure-rate bound, the repeats' budget, the
+reading of a run's build sha256, the verdicts of reused and repeated tests, and the bounded
+history reads of reuse against a service that answers too much."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from asyncclient import AsyncSession
+from asyncclient._core._lenient import build_sha256_of
+from asyncclient.models import Run, RunStatus
+from asyncclient.reruns import Attempts, SuiteResult
+from asyncclient.spend import (
+    Reuse,
+    Started,
+    failure_rate_bound,
+    find_reusable,
+    read_new_tests,
+    repeats_for,
+)
+from asyncclient.spend.reuse import HISTORY_RUNS
+from asyncclient.spend.verify import FixCheck
+from asyncclient.testing import FakeService
+
+SHA = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("failures", "runs", "bound"),
+    [(0, 20, 0.1391), (0, 10, 0.2589), (0, 50, 0.0582), (1, 20, 0.2161), (2, 20, 0.2826)],
+)
+def test_the_bound_is_the_exact_binomial_one(failures: int, runs: int, bound: float) -> None:
+    """Clopper-Pearson one-sided at 95 % (scipy's beta.ppf(0.95, k + 1, n - k) gives these)."""
+    assert failure_rate_bound(failures, runs) == pytest.approx(bound, abs=1e-4)
+
+
+def test_the_rule_of_three_approximates_the_bound_and_nothing_counted_proves_nothing() -> None:
+    for runs in (30, 100, 300):
+        assert failure_rate_bound(0, runs) < 3 / runs < failure_rate_bound(0, runs) * 1.1
+    assert failure_rate_bound(0, 0) == 1.0
+    assert failure_rate_bound(5, 5) == 1.0
+    # More failures, a higher bound; more runs, a lower one.
+    assert failure_rate_bound(1, 20) < failure_rate_bound(2, 20)
+    assert failure_rate_bound(1, 40) < failure_rate_bound(1, 20)
+
+
+def run(run_id: str, status: str, **fields: Any) -> Run:
+    return Run(id=run_id, status=RunStatus(status), final=status not in ("queued", "running"),
+               test_id=fields.pop("test_id", "t_a"), **fields)  # fmt: skip
+
+
+def test_a_fix_check_counts_verdicts_only() -> None:
+    runs = (run("j_1", "passed"), run("j_2", "cancelled"), run("j_3", "running"))
+    check = FixCheck("t_a", 3, runs)
+    assert (check.passed, check.failed, check.counted, check.not_counted) == (1, 0, 1, 2)
+    assert not check.fixed
+    assert check.sentence() == (
+        "1 of 1 passed: its failure rate is below 95 % at 95 % confidence; 2 of the 3 runs "
+        "asked gave no verdict"
+    )
+    whole = FixCheck("t_a", 20, tuple(run(f"j_{i}", "passed") for i in range(20)))
+    assert whole.fixed
+    assert whole.sentence() == "20 of 20 passed: its failure rate is below 14 % at 95 % confidence"
+    assert FixCheck("t_a", 2, ()).sentence() == "0 of 2 runs gave a verdict: nothing is proven"
+
+
+def test_repeats_shrink_for_long_tests_within_the_budget() -> None:
+    wanted = 10
+    got = {s: repeats_for(s, wanted) for s in (5.0, 20.0, 45.0, 120.0, 600.0)}
+    assert got == {5.0: 10, 20.0: 10, 45.0: 6, 120.0: 2, 600.0: 1}
+    assert repeats_for(None, 3) == 3  # an unknown duration: as asked
+    assert repeats_for(30.0, 0) == 0
+    assert repeats_for(30.0, 10, budget=60.0) == 2
+
+
+def test_a_runs_build_sha256_is_read_leniently() -> None:
+    assert build_sha256_of({"id": "ab_1", "sha256": SHA.upper()}) == SHA
+    assert build_sha256_of({"id": "ab_1", "checksum": SHA}) == SHA
+    assert build_sha256_of({"id": "ab_1", "sha256": "not-hex" * 10}) is None
+    assert build_sha256_of({"id": "ab_1", "sha256": 42}) is None
+    assert build_sha256_of("ab_1") is None
+    assert build_sha256_of(None) is None
+
+
+def test_verdicts_of_reused_and_repeated_tests() -> None:
+    reuse = Reuse("t_a", "j_new", "j_old", None, "ab_1", SHA, None, 20.0)
+    stopped = run("j_new", "cancelled")
+    assert Attempts("t_a", (stopped,), reused=reuse).outcome == "reused"
+    assert Attempts("t_a", (stopped,), reused=reuse).passed
+    # The stop came too late: the run's own verdict stands.
+    assert Attempts("t_a", (run("j_new", "failed"),), reused=reuse).outcome == "failed"
+    agree = (run("j_1", "passed"), run("j_2", "passed"), run("j_3", "passed"))
+    disagree = (run("j_1", "failed"), run("j_2", "passed"), run("j_3", "passed"))
+    going = (run("j_1", "passed"), run("j_2", "running"))
+    assert Attempts("t_a", agree, repeats=2).outcome == "passed"
+    assert Attempts("t_a", disagree, repeats=2).outcome == "flaky_on_arrival"
+    assert Attempts("t_a", going, repeats=1).outcome == "not_final"
+    failing = (run("j_1", "failed"), run("j_2", "failed"))
+    assert Attempts("t_a", failing, repeats=1).outcome == "failed"
+    flaky = Attempts("t_a", disagree, repeats=2)
+    assert not SuiteResult((flaky,)).passed
+    assert SuiteResult((flaky,), new_test_warn=True).passed
+    assert "1 flaky on arrival" in SuiteResult((flaky,)).summary()
+
+
+def hostile_seed() -> dict[str, Any]:
+    app = {"project": "p_h", "target": "android", "appId": "com.example.shop"}
+    history = [{"daysAgo": 0.1 + i / 1000, "status": "passed", "build": "ab_gone"}
+               for i in range(300)]  # fmt: skip
+    return {
+        "projects": [{"id": "p_h", "plan": "paid", "includedRuns": 100000}],
+        "keys": [{"key": "h-run", "capability": "run", "projects": ["p_h"]}],
+        "builds": [
+            {"id": "ab_h", "project": "p_h", "platform": "android", "appId": "com.example.shop"}
+        ],
+        "tests": [{"id": "t_h", **app, "history": history}],
+    }
+
+
+async def test_reuse_reads_a_bounded_history_and_reuses_nothing_it_cannot_prove() -> None:
+    """300 earlier passes on a build the service no longer has (no sha256 to compare): one
+    listing of 50, one read of their views, one get_build of the gone build; nothing reused."""
+    async with FakeService(hostile_seed()) as svc, AsyncSession("h-run", svc.url) as session:
+        started = await session.run_test("t_h", build_id="ab_h")
+        svc.reset_requests()
+        found = await find_reusable(session, [Started("t_h", started.run_id, "ab_h")], days=7)
+        counts = svc.request_counts()
+        listing = svc.requests_for("list_runs")[0]
+        new = await read_new_tests(session, ["t_h"], exclude=[started.run_id])
+    assert found == {}
+    assert counts.get("list_runs") == 2  # the passes, then their full views
+    assert counts.get("get_build") == 2  # this job's build, then the gone one (404)
+    assert listing.query == {"testId": "t_h", "status": "passed", "limit": str(HISTORY_RUNS)}
+    assert new == set()  # it has finished runs: not new
+
+
+async def test_a_pass_older_than_the_days_is_not_reused() -> None:
+    seed = hostile_seed()
+    seed["tests"][0]["history"] = [{"daysAgo": 3, "status": "passed", "build": "ab_h"}]
+    async with FakeService(seed) as svc, AsyncSession("h-run", svc.url) as session:
+        started = await session.run_test("t_h", build_id="ab_h")
+        item = [Started("t_h", started.run_id, "ab_h")]
+        within = await find_reusable(session, item, days=7)
+        older = await find_reusable(session, item, days=2)
+        later = await find_reusable(
+            session, item, days=7, now=datetime.now(UTC) + timedelta(days=5)
+        )
+        sha = svc.backend.builds["ab_h"].sha256
+    assert set(within) == {started.run_id}
+    assert within[started.run_id].sha256 == sha
+    assert older == later == {}
+    assert math.isclose(within[started.run_id].seconds or 0, 30.0, rel_tol=0.5)
