@@ -10,7 +10,8 @@ Both run the `asyncclient` command itself (`upload`, then `run project --wait --
 progress and its reports on stderr as in any job (on GitHub it writes the step summary, as it
 does whenever GITHUB_STEP_SUMMARY is set). The outputs: `build-ids`, `run-ids`, `outcome`
 (`passed` or `failed`), `passed`, `failed`, `flaky`, `quarantined` (counts of tests: each test
-is one of the four), `device-minutes` (every run of the job, re-runs included, to 0.1 min),
+is one of the four), `reused` (of the passed, those reused from an earlier pass on an identical
+build), `device-minutes` (every run of the job, re-runs included, to 0.1 min),
 `junit`, `ctrf`, `html` (the paths written). On GitHub they go to GITHUB_OUTPUT;
 on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for later jobs;
 the report paths are the template's own variables there).
@@ -19,7 +20,8 @@ The idempotency key of the run start names the CI run and its attempt (GitHub: G
 GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
 CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
 is started (a digest of the project, the build ids, the mode, the re-run count, the fail-fast
-limit, the quarantine file's path and bytes, the timeout, the profile and the flaky rule): the
+limit, the quarantine file's path and bytes, the timeout, the profile, the flaky rule, reuse and
+the new tests' repeats): the
 same step run again in the same attempt starts nothing new; matrix legs that differ in any of
 these, or in their `job-index`, never share a key; a re-run of the job (a new attempt, a new job
 id) starts afresh.
@@ -81,6 +83,9 @@ class Settings:
     timeout: str = ""
     profile: str = ""
     fail_on_flaky: bool = False
+    reuse_passed: str = ""  # days, checked by the command
+    new_test_runs: int = 0
+    new_test_warn: bool = False
     key_prefix: str = ""  # the CI run and attempt, for the idempotency key
     job_index: str = ""  # the matrix leg (GitHub: ${{ strategy.job-index }}, given as an input)
     names: Mapping[str, str] = attrs.field(factory=dict)  # how each setting is named there
@@ -96,6 +101,7 @@ class Tally:
     flaky: int = 0
     failed: int = 0
     quarantined: int = 0
+    reused: int = 0  # of the passed: reused from an earlier pass on an identical build
     run_ids: tuple[str, ...] = ()
     device_seconds: float = 0.0  # every run of the job, re-runs included
 
@@ -116,6 +122,19 @@ def _count(value: str, name: str, what: str) -> int:
     if not text.isdigit():
         raise SettingError(f"{name} is {value!r}: give a whole number of {what}")
     return int(text)
+
+
+def _days(value: str, name: str) -> str:
+    """A number of days above 0 as written, empty when empty (the command checks its range)."""
+    text = value.strip()
+    try:
+        days = float(text) if text else None
+    except ValueError:
+        days = None
+        text = text or "?"
+    if text and (days is None or not math.isfinite(days) or days <= 0):
+        raise SettingError(f"{name} is {value!r}: give a number of days above 0, or leave it empty")
+    return text
 
 
 def _key_part(value: str, name: str) -> str:
@@ -158,6 +177,9 @@ def _settings(
         timeout=get("timeout").strip(),
         profile=get("profile").strip(),
         fail_on_flaky=_flag(get("fail-on-flaky"), names["fail-on-flaky"]),
+        reuse_passed=_days(get("reuse-passed"), names["reuse-passed"]),
+        new_test_runs=_count(get("new-test-runs"), names["new-test-runs"], "repeats (0 to 20)"),
+        new_test_warn=_flag(get("new-test-warn"), names["new-test-warn"]),
         key_prefix=key_prefix,
         job_index=job_index,
         names=names,
@@ -179,6 +201,9 @@ SETTINGS: Final = (
     "timeout",
     "profile",
     "fail-on-flaky",
+    "reuse-passed",
+    "new-test-runs",
+    "new-test-warn",
     "job-index",
     "idempotency-key",
 )
@@ -250,6 +275,9 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             "timeout": settings.timeout,
             "profile": settings.profile,
             "failOnFlaky": settings.fail_on_flaky,
+            "reusePassed": settings.reuse_passed,
+            "newTestRuns": settings.new_test_runs,
+            "newTestWarn": settings.new_test_warn,
         },
         sort_keys=True,
     )
@@ -284,13 +312,19 @@ def run_arguments(
         argv += ["--timeout", settings.timeout, "--stop-on-timeout"]
     if settings.fail_on_flaky:
         argv.append("--fail-on-flaky")
+    if settings.reuse_passed:
+        argv += ["--reuse-passed", settings.reuse_passed]
+    if settings.new_test_runs:
+        argv += ["--new-test-runs", str(settings.new_test_runs)]
+        if settings.new_test_warn:
+            argv.append("--new-test-warn")
     return argv
 
 
 def tally(runs: Any) -> Tally:
     """Count the tests of `run project --wait --json`'s answer (one entry per test, its final
     run, with `flaky`, `quarantined` and the outcome in `summary`)."""
-    counts = {"passed": 0, "flaky": 0, "failed": 0, "quarantined": 0}
+    counts = {"passed": 0, "flaky": 0, "failed": 0, "quarantined": 0, "reused": 0}
     ids: list[str] = []
     device = 0.0
     for run in runs if isinstance(runs, list) else []:
@@ -308,6 +342,8 @@ def tally(runs: Any) -> Tally:
         outcome = summary.get("outcome") or run.get("status")
         if outcome == "passed":
             counts["flaky" if run.get("flaky") else "passed"] += 1
+            if isinstance(run.get("reused"), dict):
+                counts["reused"] += 1
         elif run.get("quarantined"):
             counts["quarantined"] += 1
         else:
@@ -344,6 +380,7 @@ def run(
         "failed": "0",
         "flaky": "0",
         "quarantined": "0",
+        "reused": "0",
         "device-minutes": "0.0",
         "junit": "",
         "ctrf": "",
@@ -383,6 +420,7 @@ def run(
             "failed": str(counted.failed),
             "flaky": str(counted.flaky),
             "quarantined": str(counted.quarantined),
+            "reused": str(counted.reused),
             "device-minutes": f"{counted.device_seconds / 60:.1f}",
             "junit": settings.junit if settings.junit and (cwd / settings.junit).is_file() else "",
             "ctrf": settings.ctrf if settings.ctrf and (cwd / settings.ctrf).is_file() else "",

@@ -344,6 +344,19 @@ def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
     assert argv[argv.index("--timeout") + 1] == "900"
     assert "--stop-on-timeout" in argv
     assert argv[argv.index("--idempotency-key") + 1].startswith("gl-5-6-")
+    spending = ci.gitlab_settings(
+        {
+            "ASYNCCLIENT_PROJECT": "p_1",
+            "ASYNCCLIENT_REUSE_PASSED": "7",
+            "ASYNCCLIENT_NEW_TEST_RUNS": "3",
+            "ASYNCCLIENT_NEW_TEST_WARN": "true",
+        }
+    )
+    argv = ci.run_arguments(spending, [])
+    assert argv[argv.index("--reuse-passed") + 1] == "7"
+    assert argv[argv.index("--new-test-runs") + 1] == "3"
+    assert "--new-test-warn" in argv
+    assert "--reuse-passed" not in ci.run_arguments(gitlab, [])
 
 
 @pytest.mark.parametrize(
@@ -354,6 +367,13 @@ def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
          "the input retry-failed is 'two': give a whole number of re-runs (0 to 10)"),
         ({"INPUT_PROJECT": "p_1", "INPUT_FAIL_ON_FLAKY": "maybe"},
          "the input fail-on-flaky is 'maybe': give true or false"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_REUSE_PASSED": "a week"},
+         "the input reuse-passed is 'a week': give a number of days above 0, or leave it "
+         "empty"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_REUSE_PASSED": "-1"},
+         "the input reuse-passed is '-1': give a number of days above 0, or leave it empty"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_NEW_TEST_RUNS": "x"},
+         "the input new-test-runs is 'x': give a whole number of repeats (0 to 20)"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_named(environ: dict[str, str], said: str) -> None:
@@ -398,10 +418,16 @@ def test_tests_are_counted_once_each() -> None:
         {"id": "j_3", "summary": {"outcome": "failed"}, "flaky": False},
         {"id": "j_4", "summary": {"outcome": "failed"}, "quarantined": True},
         {"id": "j_5", "status": "running"},  # never ended
+        {"id": "j_6", "summary": {"outcome": "passed"}, "reused": {"earlierRunId": "j_0"}},
         "not a run",
     ]
     assert ci.tally(runs) == ci.Tally(
-        passed=1, flaky=1, failed=2, quarantined=1, run_ids=("j_1", "j_2", "j_3", "j_4", "j_5")
+        passed=2,
+        flaky=1,
+        failed=2,
+        quarantined=1,
+        reused=1,
+        run_ids=("j_1", "j_2", "j_3", "j_4", "j_5", "j_6"),
     )
     assert ci.tally({"odd": "answer"}) == ci.Tally()
 
@@ -506,6 +532,8 @@ def test_matrix_legs_never_share_a_key() -> None:
         key(timeout="600"),
         key(profile="nightly"),
         key(fail_on_flaky="true"),
+        key(reuse_passed="7"),
+        key(new_test_runs="3"),
         key(job_index="1"),
     ]
     assert len({plain, *others}) == 1 + len(others)

@@ -26,7 +26,7 @@ from asyncclient._reports import model as _model
 from asyncclient._reports import text as _text
 from asyncclient.cli._logging import _SafeFormatter
 from asyncclient.cli._output import Output
-from asyncclient.models import Run
+from asyncclient.models import Run, RunStatus
 
 EXAMPLES = 1000 if os.environ.get("CI") else 150
 fuzz = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -263,7 +263,7 @@ def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     stream = io.StringIO()
     events = Events(stream)
     run = Run(id="j_1", test_id=test_id, status=status, final=True)  # type: ignore[arg-type]
-    events.started("j_1", test_id, 1, rerun=False)
+    events.started("j_1", test_id, 1)
     events.changed(run, 1)
     text = stream.getvalue()
     assert not _controls(text, newlines=True)
@@ -272,3 +272,40 @@ def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     assert [line["event"] for line in lines] == ["run_started", "run_status", "run_finished"]
     assert all(line["testId"] == test_id for line in lines)
     assert lines[1]["status"] == str(run.status)
+
+
+@fuzz
+@given(hostile, hostile, hostile)
+def test_reused_and_new_tests_show_the_services_text_as_text(
+    title: str, link: str, build: str
+) -> None:
+    """A reused test (the earlier run's link and build as the service sent them) and a new
+    test's repeats, through the terminal summary and the step summary: no control, no
+    workflow command, no link but the run pages'."""
+    from asyncclient.reruns import Attempts, SuiteResult
+    from asyncclient.spend.reuse import Reuse
+
+    stopped = Run(id="j_2", test_id="t_2", test_title=title, status=RunStatus.CANCELLED,
+                  final=True, link="https://svc.example/runs/j_2")  # fmt: skip
+    reuse = Reuse("t_2", "j_2", "j_1", link, build, "a" * 64, None, 12.0)
+    repeats = tuple(
+        Run(id=f"j_{n}", test_id="t_3", test_title=title, status=status, final=True)
+        for n, status in ((3, RunStatus.FAILED), (4, RunStatus.PASSED))
+    )
+    result = SuiteResult((Attempts("t_2", (stopped,), reused=reuse),
+                          Attempts("t_3", repeats, repeats=1)))  # fmt: skip
+    report = _model.suite_report(result, name="p_1")
+    stream = io.StringIO()
+    out = Output(stdout=stream, stderr=stream)
+    for line in _text.summary_lines(report):
+        out.info(line)
+    for written in (stream.getvalue(), _markdown.step_summary_markdown(report)):
+        assert not _controls(written, newlines=True), written
+        _no_workflow_command(written)
+    tokens = [
+        t
+        for block in _MARKDOWN.parse(_markdown.step_summary_markdown(report))
+        for t in (block.children or [block])
+    ]
+    hrefs = [str(t.attrGet("href")) for t in tokens if t.type == "link_open"]
+    assert all(href.lower().startswith(("https://", "http://")) for href in hrefs), hrefs

@@ -71,7 +71,8 @@ def step_summary_markdown(report: SuiteReport) -> str:
         ]
         for test in report.tests:
             run = test.final
-            icon = _ICONS.get(run.run.status_kind, "") if run.final else _NOT_FINAL_ICON
+            kind = "passed" if run.reused is not None else run.run.status_kind
+            icon = _ICONS.get(kind, "") if run.final else _NOT_FINAL_ICON
             test_id = run.run.test_id
             named = _cell(run.title) + (f" ({_code(test_id)})" if test_id else "")
             status = run.status + (" (fail-fast)" if test.fail_fast else "")
@@ -89,7 +90,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 )
                 lines += [f"  - {_cell(check.line)}" for check in run.checks]
             lines += ["", "</details>"]
-    flaky = [test for test in report.tests if test.final.passed and test.earlier]
+    flaky = [test for test in report.tests if test.flaky]
     if flaky:
         lines += ["", f"#### Flaky tests ({len(flaky)}): passed on a re-run", ""]
         for test in flaky:
@@ -101,7 +102,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 f"({_run_link(test.final)}); before: {tries}"
             )
     if report.notes:
-        lines += ["", "#### Quarantine and history", ""]
+        lines += ["", "#### Quarantine, history and new tests", ""]
         lines += [f"- {_cell(note)}" for note in report.notes]
     if report.skipped:
         lines += ["", f"Not started ({len(report.skipped)}):"]
