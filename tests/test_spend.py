@@ -66,6 +66,8 @@ def test_a_fix_check_counts_verdicts_only() -> None:
     assert whole.fixed
     assert whole.sentence() == "20 of 20 passed: its failure rate is below 14 % at 95 % confidence"
     assert FixCheck("t_a", 2, ()).sentence() == "0 of 2 runs gave a verdict: nothing is proven"
+    broken = FixCheck("t_a", 3, (run("j_1", "failed"), run("j_2", "error"), run("j_3", "failed")))
+    assert broken.sentence() == "0 of 3 passed: it still fails every run"
 
 
 def test_repeats_shrink_for_long_tests_within_the_budget() -> None:
@@ -124,6 +126,7 @@ def hostile_seed() -> dict[str, Any]:
 async def test_reuse_reads_a_bounded_history_and_reuses_nothing_it_cannot_prove() -> None:
     """300 earlier passes on a build the service no longer has (no sha256 to compare): one
     listing of 50, one read of their views, one get_build of the gone build; nothing reused."""
+
     async with FakeService(hostile_seed()) as svc, AsyncSession("h-run", svc.url) as session:
         started = await session.run_test("t_h", build_id="ab_h")
         svc.reset_requests()
@@ -134,7 +137,7 @@ async def test_reuse_reads_a_bounded_history_and_reuses_nothing_it_cannot_prove(
     assert found == {}
     assert counts.get("list_runs") == 2  # the passes, then their full views
     assert counts.get("get_build") == 2  # this job's build, then the gone one (404)
-    assert listing.query == {"testId": "t_h", "status": "passed", "limit": str(HISTORY_RUNS)}
+    assert listing.query == {"testId": "t_h", "limit": str(HISTORY_RUNS)}
     assert new == set()  # it has finished runs: not new
 
 
@@ -154,3 +157,18 @@ async def test_a_pass_older_than_the_days_is_not_reused() -> None:
     assert within[started.run_id].sha256 == sha
     assert older == later == {}
     assert math.isclose(within[started.run_id].seconds or 0, 30.0, rel_tol=0.5)
+
+
+async def test_the_newest_verdict_on_the_same_bytes_decides() -> None:
+    """A pass 3 days ago, then a failure a day ago, both on this very build: the failure is
+    the newest word on these bytes, so the test runs again (a flake is not hidden)."""
+    seed = hostile_seed()
+    seed["tests"][0]["history"] = [
+        {"daysAgo": 3, "status": "passed", "build": "ab_h"},
+        {"daysAgo": 1, "status": "failed", "build": "ab_h"},
+        {"daysAgo": 0.5, "status": "cancelled", "build": "ab_h"},  # stopped: no verdict
+    ]
+    async with FakeService(seed) as svc, AsyncSession("h-run", svc.url) as session:
+        started = await session.run_test("t_h", build_id="ab_h")
+        found = await find_reusable(session, [Started("t_h", started.run_id, "ab_h")], days=7)
+    assert found == {}

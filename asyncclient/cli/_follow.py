@@ -92,6 +92,7 @@ async def follow(
         if starts:
             await _spend(session, reruns, options, starts, out, events)
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
+            progress.reused(reruns.reused)
             eta = EtaWatch(
                 session,
                 progress,

@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from asyncclient.cli._output import Output
@@ -81,6 +81,7 @@ class Progress:
         self._clock = clock
         self._attempts: dict[str, int] = {}  # run id -> attempt, for re-runs (2, 3, ...)
         self._repeats: set[str] = set()  # the runs that repeat a new test (not re-runs)
+        self._reused: set[str] = set()  # the runs stopped for an earlier pass (--reuse-passed)
         self._drawn_at = 0.0
         self._dirty = False
         self._timer: asyncio.TimerHandle | None = None
@@ -136,6 +137,16 @@ class Progress:
         if self._live is not None:
             self._draw()
 
+    def reused(self, run_ids: Iterable[str]) -> None:
+        """Runs stopped because an earlier pass on an identical build stands for them: shown as
+        reused once their stop took."""
+        self._reused.update(run_ids)
+
+    def _status_text(self, run: Run) -> str:
+        if run.id in self._reused and run.status_kind == "cancelled":
+            return "reused"
+        return str(run.status)
+
     def update(self, run: Run) -> None:
         status_of = self._status_of
         before = self._views.get(run.id)
@@ -151,7 +162,7 @@ class Progress:
             shown = f"  (attempt {attempt})" if attempt else ""
             if run.id in self._repeats:
                 shown = f"  (repeat, attempt {attempt})"
-            self._out.info(f"{run.id}  {run.test_id or '-'}  {run.status}{shown}")
+            self._out.info(f"{run.id}  {run.test_id or '-'}  {self._status_text(run)}{shown}")
             return
         self._dirty = True
         wait = self._drawn_at + 1.0 / self.REFRESH_PER_SECOND - self._clock()
@@ -257,7 +268,9 @@ class Progress:
                 cells = [
                     Text(cell(run.id)),
                     Text(cell(run.test_id)),
-                    Text(cell(run.status), style=self._STYLES.get(run.status_kind, "")),
+                    Text(
+                        cell(self._status_text(run)), style=self._STYLES.get(run.status_kind, "")
+                    ),
                     Text(format_duration(duration_seconds(run))),
                 ]
             if self._attempts:

@@ -2,13 +2,13 @@
 
 A suite is started as always, so that no test is missed; then each started run whose test
 already passed, within DAYS, on a build with the same sha256 (any build id: the same file
-uploaded again counts) in the same mode, is found here and stopped at once. A stopped run is not
-counted (the API's rule), so its device time is saved; the report shows the test as passed,
-reused from the earlier run. Never for a test whose earlier runs did not pass: only passed runs
-are read.
+uploaded again counts) in the mode asked, is found here and stopped at once. A stopped run is
+not counted (the API's rule), so its device time is saved; the report shows the test as passed,
+reused from the earlier run. Never for a test that did not pass: the newest verdict on those
+bytes decides, so a test whose latest run on them failed (a flake, a breakage) runs again.
 
 Bounded as the flakiness analysis is: at most MAX_TESTS tests, one listing of at most
-HISTORY_RUNS passed runs per test (cut to that whatever the service answers), one read of the
+HISTORY_RUNS runs per test (cut to that whatever the service answers), one read of the
 candidates' full views per test (their build), and one `get_build` per distinct build whose
 sha256 the run's view does not carry (at most MAX_BUILDS in all, each read once).
 
@@ -194,16 +194,16 @@ async def find_reusable(
                 sha = await builds.sha256(build_id)
                 if sha is None:
                     return None
-                candidates = await _passes(session, item.test_id, job_runs, since, item.mode)
+                candidates = await _verdicts(session, item.test_id, job_runs, since, item.mode)
                 if not candidates:
                     return None
                 full = await _full(session, candidates)
-            for earlier in full:  # newest first
+            for earlier in full:  # newest first: the newest verdict on these bytes decides
                 theirs = earlier.used_build_sha256
                 if theirs is None:
                     theirs = await builds.sha256(earlier.used_build_id)
                 if theirs == sha:
-                    return _reuse(item, earlier, sha)
+                    return _reuse(item, earlier, sha) if earlier.passed else None
             return None
 
         found = await asyncio.gather(*(one(item) for item in ours))
@@ -237,12 +237,13 @@ async def _own_views(session: AsyncSession, items: Sequence[Started]) -> dict[st
     return {run.id: run for run in runs}
 
 
-async def _passes(
+async def _verdicts(
     session: AsyncSession, test_id: str, job_runs: set[str], since: dt.datetime, mode: str | None
 ) -> list[Run]:
-    """The test's passed runs since `since` in `mode`, newest first, this job's left out."""
+    """The test's runs with a verdict (final, not stopped) since `since` in `mode`, newest
+    first, this job's left out; none when not one of them passed."""
     try:
-        runs = await session.list_runs(test_id=test_id, status="passed", limit=HISTORY_RUNS)
+        runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
     except AsyncClientError:
         return []
     kept = []
@@ -251,18 +252,19 @@ async def _passes(
         if (
             run.test_id == test_id
             and run.id not in job_runs
-            and run.passed
+            and run.is_final
+            and run.status_kind != "cancelled"
             and checks.is_id("run", run.id)
             and when is not None
             and when >= since
             and _same_mode(run.mode, mode)
         ):
             kept.append(run)
-    return kept
+    return kept if any(run.passed for run in kept) else []
 
 
 async def _full(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
-    """The candidates' full views (their build), newest first, still passed."""
+    """The candidates' full views (their build), newest first, with a verdict still."""
     try:
         views = await session.list_runs(ids=[run.id for run in candidates])
     except AsyncClientError:
@@ -272,7 +274,7 @@ async def _full(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
         view
         for view in sorted(views, key=lambda v: _when(v) or dt.datetime.min.replace(tzinfo=dt.UTC),
                            reverse=True)
-        if view.id in wanted and view.passed
+        if view.id in wanted and view.is_final and view.status_kind != "cancelled"
     ]  # fmt: skip
 
 

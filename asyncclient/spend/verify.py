@@ -131,6 +131,12 @@ class FixCheck:
         """`20 of 20 passed: its failure rate is below 14 % at 95 % confidence`."""
         if not self.counted:
             return f"0 of {self.asked} runs gave a verdict: nothing is proven"
+        if not self.passed:
+            return f"0 of {self.counted} passed: it still fails every run" + (
+                f"; {self.not_counted} of the {self.asked} runs asked gave no verdict"
+                if self.not_counted
+                else ""
+            )
         text = f"{self.passed} of {self.counted} passed"
         if self.failed:
             text += f" ({self.failed} failed)"
