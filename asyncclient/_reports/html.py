@@ -26,7 +26,15 @@ __all__ = ["html_report", "write_html"]
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 # The order of the tests on the page: the ones to look at first.
-_ORDER = {"failed": 0, "not_final": 1, "flaky": 2, "cancelled": 3, "passed": 4}
+_ORDER = {
+    "failed": 0,
+    "flaky_on_arrival": 0,
+    "not_final": 1,
+    "flaky": 2,
+    "cancelled": 3,
+    "passed": 4,
+    "reused": 5,
+}
 
 
 def _files(

@@ -54,7 +54,9 @@ def _link(text: str, url: str | None) -> str:
 
 
 def _run_link(attempt: Attempt) -> str:
-    return _link(attempt.id, attempt.link)
+    """The run's id linked to its page; a reused run's is the earlier run it stands for."""
+    shown = attempt.reused.earlier_run_id if attempt.reused is not None else attempt.id
+    return _link(shown, attempt.link)
 
 
 def step_summary_markdown(report: SuiteReport) -> str:
@@ -76,6 +78,8 @@ def step_summary_markdown(report: SuiteReport) -> str:
             test_id = run.run.test_id
             named = _cell(run.title) + (f" ({_code(test_id)})" if test_id else "")
             status = run.status + (" (fail-fast)" if test.fail_fast else "")
+            if test.outcome == "flaky_on_arrival":
+                status += " (flaky on arrival)"
             lines.append(
                 f"| {icon} {_cell(status)} | {named} | {_run_link(run)} "
                 f"| {run.duration} | {_cell(run.headline)} |"
