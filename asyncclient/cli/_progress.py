@@ -268,9 +268,7 @@ class Progress:
                 cells = [
                     Text(cell(run.id)),
                     Text(cell(run.test_id)),
-                    Text(
-                        cell(self._status_text(run)), style=self._STYLES.get(run.status_kind, "")
-                    ),
+                    Text(cell(self._status_text(run)), style=self._STYLES.get(run.status_kind, "")),
                     Text(format_duration(duration_seconds(run))),
                 ]
             if self._attempts:
