@@ -506,7 +506,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args not in (["github"], ["gitlab"]):
         print("usage: python -m asyncclient.ci github|gitlab", file=sys.stderr)
         return EXIT_BAD_INPUT
+    from asyncclient._core._extras import require
+    from asyncclient.errors import MissingExtraError
+
     environ = os.environ
+    try:
+        # The step runs the asyncclient command: the cli extra, said before anything is sent.
+        require("the CI step (python -m asyncclient.ci)", "cli")
+    except MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     try:
         if args == ["github"]:
             settings = github_settings(environ)

@@ -1,8 +1,12 @@
 """The exceptions asyncclient raises: one root, one class per condition (the tree below).
 A leaf: it imports nothing of the package; asyncclient._core._responses maps error answers onto it.
+Over 400 lines: the whole tree in one file, each class with what it carries, so that a caller
+reads every error it may catch in one place.
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request
+     +-- MissingExtraError        (also ImportError) a feature whose extra is not installed:
+     |                            the message names the `pip install 'asyncclient[...]'` to run
      +-- EventLoopError           one session used from two live event loops at once
      +-- TransportError           connection failed, dropped or timed out (after retries);
      |                            .kind names a network failure (untrusted certificate, proxy...)
@@ -45,6 +49,7 @@ __all__ = [
     "ConflictError",
     "EventLoopError",
     "LocalFileError",
+    "MissingExtraError",
     "NotFoundError",
     "NotStartedError",
     "PaymentRequiredError",
@@ -76,6 +81,25 @@ class AsyncClientError(Exception):
 
 class ValidationError(AsyncClientError, ValueError):
     """Input refused before any request was sent; the message names the problem and the fix."""
+
+
+class MissingExtraError(AsyncClientError, ImportError):
+    """A feature needs an optional part that is not installed; the message says which feature,
+    which extra, and the command that installs it (`pip install 'asyncclient[cli]'`).
+
+    Attributes:
+        feature: What was asked for (`--html`, `serve --tls`, ...).
+        extra: The extra that brings it (`cli`, `tls`, `mcp`, ...).
+    """
+
+    def __init__(self, feature: str, extra: str, missing: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra} extra ({missing} is not installed): "
+            f"pip install 'asyncclient[{extra}]'",
+            name=missing,
+        )
+        self.feature = feature
+        self.extra = extra
 
 
 class EventLoopError(AsyncClientError, RuntimeError):

@@ -205,7 +205,9 @@ def write_quarantine(
     Raises:
         ValidationError: The file is there but not a quarantine file (see load_quarantine),
             or cannot be written.
+        MissingExtraError: tomlkit (the cli extra) is not installed.
     """
+    _require_writer("writing the quarantine file (--write-quarantine)")
     import tomlkit
 
     # A symlinked file is written where it points, as an editor does: the link stays a link.
@@ -271,7 +273,9 @@ def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[
     Raises:
         ValidationError: The file is missing or not a quarantine file (see load_quarantine),
             or cannot be written.
+        MissingExtraError: tomlkit (the cli extra) is not installed.
     """
+    _require_writer("lifting a quarantine (--lift)")
     import tomlkit
 
     where = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
@@ -292,6 +296,12 @@ def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[
             del tables[index]
     _save(path, where, document)
     return lifted
+
+
+def _require_writer(feature: str) -> None:
+    from asyncclient._core._extras import require
+
+    require(feature, "cli", "tomlkit")
 
 
 def _save(path: str | os.PathLike[str], where: Path, document: Any) -> None:

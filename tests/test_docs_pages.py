@@ -1,8 +1,9 @@
 """Getting started and every guide, run as a reader runs them: in a clone of the repository, in
-the virtual environment the page's own set-up command makes (a fresh one, with `pip install .`
-from PyPI and the clone), every shell block in order, every complete program saved and run,
-servers started in another terminal, the output each page shows checked. Nothing is rewritten
-before it runs (tests/docs_support.py says the page conventions).
+the virtual environment the page's own set-up command makes (a fresh one, with
+`pip install '.[cli]'` from PyPI and the clone), every shell block in order, every complete
+program saved and run, servers started in another terminal, the output each page shows
+checked. Nothing is rewritten before it runs (tests/docs_support.py says the page
+conventions).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
     key_source: where the API key came from ("--api-key", "ASYNCCLIENT_API_KEY"), named in a
     401's advice.
     """
-    if isinstance(exc, errors.ValidationError):
+    if isinstance(exc, errors.ValidationError | errors.MissingExtraError):
         return str(exc), EXIT_BAD_INPUT
     if isinstance(exc, errors.LocalFileError):
         return str(exc), EXIT_LOCAL_IO

@@ -112,6 +112,9 @@ def html_report(
 ) -> str:
     """The page, as text. evidence: per run id the downloaded files' paths relative to
     evidence_dir; report_dir: where the page will be (links to the files are relative)."""
+    from asyncclient._core._extras import require
+
+    require("the HTML report (--html)", "cli", "jinja2")
     import jinja2
 
     env = jinja2.Environment(

@@ -139,8 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `asyncclient --help | head -1`
         return quiet_broken_pipe()
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from asyncclient._core._extras import require
     from asyncclient.cli._config import apply_config
-    from asyncclient.errors import ValidationError
+    from asyncclient.errors import MissingExtraError, ValidationError
+
+    try:
+        # The command's display needs the cli extra; `pip install asyncclient` is the library.
+        require("the asyncclient command", "cli", "rich")
+    except MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
 
     try:
         apply_config(args, args.argv)

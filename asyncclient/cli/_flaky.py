@@ -70,6 +70,10 @@ async def flaky(args: argparse.Namespace, out: Output) -> int:
     from asyncclient._core._checks import check_days
 
     days = check_days(args.days)
+    if args.write_quarantine:
+        from asyncclient._core._extras import require
+
+        require("--write-quarantine", "cli", "tomlkit")  # before any request
     async with open_session(args) as session:
         report = await session.flakiness(project_id, days, tests=tests or None)
     shown = list(report.tests)

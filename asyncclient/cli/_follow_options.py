@@ -221,6 +221,14 @@ def check_follow_options(
         raise CommandError(
             "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
         )
+    if options.html:
+        from asyncclient._core._extras import require
+        from asyncclient.errors import MissingExtraError
+
+        try:
+            require("the HTML report (--html)", "cli", "jinja2")
+        except MissingExtraError as exc:
+            raise CommandError(str(exc)) from None
     for flag, value in (
         ("--junit", options.junit),
         ("--ctrf", options.ctrf),

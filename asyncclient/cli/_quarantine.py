@@ -132,7 +132,10 @@ def _check(args: argparse.Namespace) -> list[str]:
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
     if args.lift:
+        from asyncclient._core._extras import require
         from asyncclient.quarantine import load_quarantine
+
+        require("--lift", "cli", "tomlkit")
 
         listed = {entry.test for entry in load_quarantine(args.lift).entries}
         missing = [test for test in tests if test not in listed]

@@ -117,6 +117,10 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             raise CommandError(f"{flag} {value} is not a fraction: give a number from 0 to 1")
     if args.speed <= 0:
         raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
+    if args.tls and not args.tls_cert:
+        from asyncclient._core._extras import require
+
+        require("serve --tls", "tls", "trustme")  # before the port is taken
     settings_kwargs: dict[str, Any] = {}
     if args.part_bytes:
         settings_kwargs["part_bytes"] = args.part_bytes

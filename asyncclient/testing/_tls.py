@@ -95,6 +95,9 @@ class TlsFiles:
                         f"({exc.reason or exc})"
                     ) from None
             return context
+        from asyncclient._core._extras import require
+
+        require("the emulator's TLS (serve --tls, FakeService(tls=True))", "tls", "trustme")
         import trustme  # only the throwaway CA needs it
 
         self.folder = Path(tempfile.mkdtemp(prefix="asyncclient-tls-"))

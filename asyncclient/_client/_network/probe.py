@@ -108,8 +108,12 @@ def speaks_tls(network: Network) -> bool:
 
 
 def _certificate_names(der: bytes) -> list[str]:
-    """The DNS names and IP addresses a certificate holds (its subject alternative names)."""
-    from cryptography import x509
+    """The DNS names and IP addresses a certificate holds (its subject alternative names);
+    none without cryptography (the tls extra brings it; the message then names no host)."""
+    try:
+        from cryptography import x509
+    except ImportError:
+        return []
 
     certificate = x509.load_der_x509_certificate(der)
     try:
