@@ -371,35 +371,42 @@ class Reruns:
         """Start each new test's repeats together, on its first run's build and mode; returns
         (test id, run id, attempt number) of each one started."""
         limit = asyncio.Semaphore(_START_CONCURRENCY)
-        from asyncclient.models import Run, RunStatus
-
-        async def one(first: Run, number: int) -> tuple[str, str, int] | None:
-            entry = self._entry_of[first.id]
-            test_id = first.test_id
-            assert test_id is not None
-            async with limit:
-                try:
-                    started = await session.run_test(
-                        test_id,
-                        **self.rerun_options(first),
-                        idempotency_key=f"{self._key}/repeat/{test_id}/{number}",
-                    )
-                except AsyncClientError as exc:
-                    self._errors.setdefault(entry, str(exc))
-                    return None
-            self._entry_of[started.run_id] = entry
-            if started.overage is True:
-                self.overage.add(started.run_id)
-            attempts = self._entries[entry]
-            attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
-            return test_id, started.run_id, len(attempts)
-
         for first, count in due:
             self._repeated[self._entry_of[first.id]] = count
         done = await asyncio.gather(
-            *(one(first, n) for first, count in due for n in range(1, count + 1))
+            *(
+                self._start_one(session, limit, first, f"repeat/{first.test_id}/{n}")
+                for first, count in due
+                for n in range(1, count + 1)
+            )
         )
         return [item for item in done if item is not None]
+
+    async def _start_one(
+        self, session: AsyncSession, limit: asyncio.Semaphore, run: Run, key: str
+    ) -> tuple[str, str, int] | None:
+        """Start another run of `run`'s test (with its first run's build and mode, and the key
+        `SUITE_KEY/key`); it is queued, an attempt of the test, until the watcher sees it. The
+        service's refusal is kept as the test's start error (the first one)."""
+        from asyncclient.models import Run, RunStatus
+
+        entry = self._entry_of[run.id]
+        attempts = self._entries[entry]
+        test_id = attempts[0].test_id
+        assert test_id is not None
+        async with limit:
+            try:
+                started = await session.run_test(
+                    test_id, **self.rerun_options(run), idempotency_key=f"{self._key}/{key}"
+                )
+            except AsyncClientError as exc:
+                self._errors.setdefault(entry, str(exc))
+                return None
+        self._entry_of[started.run_id] = entry
+        if started.overage is True:
+            self.overage.add(started.run_id)
+        attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
+        return test_id, started.run_id, len(attempts)
 
     def failed_for_good(self, run: Run) -> bool:
         """Whether `run` is its test's verdict and the test did not pass: final, not passed,
@@ -439,32 +446,12 @@ class Reruns:
         (test id, run id, attempt number) of each one started. A test whose re-run the service
         refuses keeps its last verdict, with the reason (see Attempts.start_error)."""
         limit = asyncio.Semaphore(_START_CONCURRENCY)
-        from asyncclient.models import Run, RunStatus
 
-        async def one(run: Run) -> tuple[str, str, int] | None:
-            entry = self._entry_of[run.id]
-            attempts = self._entries[entry]
-            test_id = attempts[0].test_id
-            assert test_id is not None
-            attempt = len(attempts) + 1
-            async with limit:
-                try:
-                    started = await session.run_test(
-                        test_id,
-                        **self.rerun_options(run),
-                        idempotency_key=f"{self._key}/rerun/{test_id}/{attempt}",
-                    )
-                except AsyncClientError as exc:
-                    self._errors[entry] = str(exc)
-                    return None
-            # Queued until the watcher sees it: an attempt of its test from now on.
-            self._entry_of[started.run_id] = entry
-            if started.overage is True:
-                self.overage.add(started.run_id)
-            attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
-            return test_id, started.run_id, attempt
+        def key(run: Run) -> str:
+            attempts = self._entries[self._entry_of[run.id]]
+            return f"rerun/{attempts[0].test_id}/{len(attempts) + 1}"
 
-        done = await asyncio.gather(*(one(run) for run in due))
+        done = await asyncio.gather(*(self._start_one(session, limit, r, key(r)) for r in due))
         return [item for item in done if item is not None]
 
     def _attempts(self, entry: str) -> Attempts:

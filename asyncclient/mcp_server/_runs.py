@@ -58,6 +58,29 @@ IdempotencyKey = Annotated[
     ),
 ]
 
+# How long a tool waits for runs: the two tools say what happens to the runs still going.
+_SECONDS: Final = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WAIT_TIMEOUT}
+WaitSeconds = Annotated[
+    float,
+    WithJsonSchema(
+        {
+            **_SECONDS,
+            "description": "Give up waiting after this many seconds (default 600, at most "
+            "3600); the runs keep going on the service",
+        }
+    ),
+]
+VerifySeconds = Annotated[
+    float,
+    WithJsonSchema(
+        {
+            **_SECONDS,
+            "description": "Wait at most this many seconds (default 600, at most 3600); the "
+            "runs still going are then stopped and not counted",
+        }
+    ),
+]
+
 
 class RunStartResult(Bounded):
     runId: str
@@ -362,18 +385,7 @@ class RunTools(ToolKit):
             str | None, string("Optional. The build to run (ab_...); default the newest")
         ] = None,
         mode: Mode = None,
-        timeout_seconds: Annotated[
-            float,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": MAX_WAIT_TIMEOUT,
-                    "description": "Wait at most this many seconds (default 600, at most "
-                    "3600); the runs still going are then stopped and not counted",
-                }
-            ),
-        ] = DEFAULT_WAIT_TIMEOUT,
+        timeout_seconds: VerifySeconds = DEFAULT_WAIT_TIMEOUT,
         idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, VerifyResult]:
         """Prove a fix: run each test `runs` times together and wait for them. Per test: how
@@ -444,18 +456,7 @@ class RunTools(ToolKit):
             ),
         ],
         ctx: ToolContext,
-        timeout_seconds: Annotated[
-            float,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": MAX_WAIT_TIMEOUT,
-                    "description": "Give up waiting after this many seconds (default 600, at "
-                    "most 3600); the runs keep going on the service",
-                }
-            ),
-        ] = DEFAULT_WAIT_TIMEOUT,
+        timeout_seconds: WaitSeconds = DEFAULT_WAIT_TIMEOUT,
         retry_failed: Annotated[
             int,
             WithJsonSchema(
