@@ -147,8 +147,14 @@ class Progress:
             return "reused"
         return str(run.status)
 
+    def _count_key(self, run: Run) -> str:
+        """What the caption counts the run as: its status, or reused."""
+        if run.id in self._reused and run.status_kind == "cancelled":
+            return "reused"
+        return self._status_of(run)
+
     def update(self, run: Run) -> None:
-        status_of = self._status_of
+        status_of = self._count_key
         before = self._views.get(run.id)
         if before is not None:
             self._counts[status_of(before)] -= 1

@@ -99,6 +99,7 @@ async def test_a_pass_on_an_identical_build_is_reused_and_failures_run_again(
     said = job2.stderr
     assert f"reused t_pass: passed in {earlier['t_pass']} on an identical build" in said
     assert "20.0 s saved by reusing 1 pass" in said
+    assert f"{passed['id']}  t_pass  reused" in said  # the progress line, not "cancelled"
     assert "1 reused (passed before on an identical build)" in said
     # JUnit: passed, a property and <system-out> naming the earlier run.
     case = ET.parse(junit).getroot().find("testcase[@classname='t_pass']")
