@@ -8,7 +8,8 @@ library, and exits 0 only when all of this held:
 2. Against BASE_URL (an `asyncclient serve` started elsewhere, key demo-run), else an emulator
    started here over plain HTTP: a build uploaded, the project run, its runs watched to the
    end in a batched sweep, failures re-run (asyncclient.reruns), a run's screenshot downloaded,
-   the JUnit and CTRF reports written, the flakiness read.
+   the JUnit and CTRF reports written, the flakiness read; and every other operation of
+   AsyncSession once (the edit ones with the key demo-edit).
 3. With --core (no extra installed), each feature of an extra says which extra in an
    ImportError (MissingExtraError): the emulator's TLS, the HTML report, the quarantine
    writer; each names the `pip install 'asyncclient[...]'` that brings it.
@@ -77,6 +78,24 @@ async def one_job(base_url: str | None, folder: Path) -> None:
                     shots[0].id, shots[0].screenshot_refs[0], folder / "shot.png"
                 )
             flaky = await session.flakiness("p_demo", 14)
+            # The other operations, each once.
+            assert (await session.get_build(build.id)).sha256 == build.sha256
+            assert build.id in {b.id for b in (await session.list_builds("p_demo")).builds}
+            one = await session.run_test("t_search")
+            assert await session.stop_run(one.run_id) == "cancelled"
+            assert (await session.get_run(one.run_id)).status_kind == "cancelled"
+            assert await session.wait_for_runs([one.run_id], interval=0.05)
+            assert await session.list_run_views([one.run_id])
+        async with AsyncSession("demo-edit", base_url) as edit:
+            endpoint = await edit.add_endpoint(
+                "p_demo", "core_alone", "Checks the core install.", "https://example.com/hook"
+            )
+            assert endpoint in {e.id for e in await edit.list_endpoints("p_demo")}
+            await edit.delete_endpoint(endpoint)
+            other = build_apk(folder / "other.apk", version_code=2)
+            (result_of_other,) = await edit.upload_builds([other], project_id="p_demo")
+            assert result_of_other.build is not None
+            await edit.delete_build(result_of_other.build.id)
     finally:
         if service is not None:
             await service.stop()
