@@ -6,6 +6,7 @@ file only when every run passed."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import (
@@ -162,6 +163,9 @@ async def verify(args: argparse.Namespace, out: Output) -> int:
             finished.add(run.id)
             out.info(f"{run.id}  {run.test_id or ''}  {run.status}  ({len(finished)}/{total})")
 
+    def stopped(run_ids: Sequence[str]) -> None:
+        out.always(f"stopped {len(run_ids)} run(s), not counted: {' '.join(run_ids)}")
+
     async with open_session(args) as session:
         checks = await verify_fix(
             session,
@@ -174,6 +178,7 @@ async def verify(args: argparse.Namespace, out: Output) -> int:
             interval=args.interval or 3.0,
             on_start=started,
             on_run=changed,
+            on_stopped=stopped,
         )
     lifted = _lift(args.lift, checks, out) if args.lift else []
     if out.json_mode:

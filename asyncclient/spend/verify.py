@@ -191,6 +191,7 @@ async def verify_fix(
     timeout: float | None = None,  # noqa: ASYNC109 - a deadline over one whole watch
     on_start: Callable[[str, str, int], object] | None = None,
     on_run: Callable[[Run], object] | None = None,
+    on_stopped: Callable[[Sequence[str]], object] | None = None,
     interval: float = 3.0,
 ) -> list[FixCheck]:
     """Run each test `runs` times together and wait for every run (see the module's docstring).
@@ -207,6 +208,8 @@ async def verify_fix(
             counted. Default: no limit.
         on_start: Called with (test id, run id, number) as each run starts.
         on_run: Called with each change of a run, as the watcher sees it.
+        on_stopped: Called with the ids of the runs stopped because the wait ended first
+            (`timeout`) or was cancelled, before the result or the cancellation goes on.
         interval: Seconds between the watcher's first sweeps.
 
     Returns:
@@ -259,6 +262,12 @@ async def verify_fix(
                     on_run(run)
     except WatchTimeoutError:
         pass  # the runs still going were stopped; they are not counted
+    except asyncio.CancelledError:
+        if on_stopped is not None and watcher.stopped:
+            on_stopped(watcher.stopped)
+        raise
+    if on_stopped is not None and watcher.stopped:
+        on_stopped(watcher.stopped)
     views = watcher.runs
     return [
         FixCheck(

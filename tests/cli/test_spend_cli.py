@@ -295,3 +295,29 @@ async def test_quarantine_verify_refuses_before_any_request(
     assert all(len(r.stderr.strip().splitlines()) == 1 for r in results)
     assert "t_pass not in the quarantine file" in results[0].stderr
     assert sent == 0
+
+
+async def test_quarantine_verify_stops_what_its_timeout_leaves_and_proves_nothing(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """Runs of 1,000 s at real speed, --timeout 0.5: both are stopped and named, neither is
+    counted, the entry is kept, exit 1."""
+    q = tmp_path / "q.toml"
+    q.write_text(QUARANTINE)
+    tests = {"t_fixed": {"durationSeconds": 1000, "queuedSeconds": 1}}
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    async with FakeService(seed(**tests), speed=1.0) as svc:
+        env = env_of(svc)
+        build = await upload(run_cli, svc, apk)
+        result = await run_cli(
+            "quarantine", "verify", "t_fixed", "--runs", "2", "--build", build, "--timeout",
+            "0.5", "--lift", str(q), *FAST, env=env,
+        )  # fmt: skip
+        stopped = [run for run in svc.backend.runs.values() if run.stopped_at is not None]
+    assert result.code == 1, result.stderr
+    assert len(stopped) == 2
+    ids = " ".join(run.id for run in stopped)
+    assert "stopped 2 run(s), not counted: " in result.stderr
+    assert all(run.id in result.stderr for run in stopped), ids
+    assert "t_fixed: 0 of 2 runs gave a verdict: nothing is proven" in result.stdout
+    assert q.read_text() == QUARANTINE
