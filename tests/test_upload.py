@@ -782,7 +782,12 @@ async def test_a_replaced_file_of_the_same_size_and_time_is_never_mixed_in(
     apk = make_apk(tmp_path / "shop.apk", parts=6, seed=1)
     old_sha = sha256(apk)
     kept = await interrupted_upload(svc, client, apk, journal, monkeypatch, commits=3)
-    assert set(kept["prefixes"]) >= set(kept["etags"])  # each kept part has its proof
+    # The journal keeps the proofs (the file's sha256 up to a part's end) the hashing thread had
+    # reached: usually one per kept part; under load (tox's two suites at once) it may trail
+    # the sends. Either way no part of the old file may be taken: a proof fails against the
+    # new bytes (a new upload), a part past the last proof is not trusted (sent again).
+    assert set(kept["etags"])
+    proven = bool(kept["prefixes"])
     stat = apk.stat()
     other = make_apk(tmp_path / "other.apk", parts=6, seed=2)
     assert other.stat().st_size == stat.st_size
@@ -794,11 +799,14 @@ async def test_a_replaced_file_of_the_same_size_and_time_is_never_mixed_in(
     build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
 
     assert build.sha256 == new_sha
-    assert build.id != kept["buildId"]  # a new upload: not one part of the old file in it
     assert stored_bytes(svc, build.id) == apk.read_bytes()
     assert part_requests(svc) == Counter(range(1, 7))
-    old_build = svc.backend.builds[kept["buildId"]]
-    assert old_build.status != "ready"  # never completed
+    if proven:  # a proof failed: a new upload, not one part of the old file in it
+        assert build.id != kept["buildId"]
+        old_build = svc.backend.builds[kept["buildId"]]
+        assert old_build.status != "ready"  # never completed
+    else:  # nothing proven: the same upload, every part of it sent again from the new bytes
+        assert build.id == kept["buildId"]
     listing = await client.list_builds(svc.project_id)
     for listed in listing.builds:
         if listed.is_ready and listed.file_name == "shop.apk":
