@@ -24,6 +24,7 @@ from asyncclient.models import Run
 __all__ = [
     "DEFAULT_QUEUE_SECONDS",
     "DEFAULT_RUN_SECONDS",
+    "MAX_TESTS",
     "Expected",
     "JobEta",
     "expected_of",
@@ -41,6 +42,8 @@ RECENT: Final = 20
 """The finished runs of a test its expectation is made of, newest first."""
 HISTORY_RUNS: Final = 50
 """The newest runs of a test one history read takes (the API's default page)."""
+MAX_TESTS: Final = 200
+"""The most tests whose history one job reads (the ETA, reuse and new tests share the read)."""
 _MIN_SAME_MODE: Final = 3  # fewer finished runs in the mode asked: all modes count
 
 
@@ -147,21 +150,23 @@ async def read_history(
 ) -> dict[str, list[Run]]:
     """Each test's newest runs, newest first: one listing (50, the API's default page) per
     test, `concurrency` at a time, only that test's runs kept; `exclude`: run ids left out
-    (the job's own). A test whose history cannot be read has none."""
+    (the job's own). A test whose listing could not be read is left out (none of its runs is
+    known: not even that it has none)."""
     wanted = list(dict.fromkeys(tests))
     left_out = set(exclude)
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(test_id: str) -> tuple[str, list[Run]]:
+    async def one(test_id: str) -> tuple[str, list[Run] | None]:
         async with limit:
             try:
                 runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
             except AsyncClientError:
-                return test_id, []
+                return test_id, None
         kept = [run for run in runs if run.id not in left_out and run.test_id == test_id]
         return test_id, kept[:HISTORY_RUNS]
 
-    return dict(await asyncio.gather(*(one(test_id) for test_id in wanted)))
+    read = await asyncio.gather(*(one(test_id) for test_id in wanted))
+    return {test_id: runs for test_id, runs in read if runs is not None}
 
 
 async def read_expected(
@@ -174,9 +179,11 @@ async def read_expected(
 ) -> dict[str, Expected]:
     """The expectation of each test, from read_history(); the defaults for a test whose
     history cannot be read."""
-    history = await read_history(session, tests, exclude=exclude, concurrency=concurrency)
+    wanted = list(dict.fromkeys(tests))
+    history = await read_history(session, wanted, exclude=exclude, concurrency=concurrency)
     return {
-        test_id: expected_of(runs, (modes or {}).get(test_id)) for test_id, runs in history.items()
+        test_id: expected_of(history.get(test_id, []), (modes or {}).get(test_id))
+        for test_id in wanted
     }
 
 

@@ -135,7 +135,7 @@ async def test_reuse_reads_a_bounded_history_and_reuses_nothing_it_cannot_prove(
         listing = svc.requests_for("list_runs")[0]
         new = await read_new_tests(session, ["t_h"], exclude=[started.run_id])
     assert found == {}
-    assert counts.get("list_runs") == 2  # the passes, then their full views
+    assert counts.get("list_runs") == 1  # the history; its list view names each run's build
     assert counts.get("get_build") == 2  # this job's build, then the gone one (404)
     assert listing.query == {"testId": "t_h", "limit": str(HISTORY_RUNS)}
     assert new == set()  # it has finished runs: not new
@@ -172,3 +172,32 @@ async def test_the_newest_verdict_on_the_same_bytes_decides() -> None:
         started = await session.run_test("t_h", build_id="ab_h")
         found = await find_reusable(session, [Started("t_h", started.run_id, "ab_h")], days=7)
     assert found == {}
+
+
+async def test_candidates_whose_list_view_names_no_build_are_read_in_full_once() -> None:
+    """A service whose list view leaves the build out: one ids= read of those candidates, in
+    full; one that the read drops, or that is no longer final, is left out; newest first."""
+    from asyncclient.spend.reuse import _with_builds
+
+    now = datetime.now(UTC)
+
+    def passed(run_id: str, hours: int, **fields: Any) -> Run:
+        return run(run_id, "passed", finished_at=now - timedelta(hours=hours), **fields)
+
+    listed = [passed("j_1", 1), passed("j_2", 2, build_id="ab_2"), passed("j_3", 3)]
+
+    class Views:
+        def __init__(self) -> None:
+            self.asked: list[list[str]] = []
+
+        async def list_runs(self, ids: list[str]) -> list[Run]:
+            self.asked.append(list(ids))
+            return [passed("j_1", 1, build={"id": "ab_1", "sha256": SHA})]  # j_3 dropped
+
+    session = Views()
+    kept = await _with_builds(session, listed)  # type: ignore[arg-type]
+    assert session.asked == [["j_1", "j_3"]]
+    assert [(r.id, r.used_build_id, r.used_build_sha256) for r in kept] == [
+        ("j_1", "ab_1", SHA),
+        ("j_2", "ab_2", None),
+    ]

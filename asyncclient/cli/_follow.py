@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from asyncclient._reports.model import SuiteReport
     from asyncclient.cli._options import Follow
     from asyncclient.errors import WatchTimeoutError
+    from asyncclient.models import Run
     from asyncclient.reruns import Reruns, SuiteResult
     from asyncclient.spend.reuse import Started
 
@@ -89,10 +90,7 @@ async def follow(
     for run_id in run_ids:
         events.started(run_id, (tests or {}).get(run_id), 1)
     try:
-        if starts:
-            await _spend(session, reruns, options, starts, out, events)
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
-            progress.reused(reruns.reused)
             eta = EtaWatch(
                 session,
                 progress,
@@ -102,6 +100,11 @@ async def follow(
                 deadline=deadline,
                 exclude=run_ids,
             )
+            if starts and (options.reuse_passed or options.new_test_runs):
+                # The history the ETA reads anyway (one listing per test) serves both.
+                history = await eta.read_history()
+                await _spend(session, reruns, options, starts, out, events, history)
+                progress.reused(reruns.reused)
             if tests:  # the tests known from the start: the ETA before the first sweep
                 await eta.update(force=True)
             while ids:
@@ -201,15 +204,17 @@ async def _spend(
     starts: Sequence[Started],
     out: Output,
     events: Events,
+    history: Mapping[str, Sequence[Run]],
 ) -> None:
     """Before the first sweep: stop the runs an earlier pass on an identical build makes
-    needless (--reuse-passed), then find the new tests (--new-test-runs)."""
+    needless (--reuse-passed), then find the new tests (--new-test-runs); both from `history`,
+    the tests' newest runs the job read once."""
     from asyncclient._reports import format_duration
-    from asyncclient.spend.arrival import read_new_tests
+    from asyncclient.spend.arrival import new_tests
     from asyncclient.spend.reuse import find_reusable, stop_reused
 
     if options.reuse_passed:
-        found = await find_reusable(session, starts, days=options.reuse_passed)
+        found = await find_reusable(session, starts, days=options.reuse_passed, history=history)
         stopped, errors = await stop_reused(session, found)
         reruns.reused.update(stopped)
         for reuse in stopped.values():
@@ -223,9 +228,7 @@ async def _spend(
         for run_id, error in errors.items():
             out.warning(f"could not stop {run_id} to reuse a pass: {error}; it runs")
     if options.new_test_runs:
-        new = await read_new_tests(
-            session, [item.test_id for item in starts], exclude=[item.run_id for item in starts]
-        )
+        new = new_tests(history, [item.test_id for item in starts])
         reruns.new_tests.update(new)
         if new:
             out.info(

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from asyncclient.eta import Expected, JobEta
     from asyncclient.models import Run
 
-__all__ = ["MAX_TESTS", "EtaWatch", "Shown"]
+__all__ = ["EtaWatch", "Shown"]
 
 
 class Shown(Protocol):
@@ -36,8 +36,6 @@ class Shown(Protocol):
     def tell_eta(self, eta: JobEta) -> None: ...
 
 
-MAX_TESTS: Final = 200
-"""The tests whose history is read for the ETA; the others get the defaults."""
 _EVERY: Final = 1.0  # seconds between two computations (each goes over the runs still going)
 _MOVED: Final = 0.1  # a new ETA is told when it moved by more than this share
 
@@ -78,9 +76,7 @@ class EtaWatch:
         if not force and now - self._at < _EVERY:
             return
         self._at = now
-        if not self._read:
-            self._read = True
-            await self._read_history()
+        await self.read_history()
         eta = self._progress.eta()
         if eta is None or eta.p90 <= 0:
             return
@@ -96,15 +92,23 @@ class EtaWatch:
             )
         self._check_timeout(eta, now)
 
-    async def _read_history(self) -> None:
-        from asyncclient.eta import expected_of, read_history
+    async def read_history(self) -> dict[str, list[Run]]:
+        """Each test's newest runs, read once (the tests known by then, at most
+        asyncclient.eta.MAX_TESTS; a test whose listing failed is left out), and the
+        expectations made of them; the job's other readers of the history (reuse, new tests)
+        take it from here rather than read it again."""
+        if self._read:
+            return self.history
+        self._read = True
+        from asyncclient.eta import MAX_TESTS, expected_of, read_history
 
         tests = sorted(self._progress.test_ids)[:MAX_TESTS]
         self.history = await read_history(self._session, tests, exclude=self._exclude)
         modes = self._progress.modes
         self._progress.expect(
-            {test: expected_of(runs, modes.get(test)) for test, runs in self.history.items()}
+            {test: expected_of(self.history.get(test, []), modes.get(test)) for test in tests}
         )
+        return self.history
 
     def _check_timeout(self, eta: JobEta, now: float) -> None:
         if self._warned or self._deadline is None or self._timeout is None:

@@ -11,6 +11,7 @@ from asyncclient.spend.arrival import (
     BUDGET_SECONDS,
     MAX_NEW_TEST_RUNS,
     check_new_test_runs,
+    new_tests,
     read_new_tests,
     repeats_for,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "check_new_test_runs",
     "failure_rate_bound",
     "find_reusable",
+    "new_tests",
     "read_new_tests",
     "repeats_for",
     "stop_reused",

@@ -9,26 +9,28 @@ first run's duration, and at least one repeat runs. With the default 300 s and N
 test runs 10 more times, a 20 s test 10, a 45 s test 6, a 2 min test 2, a 10 min test 1.
 
     new = await read_new_tests(session, ["t_login", "t_pay"], exclude=job_run_ids)
+    new = new_tests(history, ["t_login", "t_pay"])   # from a history the job already read
     repeats_for(first_run_seconds=45.0, wanted=10)   # 6
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from asyncclient._core import _checks as checks
-from asyncclient.errors import AsyncClientError, ValidationError
+from asyncclient.errors import ValidationError
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
+    from asyncclient.models import Run
 
 __all__ = [
     "BUDGET_SECONDS",
     "MAX_NEW_TEST_RUNS",
     "check_new_test_runs",
+    "new_tests",
     "read_new_tests",
     "repeats_for",
 ]
@@ -37,9 +39,6 @@ BUDGET_SECONDS: Final = 300.0
 """The device time a new test's repeats may take, by default (--new-test-budget)."""
 MAX_NEW_TEST_RUNS: Final = 20
 """The most repeats a new test may get (--new-test-runs)."""
-MAX_TESTS: Final = 200
-_HISTORY_RUNS: Final = 50
-_CONCURRENCY: Final = 8
 
 
 def check_new_test_runs(count: int) -> int:
@@ -65,29 +64,25 @@ def repeats_for(
     return max(1, min(wanted, math.floor(budget / first_run_seconds)))
 
 
+def new_tests(history: Mapping[str, Sequence[Run]], tests: Iterable[str]) -> set[str]:
+    """The tests whose history (each test's newest runs, the job's own left out:
+    asyncclient.eta.read_history) holds no finished run; a stopped run does not count. A test
+    missing from `history` (its listing could not be read) is not new: repeats cost device
+    time, so they need proof."""
+    return {
+        test_id
+        for test_id in tests
+        if test_id in history
+        and not any(run.is_final and run.status_kind != "cancelled" for run in history[test_id])
+    }
+
+
 async def read_new_tests(
     session: AsyncSession, tests: Iterable[str], *, exclude: Iterable[str] = ()
 ) -> set[str]:
-    """The tests with no finished run (a stopped one does not count) in their newest
-    listing, `exclude` (this job's runs) left out; one listing of 50 per test, at most
-    MAX_TESTS tests, 8 at a time. A test whose history cannot be read is not new: repeats
-    cost device time, so they need proof."""
+    """new_tests() of the tests' history, read here: one listing of 50 per test, at most
+    asyncclient.eta.MAX_TESTS tests, 8 at a time; `exclude`: this job's runs."""
+    from asyncclient.eta import MAX_TESTS, read_history
+
     wanted = [t for t in dict.fromkeys(tests) if checks.is_id("test", t)][:MAX_TESTS]
-    left_out = set(exclude)
-    limit = asyncio.Semaphore(_CONCURRENCY)
-
-    async def one(test_id: str) -> str | None:
-        async with limit:
-            try:
-                runs = await session.list_runs(test_id=test_id, limit=_HISTORY_RUNS)
-            except AsyncClientError:
-                return None
-        for run in runs[:_HISTORY_RUNS]:
-            if run.test_id != test_id or run.id in left_out:
-                continue
-            if run.is_final and run.status_kind != "cancelled":
-                return None
-        return test_id
-
-    found = await asyncio.gather(*(one(test_id) for test_id in wanted))
-    return {test_id for test_id in found if test_id is not None}
+    return new_tests(await read_history(session, wanted, exclude=exclude), wanted)

@@ -8,9 +8,10 @@ reused from the earlier run. Never for a test that did not pass: the newest verd
 bytes decides, so a test whose latest run on them failed (a flake, a breakage) runs again.
 
 Bounded as the flakiness analysis is: at most MAX_TESTS tests, one listing of at most
-HISTORY_RUNS runs per test (cut to that whatever the service answers), one read of the
-candidates' full views per test (their build), and one `get_build` per distinct build whose
-sha256 the run's view does not carry (at most MAX_BUILDS in all, each read once).
+HISTORY_RUNS runs per test (cut to that whatever the service answers; the command passes the
+history the job's ETA already read, so reuse reads no listing of its own), one read of the
+full views of the candidates whose list view names no build, and one `get_build` per distinct
+build whose sha256 the run's view does not carry (at most MAX_BUILDS in all, each read once).
 
     found = await find_reusable(session, started, days=7)
     stopped = await stop_reused(session, found)
@@ -27,6 +28,7 @@ import attrs
 
 from asyncclient._core import _checks as checks
 from asyncclient.errors import AsyncClientError, ConflictError, ValidationError
+from asyncclient.eta import HISTORY_RUNS, MAX_TESTS
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -44,14 +46,11 @@ __all__ = [
     "stop_reused",
 ]
 
-HISTORY_RUNS: Final = 50
-"""The passed runs of a test read (its newest), the API's default page."""
-MAX_TESTS: Final = 200
-"""The most tests whose history one job reads (the flakiness analysis's bound)."""
 MAX_BUILDS: Final = 100
 """The most builds whose sha256 one job asks the service for."""
 MAX_DAYS: Final = 365.0
 _CONCURRENCY: Final = 8
+_EPOCH: Final = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 def check_days(days: float) -> float:
@@ -165,6 +164,7 @@ async def find_reusable(
     *,
     days: float,
     now: dt.datetime | None = None,
+    history: Mapping[str, Sequence[Run]] | None = None,
 ) -> dict[str, Reuse]:
     """The started runs an earlier pass makes needless, by run id (see the module's docstring).
 
@@ -173,6 +173,8 @@ async def find_reusable(
         started: The runs this job started.
         days: How old (days, by the earlier run's end) a pass may be.
         now: The moment `days` counts back from; default: now.
+        history: Each test's newest runs, this job's left out (asyncclient.eta.read_history),
+            when already read; a test missing from it reuses nothing. Default: read here.
 
     Returns:
         Each reusable run's `Reuse`, by this job's run id. A test whose history or builds
@@ -182,6 +184,10 @@ async def find_reusable(
     since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
     ours = [item for item in started if checks.is_id("test", item.test_id)][:MAX_TESTS]
     job_runs = {item.run_id for item in ours}
+    if history is None:
+        from asyncclient.eta import read_history
+
+        history = await read_history(session, [item.test_id for item in ours], exclude=job_runs)
     builds = _Builds(session)
     limit = asyncio.Semaphore(_CONCURRENCY)
     try:
@@ -194,11 +200,12 @@ async def find_reusable(
                 sha = await builds.sha256(build_id)
                 if sha is None:
                     return None
-                candidates = await _verdicts(session, item.test_id, job_runs, since, item.mode)
+                runs = history.get(item.test_id, ())
+                candidates = _verdicts(runs, item.test_id, job_runs, since, item.mode)
                 if not candidates:
                     return None
-                full = await _full(session, candidates)
-            for earlier in full:  # newest first: the newest verdict on these bytes decides
+                candidates = await _with_builds(session, candidates)
+            for earlier in candidates:  # newest first: the newest verdict on these bytes decides
                 theirs = earlier.used_build_sha256
                 if theirs is None:
                     theirs = await builds.sha256(earlier.used_build_id)
@@ -237,15 +244,11 @@ async def _own_views(session: AsyncSession, items: Sequence[Started]) -> dict[st
     return {run.id: run for run in runs}
 
 
-async def _verdicts(
-    session: AsyncSession, test_id: str, job_runs: set[str], since: dt.datetime, mode: str | None
+def _verdicts(
+    runs: Sequence[Run], test_id: str, job_runs: set[str], since: dt.datetime, mode: str | None
 ) -> list[Run]:
     """The test's runs with a verdict (final, not stopped) since `since` in `mode`, newest
     first, this job's left out; none when not one of them passed."""
-    try:
-        runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
-    except AsyncClientError:
-        return []
     kept = []
     for run in runs[:HISTORY_RUNS]:
         when = _when(run)
@@ -263,19 +266,25 @@ async def _verdicts(
     return kept if any(run.passed for run in kept) else []
 
 
-async def _full(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
-    """The candidates' full views (their build), newest first, with a verdict still."""
-    try:
-        views = await session.list_runs(ids=[run.id for run in candidates])
-    except AsyncClientError:
-        return []
-    wanted = {run.id for run in candidates}
-    return [
-        view
-        for view in sorted(views, key=lambda v: _when(v) or dt.datetime.min.replace(tzinfo=dt.UTC),
-                           reverse=True)
-        if view.id in wanted and view.is_final and view.status_kind != "cancelled"
-    ]  # fmt: skip
+async def _with_builds(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
+    """The candidates, newest first, each with its build: the full views (one ids= read) of
+    those whose list view names none; a candidate the read drops, or that lost its verdict,
+    is left out."""
+    missing = [run.id for run in candidates if run.used_build_id is None]
+    views: dict[str, Run] = {}
+    if missing:
+        try:
+            read = await session.list_runs(ids=missing)
+        except AsyncClientError:
+            read = []
+        views = {view.id: view for view in read if view.id in set(missing)}
+    kept = [views.get(run.id, run) if run.used_build_id is None else run for run in candidates]
+    kept = [
+        run
+        for run in kept
+        if run.used_build_id is not None and run.is_final and run.status_kind != "cancelled"
+    ]
+    return sorted(kept, key=lambda v: _when(v) or _EPOCH, reverse=True)
 
 
 async def stop_reused(

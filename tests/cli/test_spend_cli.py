@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,18 @@ async def test_a_pass_on_an_identical_build_is_reused_and_failures_run_again(
         assert again != first_build
         assert svc.backend.builds[again].sha256 == svc.backend.builds[first_build].sha256
         junit, html, ctrf = tmp_path / "r.xml", tmp_path / "r.html", tmp_path / "r.json"
+        svc.reset_requests()
         job2 = await run_cli(
             "run", "project", "p_dt", "--build", again, "--wait", "--json",
             "--reuse-passed", "7", "--junit", str(junit), "--html", str(html),
             "--ctrf", str(ctrf), *FAST, env=env,
         )  # fmt: skip
         entries = {entry["testId"]: entry for entry in job2.json()}
+        # One listing per test, read once: the ETA and reuse share it (the failing test's
+        # history for the report is the flakiness read, another listing).
+        histories = Counter(
+            r.query["testId"] for r in svc.requests_for("list_runs") if "testId" in r.query
+        )
         reused_run = svc.backend.runs[entries["t_pass"]["id"]]
         broken_run = svc.backend.runs[entries["t_broken"]["id"]]
         third = await upload(run_cli, svc, other)
@@ -81,6 +88,7 @@ async def test_a_pass_on_an_identical_build_is_reused_and_failures_run_again(
             "--reuse-passed", "7", *FAST, env=env,
         )  # fmt: skip
     assert job2.code == 1, job2.stderr  # t_broken still fails
+    assert histories == {"t_pass": 1, "t_broken": 2}
     assert reused_run.stopped_at is not None
     assert (reused_run.stopped_at - reused_run.created_at) / SPEED < 2.0
     assert reused_run.stopped_at < reused_run.start_at  # stopped in the queue: no device time
