@@ -309,3 +309,33 @@ def test_reused_and_new_tests_show_the_services_text_as_text(
     ]
     hrefs = [str(t.attrGet("href")) for t in tokens if t.type == "link_open"]
     assert all(href.lower().startswith(("https://", "http://")) for href in hrefs), hrefs
+
+
+@fuzz
+@given(hostile, hostile)
+def test_a_verification_shows_the_services_words_as_text(status: str, test_title: str) -> None:
+    """`quarantine verify`: the runs' statuses as the service wrote them, through the progress
+    lines, the verdict and --json: no control, no workflow command; the JSON keeps them."""
+    import json
+
+    from asyncclient.spend.verify import FixCheck
+
+    runs = tuple(
+        Run(id=f"j_{n}", test_id="t_1", test_title=test_title, status=status, final=True)  # type: ignore[arg-type]
+        for n in range(3)
+    )
+    check = FixCheck("t_1", 3, runs, (f"refused: {test_title}",))
+    for stream in (io.StringIO(), _Tty()):
+        out = Output(stdout=stream, stderr=stream)
+        for run in runs:
+            out.info(f"{run.id}  {run.test_id}  {run.status}  (1/3)")
+        out.data(f"{check.test_id}: {check.sentence()}")
+        out.always(f"  could not start a run of t_1: {check.start_errors[0]}")
+        out.json([check.fields()])
+        written = stream.getvalue()
+        assert not _controls(written, newlines=True), written
+        _no_workflow_command(written)
+    as_json = io.StringIO()
+    Output(stdout=as_json, stderr=io.StringIO()).json([check.fields()])
+    (told,) = json.loads(as_json.getvalue())
+    assert [r["status"] for r in told["runs"]] == [runs[0].status_kind] * 3
