@@ -154,6 +154,7 @@ class Run:
         "created_at",
         "end_at",
         "flaky_failure",
+        "held",
         "id",
         "mode",
         "outcome",
@@ -195,6 +196,8 @@ class Run:
         self.overage = overage
         self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
         self.outcome: str | None = None  # the seed's history: how this run ended
+        # FakeService.hold: the state this run stays in ("queued" or "running") until released.
+        self.held: str | None = None
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.test.seed.id} {self.mode}>"
@@ -202,9 +205,9 @@ class Run:
     def status_at(self, now: float) -> str:
         if self.stopped_at is not None:
             return "cancelled"
-        if now < self.start_at:
+        if now < self.start_at or self.held == "queued":
             return "queued"
-        if now < self.end_at:
+        if now < self.end_at or self.held == "running":
             return "running"
         if self.outcome is not None:
             return self.outcome
@@ -213,12 +216,35 @@ class Run:
     def started_at(self, now: float) -> float | None:
         if self.stopped_at is not None:
             return self.start_at if self.stopped_at >= self.start_at else None
-        return self.start_at if now >= self.start_at else None
+        return self.start_at if now >= self.start_at and self.held != "queued" else None
 
     def finished_at(self, now: float) -> float | None:
         if self.stopped_at is not None:
             return self.stopped_at
-        return self.end_at if now >= self.end_at else None
+        return self.end_at if now >= self.end_at and self.held is None else None
+
+    def hold(self, now: float, state: str) -> bool:
+        """Keep the run in `state` until `release`; False when it is already past it."""
+        status = self.status_at(now)
+        if status == "queued" or (status == "running" and state == "running"):
+            self.held = state
+            return True
+        return False
+
+    def release(self, now: float) -> None:
+        """Let a held run go on from `now`: what was left of its queue, then its whole run."""
+        if self.held == "queued" and self.start_at < now:
+            duration = self.end_at - self.start_at
+            self.start_at, self.end_at = now, now + duration
+        elif self.held == "running":
+            self.end_at = max(self.end_at, now)
+        self.held = None
+
+    def stop(self, now: float) -> None:
+        if self.held == "queued" and self.start_at <= now:
+            self.start_at = self.end_at = now + 0.001  # it never left the queue
+        self.held = None
+        self.stopped_at = now
 
     @property
     def platform(self) -> str:

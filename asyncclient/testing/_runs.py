@@ -48,6 +48,9 @@ class RunStore:
         self._builds = builds
         self.runs: dict[str, Run] = {}
         self.order: list[Run] = []
+        # FakeService.hold: test id -> the state its runs stay in, and every run a hold took.
+        self.holds: dict[str, str] = {}
+        self.held_runs: list[Run] = []
 
     def get(self, key: ApiKey, run_id: str) -> Run:
         run = self.runs.get(run_id)
@@ -176,11 +179,17 @@ class RunStore:
     def _learned(self, test: Test) -> str:
         if test.learned != "fresh" and test.passing_cold:
             now = self._state.now()
+            later = []
             while test.passing_cold and test.passing_cold[0][0] <= now:
                 _end, _seq, run = heapq.heappop(test.passing_cold)
-                if run.stopped_at is None:
+                if run.stopped_at is None and run.finished_at(now) is None:
+                    later.append((max(run.end_at, now + 1.0), run.seq, run))  # held
+                elif run.stopped_at is None:
                     test.learned = "fresh"
                     test.passing_cold.clear()
+                    later.clear()
+            for entry in later:
+                heapq.heappush(test.passing_cold, entry)
         return test.learned
 
     def _resolve_mode(self, test: Test, mode: str) -> str:
@@ -273,6 +282,9 @@ class RunStore:
         for endpoint in project.endpoints:
             if endpoint.name in seeded.uses_endpoints:
                 endpoint.uses.append(run)
+        held = self.holds.get(test.id)
+        if held is not None and run.hold(run.created_at, held):
+            self.held_runs.append(run)
         if mode == "cold" and seeded.outcome == "passed" and not flaky:
             heapq.heappush(test.passing_cold, (run.end_at, run.seq, run))
         return run
@@ -321,6 +333,31 @@ class RunStore:
                 break
         return selected
 
+    def hold(self, test_ids: Iterable[str], state: str) -> list[Run]:
+        """Hold the tests' runs in `state`: those not past it now and every one started until
+        `release`. Returns the runs held now."""
+        now = self._state.now()
+        held = []
+        for test_id in test_ids:
+            self.holds[test_id] = state
+            test = self._state.tests.get(test_id)
+            for run in test.runs if test is not None else ():
+                if run.stopped_at is None and run.held is None and run.hold(now, state):
+                    held.append(run)
+        self.held_runs.extend(held)
+        return held
+
+    def release(self, test_ids: Iterable[str]) -> None:
+        """End the tests' holds: their held runs go on from now."""
+        now = self._state.now()
+        released = set(test_ids)
+        for test_id in released:
+            self.holds.pop(test_id, None)
+        for run in self.held_runs:
+            if run.test.id in released and run.stopped_at is None:
+                run.release(now)
+        self.held_runs = [r for r in self.held_runs if r.held is not None]
+
     def find_run(self, run_id: str) -> Run | None:
         """A run by id regardless of key (the result page, which a browser opens without one)."""
         return self.runs.get(run_id)
@@ -334,7 +371,7 @@ class RunStore:
                 f"run {run.id} is already final ({status}); only queued or "
                 "running runs can be stopped"
             )
-        run.stopped_at = now
+        run.stop(now)
         # A stopped run is not counted toward the plan's included runs.
         self._state.projects[run.project_id].counted_runs -= 1
         return run

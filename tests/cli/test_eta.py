@@ -3,6 +3,7 @@ against the emulator whose first `eta` event is checked against the time the job
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -104,24 +105,37 @@ async def test_the_first_eta_of_a_job_is_near_the_time_it_took(
 ) -> None:
     """History: t_slow 8 s after a 4 s queue, t_quick 2 s after 1 s. The job's first `eta`
     event (before the first sweep) is within 0.6x-1.6x of the time the job then took (in the
-    service's time: the emulator runs 10x), and a --timeout below it is said before any run
-    ends."""
+    service's time), and a --timeout below it is said before any run ends. The emulator holds
+    the runs in their queue until the job has said its ETA, so no run can end first however
+    busy the machine is."""
     events = tmp_path / "events.jsonl"
     async with FakeService(eta_seed(), speed=10.0) as svc:
         env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "eta-run"}
+        hold = svc.hold("t_slow", "t_quick")
+
+        async def release_after_the_eta() -> None:
+            while '"event": "eta"' not in (events.read_text() if events.exists() else ""):
+                await asyncio.sleep(0.01)
+            hold.release()
+
+        releasing = asyncio.create_task(release_after_the_eta())
         result = await run_cli(
             "run", "project", "p_eta", "--wait", "--events", str(events), "--timeout", "5",
             "--interval", "0.05", env=env,
         )  # fmt: skip
+        await asyncio.wait_for(releasing, 5)
         runs = [svc.backend.runs[run_id] for run_id in svc.backend.runs]
     assert result.code == 0, result.stderr
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     first = next(line for line in lines if line["event"] == "eta")
     kinds = [line["event"] for line in lines]
     assert kinds.index("eta") < kinds.index("run_finished")  # known before any run ended
-    started = min(run.created_at for run in runs if run.source != "history")
-    ended = max(run.end_at for run in runs if run.source != "history")
-    took = ended - started
+    # The job's own length, the hold left out: each run's queue, then its run.
+    took = max(
+        run.test.seed.queued_seconds + run.end_at - run.start_at
+        for run in runs
+        if run.source != "history"
+    )
     assert 0.6 * took <= first["seconds"] <= 1.6 * took, (first, took)
     assert first["slowest"][0] == "t_slow"
     warning = re.search(
