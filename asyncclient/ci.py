@@ -356,10 +356,11 @@ Command = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 def _asyncclient(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """The asyncclient command of this Python; its stdout captured, its stderr the job's."""
-    # -P: the workspace (a pull request's checkout, the working directory) is not put on
-    # sys.path, so its own asyncclient/ folder never runs in place of this package.
+    # -I: the workspace (a pull request's checkout, the working directory) is not put on
+    # sys.path, nor are PYTHON* variables or the user's site read: its own asyncclient/ folder
+    # never runs in place of this package.
     return subprocess.run(
-        [sys.executable, "-P", "-m", "asyncclient", *argv],
+        [sys.executable, "-I", "-m", "asyncclient", *argv],
         stdout=subprocess.PIPE,
         text=True,
         check=False,

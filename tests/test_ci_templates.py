@@ -656,3 +656,114 @@ def _read_outputs(text: str) -> dict[str, str]:
             name, value = line.split("=", 1)
             found[name] = value
     return found
+
+
+# --- a checkout that plants code next to the key ------------------------------------------------
+
+_PLANTED = ("asyncclient", "venv", "pip", "ensurepip")
+
+
+def _plant(work: Path, traces: Path) -> None:
+    """What a pull/merge request could commit to run code in the job: packages named as the
+    modules the job's Pythons import, a sitecustomize, and a .pth in the site-packages of the
+    virtual environment the template used to make inside the checkout. Each writes a file in
+    `traces` saying whether it saw the key."""
+    traces.mkdir(parents=True, exist_ok=True)
+
+    def code(name: str) -> str:
+        return (
+            f"import os; open(os.path.join({str(traces)!r}, {name!r}), 'w').write("
+            "'key' if os.environ.get('ASYNCCLIENT_API_KEY') else 'no key')\n"
+        )
+
+    for name in _PLANTED:
+        (work / name).mkdir(parents=True, exist_ok=True)
+        for module in ("__init__.py", "__main__.py", "ci.py"):
+            (work / name / module).write_text(code(name))
+    (work / "sitecustomize.py").write_text(code("sitecustomize"))
+    (work / "usercustomize.py").write_text(code("usercustomize"))
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = work / ".asyncclient-venv" / "lib" / minor / "site-packages"
+    site.mkdir(parents=True)
+    (site / "zz.pth").write_text(code("pth").replace("\n", "") + "\n")
+    (work / "zz.pth").write_text(code("pth-at-root").replace("\n", "") + "\n")
+
+
+def _without_ci_variables() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ASYNCCLIENT_", "GITHUB_", "PYTHON", "VIRTUAL_ENV"))
+    }
+
+
+@pytest.mark.slow
+async def test_nothing_a_merge_request_plants_runs_in_the_gitlab_template(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """The template installs asyncclient (a real venv, ensurepip and pip, this checkout as
+    ASYNCCLIENT_INSTALL) and runs the loop, in a checkout that plants a .pth in the old
+    in-checkout venv and venv/, pip/, ensurepip/, asyncclient/ packages: none of it runs, and
+    the job still runs its tests. The control: the old way (python3 -m venv from the
+    checkout) runs the planted venv/."""
+    project_dir, traces = tmp_path / "project", tmp_path / "traces"
+    _plant(project_dir, traces)
+    build_apk(project_dir / "apps" / "shop.apk", package="com.example.shop")
+    (project_dir / "asyncclient.toml").write_text("[run]\ninterval = 0.1\n")
+    (tmp_path / "tmp").mkdir()
+    gitlab = {"CI": "true", "GITLAB_CI": "true", "CI_PIPELINE_ID": "77", "CI_JOB_ID": "78",
+              "CI_COMMIT_SHA": "0" * 40, "CI_PROJECT_DIR": str(project_dir)}  # fmt: skip
+    script, variables = _gitlab_job(
+        {"ASYNCCLIENT_PROJECT": "p_flaky", "ASYNCCLIENT_APPS": "apps/*.apk",
+         "ASYNCCLIENT_RETRY_FAILED": "1", "ASYNCCLIENT_INSTALL": f"{ROOT}[cli]"}  # fmt: skip
+    )
+    env = _without_ci_variables()
+    env.update(gitlab)
+    env.update({k: _gitlab_expand(v, gitlab) for k, v in variables.items()})
+    env.update({"ASYNCCLIENT_BASE_URL": service.url, "ASYNCCLIENT_API_KEY": KEY,
+                "TMPDIR": str(tmp_path / "tmp")})  # fmt: skip
+    code, log = await _run_bash(script, env, project_dir)
+    assert sorted(p.name for p in traces.iterdir()) == [], log
+    assert code == 0, log  # p_flaky's test passes on its re-run
+    assert KEY not in log
+    assert (project_dir / variables["ASYNCCLIENT_JUNIT"]).is_file()
+    assert not (project_dir / ".asyncclient-venv" / "bin").exists()  # never made there
+    made = list((tmp_path / "tmp").iterdir())
+    assert len(made) == 1
+    assert (made[0] / "venv" / "bin" / "asyncclient").is_file()
+    # The control: the same python3 -m venv run from the checkout runs the planted package.
+    control, _ = await _run_bash(["python3 -m venv there"], env, project_dir)
+    assert (traces / "venv").read_text() == "key"
+
+
+@pytest.mark.slow
+async def test_nothing_a_pull_request_plants_runs_in_the_action(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """The action's two steps as the runner runs them, with the real venv and pip (this
+    checkout as the action), in a workspace planted as above: none of it runs."""
+    work, traces = tmp_path / "workspace", tmp_path / "traces"
+    _plant(work, traces)
+    (work / "asyncclient.toml").write_text("[run]\ninterval = 0.1\n")
+    build_apk(work / "apps" / "shop.apk", package="com.example.shop")
+    inputs = {"project": "p_flaky", "apps": "apps/*.apk", "api-key": KEY, "base-url": service.url,
+              "retry-failed": "1", "fail-on-flaky": "false"}  # fmt: skip
+    outputs: dict[str, str] = {}
+    env = _without_ci_variables()
+    env.update({"RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_ACTION_PATH": str(ROOT),
+                "GITHUB_RUN_ID": "6", "GITHUB_JOB": "planted",
+                "ASYNCCLIENT_API_KEY": KEY})  # fmt: skip
+    logs = []
+    for step in _action_steps():
+        output_file = tmp_path / f"output-{step['id']}"
+        output_file.write_text("")
+        step_env = {**env, "GITHUB_OUTPUT": str(output_file)}
+        step_env.update({k: _expand(str(v), inputs, outputs) for k, v in step["env"].items()})
+        code, log = await _run_bash([_expand(step["run"], inputs, outputs)], step_env, work)
+        logs.append(log)
+        assert code == 0, log
+        outputs.update(_read_outputs(output_file.read_text()))
+    assert sorted(p.name for p in traces.iterdir()) == [], logs
+    assert outputs["python"].startswith(str(tmp_path / "temp"))
+    assert _read_outputs((tmp_path / "output-loop").read_text())["flaky"] == "1"
+    assert KEY not in "".join(logs).replace(f"::add-mask::{KEY}", "")
