@@ -16,7 +16,8 @@ build), `device-minutes` (every run of the job, re-runs included, to 0.1 min),
 on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for later jobs;
 the report paths are the template's own variables there).
 
-The idempotency key of the run start names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
+The idempotency key of the run start (64 characters at most, a digest of the whole first, then
+the start of the CI part) names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
 GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
 CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
 is started (a digest of the project, the build ids, the mode, the re-run count, the fail-fast
@@ -54,7 +55,7 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._core._checks import is_id, switch
+from asyncclient._core._checks import derived_key, is_id, switch
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
 
@@ -281,8 +282,9 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
         },
         sort_keys=True,
     )
-    digest = hashlib.sha256(what.encode()).hexdigest()[:16]
-    return f"{settings.key_prefix[: 255 - 17]}-{digest}"
+    # The digest of the whole (the CI run, attempt and leg too) first: a service that keeps
+    # only a prefix of the key still tells every job and leg apart.
+    return derived_key(settings.key_prefix, what)[:33] + settings.key_prefix[:31]
 
 
 def run_arguments(

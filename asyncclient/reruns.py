@@ -320,10 +320,20 @@ class Reruns:
 
     def record(self, runs: Iterable[Run]) -> None:
         """The latest view of each run of a round; a run not seen before (and not a re-run
-        started here) is the first attempt of a test of its own."""
+        started here) is the first attempt of a test of its own. A re-run or repeat that turns
+        out to be another test's run is dropped from its test, with the reason."""
         for run in runs:
             entry = self._entry_of.setdefault(run.id, run.id)
             attempts = self._entries.setdefault(entry, [])
+            test_id = attempts[0].test_id if attempts else None
+            if attempts and attempts[0].id != run.id and run.test_id not in (None, test_id):
+                self._errors.setdefault(
+                    entry,
+                    f"the service answered run {run.id} of test {run.test_id} for a start of "
+                    f"{test_id}: not counted",
+                )
+                attempts[:] = [seen for seen in attempts if seen.id != run.id]
+                continue
             for index, seen in enumerate(attempts):
                 if seen.id == run.id:
                     attempts[index] = run
@@ -397,11 +407,21 @@ class Reruns:
         async with limit:
             try:
                 started = await session.run_test(
-                    test_id, **self.rerun_options(run), idempotency_key=f"{self._key}/{key}"
+                    test_id,
+                    **self.rerun_options(run),
+                    idempotency_key=checks.derived_key(self._key, key),
                 )
             except AsyncClientError as exc:
                 self._errors.setdefault(entry, str(exc))
                 return None
+        if started.run_id in self._entry_of:
+            # A service that merged two keys (or answered an old start): never a second verdict.
+            self._errors.setdefault(
+                entry,
+                f"the service answered run {started.run_id} for a new start of {test_id}, "
+                "a run this job already has: not counted twice",
+            )
+            return None
         self._entry_of[started.run_id] = entry
         if started.overage is True:
             self.overage.add(started.run_id)

@@ -12,6 +12,7 @@ import pytest
 from test_watch import ManualTime
 
 from asyncclient import AsyncSession, ValidationError
+from asyncclient._core._checks import derived_key
 from asyncclient.models import Run, RunStatus
 from asyncclient.reruns import Attempts, Reruns, SuiteResult, needs_rerun, wait_with_retries
 from asyncclient.testing import FakeService
@@ -170,7 +171,13 @@ async def test_each_rerun_has_its_own_key_derived_from_the_suites(
         idempotency_key="ci-42",
         **ManualTime(svc).options(),
     )
-    assert keys == ["ci-42/rerun/t_broken/2", "ci-42/rerun/t_broken/3"]
+    # A digest of the whole first, then the part to read; 64 characters at most.
+    assert keys == [
+        derived_key("ci-42", "rerun/t_broken/2"),
+        derived_key("ci-42", "rerun/t_broken/3"),
+    ]
+    assert all(k is not None and k.endswith(f"-rerun/t_broken/{n}") for k, n in zip(keys, (2, 3)))
+    assert all(k is not None and len(k) <= 64 and k[:32] != keys[0][:32] for k in keys[1:])
     # The same suite key again: the service starts nothing new for the re-runs.
     before = len(svc.backend.runs)
     reruns = Reruns(2, idempotency_key="ci-42")

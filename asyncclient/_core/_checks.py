@@ -4,6 +4,7 @@ function of its arguments that returns the value checked or raises ValidationErr
 is wrong and how to fix it; this is the one home of each check, so no other module writes one.
 """
 
+import hashlib
 import math
 import re
 import uuid
@@ -276,6 +277,23 @@ def check_idempotency_key(key: object) -> str:
     ):
         raise ValidationError("idempotency_key must be 1 to 255 printable ASCII characters")
     return key
+
+
+KEY_LENGTH: Final = 64
+"""The longest idempotency key the client derives: the spec states no limit, and a service
+that keeps only a prefix must still tell every key apart (the digest comes first)."""
+_KEY_TAIL: Final = re.compile(r"[^A-Za-z0-9._:/-]")
+
+
+def derived_key(base: str, *parts: str) -> str:
+    """The idempotency key of one start within a job whose own key is `base` (a re-run, a
+    repeat, a verification's run): a digest of the whole first, then the parts to read,
+    `KEY_LENGTH` characters at most. Equal inputs give equal keys, so a job run again with
+    its key starts nothing twice; a service that keeps only the first 32 characters still
+    tells every start apart."""
+    whole = "\x1f".join((base, *parts)).encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(whole).hexdigest()[:32]
+    return f"{digest}-{_KEY_TAIL.sub('_', '/'.join(parts))}"[:KEY_LENGTH]
 
 
 _ON: Final = frozenset({"1", "true", "yes", "on"})

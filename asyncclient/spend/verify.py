@@ -203,7 +203,7 @@ async def verify_fix(
         build_id: The build to run (`ab_...`); default: the newest of each test's app.
         mode: `auto`, `cold` or `warm`; default: the service's.
         idempotency_key: The verification's key; each run's is derived from it
-            (`KEY/verify/TEST/N`), so running the same verification again starts nothing new.
+            (a digest of `KEY`, `verify`, the test and N), so running the same verification again starts nothing new.
         timeout: Seconds to wait for the runs; those still going are then stopped and not
             counted. Default: no limit.
         on_start: Called with (test id, run id, number) as each run starts.
@@ -228,6 +228,7 @@ async def verify_fix(
     started: dict[str, list[str]] = {test_id: [] for test_id in ids}
     errors: dict[str, list[str]] = {test_id: [] for test_id in ids}
     first_error: list[AsyncClientError] = []
+    answered: set[str] = set()  # every run id a start was answered with
 
     async def start(test_id: str, number: int) -> None:
         async with limit:
@@ -236,12 +237,19 @@ async def verify_fix(
                     test_id,
                     mode=mode,
                     build_id=build_id,
-                    idempotency_key=f"{key}/verify/{test_id}/{number}",
+                    idempotency_key=checks.derived_key(key, "verify", test_id, str(number)),
                 )
             except AsyncClientError as exc:
                 first_error.append(exc)
                 errors[test_id].append(str(exc))
                 return
+        if answer.run_id in answered:  # two starts, one run: it is counted once
+            errors[test_id].append(
+                f"the service answered run {answer.run_id} for an earlier start too: "
+                "not counted again"
+            )
+            return
+        answered.add(answer.run_id)
         started[test_id].append(answer.run_id)
         if on_start is not None:
             on_start(test_id, answer.run_id, number)
@@ -269,12 +277,16 @@ async def verify_fix(
     if on_stopped is not None and watcher.stopped:
         on_stopped(watcher.stopped)
     views = watcher.runs
-    return [
-        FixCheck(
-            test_id,
-            runs,
-            tuple(views[run_id] for run_id in started[test_id] if run_id in views),
-            tuple(dict.fromkeys(errors[test_id])),
-        )
-        for test_id in ids
-    ]
+    checks_of = []
+    for test_id in ids:
+        own = []
+        for run_id in started[test_id]:
+            view = views.get(run_id)
+            if view is None:
+                continue
+            if view.test_id is not None and view.test_id != test_id:
+                errors[test_id].append(f"run {run_id} is of test {view.test_id}: not counted")
+                continue
+            own.append(view)
+        checks_of.append(FixCheck(test_id, runs, tuple(own), tuple(dict.fromkeys(errors[test_id]))))
+    return checks_of

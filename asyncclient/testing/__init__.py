@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
-    from asyncclient.testing.server import FakeService, Hold
+    from asyncclient.testing._hold import Hold
+    from asyncclient.testing.server import FakeService
 
 # Public name -> the module that defines it, imported on first access (PEP 562).
 _LAZY = {
@@ -26,7 +27,7 @@ _LAZY = {
     "FAULT_KINDS": "asyncclient.testing._conditions",
     "OPERATIONS": "asyncclient.testing._conditions",
     "FakeService": "asyncclient.testing.server",
-    "Hold": "asyncclient.testing.server",
+    "Hold": "asyncclient.testing._hold",
     "Fault": "asyncclient.testing._conditions",
     "NetworkConditions": "asyncclient.testing._conditions",
     "RequestRecord": "asyncclient.testing._http",

@@ -21,6 +21,7 @@ from asyncclient.testing._app import make_app
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._clock import Clock, make_clock
 from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
+from asyncclient.testing._hold import Hold
 from asyncclient.testing._http import AppState, RequestRecord
 from asyncclient.testing._seed import Seed
 from asyncclient.testing._seed_load import demo_seed, load_seed
@@ -28,9 +29,7 @@ from asyncclient.testing._state import ServiceSettings
 from asyncclient.testing._tls import TlsFiles
 from asyncclient.testing.dialects import Dialect, DialectSpec, get_dialect
 
-__all__ = ["FakeService", "Hold"]
-
-_HOLD_STATES = ("queued", "running")
+__all__ = ["FakeService"]
 
 SeedSource = Seed | str | os.PathLike[str] | Mapping[str, Any] | None
 
@@ -329,7 +328,7 @@ class FakeService:
         """The service's clock now (seconds)."""
         return self.clock.now()
 
-    def hold(self, *test_ids: str, state: str = "queued") -> "Hold":
+    def hold(self, *test_ids: str, state: str = "queued") -> Hold:
         """Keep the tests' runs in `state` until the hold is released, however long the clock
         runs: the runs not past it now, and every run of these tests started meanwhile.
 
@@ -344,13 +343,7 @@ class FakeService:
             test_ids: The seed's tests whose runs to hold.
             state: "queued" (the runs never start) or "running" (they start, never end).
         """
-        if state not in _HOLD_STATES:
-            raise ValueError(f"state must be 'queued' or 'running', got {state!r}")
-        unknown = [t for t in test_ids if t not in self.backend.tests]
-        if not test_ids or unknown:
-            raise ValueError(f"hold needs the seed's test ids; unknown: {unknown or 'none given'}")
-        self.backend.run_store.hold(test_ids, state)
-        return Hold(self, tuple(test_ids), state)
+        return Hold(self.backend, test_ids, state)
 
     # --- requests, conditions and faults ------------------------------------------------------
 
@@ -405,35 +398,3 @@ class FakeService:
     def clear_faults(self) -> None:
         """Remove every fault injected with inject()."""
         self._plan.clear_faults()
-
-
-class Hold:
-    """A hold of FakeService.hold: `release()` it, or use it as a context manager."""
-
-    def __init__(self, service: FakeService, test_ids: tuple[str, ...], state: str) -> None:
-        self._service = service
-        self.test_ids = test_ids
-        self.state = state
-        self._released = False
-
-    @property
-    def run_ids(self) -> list[str]:
-        """The runs this hold keeps now, oldest first."""
-        store = self._service.backend.run_store
-        return [r.id for r in store.held_runs if r.test.id in self.test_ids]
-
-    def release(self) -> None:
-        """Let the held runs go on from now; later runs of the tests are not held. Idempotent."""
-        if not self._released:
-            self._released = True
-            self._service.backend.run_store.release(self.test_ids)
-
-    def __enter__(self) -> "Hold":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def __repr__(self) -> str:
-        state = "released" if self._released else self.state
-        return f"<Hold {' '.join(self.test_ids)} {state}>"

@@ -86,9 +86,7 @@ async def test_a_hold_in_running_lets_runs_start_and_never_end(
     assert (await view(a_run, queued_before))["final"] is True
 
 
-async def test_a_held_run_can_be_stopped_and_never_started(
-    a_run: Http, small: FakeService
-) -> None:
+async def test_a_held_run_can_be_stopped_and_never_started(a_run: Http, small: FakeService) -> None:
     with small.hold("t_fail"):
         run_id = await start(a_run, "t_fail")
         small.advance(1_000)

@@ -1,0 +1,119 @@
+"""Fail closed against a service that merges run starts: keys a prefix cannot merge, and a run
+answered twice, or a run of another test, is never a second verdict (issue: fail closed)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from merging_support import merging_front
+
+from asyncclient import AsyncSession
+from asyncclient._core._checks import KEY_LENGTH, derived_key
+from asyncclient.models import Run, RunStatus
+from asyncclient.reruns import Reruns, wait_with_retries
+from asyncclient.spend.verify import verify_fix
+from asyncclient.testing import FakeService
+
+KEY = "merge-run"
+
+
+def seed() -> dict[str, Any]:
+    web = {"project": "p_m", "target": "web", "url": "https://shop.example"}
+    return {
+        "projects": [{"id": "p_m", "name": "p_m", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": KEY, "capability": "run", "projects": ["p_m"]}],
+        "tests": [
+            {"id": "t_search", **web, "durationSeconds": 5, "queuedSeconds": 1},
+            {"id": "t_checkout", **web, "durationSeconds": 5, "queuedSeconds": 1},
+            {"id": "t_broken", **web, "durationSeconds": 5, "queuedSeconds": 1,
+             "outcome": "failed"},
+        ],
+    }  # fmt: skip
+
+
+def test_derived_keys_put_a_digest_of_the_whole_first_and_stay_within_64() -> None:
+    base = "asyncclient-verify-" + str(uuid.UUID(int=7))  # 55 characters, as the old keys
+    keys = [derived_key(base, "verify", t, str(n)) for t in ("t_search", "t_checkout")
+            for n in range(1, 11)]  # fmt: skip
+    assert len({k[:32] for k in keys}) == 20  # 32 characters tell all 20 apart
+    assert all(len(k) <= KEY_LENGTH and k.isascii() and k.isprintable() for k in keys)
+    assert keys[0].endswith("-verify/t_search/1")
+    assert derived_key(base, "verify", "t_search", "1") == keys[0]  # the same start, the same key
+    # A test id the service gave with odd characters is read as text in the readable part.
+    odd = derived_key("k", "rerun", "t_\u00e9\n\x1b[31m", "2")
+    assert odd.isascii() and odd.isprintable() and len(odd) <= KEY_LENGTH
+
+
+async def test_verify_through_a_service_that_keeps_64_characters_of_a_key() -> None:
+    """Before, the 20 keys differed only past character 63: the service answered one run for
+    all, and both tests were "10 of 10 passed" and lifted. Now each start is its own."""
+    async with FakeService(seed(), speed=5_000) as svc, merging_front(svc) as url:
+        async with AsyncSession(KEY, url) as session:
+            checks = await verify_fix(
+                session, ["t_search", "t_checkout"], runs=10, interval=0.05,
+                idempotency_key="asyncclient-verify-" + str(uuid.uuid4()),
+            )  # fmt: skip
+        started = [r for r in svc.backend.runs.values() if r.source == "test"]
+    assert len(started) == 20
+    assert [(c.test_id, c.counted, c.fixed) for c in checks] == [
+        ("t_search", 10, True), ("t_checkout", 10, True)
+    ]  # fmt: skip
+    assert len({run.id for c in checks for run in c.runs}) == 20
+
+
+@pytest.mark.parametrize("merge", ["per_test", "one_run", "swap"])
+async def test_verify_counts_distinct_runs_of_the_test_only(merge: str) -> None:
+    """A service that answers every start (of a test, or of any test) with one run, or starts
+    another test: each run is counted once and only for its own test, so nothing is "fixed"
+    and nothing is lifted."""
+    async with FakeService(seed(), speed=5_000) as svc, merging_front(svc, merge) as url:
+        async with AsyncSession(KEY, url) as session:
+            checks = await verify_fix(session, ["t_search", "t_checkout"], runs=10, interval=0.05)
+    search, checkout = checks
+    assert not checkout.fixed
+    if merge == "swap":
+        assert search.fixed  # its own ten runs
+        assert checkout.counted == 0
+        assert len(checkout.start_errors) == 10
+        assert all(e.endswith("is of test t_search: not counted") for e in checkout.start_errors)
+        return
+    assert (search.counted, search.passed, search.fixed) == (1, 1, False)
+    assert "for an earlier start too: not counted again" in search.start_errors[0]
+    assert "9 of the 10 runs asked gave no verdict" in search.sentence()
+    assert checkout.counted == (0 if merge == "one_run" else 1)
+    if merge == "one_run":
+        assert checkout.sentence() == "0 of 10 runs gave a verdict: nothing is proven"
+
+
+async def test_a_rerun_answered_with_a_run_the_job_has_is_not_a_second_verdict() -> None:
+    """t_broken's re-run is answered with its first run: the job reports the test failed once,
+    with one line saying why, and counts no second attempt."""
+    async with FakeService(seed(), speed=5_000) as svc, merging_front(svc, "per_test") as url:
+        async with AsyncSession(KEY, url) as session:
+            first = await session.run_test("t_broken")
+            result = await wait_with_retries(session, [first.run_id], retry_failed=2, interval=0.05)
+    (test,) = result.tests
+    assert test.attempts == 1
+    assert test.outcome == "failed"
+    assert test.start_error == (
+        f"the service answered run {first.run_id} for a new start of t_broken, a run this "
+        "job already has: not counted twice"
+    )
+
+
+def test_a_rerun_that_is_another_tests_run_is_dropped_with_the_reason() -> None:
+    reruns = Reruns(1, idempotency_key="k")
+    reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
+    # As if the re-run's start had been answered j_9, then seen to be t_b's run.
+    reruns._entry_of["j_9"] = "j_1"
+    reruns._entries["j_1"].append(Run(id="j_9", status=RunStatus.QUEUED, test_id="t_a"))
+    reruns.record([Run(id="j_9", status=RunStatus.PASSED, test_id="t_b", final=True)])
+    (test,) = reruns.result().tests
+    assert [run.id for run in test.runs] == ["j_1"]
+    assert test.outcome == "failed"
+    assert test.start_error == (
+        "the service answered run j_9 of test t_b for a start of t_a: not counted"
+    )
+    assert reruns.due() == []
