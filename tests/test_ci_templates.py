@@ -731,7 +731,7 @@ async def test_nothing_a_merge_request_plants_runs_in_the_gitlab_template(
             "ASYNCCLIENT_APPS": "apps/*.apk",
             "ASYNCCLIENT_RETRY_FAILED": "1",
             "ASYNCCLIENT_INSTALL": f"{ROOT}[cli]",
-        }  # fmt: skip
+        }
     )
     env = _without_ci_variables()
     env.update(gitlab)
@@ -748,7 +748,7 @@ async def test_nothing_a_merge_request_plants_runs_in_the_gitlab_template(
     assert len(made) == 1
     assert (made[0] / "venv" / "bin" / "asyncclient").is_file()
     # The control: the same python3 -m venv run from the checkout runs the planted package.
-    control, _ = await _run_bash(["python3 -m venv there"], env, project_dir)
+    await _run_bash(["python3 -m venv there"], env, project_dir)
     assert (traces / "venv").read_text() == "key"
 
 

@@ -43,7 +43,9 @@ def test_derived_keys_put_a_digest_of_the_whole_first_and_stay_within_64() -> No
     assert derived_key(base, "verify", "t_search", "1") == keys[0]  # the same start, the same key
     # A test id the service gave with odd characters is read as text in the readable part.
     odd = derived_key("k", "rerun", "t_\u00e9\n\x1b[31m", "2")
-    assert odd.isascii() and odd.isprintable() and len(odd) <= KEY_LENGTH
+    assert odd.isascii()
+    assert odd.isprintable()
+    assert len(odd) <= KEY_LENGTH
 
 
 async def test_verify_through_a_service_that_keeps_64_characters_of_a_key() -> None:
@@ -68,9 +70,12 @@ async def test_verify_counts_distinct_runs_of_the_test_only(merge: str) -> None:
     """A service that answers every start (of a test, or of any test) with one run, or starts
     another test: each run is counted once and only for its own test, so nothing is "fixed"
     and nothing is lifted."""
-    async with FakeService(seed(), speed=5_000) as svc, merging_front(svc, merge) as url:
-        async with AsyncSession(KEY, url) as session:
-            checks = await verify_fix(session, ["t_search", "t_checkout"], runs=10, interval=0.05)
+    async with (
+        FakeService(seed(), speed=5_000) as svc,
+        merging_front(svc, merge) as url,
+        AsyncSession(KEY, url) as session,
+    ):
+        checks = await verify_fix(session, ["t_search", "t_checkout"], runs=10, interval=0.05)
     search, checkout = checks
     assert not checkout.fixed
     if merge == "swap":
@@ -90,10 +95,13 @@ async def test_verify_counts_distinct_runs_of_the_test_only(merge: str) -> None:
 async def test_a_rerun_answered_with_a_run_the_job_has_is_not_a_second_verdict() -> None:
     """t_broken's re-run is answered with its first run: the job reports the test failed once,
     with one line saying why, and counts no second attempt."""
-    async with FakeService(seed(), speed=5_000) as svc, merging_front(svc, "per_test") as url:
-        async with AsyncSession(KEY, url) as session:
-            first = await session.run_test("t_broken")
-            result = await wait_with_retries(session, [first.run_id], retry_failed=2, interval=0.05)
+    async with (
+        FakeService(seed(), speed=5_000) as svc,
+        merging_front(svc, "per_test") as url,
+        AsyncSession(KEY, url) as session,
+    ):
+        first = await session.run_test("t_broken")
+        result = await wait_with_retries(session, [first.run_id], retry_failed=2, interval=0.05)
     (test,) = result.tests
     assert test.attempts == 1
     assert test.outcome == "failed"

@@ -176,7 +176,10 @@ async def test_each_rerun_has_its_own_key_derived_from_the_suites(
         derived_key("ci-42", "rerun/t_broken/2"),
         derived_key("ci-42", "rerun/t_broken/3"),
     ]
-    assert all(k is not None and k.endswith(f"-rerun/t_broken/{n}") for k, n in zip(keys, (2, 3)))
+    assert all(
+        k is not None and k.endswith(f"-rerun/t_broken/{n}")
+        for k, n in zip(keys, (2, 3), strict=True)
+    )
     assert all(k is not None and len(k) <= 64 and k[:32] != keys[0][:32] for k in keys[1:])
     # The same suite key again: the service starts nothing new for the re-runs.
     before = len(svc.backend.runs)

@@ -203,7 +203,8 @@ async def verify_fix(
         build_id: The build to run (`ab_...`); default: the newest of each test's app.
         mode: `auto`, `cold` or `warm`; default: the service's.
         idempotency_key: The verification's key; each run's is derived from it
-            (a digest of `KEY`, `verify`, the test and N), so running the same verification again starts nothing new.
+            (a digest of it, `verify`, the test and N), so running the same verification
+            again starts nothing new.
         timeout: Seconds to wait for the runs; those still going are then stopped and not
             counted. Default: no limit.
         on_start: Called with (test id, run id, number) as each run starts.

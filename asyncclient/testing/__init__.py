@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from asyncclient._core._retry import recorded_retry_waits
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
+    from asyncclient.testing._hold import Hold
     from asyncclient.testing._http import RequestRecord
     from asyncclient.testing._seed import Seed, SeedError
     from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
-    from asyncclient.testing._hold import Hold
     from asyncclient.testing.server import FakeService
 
 # Public name -> the module that defines it, imported on first access (PEP 562).
