@@ -176,28 +176,108 @@ async def test_the_newest_verdict_on_the_same_bytes_decides() -> None:
 
 async def test_candidates_whose_list_view_names_no_build_are_read_in_full_once() -> None:
     """A service whose list view leaves the build out: one ids= read of those candidates, in
-    full; one that the read drops, or that is no longer final, is left out; newest first."""
-    from asyncclient.spend.reuse import _with_builds
+    full, newest first; each full view is checked again, and one that the read drops, or that
+    no longer counts (another test, too old, another mode, another verdict), means no reuse:
+    it may be the verdict that decides."""
+    from asyncclient.spend.reuse import _Rule, _Window, _with_builds
 
     now = datetime.now(UTC)
+    rule = _Rule("t_a", "p_1", set(), _Window(now - timedelta(days=7), now), "cold")
 
     def passed(run_id: str, hours: int, **fields: Any) -> Run:
+        fields.setdefault("mode", "cold")
         return run(run_id, "passed", finished_at=now - timedelta(hours=hours), **fields)
 
     listed = [passed("j_1", 1), passed("j_2", 2, build_id="ab_2"), passed("j_3", 3)]
+    full_3 = passed("j_3", 3, build={"id": "ab_3", "sha256": SHA})
 
     class Views:
-        def __init__(self) -> None:
+        def __init__(self, *answer: Run) -> None:
             self.asked: list[list[str]] = []
+            self.answer = answer
 
         async def list_runs(self, ids: list[str]) -> list[Run]:
             self.asked.append(list(ids))
-            return [passed("j_1", 1, build={"id": "ab_1", "sha256": SHA})]  # j_3 dropped
+            return list(self.answer)
 
-    session = Views()
-    kept = await _with_builds(session, listed)  # type: ignore[arg-type]
+    session = Views(passed("j_1", 1, build={"id": "ab_1", "sha256": SHA}), full_3)
+    kept = await _with_builds(session, listed, rule)  # type: ignore[arg-type]
     assert session.asked == [["j_1", "j_3"]]
+    assert kept is not None
     assert [(r.id, r.used_build_id, r.used_build_sha256) for r in kept] == [
         ("j_1", "ab_1", SHA),
         ("j_2", "ab_2", None),
+        ("j_3", "ab_3", SHA),
     ]
+    j_1 = {"build": {"id": "ab_1", "sha256": SHA}}
+    for answer in (
+        [full_3],  # j_1 dropped
+        [passed("j_1", 1, test_id="t_other", **j_1), full_3],
+        [passed("j_1", 24 * 400, **j_1), full_3],
+        [passed("j_1", 1, mode="warm", **j_1), full_3],
+        [run("j_1", "failed", finished_at=now, mode="cold", **j_1), full_3],
+        [passed("j_1", 1, project_id="p_other", **j_1), full_3],
+    ):
+        assert await _with_builds(Views(*answer), listed, rule) is None, answer  # type: ignore[arg-type]
+
+
+class _Service:
+    """A session that answers get_build from a table (a missing build raises as a 503 after
+    every retry would) and list_runs with nothing."""
+
+    def __init__(self, builds: dict[str, tuple[str, str]]) -> None:
+        self.builds = builds
+        self.asked: list[str] = []
+
+    async def get_build(self, build_id: str) -> Any:
+        from asyncclient.errors import TransportError
+
+        self.asked.append(build_id)
+        if build_id not in self.builds:
+            raise TransportError("503 after 4 attempts")
+        sha, project = self.builds[build_id]
+        return type("B", (), {"sha256": sha, "project_id": project})()
+
+    async def list_runs(self, ids: list[str]) -> list[Run]:
+        return []
+
+
+@pytest.mark.parametrize(
+    "case", ["newest_failure_unreadable", "pass_in_the_future", "another_project"]
+)
+async def test_reuse_fails_closed(case: str) -> None:
+    """Each of these reused an older pass before: the newest verdict on the same bytes is a
+    failure whose build cannot be read (503, deleted, past the cap); a pass dated 9999-12-31
+    above a failure of a minute ago; a pass of another project's run."""
+    now = datetime.now(UTC)
+    builds = {"ab_job": (SHA, "p_1"), "ab_old": (SHA, "p_1")}
+    old_pass = run("j_old", "passed", finished_at=now - timedelta(days=1), build_id="ab_old")
+    history: list[Run]
+    if case == "newest_failure_unreadable":
+        failure = run("j_new", "failed", finished_at=now - timedelta(minutes=1), build_id="ab_gone")
+        history = [failure, old_pass]
+    elif case == "pass_in_the_future":
+        future = run("j_future", "passed", build_id="ab_old",
+                     finished_at=datetime(9999, 12, 31, tzinfo=UTC))  # fmt: skip
+        failure = run("j_new", "failed", finished_at=now - timedelta(minutes=1), build_id="ab_old")
+        history = [future, failure]
+    else:
+        history = [run("j_theirs", "passed", finished_at=now - timedelta(hours=1),
+                       build_id="ab_old", project_id="p_other")]  # fmt: skip
+    session = _Service(builds)
+    found = await find_reusable(
+        session,  # type: ignore[arg-type]
+        [Started("t_a", "j_job", "ab_job")],
+        days=7,
+        now=now,
+        history={"t_a": history},
+    )
+    assert found == {}
+    # The control: the same history without the hostile run reuses the older pass.
+    assert await find_reusable(
+        _Service(builds),  # type: ignore[arg-type]
+        [Started("t_a", "j_job", "ab_job")],
+        days=7,
+        now=now,
+        history={"t_a": [old_pass]},
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -51,6 +52,10 @@ MAX_BUILDS: Final = 100
 MAX_DAYS: Final = 365.0
 _CONCURRENCY: Final = 8
 _EPOCH: Final = dt.datetime.min.replace(tzinfo=dt.UTC)
+MAX_CLOCK_SKEW: Final = dt.timedelta(days=1)
+"""How far past now a run's time may be (the service's clock and ours disagree); a test with a
+run dated later than that reuses nothing."""
+_SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def check_days(days: float) -> float:
@@ -111,31 +116,36 @@ class Reuse:
 
 
 class _Builds:
-    """The sha256 of each build, asked once each, at most MAX_BUILDS asked in all; a build the
-    service cannot show (deleted, another project's) has none."""
+    """The sha256 and project of each build, asked once each, at most MAX_BUILDS asked in all;
+    a build the service cannot show (deleted, another project's, past the cap) has neither."""
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
-        self._known: dict[str, asyncio.Task[str | None]] = {}
+        self._known: dict[str, asyncio.Task[tuple[str | None, str | None]]] = {}
 
     async def sha256(self, build_id: str | None) -> str | None:
+        return (await self.read(build_id))[0]
+
+    async def read(self, build_id: str | None) -> tuple[str | None, str | None]:
+        """(sha256, project id) of the build; (None, None) when it cannot be read."""
         if build_id is None:
-            return None
+            return None, None
         task = self._known.get(build_id)
         if task is None:
             if len(self._known) >= MAX_BUILDS:
-                return None
+                return None, None
             task = asyncio.ensure_future(self._read(build_id))
             self._known[build_id] = task
         return await task
 
-    async def _read(self, build_id: str) -> str | None:
+    async def _read(self, build_id: str) -> tuple[str | None, str | None]:
         try:
             build = await self._session.get_build(build_id)
         except (AsyncClientError, ValidationError):
-            return None
+            return None, None
         found = build.sha256
-        return found.lower() if isinstance(found, str) and len(found) == 64 else None
+        sha = found.lower() if isinstance(found, str) and _SHA256.fullmatch(found) else None
+        return sha, build.project_id if isinstance(build.project_id, str) else None
 
     def close(self) -> None:
         for task in self._known.values():
@@ -178,10 +188,13 @@ async def find_reusable(
 
     Returns:
         Each reusable run's `Reuse`, by this job's run id. A test whose history or builds
-        cannot be read reuses nothing.
+        cannot be read reuses nothing, nor does one whose newest verdict cannot be told to be
+        on the same bytes (its build deleted or unreadable, the cap reached), nor one with a
+        run dated more than MAX_CLOCK_SKEW past `now`.
     """
     days = check_days(days)
-    since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
+    now = now or dt.datetime.now(dt.UTC)
+    window = _Window(now - dt.timedelta(days=days), now + MAX_CLOCK_SKEW)
     ours = [item for item in started if checks.is_id("test", item.test_id)][:MAX_TESTS]
     job_runs = {item.run_id for item in ours}
     if history is None:
@@ -197,19 +210,26 @@ async def find_reusable(
             view = views.get(item.run_id)
             build_id = item.build_id or (view.used_build_id if view is not None else None)
             async with limit:
-                sha = await builds.sha256(build_id)
+                sha, project = await builds.read(build_id)
                 if sha is None:
                     return None
                 runs = history.get(item.test_id, ())
-                candidates = _verdicts(runs, item.test_id, job_runs, since, item.mode)
+                rule = _Rule(item.test_id, project, job_runs, window, item.mode)
+                candidates = rule.verdicts(runs)
                 if not candidates:
                     return None
-                candidates = await _with_builds(session, candidates)
-            for earlier in candidates:  # newest first: the newest verdict on these bytes decides
+                checked = await _with_builds(session, candidates, rule)
+            # Newest first: the newest verdict on these bytes decides, and a verdict whose
+            # bytes cannot be told (its build deleted, unreadable, past the cap) ends the
+            # search with no reuse: it may be the failure that decides.
+            for earlier in checked or ():
                 theirs = earlier.used_build_sha256
+                theirs_project = None
                 if theirs is None:
-                    theirs = await builds.sha256(earlier.used_build_id)
-                if theirs == sha:
+                    theirs, theirs_project = await builds.read(earlier.used_build_id)
+                if theirs is None or theirs_project not in (None, project):
+                    return None
+                if theirs.lower() == sha:
                     return _reuse(item, earlier, sha) if earlier.passed else None
             return None
 
@@ -217,6 +237,47 @@ async def find_reusable(
     finally:
         builds.close()
     return {reuse.run_id: reuse for reuse in found if reuse is not None}
+
+
+@attrs.frozen
+class _Window:
+    since: dt.datetime
+    latest: dt.datetime  # now, and the clocks' disagreement
+
+
+@attrs.frozen
+class _Rule:
+    """Which earlier runs of a test may decide its reuse: its own (test, project), not this
+    job's, final and not stopped, within the window, in a mode that answers the job's."""
+
+    test_id: str
+    project_id: str | None
+    job_runs: set[str]
+    window: _Window
+    mode: str | None
+
+    def counts(self, run: Run) -> bool:
+        when = _when(run)
+        return (
+            run.test_id == self.test_id
+            and (run.project_id is None or run.project_id == self.project_id)
+            and run.id not in self.job_runs
+            and run.is_final
+            and run.status_kind != "cancelled"
+            and checks.is_id("run", run.id)
+            and when is not None
+            and self.window.since <= when
+            and _same_mode(run.mode, self.mode)
+        )
+
+    def verdicts(self, runs: Sequence[Run]) -> list[Run]:
+        """The runs that count, newest first; none when not one of them passed, or when one is
+        dated past the window (a date in the future is not newer than now: nothing is reused)."""
+        runs = runs[:HISTORY_RUNS]
+        if any((when := _when(run)) is not None and when > self.window.latest for run in runs):
+            return []
+        kept = [run for run in runs if self.counts(run)]
+        return kept if any(run.passed for run in kept) else []
 
 
 def _reuse(item: Started, earlier: Run, sha: str) -> Reuse:
@@ -244,46 +305,28 @@ async def _own_views(session: AsyncSession, items: Sequence[Started]) -> dict[st
     return {run.id: run for run in runs}
 
 
-def _verdicts(
-    runs: Sequence[Run], test_id: str, job_runs: set[str], since: dt.datetime, mode: str | None
-) -> list[Run]:
-    """The test's runs with a verdict (final, not stopped) since `since` in `mode`, newest
-    first, this job's left out; none when not one of them passed."""
-    kept = []
-    for run in runs[:HISTORY_RUNS]:
-        when = _when(run)
-        if (
-            run.test_id == test_id
-            and run.id not in job_runs
-            and run.is_final
-            and run.status_kind != "cancelled"
-            and checks.is_id("run", run.id)
-            and when is not None
-            and when >= since
-            and _same_mode(run.mode, mode)
-        ):
-            kept.append(run)
-    return kept if any(run.passed for run in kept) else []
-
-
-async def _with_builds(session: AsyncSession, candidates: Sequence[Run]) -> list[Run]:
+async def _with_builds(
+    session: AsyncSession, candidates: Sequence[Run], rule: _Rule
+) -> list[Run] | None:
     """The candidates, newest first, each with its build: the full views (one ids= read) of
-    those whose list view names none; a candidate the read drops, or that lost its verdict,
-    is left out."""
+    those whose list view names none, each checked again by `rule`. None (no reuse) when a
+    full view cannot be read, or no longer counts: it may be the verdict that decides."""
     missing = [run.id for run in candidates if run.used_build_id is None]
     views: dict[str, Run] = {}
     if missing:
         try:
             read = await session.list_runs(ids=missing)
         except AsyncClientError:
-            read = []
+            return None
         views = {view.id: view for view in read if view.id in set(missing)}
-    kept = [views.get(run.id, run) if run.used_build_id is None else run for run in candidates]
-    kept = [
-        run
-        for run in kept
-        if run.used_build_id is not None and run.is_final and run.status_kind != "cancelled"
-    ]
+    kept = []
+    for run in candidates:
+        view = views.get(run.id) if run.used_build_id is None else run
+        if view is None or view.used_build_id is None or not rule.counts(view):
+            return None
+        if view.status_kind != run.status_kind:
+            return None  # the two views disagree on the verdict
+        kept.append(view)
     return sorted(kept, key=lambda v: _when(v) or _EPOCH, reverse=True)
 
 
