@@ -17,6 +17,7 @@ from typing import Final
 
 import attrs
 
+from asyncclient._core import _bounds as bounds
 from asyncclient.errors import AsyncClientError
 from asyncclient.flakiness import RunLister
 from asyncclient.models import Run
@@ -85,13 +86,20 @@ class JobEta:
         return _span(self.p50, self.p90)
 
     def text(self) -> str:
-        """`about 4-6 min left`, `about 40-55 s left`, `done`."""
+        """`about 4-6 min left`, `about 40-55 s left`, `over a day left`, `done`."""
         if self.p90 <= 0:
             return "done"
-        return f"about {self.span()} left"
+        return f"about {self.span()} left" if self.p50 <= DAY else "over a day left"
+
+
+DAY: Final = 86400.0
 
 
 def _span(low: float, high: float) -> str:
+    if not low <= DAY:
+        return "over a day"
+    if not high <= DAY:
+        return f"{_span(low, low)} to over a day"
     if high < 90:
         first, last, unit = max(1, round(low)), max(1, round(high)), "s"
     else:
@@ -110,17 +118,15 @@ def _timings(run: Run) -> tuple[float, float] | None:
     """(queue, duration) seconds of a finished run, when its fields say."""
     if not run.is_final or run.status_kind == "cancelled":
         return None
-    duration = run.duration_ms / 1000.0 if run.duration_ms is not None else None
-    if duration is None and run.started_at and run.finished_at:
-        duration = (run.finished_at - run.started_at).total_seconds()
-    if duration is None or not math.isfinite(duration) or duration < 0:
+    duration = run.duration_seconds  # bounded: None when unknown
+    if duration is None:
         return None
-    queue = 0.0
+    queue: float | None = 0.0
     if run.created_at and run.started_at:
         queue = (run.started_at - run.created_at).total_seconds()
     elif run.created_at and run.finished_at:
         queue = (run.finished_at - run.created_at).total_seconds() - duration
-    return max(0.0, queue), duration
+    return bounds.seconds(max(0.0, queue or 0.0)) or 0.0, duration
 
 
 def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:

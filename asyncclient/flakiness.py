@@ -181,7 +181,7 @@ SLOWER_SECONDS: Final = 5.0
 
 
 def _seconds(run: Run) -> float | None:
-    return None if run.duration_ms is None else run.duration_ms / 1000.0
+    return None if run.duration_ms is None else run.duration_seconds  # bounded
 
 
 def _slower(latest: Sequence[Sequence[Run]]) -> Slower | None:

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._core import _lenient
+from asyncclient._core import _bounds, _lenient
 from asyncclient._core._lenient import Requirement
 
 __all__ = [
@@ -363,11 +363,12 @@ class Run:
 
     @property
     def duration_seconds(self) -> float | None:
-        """How long it ran: durationMs when sent, else finishedAt - startedAt; None if neither."""
+        """How long it ran: durationMs when sent, else finishedAt - startedAt; None if neither,
+        or if it is negative or longer than a week (`_bounds.MAX_RUN_SECONDS`): unknown."""
         if self.duration_ms is not None:
-            return self.duration_ms / 1000.0
+            return _bounds.seconds(self.duration_ms / 1000.0)
         if self.started_at is not None and self.finished_at is not None:
-            return max(0.0, (self.finished_at - self.started_at).total_seconds())
+            return _bounds.seconds((self.finished_at - self.started_at).total_seconds())
         return None
 
     @property

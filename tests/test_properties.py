@@ -151,3 +151,71 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
     requirements_view = dict(run_fields(run))["requirements"]
     assert requirements_view is not None
     assert reason in requirements_view
+
+
+# --- numbers and nesting no careful service sends (issue: fail closed) ----------------------------
+
+from asyncclient._core import _bounds  # noqa: E402
+from asyncclient._reports import ctrf as _ctrf  # noqa: E402
+from asyncclient._reports import html as _html  # noqa: E402
+
+odd_numbers = (
+    st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats()
+    | st.integers(min_value=1, max_value=400).map(lambda n: "9" * n)
+    | st.integers().map(str)
+    | st.sampled_from(["NaN", "-0", "1e400", "\u00b2", "\u2460", "\uff19", " 12 ", "0x10"])
+    | st.sampled_from(["9999-12-31T00:00:00Z", "0001-01-01T00:00:00Z", "2026-11-27T10:00:00Z"])
+)
+
+
+def _deep(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+deep_values = st.builds(_deep, st.integers(min_value=0, max_value=400), json_values)
+NUMERIC = ("durationMs", "createdAt", "startedAt", "finishedAt")
+NESTED = ("captures", "requirements", "error", "verdict", "headline", "build")
+
+
+def _figures(value: Any) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _figures(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _figures(v)]
+    return []
+
+
+@given(
+    st.fixed_dictionaries({}, optional=dict.fromkeys(NUMERIC, odd_numbers)),
+    st.fixed_dictionaries({}, optional=dict.fromkeys(NESTED, deep_values)),
+)
+def test_odd_numbers_and_deep_nesting_give_sane_figures_in_every_report(
+    numbers: dict[str, Any], nested: dict[str, Any]
+) -> None:
+    """As the transport reads an answer (nesting cut at MAX_DEPTH): every report is written,
+    and every figure in it is finite, not negative, and within the bounds."""
+    view, _ = _bounds.cut_depth({"id": "j_1", "testId": "t_1", **numbers, **nested})
+    try:
+        run = converter.structure(view, Run)
+    except READ_ERRORS:
+        return
+    seconds = run.duration_seconds
+    assert seconds is None or 0 <= seconds <= _bounds.MAX_RUN_SECONDS
+    report = _model.runs_report([run])
+    _text.summary_lines(report)
+    for suite in ET.fromstring(_junit.junit_xml(report)).iter("testsuite"):
+        assert 0 <= float(suite.get("time", "0")) <= _bounds.MAX_RUN_SECONDS
+    _markdown.step_summary_markdown(report)
+    _html.html_report(report)
+    for figure in _figures(_ctrf.ctrf_report(report)["results"]) + _figures(run_fields(run)):
+        assert figure == figure, figure  # not NaN
+        assert abs(figure) < 2**53, figure  # finite, bounded
+    for figure in _figures(_model.attempt(run).fields()):
+        assert 0 <= figure < 2**53, figure

@@ -22,6 +22,7 @@ from asyncclient._client._call import Call, Exchange
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
+from asyncclient._core import _bounds as bounds
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
@@ -50,6 +51,24 @@ T = TypeVar("T")
 _DEBUG: Final = logging.DEBUG
 # orjson decodes run views about twice as fast as the stdlib: most of a watcher's CPU.
 _loads: Final = orjson.loads
+answers_log: Final = logging.getLogger("asyncclient.answers")
+
+
+def _parsed(raw: bytes, operation: str) -> Any:
+    """The JSON answer, nested at most bounds.MAX_DEPTH deep (said in one line when cut)."""
+    value = _loads(raw)
+    # Fewer brackets than the depth allowed cannot nest deeper: the common answer skips the walk.
+    if raw.count(b"[") + raw.count(b"{") >= bounds.MAX_DEPTH:
+        value, cut = bounds.cut_depth(value)
+        if cut:
+            answers_log.warning(
+                "the answer to %s nests deeper than %d levels: read to that depth",
+                operation,
+                bounds.MAX_DEPTH,
+            )
+    return value
+
+
 _dumps: Final = orjson.dumps
 
 # Stands in for the idle timer of a transfer's body on every other request.
@@ -301,8 +320,8 @@ class Transport:
         else:
             raw = await self.run(call)
         try:
-            return decode(_loads(raw) if raw else None)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return decode(_parsed(raw, operation.name) if raw else None)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise ApiError(
                 call.last.status,
                 "invalid_response",

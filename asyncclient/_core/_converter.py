@@ -10,6 +10,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from asyncclient._core import _bounds as bounds
 from asyncclient._core._lenient import start_lists
 from asyncclient.models import (
     Build,
@@ -47,7 +48,12 @@ def camel(name: str) -> str:
 
 def parse_timestamp(value: Any, _type: Any = None) -> datetime | None:
     """An aware UTC datetime from ISO 8601 text (with "Z" or an offset; none means UTC) or from
-    epoch seconds or milliseconds; anything else, including null, is None."""
+    epoch seconds or milliseconds, within `_bounds.EARLIEST`..`_bounds.LATEST`; anything else,
+    including null and a time outside that range, is None (unknown)."""
+    return bounds.moment(_timestamp(value))
+
+
+def _timestamp(value: Any) -> datetime | None:
     if type(value) is str or isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip())
@@ -55,7 +61,7 @@ def parse_timestamp(value: Any, _type: Any = None) -> datetime | None:
             return None
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
     if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        seconds = float(value) if abs(value) < 1e300 else math.inf
         if not math.isfinite(seconds):
             return None
         if abs(seconds) >= _EPOCH_MS_THRESHOLD:
@@ -99,20 +105,10 @@ def _required_str(value: Any, _type: Any = None) -> str:
 
 
 def _lenient_int(value: Any, _type: Any = None) -> int | None:
-    if type(value) is int:
+    # Every count, size and millisecond figure: bounded (asyncclient._core._bounds).
+    if type(value) is int and 0 <= value <= bounds.MAX_COUNT:
         return value
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
+    return bounds.count(value)
 
 
 def _required_int(value: Any, _type: Any = None) -> int:

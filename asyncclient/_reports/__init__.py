@@ -9,6 +9,7 @@ the same records. Pure functions (no I/O) plus small writers."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -76,9 +77,11 @@ def duration_seconds(run: Run) -> float | None:
 
 def format_duration(seconds: float | None) -> str:
     """A duration for people, the one form every report and table uses: `23.9 s`,
-    `3 min 07 s`, `1 h 02 min`; empty for None."""
+    `3 min 07 s`, `1 h 02 min`; empty for None, `unknown` for a negative or endless one."""
     if seconds is None:
         return ""
+    if not 0 <= seconds < math.inf:
+        return "unknown"
     if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
     whole = round(seconds)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from asyncclient._core import _bounds as bounds
 from asyncclient._reports import (
     Outcome,
     counts_line,
@@ -198,7 +199,7 @@ def reused_attempt(told: Attempt, reuse: Reuse) -> Attempt:
 def _queued(run: Run) -> float | None:
     if run.created_at is None or run.started_at is None:
         return None
-    return max(0.0, (run.started_at - run.created_at).total_seconds())
+    return bounds.seconds((run.started_at - run.created_at).total_seconds())
 
 
 @attrs.frozen

@@ -1,0 +1,107 @@
+"""A service whose run views hold numbers and nesting no careful service sends: `runs get`,
+`runs list`, `run --wait` with every report, and `flaky` end in one line or a sane figure,
+never a traceback, and the job's reports are always written (issue: fail closed)."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rewriting_support import nested, rewriting_front
+
+from asyncclient.testing import FakeService
+
+RunCli = Callable[..., Awaitable[Any]]
+WEB = {"project": "p_h", "target": "web", "url": "https://shop.example"}
+HISTORY = [{"daysAgo": d, "status": "passed", "durationSeconds": 8} for d in (1, 2, 3)]
+
+
+def seed() -> dict[str, Any]:
+    return {
+        "projects": [{"id": "p_h", "name": "p_h", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "h-run", "capability": "run", "projects": ["p_h"]}],
+        "tests": [
+            {"id": "t_ok", **WEB, "durationSeconds": 8, "queuedSeconds": 1, "history": HISTORY},
+            {"id": "t_bad", **WEB, "durationSeconds": 8, "queuedSeconds": 1,
+             "outcome": "failed", "history": HISTORY},
+        ],
+    }  # fmt: skip
+
+
+HOSTILE: dict[str, dict[str, Any]] = {
+    "duration_310_digits": {"durationMs": "9" * 310},
+    "duration_huge_number": {"durationMs": 1.5e300},
+    "duration_negative": {"durationMs": -10_000_000_000_000_000},
+    "duration_nan_text": {"durationMs": "NaN"},
+    "duration_superscript": {"durationMs": "\u00b2\u2460"},
+    "times_far_apart": {"startedAt": "0001-01-01T00:00:00Z", "finishedAt": "9999-12-31T00:00:00Z"},
+    "times_backwards": {"startedAt": "9999-12-31T00:00:00Z", "finishedAt": "2000-01-01T00:00:00Z"},
+    "captures_300_deep": {"captures": {"deep": nested(300)}},
+    "captures_900_deep": {"captures": nested(900)},
+    "requirements_deep": {
+        "requirements": [{"name": "n", "result": "failed", "reason": nested(600)}]
+    },
+    "error_deep": {"error": {"code": "x", "message": nested(600)}},
+}  # fmt: skip
+
+
+def _hostile(fields: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def rewrite(run: dict[str, Any]) -> None:
+        run.update(fields)
+
+    return rewrite
+
+
+_BIG_NUMBER = re.compile(r"\d{16,}")  # no figure of 16 digits reaches a person or a report
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+async def test_odd_numbers_and_deep_nesting_end_in_a_sane_report(
+    run_cli: RunCli, tmp_path: Path, case: str
+) -> None:
+    junit, html, ctrf, events = (tmp_path / n for n in ("r.xml", "r.html", "r.json", "e.jsonl"))
+    async with (
+        FakeService(seed(), speed=2_000) as svc,
+        rewriting_front(svc, _hostile(HOSTILE[case])) as url,
+    ):
+        env = {"ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "h-run"}
+        job = await run_cli(
+            "run", "project", "p_h", "--wait", "--json", "--retry-failed", "1",
+            "--junit", str(junit), "--html", str(html), "--ctrf", str(ctrf),
+            "--events", str(events), "--interval", "0.02", env=env,
+        )  # fmt: skip
+        run_id = job.json()[0]["id"]
+        got = await run_cli("runs", "get", run_id, env=env)
+        listed = await run_cli("runs", "list", "--project", "p_h", env=env)
+        flaky = await run_cli("flaky", "p_h", env=env)
+    assert job.code == 1, job.stderr  # t_bad fails: the verdict, not a crash
+    assert "Traceback" not in job.stderr + got.stderr + listed.stderr + flaky.stderr
+    assert (got.code, listed.code, flaky.code) == (0, 0, 0), got.stderr + flaky.stderr
+    for report in (junit, html, ctrf, events):
+        assert report.is_file(), report
+    ET.fromstring(junit.read_text())  # well-formed
+    for name, text in (("stderr", job.stderr), ("junit", junit.read_text()),
+                       ("ctrf", ctrf.read_text()), ("json", job.stdout),
+                       ("get", got.stdout), ("flaky", flaky.stdout)):  # fmt: skip
+        assert not _BIG_NUMBER.search(text.replace(run_id, "")), (name, _BIG_NUMBER.search(text))
+    cost = json.loads(ctrf.read_text())["results"]["summary"]["extra"]
+    assert all(v >= 0 for v in _numbers(cost)), cost
+    for suite in ET.fromstring(junit.read_text()).iter("testsuite"):
+        assert float(suite.get("time", "0")) >= 0
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return []
