@@ -33,6 +33,7 @@ __all__ = [
     "read_expected",
     "read_history",
     "remaining",
+    "slim",
 ]
 
 DEFAULT_QUEUE_SECONDS: Final = 30.0
@@ -147,28 +148,73 @@ def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:
     )
 
 
+HISTORY_CONCURRENCY: Final = 4
+"""Listings of the history read at once: each may be an answer of up to the 32 MiB cap, read
+and parsed whole before it is cut to records, so four bound the read's peak memory."""
+RECORD_TEXT: Final = 200
+"""The most characters a history record keeps of a run's id, status, mode, link and build id."""
+
+
+def slim(run: Run) -> Run:
+    """What a job keeps of an earlier run: id, test, project, status, mode, times, duration,
+    link and build (its id and sha256), each text cut to RECORD_TEXT characters; no title,
+    checks, captures or files. About 1.5 KB a run, whatever the service sent."""
+    sha = run.used_build_sha256
+    build = _cut(run.used_build_id)
+    return Run(
+        id=run.id if len(run.id) <= RECORD_TEXT else run.id[:RECORD_TEXT],
+        status=run.status if len(run.status) <= RECORD_TEXT else run.status[:RECORD_TEXT],
+        test_id=_cut(run.test_id),
+        project_id=_cut(run.project_id),
+        mode=_cut(run.mode),
+        final=run.final,
+        link=_cut(run.link),
+        created_at=run.created_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        duration_ms=run.duration_ms,
+        build_id=build,
+        build={"id": build, "sha256": sha} if sha is not None else None,
+    )
+
+
+def _cut(text: str | None) -> str | None:
+    return text if text is None or len(text) <= RECORD_TEXT else text[:RECORD_TEXT]
+
+
 async def read_history(
     session: RunLister,
     tests: Iterable[str],
     *,
     exclude: Iterable[str] = (),
-    concurrency: int = 8,
+    concurrency: int = HISTORY_CONCURRENCY,
+    unread: dict[str, str] | None = None,
 ) -> dict[str, list[Run]]:
     """Each test's newest runs, newest first: one listing (50, the API's default page) per
     test, `concurrency` at a time, only that test's runs kept; `exclude`: run ids left out
     (the job's own). A test whose listing could not be read is left out (none of its runs is
-    known: not even that it has none)."""
+    known: not even that it has none), as is one whose listing holds other tests' runs only
+    (the service ignored `testId`); `unread` gets why, by test. An empty listing, or one of
+    the job's own runs only, is a test with no history. Each run is kept as a small record
+    (`slim`), so the read holds at most HISTORY_RUNS records a test."""
     wanted = list(dict.fromkeys(tests))
     left_out = set(exclude)
     limit = asyncio.Semaphore(concurrency)
+    why = {} if unread is None else unread
 
     async def one(test_id: str) -> tuple[str, list[Run] | None]:
         async with limit:
             try:
                 runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
-            except AsyncClientError:
+            except AsyncClientError as exc:
+                why[test_id] = str(exc)
                 return test_id, None
-        kept = [run for run in runs if run.id not in left_out and run.test_id == test_id]
+        kept = [slim(run) for run in runs if run.id not in left_out and run.test_id == test_id]
+        others = sum(1 for run in runs if run.id not in left_out and run.test_id != test_id)
+        del runs  # the whole views (titles, checks, captures) go now: only the records stay
+        if others and not kept:
+            why[test_id] = f"its listing held {others} runs of other tests and none of its own"
+            return test_id, None
         return test_id, kept[:HISTORY_RUNS]
 
     read = await asyncio.gather(*(one(test_id) for test_id in wanted))
@@ -181,7 +227,7 @@ async def read_expected(
     *,
     modes: Mapping[str, str | None] | None = None,
     exclude: Iterable[str] = (),
-    concurrency: int = 8,
+    concurrency: int = HISTORY_CONCURRENCY,
 ) -> dict[str, Expected]:
     """The expectation of each test, from read_history(); the defaults for a test whose
     history cannot be read."""

@@ -281,3 +281,42 @@ async def test_reuse_fails_closed(case: str) -> None:
         now=now,
         history={"t_a": [old_pass]},
     )
+
+
+async def test_a_listing_of_other_tests_runs_only_is_not_read_as_a_new_test() -> None:
+    """A service that ignores testId answers every listing with another test's runs: that
+    test's history is not readable (so it is not new and not repeated), said why; an empty
+    listing, or one of the job's own runs only, is a new test."""
+    from asyncclient.eta import read_history
+    from asyncclient.spend.arrival import new_tests
+
+    now = datetime.now(UTC)
+    answers = {
+        "t_ignored": [run("j_x", "passed", test_id="t_other", finished_at=now)],
+        "t_empty": [],
+        "t_own_only": [run("j_job", "queued", test_id="t_own_only")],
+    }
+
+    class Lister:
+        async def list_runs(self, *, test_id: str, limit: int) -> list[Run]:
+            return answers[test_id]
+
+    unread: dict[str, str] = {}
+    lister: Any = Lister()
+    history = await read_history(lister, list(answers), exclude={"j_job"}, unread=unread)
+    assert set(history) == {"t_empty", "t_own_only"}
+    assert unread == {"t_ignored": "its listing held 1 runs of other tests and none of its own"}
+    assert new_tests(history, list(answers)) == {"t_empty", "t_own_only"}
+
+
+def test_a_history_record_keeps_no_title_and_cuts_long_text() -> None:
+    from asyncclient.eta import RECORD_TEXT, slim
+
+    full = run("j_1", "passed", test_title="x" * 1_000_000, link="https://s/" + "y" * 10_000,
+               build={"id": "ab_1", "sha256": SHA, "notes": "z" * 100_000}, mode="cold")  # fmt: skip
+    record = slim(full)
+    assert record.test_title is None
+    assert record.link is not None
+    assert len(record.link) == RECORD_TEXT
+    assert (record.used_build_id, record.used_build_sha256, record.mode) == ("ab_1", SHA, "cold")
+    assert record.is_final

@@ -100,11 +100,15 @@ async def follow(
                 deadline=deadline,
                 exclude=run_ids,
             )
-            if starts and (options.reuse_passed or options.new_test_runs):
-                # The history the ETA reads anyway (one listing per test) serves both.
+            if tests or (starts and (options.reuse_passed or options.new_test_runs)):
+                # The history the ETA reads anyway (one listing per test) serves reuse and
+                # the new tests too. --timeout counts the runs' time from after this read.
                 history = await eta.read_history()
-                await _spend(session, reruns, options, starts, out, events, history)
-                progress.reused(reruns.reused)
+                deadline = None if options.timeout is None else time.monotonic() + options.timeout
+                eta.start_timeout(deadline)
+                if starts and (options.reuse_passed or options.new_test_runs):
+                    await _spend(session, reruns, options, starts, out, events, history)
+                    progress.reused(reruns.reused)
             if tests:  # the tests known from the start: the ETA before the first sweep
                 await eta.update(force=True)
             while ids:

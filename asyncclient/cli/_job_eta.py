@@ -103,12 +103,29 @@ class EtaWatch:
         from asyncclient.eta import MAX_TESTS, expected_of, read_history
 
         tests = sorted(self._progress.test_ids)[:MAX_TESTS]
-        self.history = await read_history(self._session, tests, exclude=self._exclude)
+        unread: dict[str, str] = {}
+        self.history = await read_history(
+            self._session, tests, exclude=self._exclude, unread=unread
+        )
+        if unread:
+            from asyncclient._core._untrusted import clip
+
+            names = ", ".join(sorted(unread)[:3]) + (", ..." if len(unread) > 3 else "")
+            count = f"{len(unread)} test{'' if len(unread) == 1 else 's'}"
+            self._out.warning(
+                f"the history of {count} could not be read ({names}): no ETA of their own, "
+                f"no reuse, not taken as new; {clip(next(iter(unread.values())), 300)}"
+            )
         modes = self._progress.modes
         self._progress.expect(
             {test: expected_of(self.history.get(test, []), modes.get(test)) for test in tests}
         )
         return self.history
+
+    def start_timeout(self, deadline: float | None) -> None:
+        """The --timeout's deadline, set once the history is read (the read is not part of
+        the runs' time)."""
+        self._deadline = deadline
 
     def _check_timeout(self, eta: JobEta, now: float) -> None:
         if self._warned or self._deadline is None or self._timeout is None:
