@@ -312,8 +312,9 @@ async def test_a_listing_of_other_tests_runs_only_is_not_read_as_a_new_test() ->
 def test_a_history_record_keeps_no_title_and_cuts_long_text() -> None:
     from asyncclient.eta import RECORD_TEXT, slim
 
-    full = run("j_1", "passed", test_title="x" * 1_000_000, link="https://s/" + "y" * 10_000,
-               build={"id": "ab_1", "sha256": SHA, "notes": "z" * 100_000}, mode="cold")  # fmt: skip
+    build = {"id": "ab_1", "sha256": SHA, "notes": "z" * 100_000}
+    link = "https://s/" + "y" * 10_000
+    full = run("j_1", "passed", test_title="x" * 1_000_000, link=link, build=build, mode="cold")
     record = slim(full)
     assert record.test_title is None
     assert record.link is not None
