@@ -55,6 +55,7 @@ from typing import Any, Final
 
 import attrs
 
+from asyncclient._core._bounds import digits
 from asyncclient._core._checks import derived_key, is_id, switch
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
@@ -120,7 +121,7 @@ def _flag(value: str, name: str) -> bool:
 def _count(value: str, name: str, what: str) -> int:
     """A whole number, 0 when empty; `what` says which in the message."""
     text = value.strip() or "0"
-    if not text.isdigit():
+    if not digits(text):
         raise SettingError(f"{name} is {value!r}: give a whole number of {what}")
     return int(text)
 

@@ -272,9 +272,13 @@ def repository_root(path: Path) -> Path:
     return folder
 
 
+_VCS_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", ".pijul", "CVS"})
+
+
 def _inside_repository(path: Path, name: str, value: str, where: str) -> Path:
     """A path that a project file names for a command to write: it must stay inside the
-    file's repository (no absolute path, no `~`, no `..` or symlink that climbs out)."""
+    file's repository (no absolute path, no `~`, no `..` or symlink that climbs out) and out
+    of its version control's own folders (`.git/config` runs code on the next git command)."""
     root = repository_root(path)
     candidate = path.absolute().parent / value
     problem = None
@@ -287,6 +291,8 @@ def _inside_repository(path: Path, name: str, value: str, where: str) -> Path:
         real = Path(os.path.realpath(candidate))
         if not real.is_relative_to(real_root):
             problem = "leads outside the repository"
+        elif vcs := _VCS_FOLDERS.intersection(real.relative_to(real_root).parts):
+            problem = f"is inside the repository's {sorted(vcs)[0]} folder"
     if problem is None:
         return candidate
     raise ValidationError(

@@ -383,6 +383,11 @@ def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
          "the input reuse-passed is '-1': give a number of days above 0, or leave it empty"),
         ({"INPUT_PROJECT": "p_1", "INPUT_NEW_TEST_RUNS": "x"},
          "the input new-test-runs is 'x': give a whole number of repeats (0 to 20)"),
+        # Digits that str.isdigit() takes and int() refuses: named, not a traceback.
+        ({"INPUT_PROJECT": "p_1", "INPUT_RETRY_FAILED": "\u00b2"},
+         "the input retry-failed is '\u00b2': give a whole number of re-runs (0 to 10)"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_MAX_FAILURES": "\u2460"},
+         "the input max-failures is '\u2460': give a whole number of tests (1 or more)"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_named(environ: dict[str, str], said: str) -> None:

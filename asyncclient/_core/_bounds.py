@@ -22,6 +22,7 @@ __all__ = [
     "MAX_RUN_SECONDS",
     "count",
     "cut_depth",
+    "digits",
     "moment",
     "seconds",
 ]
@@ -37,6 +38,12 @@ EARLIEST: Final = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST: Final = datetime(2100, 1, 1, tzinfo=UTC)
 """The times read: from 2000 to 2100 (UTC); earlier or later: unknown."""
 _DIGITS: Final = re.compile(r"[0-9]{1,16}")
+
+
+def digits(text: str) -> bool:
+    """Whether `text` is ASCII digits only, so that int() reads it (str.isdigit() takes `²` and
+    `①`, which int() refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def count(value: Any) -> int | None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
+from asyncclient._core._bounds import digits
 from asyncclient._core._checks import ID_PREFIXES
 from asyncclient._core._operations import API_PREFIX
 from asyncclient.errors import ValidationError
@@ -133,7 +134,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     value = value.strip()
     if not value:
         return None
-    if value.isdigit():
+    if digits(value):
         return float(value)
     try:
         seconds = float(value)

@@ -1,6 +1,7 @@
 """What the devices can run: an app's minimum OS, architectures and ABIs against a device
 profile, as problems (it cannot run) and warnings (it runs only in part)."""
 
+from asyncclient._core._bounds import digits
 from asyncclient.apps._values import ANDROID, IOS, AppInfo, Compatibility, DeviceProfile, Problem
 
 
@@ -47,7 +48,7 @@ def _check_android(info: AppInfo, devices: DeviceProfile) -> tuple[list[Problem]
             )
     if info.min_os is not None:
         max_api = devices.android_max_api
-        if not info.min_os.isdigit():
+        if not digits(info.min_os):
             problems.append(
                 Problem(
                     "min_os",
@@ -134,7 +135,7 @@ def _check_ios(info: AppInfo, devices: DeviceProfile) -> tuple[list[Problem], li
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:
     parts = text.strip().split(".")
-    if not all(part.isdigit() for part in parts):
+    if not all(digits(part) for part in parts):
         return None
     numbers = [int(part) for part in parts]
     while len(numbers) > 1 and numbers[-1] == 0:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from asyncclient._core._bounds import digits
 from asyncclient.apps import Problem
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._build_files import (
@@ -134,7 +135,7 @@ class BuildStore:
         build = self.get(key, build_id)
         if not (build.status == "ready" and self._state.settings.ready_accepts_parts):
             self._check_accepts_parts(build)
-        if not part_number.isdigit() or not 1 <= int(part_number) <= build.parts:
+        if not digits(part_number) or not 1 <= int(part_number) <= build.parts:
             raise ServiceError(
                 400,
                 "invalid_part",

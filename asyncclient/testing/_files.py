@@ -11,6 +11,8 @@ import zlib
 
 import attrs
 
+from asyncclient._core._bounds import digits
+
 __all__ = [
     "RangeNotSatisfiable",
     "RunFile",
@@ -135,7 +137,7 @@ def parse_range(value: str, size: int) -> tuple[int, int] | None:
     if not dash:
         return None
     first_s, last_s = first_s.strip(), last_s.strip()
-    if (first_s and not first_s.isdigit()) or (last_s and not last_s.isdigit()):
+    if (first_s and not digits(first_s)) or (last_s and not digits(last_s)):
         return None
     if not first_s:
         if not last_s:

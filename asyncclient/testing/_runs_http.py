@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from asyncclient._core._bounds import digits
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._errors import ServiceError, invalid
@@ -131,7 +132,7 @@ async def list_runs(request: web.Request) -> web.Response:
     limit = 50
     raw_limit = query.get("limit")
     if raw_limit is not None:
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 200:
+        if not digits(raw_limit) or not 1 <= int(raw_limit) <= 200:
             raise invalid("limit", "limit must be a whole number from 1 to 200")
         limit = int(raw_limit)
     runs = backend.run_store.list_runs(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from asyncclient._core._bounds import digits
 from asyncclient.testing._demo_seed import DEMO
 from asyncclient.testing._seed import (
     HISTORY_STATUSES,
@@ -284,10 +285,10 @@ def _build(source: str, where: str, data: Any) -> SeedBuild:
     if isinstance(raw_code, bool) or not isinstance(raw_code, str | int):
         r.fail(f"must be a string or a whole number, got {raw_code!r}", "versionCode")
     version_code = str(raw_code)
-    if platform == "android" and not version_code.isdigit():
+    if platform == "android" and not digits(version_code):
         r.fail(f"must be a whole number on android, got {raw_code!r}", "versionCode")
     min_os = r.opt_text("minOs")
-    if platform == "android" and min_os is not None and not min_os.isdigit():
+    if platform == "android" and min_os is not None and not digits(min_os):
         r.fail(f"must be an API level such as '24' on android, got {min_os!r}", "minOs")
     if platform == "android" and r.has("platforms"):
         r.fail("is only for ios builds", "platforms")

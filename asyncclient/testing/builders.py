@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from asyncclient._core._bounds import digits
+
 __all__ = ["build_apk", "build_app_dir", "build_app_zip"]
 
 _CHUNK: Final = 1 << 20  # filler is produced and written 1 MiB at a time
@@ -348,7 +350,7 @@ def _mach_o(
 
 def _packed_version(text: str) -> int:
     """ "15.0.1" as Mach-O packs versions: xxxx.yy.zz in nibbles of 16, 8 and 8 bits."""
-    parts = [int(p) if p.isdigit() else 0 for p in text.split(".")[:3]] + [0, 0]
+    parts = [int(p) if digits(p) else 0 for p in text.split(".")[:3]] + [0, 0]
     return (parts[0] & 0xFFFF) << 16 | (parts[1] & 0xFF) << 8 | (parts[2] & 0xFF)
 
 

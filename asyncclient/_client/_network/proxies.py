@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
+from asyncclient._core._bounds import digits
 from asyncclient.errors import ValidationError
 
 __all__ = ["DIRECT", "PROXY_ENV", "Proxy", "bypasses", "resolve_proxy"]
@@ -80,11 +81,11 @@ def bypasses(host: str, port: int | None, no_proxy: str) -> bool:
         if entry.startswith("[") and "]" in entry:  # [::1]:8080
             inside, _, rest = entry[1:].partition("]")
             entry = inside
-            if rest.startswith(":") and rest[1:].isdigit():
+            if rest.startswith(":") and digits(rest[1:]):
                 entry_port = int(rest[1:])
         elif entry.count(":") == 1:  # host:port (an IPv6 address has more colons)
             name, _, number = entry.partition(":")
-            if number.isdigit():
+            if digits(number):
                 entry, entry_port = name, int(number)
         if entry_port is not None and entry_port != port:
             continue

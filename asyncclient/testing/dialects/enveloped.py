@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from asyncclient._core._bounds import digits
 from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing.dialects.base import Check, Dialect
@@ -68,7 +69,7 @@ class EnvelopedDialect(Dialect):
         return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(int(value)))
 
     def number(self, field: str, value: Any) -> Any:
-        if field == "versionCode" and isinstance(value, str) and value.isdigit():
+        if field == "versionCode" and isinstance(value, str) and digits(value):
             return int(value)
         return value
 

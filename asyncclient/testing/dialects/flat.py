@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from asyncclient._core._bounds import digits
 from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing.dialects.base import Check, Dialect
@@ -68,7 +69,7 @@ class FlatDialect(Dialect):
         if field == "size":
             return str(value)
         text = str(value)
-        return int(text) if text.isdigit() else value
+        return int(text) if digits(text) else value
 
     def abis(self, abis: Sequence[str]) -> Any:
         return ",".join(abis)
