@@ -22,6 +22,7 @@ proven fixed (`asyncclient quarantine verify --lift`) the same way.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
@@ -218,7 +219,7 @@ def write_quarantine(
     listed: set[str] = set()
     if where.exists():
         listed = {e.test for e in load_quarantine(where).entries}
-        document = tomlkit.parse(where.read_text(encoding="utf-8"))
+        document = tomlkit.parse(where.read_bytes().decode("utf-8"))  # CRLF stays CRLF
     else:
         document = tomlkit.document()
         document.add(tomlkit.comment("Tests whose failures do not fail the job until `until`."))
@@ -276,26 +277,98 @@ def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[
         MissingExtraError: tomlkit (the cli extra) is not installed.
     """
     _require_writer("lifting a quarantine (--lift)")
-    import tomlkit
-
     where = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     wanted = {check_id("test", test, "test") for test in tests}
     listed = [e.test for e in load_quarantine(where).entries]
     lifted = [test for test in listed if test in wanted]
     if not lifted:
         return []
-    document = tomlkit.parse(where.read_text(encoding="utf-8"))
-    tables = document.get("quarantine")
-    if not isinstance(tables, tomlkit.items.AoT):
+    # The file's own bytes, line endings included (CRLF stays CRLF).
+    text = where.read_bytes().decode("utf-8")
+    check_liftable(path, text)
+    kept = _without_tables(text, wanted)
+    try:  # what is left must read back as the other entries, or nothing is written
+        left = [t.get("test") for t in tomllib.loads(kept).get("quarantine", [])]
+    except (tomllib.TOMLDecodeError, AttributeError):
+        left = None
+    if left != [test for test in listed if test not in wanted]:
+        raise ValidationError(f"{Path(path)}: the file could not be updated safely")
+    from asyncclient._local._files import write_atomically
+
+    try:
+        write_atomically(where, kept.encode("utf-8"), keep_mode=True, durable=True)
+    except OSError as exc:
+        raise ValidationError(
+            f"cannot write the quarantine file {where}: {exc.strerror or exc}"
+        ) from None
+    return lifted
+
+
+def check_liftable(path: str | os.PathLike[str], text: str | None = None) -> None:
+    """ValidationError unless --lift can remove entries from the file: its entries are
+    [[quarantine]] tables, not an inline array (checked before any run starts)."""
+    text = Path(path).read_bytes().decode("utf-8") if text is None else text
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return  # load_quarantine names the problem
+    entries = parsed.get("quarantine")
+    if isinstance(entries, list) and entries and not _HEADER.search(text):
         raise ValidationError(
             f"{Path(path)}: quarantine is an inline array; write its entries as "
             "[[quarantine]] tables to let --lift remove one"
         )
-    for index in reversed(range(len(tables))):
-        if tables[index].get("test") in wanted:
-            del tables[index]
-    _save(path, where, document)
-    return lifted
+
+
+_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*quarantine[ \t]*\]\][ \t]*(#[^\r\n]*)?\r?$", re.MULTILINE)
+_ANY_HEADER = re.compile(r"^[ \t]*\[")
+
+
+def _without_tables(text: str, tests: set[str]) -> str:
+    """`text` without the [[quarantine]] tables of `tests`: each from the comments just above
+    its header (those at the top of the file are the file's own and stay) to its last key (a
+    comment inside goes with it); the comments and blank lines after it, which belong to what
+    follows, stay, as do the line endings."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _ANY_HEADER.match(line)]
+    drop: set[int] = set()
+    for n, start in enumerate(starts):
+        if not _HEADER.match(lines[start].rstrip("\r\n")):
+            continue
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        body = [i for i in range(start + 1, end) if _is_content(lines[i])]
+        last = body[-1] + 1 if body else start + 1
+        if _table_test("".join(lines[start:last])) not in tests:
+            continue
+        first = start
+        while first > 0 and lines[first - 1].strip().startswith("#"):
+            first -= 1
+        if first == 0:
+            first = start  # the file's own comments, at its top
+        drop.update(range(first, last))
+        # The blank line after it goes too, unless it parts a table above from what follows:
+        # no gap of two is left behind.
+        joins_content = first > 0 and _is_content(lines[first - 1])
+        if last < len(lines) and not lines[last].strip() and not joins_content:
+            drop.add(last)
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
+
+
+def _is_content(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _table_test(table: str) -> str | None:
+    try:
+        parsed = tomllib.loads(table)
+    except tomllib.TOMLDecodeError:
+        return None
+    entries = parsed.get("quarantine")
+    if isinstance(entries, list) and entries and isinstance(entries[0], dict):
+        test = entries[0].get("test")
+        return test if isinstance(test, str) else None
+    return None
 
 
 def _require_writer(feature: str) -> None:

@@ -76,6 +76,31 @@ async def test_the_ci_step_without_the_cli_extra_says_so_in_one_line() -> None:
     )
 
 
+async def test_the_mcp_module_without_the_mcp_extra_says_so_in_one_line() -> None:
+    """Before, `python -m asyncclient.mcp_server` without the extra was a traceback."""
+    code, out, err = await without("mcp", "-m", "asyncclient.mcp_server")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: the MCP server (python -m asyncclient.mcp_server) needs the mcp extra (mcp is "
+        "not installed): pip install 'asyncclient[mcp]'\n"
+    )
+
+
+async def test_the_mcp_module_with_the_extra_is_asyncclient_mcp() -> None:
+    module = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient.mcp_server", "--help",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    command = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "mcp", "--help",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    (out, _), (expected, _) = await asyncio.gather(module.communicate(), command.communicate())
+    assert module.returncode == command.returncode == 0
+    assert out == expected
+    assert b"--toolsets" in out
+
+
 async def test_serve_tls_without_the_tls_extra_names_it() -> None:
     code, out, err = await without("trustme,cryptography", "-m", "asyncclient", "serve", "--tls")
     assert (code, out) == (2, "")

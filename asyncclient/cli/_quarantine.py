@@ -134,11 +134,15 @@ def _check(args: argparse.Namespace) -> list[str]:
             raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
     if args.lift:
         from asyncclient._core._extras import require
-        from asyncclient.quarantine import load_quarantine
+        from asyncclient.quarantine import check_liftable, load_quarantine
 
         require("--lift", "cli", "tomlkit")
 
         listed = {entry.test for entry in load_quarantine(args.lift).entries}
+        try:
+            check_liftable(args.lift)
+        except (ValidationError, OSError) as exc:
+            raise CommandError(str(exc)) from None
         missing = [test for test in tests if test not in listed]
         if missing:
             raise CommandError(

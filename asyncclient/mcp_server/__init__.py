@@ -11,19 +11,45 @@ scrubbed answer, progress), `_budget` the size rules every result keeps, `_wait`
 wait_for_runs, `_server` the choice of tools and the transports.
 """
 
-from asyncclient.mcp_server._base import ServerOptions
-from asyncclient.mcp_server._budget import LIST_BUDGET, MIN_BUDGET, WAIT_BUDGET
-from asyncclient.mcp_server._server import (
-    DESTRUCTIVE_TOOLS,
-    READ_TOOLS,
-    TOOLS,
-    TOOLSETS,
-    WRITE_TOOLS,
-    create_server,
-    select_tools,
-    serve_http,
-    serve_stdio,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncclient.mcp_server._base import ServerOptions
+    from asyncclient.mcp_server._budget import LIST_BUDGET, MIN_BUDGET, WAIT_BUDGET
+    from asyncclient.mcp_server._server import (
+        DESTRUCTIVE_TOOLS,
+        READ_TOOLS,
+        TOOLS,
+        TOOLSETS,
+        WRITE_TOOLS,
+        create_server,
+        select_tools,
+        serve_http,
+        serve_stdio,
+    )
+
+# Each name loads its module (and the SDK) on first use, so `python -m asyncclient.mcp_server`
+# can say in one line which extra is missing (PEP 562).
+_LAZY = {
+    "ServerOptions": "asyncclient.mcp_server._base",
+    "LIST_BUDGET": "asyncclient.mcp_server._budget",
+    "MIN_BUDGET": "asyncclient.mcp_server._budget",
+    "WAIT_BUDGET": "asyncclient.mcp_server._budget",
+    **dict.fromkeys(
+        ("DESTRUCTIVE_TOOLS", "READ_TOOLS", "TOOLS", "TOOLSETS", "WRITE_TOOLS",
+         "create_server", "select_tools", "serve_http", "serve_stdio"),
+        "asyncclient.mcp_server._server",
+    ),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "DESTRUCTIVE_TOOLS",

@@ -330,3 +330,58 @@ async def test_quarantine_verify_stops_what_its_timeout_leaves_and_proves_nothin
     assert all(run.id in result.stderr for run in stopped), ids
     assert "t_fixed: 0 of 2 runs gave a verdict: nothing is proven" in result.stdout
     assert q.read_text() == QUARANTINE
+
+
+COMMENTED = (
+    "# Reviewed like code.\r\n"
+    "[[quarantine]]\r\n"
+    'test = "t_fixed"  # the payment page\r\n'
+    'reason = "flaky on 2 of 3 builds"\r\n'
+    "# checked by the mobile team\r\n"
+    "until = 2099-01-01\r\n"
+    "\r\n"
+    "# Lost the device on the night runs: ask the farm.\r\n"
+    "[[quarantine]]\r\n"
+    'test = "t_still"\r\n'
+    'reason = "lost the device"\r\n'
+    "until = 2099-01-01\r\n"
+)
+
+
+def test_lift_keeps_line_endings_and_the_comments_of_other_entries(tmp_path: Path) -> None:
+    """Before, the file came back with LF endings and without the comment above t_still (it
+    was read as the tail of t_fixed's table)."""
+    from asyncclient.quarantine import lift_quarantine
+
+    q = tmp_path / "q.toml"
+    q.write_bytes(COMMENTED.encode())
+    assert lift_quarantine(q, ["t_fixed"]) == ["t_fixed"]
+    assert q.read_bytes().decode() == (
+        "# Reviewed like code.\r\n"
+        "# Lost the device on the night runs: ask the farm.\r\n"
+        "[[quarantine]]\r\n"
+        'test = "t_still"\r\n'
+        'reason = "lost the device"\r\n'
+        "until = 2099-01-01\r\n"
+    )
+    q.write_bytes(COMMENTED.encode())
+    assert lift_quarantine(q, ["t_still"]) == ["t_still"]
+    assert q.read_bytes().decode() == COMMENTED[: COMMENTED.index("# Lost")]
+
+
+async def test_an_inline_quarantine_array_is_refused_with_exit_2_before_any_run(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    q = tmp_path / "q.toml"
+    inline = 'quarantine = [{test = "t_fixed", reason = "flaky", until = 2099-01-01}]\n'
+    q.write_text(inline)
+    async with FakeService(seed(t_fixed={"durationSeconds": 5}), speed=SPEED) as svc:
+        result = await run_cli(
+            "quarantine", "verify", "t_fixed", "--runs", "2", "--lift", str(q), env=env_of(svc)
+        )
+        sent = sum(svc.request_counts().values())
+    assert result.code == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "quarantine is an inline array; write its entries as [[quarantine]] tables" in line
+    assert sent == 0
+    assert q.read_text() == inline
