@@ -315,7 +315,7 @@ def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
         assert len(MODULES[name].read_text().splitlines()) <= 600, name
         reached = _reachable(graph, name)
         assert not {m for m in reached if m.startswith("asyncclient.cli")}, name
-    assert "asyncclient._core._wording" in _reachable(graph, "asyncclient.mcp_server")
+    assert "asyncclient._core._wording" in _reachable(graph, "asyncclient.mcp_server._server")
     assert "asyncclient._core._wording" in _reachable(graph, "asyncclient.cli._common")
 
 

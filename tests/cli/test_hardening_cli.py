@@ -161,8 +161,8 @@ def _repository(tmp_path: Path, config: str, name: str = "asyncclient.toml") -> 
         ('[run]\njunit = "/tmp/abs/junit.xml"\n', "run.junit = '/tmp/abs/junit.xml' is absolute"),
         ('[run]\ndownload_failed = "~/evidence"\n', "run.download_failed = '~/evidence' starts at"),
         ('[profiles.ci.run]\nhtml = "a/../../../x.html"\n', "run.html = 'a/../../../x.html' leads"),
-        ('[run]\nevents = ".git/config"\n', "run.events = '.git/config' is inside the repository's .git"),
-        ('[run]\njunit = "sub/.hg/hgrc"\n', "run.junit = 'sub/.hg/hgrc' is inside the repository's .hg"),
+        ('[run]\nevents = ".git/config"\n', "run.events = '.git/config' is inside the repo"),
+        ('[run]\njunit = "sub/.hg/hgrc"\n', "run.junit = 'sub/.hg/hgrc' is inside the repository's"),
     ],
 )  # fmt: skip
 async def test_a_project_file_cannot_write_outside_its_repository(
