@@ -162,7 +162,7 @@ def _repository(tmp_path: Path, config: str, name: str = "asyncclient.toml") -> 
         ('[run]\ndownload_failed = "~/evidence"\n', "run.download_failed = '~/evidence' starts at"),
         ('[profiles.ci.run]\nhtml = "a/../../../x.html"\n', "run.html = 'a/../../../x.html' leads"),
         ('[run]\nevents = ".git/config"\n', "run.events = '.git/config' is inside the repo"),
-        ('[run]\njunit = "sub/.hg/hgrc"\n', "run.junit = 'sub/.hg/hgrc' is inside the repository's"),
+        ('[run]\njunit = "sub/.hg/hgrc"\n', "run.junit = 'sub/.hg/hgrc' is inside the re"),
     ],
 )  # fmt: skip
 async def test_a_project_file_cannot_write_outside_its_repository(
