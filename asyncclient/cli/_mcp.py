@@ -189,6 +189,7 @@ def _load_server_module() -> Any:
     package it needs) is missing."""
     try:
         from asyncclient import mcp_server
+        from asyncclient.mcp_server import _server  # noqa: F401 - loads the SDK now
     except ImportError as exc:
         missing = (exc.name or "").partition(".")[0]
         if missing == "asyncclient":

@@ -10,7 +10,14 @@ HOLD_STATES = ("queued", "running")
 
 
 class Hold:
-    """A hold of `FakeService.hold`: `release()` it, or use it as a context manager."""
+    """A hold of `FakeService.hold` (made by it): `release()` it, or use it as a context
+    manager.
+
+    Args:
+        backend: The emulator's state (`FakeService.backend`).
+        test_ids: The tests whose runs it holds.
+        state: "queued" or "running": the state they stay in.
+    """
 
     def __init__(self, backend: Backend, test_ids: Sequence[str], state: str) -> None:
         if state not in HOLD_STATES:
