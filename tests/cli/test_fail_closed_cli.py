@@ -5,6 +5,7 @@ never a traceback, and the job's reports are always written (issue: fail closed)
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rewriting_support import nested, rewriting_front
 
 from asyncclient.testing import FakeService
@@ -105,3 +108,59 @@ def _numbers(value: Any) -> list[float]:
     if isinstance(value, list):
         return [n for v in value for n in _numbers(v)]
     return []
+
+
+# The run view's numeric and nested fields, drawn by hypothesis, through the whole job: a few
+# dozen jobs (each a real one against the emulator), every report written every time.
+_numbers_drawn = (
+    st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=1, max_value=400).map(lambda n: "9" * n)
+    | st.sampled_from(["NaN", "-1", "\u00b2", "\uff19", "9999-12-31T00:00:00Z", "0001-01-01"])
+)
+_views_drawn = st.fixed_dictionaries(
+    {},
+    optional={
+        "durationMs": _numbers_drawn,
+        "createdAt": _numbers_drawn,
+        "startedAt": _numbers_drawn,
+        "finishedAt": _numbers_drawn,
+        "captures": st.integers(min_value=0, max_value=900).map(nested),
+        "requirements": st.integers(min_value=0, max_value=600).map(
+            lambda d: [{"name": "n", "result": "failed", "reason": nested(d)}]
+        ),
+    },
+)
+
+
+@settings(
+    max_examples=40 if os.environ.get("CI") else 10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(fields=_views_drawn)
+async def test_any_numbers_and_nesting_give_a_job_with_every_report(
+    run_cli: RunCli, tmp_path: Path, fields: dict[str, Any]
+) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir(exist_ok=True)
+    junit, html, ctrf = (reports / n for n in ("r.xml", "r.html", "r.json"))
+    for report in (junit, html, ctrf):
+        report.unlink(missing_ok=True)
+    async with (
+        FakeService(seed(), speed=5_000) as svc,
+        rewriting_front(svc, _hostile(fields)) as url,
+    ):
+        env = {"ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "h-run"}
+        job = await run_cli(
+            "run", "project", "p_h", "--wait", "--json", "--junit", str(junit),
+            "--html", str(html), "--ctrf", str(ctrf), "--interval", "0.02", env=env,
+        )  # fmt: skip
+        got = await run_cli("runs", "get", job.json()[0]["id"], env=env)
+        flaky = await run_cli("flaky", "p_h", env=env)
+    assert job.code in (0, 1), job.stderr  # a verdict, never a crash
+    assert (got.code, flaky.code) == (0, 0), got.stderr + flaky.stderr
+    assert "Traceback" not in job.stderr + got.stderr + flaky.stderr
+    assert all(report.is_file() for report in (junit, html, ctrf))
+    cost = json.loads(ctrf.read_text())["results"]["summary"]["extra"]
+    assert all(0 <= v < 2**53 for v in _numbers(cost)), cost
