@@ -186,10 +186,11 @@ async def test_json_says_what_a_run_not_final_still_has_to_go(run_cli: Any) -> N
     test's history (t_slow: 8 s after a 4 s queue, 12 s at most)."""
     async with FakeService(eta_seed(), speed=1.0) as svc:
         env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "eta-run"}
-        result = await run_cli(
-            "run", "project", "p_eta", "--wait", "--json", "--timeout", "0.5",
-            "--interval", "0.05", env=env,
-        )  # fmt: skip
+        with svc.hold("t_slow"):  # not final when the wait ends, however slow the machine
+            result = await run_cli(
+                "run", "project", "p_eta", "--wait", "--json", "--timeout", "0.5",
+                "--interval", "0.05", env=env,
+            )  # fmt: skip
     assert result.code == 1, result.stderr
     entries = {entry["testId"]: entry for entry in result.json()}
     left = entries["t_slow"].get("left")

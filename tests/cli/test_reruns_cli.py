@@ -533,15 +533,17 @@ def fail_fast_seed() -> dict[str, Any]:
 
 
 async def test_max_failures_stops_the_runs_still_going(run_cli: RunCli, tmp_path: Path) -> None:
-    """--max-failures 1: the failing test (5 s) stops the two 60 s tests at once (service time
-    at 20x: the long runs would end 3 s later); exit 1; both told as stopped by fail-fast."""
+    """--max-failures 1: the failing test (5 s) stops the two 60 s tests at once (the emulator
+    holds them running, so they cannot end first however slow the machine); exit 1; both told
+    as stopped by fail-fast."""
     junit = tmp_path / "junit.xml"
     async with FakeService(fail_fast_seed(), speed=20.0) as svc:
         env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
-        result = await run_cli(
-            "run", "project", "p_ff", "--wait", "--max-failures", "1", "--junit", str(junit),
-            *FAST, env=env,
-        )  # fmt: skip
+        with svc.hold("t_long1", "t_long2", state="running"):
+            result = await run_cli(
+                "run", "project", "p_ff", "--wait", "--max-failures", "1", "--junit",
+                str(junit), *FAST, env=env,
+            )  # fmt: skip
         statuses = {
             run.test.id: run.status_at(svc.backend.now()) for run in svc.backend.runs.values()
         }
