@@ -293,14 +293,7 @@ def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[
         left = None
     if left != [test for test in listed if test not in wanted]:
         raise ValidationError(f"{Path(path)}: the file could not be updated safely")
-    from asyncclient._local._files import write_atomically
-
-    try:
-        write_atomically(where, kept.encode("utf-8"), keep_mode=True, durable=True)
-    except OSError as exc:
-        raise ValidationError(
-            f"cannot write the quarantine file {where}: {exc.strerror or exc}"
-        ) from None
+    _write(where, kept)
     return lifted
 
 
@@ -392,6 +385,11 @@ def _save(path: str | os.PathLike[str], where: Path, document: Any) -> None:
         raise ValidationError(
             f"{Path(path)}: the file could not be updated safely ({exc})"
         ) from None
+    _write(where, text)
+
+
+def _write(where: Path, text: str) -> None:
+    """Atomically and durably, keeping the file's mode."""
     from asyncclient._local._files import write_atomically
 
     try:

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-from merging_support import merging_front
+from front_support import merging_front
 
 from asyncclient import AsyncSession
 from asyncclient._core._checks import KEY_LENGTH, derived_key

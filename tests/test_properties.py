@@ -155,6 +155,8 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
 
 # --- numbers and nesting no careful service sends (issue: fail closed) ----------------------------
 
+from front_support import figures  # noqa: E402
+
 from asyncclient._core import _bounds  # noqa: E402
 from asyncclient._reports import ctrf as _ctrf  # noqa: E402
 from asyncclient._reports import html as _html  # noqa: E402
@@ -180,18 +182,6 @@ NUMERIC = ("durationMs", "createdAt", "startedAt", "finishedAt")
 NESTED = ("captures", "requirements", "error", "verdict", "headline", "build")
 
 
-def _figures(value: Any) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [value]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _figures(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in _figures(v)]
-    return []
-
-
 @given(
     st.fixed_dictionaries({}, optional=dict.fromkeys(NUMERIC, odd_numbers)),
     st.fixed_dictionaries({}, optional=dict.fromkeys(NESTED, deep_values)),
@@ -214,8 +204,8 @@ def test_odd_numbers_and_deep_nesting_give_sane_figures_in_every_report(
         assert 0 <= float(suite.get("time", "0")) <= _bounds.MAX_RUN_SECONDS
     _markdown.step_summary_markdown(report)
     _html.html_report(report)
-    for figure in _figures(_ctrf.ctrf_report(report)["results"]) + _figures(run_fields(run)):
+    for figure in figures(_ctrf.ctrf_report(report)["results"]) + figures(run_fields(run)):
         assert figure == figure, figure  # not NaN
         assert abs(figure) < 2**53, figure  # finite, bounded
-    for figure in _figures(_model.attempt(run).fields()):
+    for figure in figures(_model.attempt(run).fields()):
         assert 0 <= figure < 2**53, figure

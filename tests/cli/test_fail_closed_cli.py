@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from front_support import figures, nested, rewriting_front
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rewriting_support import nested, rewriting_front
 
 from asyncclient.testing import FakeService
 
@@ -93,21 +93,9 @@ async def test_odd_numbers_and_deep_nesting_end_in_a_sane_report(
                        ("get", got.stdout), ("flaky", flaky.stdout)):  # fmt: skip
         assert not _BIG_NUMBER.search(text.replace(run_id, "")), (name, _BIG_NUMBER.search(text))
     cost = json.loads(ctrf.read_text())["results"]["summary"]["extra"]
-    assert all(v >= 0 for v in _numbers(cost)), cost
+    assert all(v >= 0 for v in figures(cost)), cost
     for suite in ET.fromstring(junit.read_text()).iter("testsuite"):
         assert float(suite.get("time", "0")) >= 0
-
-
-def _numbers(value: Any) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [value]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _numbers(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in _numbers(v)]
-    return []
 
 
 # The run view's numeric and nested fields, drawn by hypothesis, through the whole job: a few
@@ -163,4 +151,4 @@ async def test_any_numbers_and_nesting_give_a_job_with_every_report(
     assert "Traceback" not in job.stderr + got.stderr + flaky.stderr
     assert all(report.is_file() for report in (junit, html, ctrf))
     cost = json.loads(ctrf.read_text())["results"]["summary"]["extra"]
-    assert all(0 <= v < 2**53 for v in _numbers(cost)), cost
+    assert all(0 <= v < 2**53 for v in figures(cost)), cost
