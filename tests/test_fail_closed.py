@@ -125,3 +125,18 @@ def test_a_rerun_that_is_another_tests_run_is_dropped_with_the_reason() -> None:
         "the service answered run j_9 of test t_b for a start of t_a: not counted"
     )
     assert reruns.due() == []
+
+
+def test_a_builds_size_and_an_eta_stay_within_sense() -> None:
+    """A build's size sent as 310 digits is unknown (it raised OverflowError in `builds get`);
+    an ETA past a day says so instead of "about 16666666666667 min left"."""
+    from asyncclient._core._converter import converter
+    from asyncclient.eta import JobEta
+    from asyncclient.models import Build
+
+    assert converter.structure({"id": "ab_1", "size": "9" * 310}, Build).size is None
+    assert converter.structure({"id": "ab_1", "size": "\u00b2"}, Build).size is None
+    assert converter.structure({"id": "ab_1", "size": "1048576"}, Build).size == 1 << 20
+    assert JobEta(1e15, 1e15).text() == "over a day left"
+    assert JobEta(600.0, 1e15).text() == "about 10 min to over a day left"
+    assert JobEta(40.0, 55.0).text() == "about 40-55 s left"
