@@ -122,8 +122,13 @@ async def test_a_windows_waiter_reads_the_outcome_from_a_file_left_in_place(
     monkeypatch.setattr(os, "unlink", refusing_unlink)
     first = await _locks.claim(path, backend=backend)
     assert first.lock is not None
-    second = asyncio.create_task(_locks.claim(path, backend=backend))
-    await asyncio.sleep(0.05)
+    waits: list[int | None] = []
+    second = asyncio.create_task(_locks.claim(path, backend=backend, on_wait=waits.append))
+    for _ in range(500):  # until the waiter holds the file open and waits: no time window
+        if waits:
+            break
+        await asyncio.sleep(0.01)
+    assert waits
     first.lock.release({"size": 42})
     assert path.exists()  # the waiter holds it: not removed
     got = await asyncio.wait_for(second, 5)

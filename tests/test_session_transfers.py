@@ -292,17 +292,18 @@ async def test_a_download_slower_than_the_timeout_completes_while_it_moves(
     content = os.urandom(200_000)
 
     async def trickle(request: web.Request) -> web.StreamResponse:
-        # 0.5 s in all, in 20 pieces 25 ms apart: never 0.2 s without a byte.
+        # 1.2 s in all, in 20 pieces 60 ms apart: never 0.6 s without a byte (ten times the
+        # gap, so a busy machine's pauses do not stop it).
         response = web.StreamResponse(headers={"Content-Length": str(len(content))})
         await response.prepare(request)
         for start in range(0, len(content), 10_000):
             await response.write(content[start : start + 10_000])
-            await asyncio.sleep(0.025)
+            await asyncio.sleep(0.06)
         await response.write_eof()
         return response
 
     url = await serve({("GET", "/api/v1/runs/j_1/files/video.mp4"): trickle})
-    async with AsyncSession("k", url, timeout=0.2, max_retries=0) as session:
+    async with AsyncSession("k", url, timeout=0.6, max_retries=0) as session:
         path = await session.download_run_file("j_1", "video.mp4", tmp_path)
     assert path.read_bytes() == content
 
