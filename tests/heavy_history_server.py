@@ -1,7 +1,7 @@
 """A service for tests/test_history_memory.py, run as `python heavy_history_server.py
-TITLE_BYTES`: p_1 has 200 tests; each test's listing holds 25 earlier runs whose titles are
-TITLE_BYTES long; the job's own runs are final at once. Prints its URL, then serves until
-stopped; GET /count says how many test listings it answered."""
+TITLE_BYTES [TESTS]`: p_1 has TESTS tests (200); each test's listing holds 25 earlier runs
+whose titles are TITLE_BYTES long; the job's own runs are final at once. Prints its URL, then
+serves until stopped; GET /count says how many test listings it answered."""
 
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ def _run(run_id: str, test: str, at: datetime, title: str) -> dict[str, object]:
     }  # fmt: skip
 
 
-async def main(title_bytes: int) -> None:
+async def main(title_bytes: int, tests: int) -> None:
     listings = 0
     url = ""
 
     async def start(request: web.Request) -> web.Response:
         started = [{"testId": f"t_{i}", "runId": f"j_new{i}", "mode": "cold", "buildId": None,
-                    "link": f"{url}/runs/j_new{i}"} for i in range(TESTS)]  # fmt: skip
+                    "link": f"{url}/runs/j_new{i}"} for i in range(tests)]  # fmt: skip
         return web.json_response({"started": started, "skipped": []}, status=201)
 
     async def runs(request: web.Request) -> web.Response:
@@ -66,4 +66,4 @@ async def main(title_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else TESTS))

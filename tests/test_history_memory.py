@@ -42,11 +42,13 @@ class Heavy:
 
 
 @contextlib.contextmanager
-def heavy(title_bytes: int) -> Iterator[Heavy]:
+def heavy(title_bytes: int, tests: int = TESTS) -> Iterator[Heavy]:
     """The service in a process of its own (its answers are large: building them would
     otherwise weigh on the test's own process and loop)."""
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(title_bytes)], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(SERVER), str(title_bytes), str(tests)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -87,10 +89,11 @@ def test_a_jobs_history_read_stays_in_bounded_memory(tmp_path: Path) -> None:
 
 
 def test_a_listing_over_the_answer_cap_is_history_not_read(tmp_path: Path) -> None:
-    with heavy(2 << 20) as service:  # 50 MB a listing: over the 32 MiB cap
+    with heavy(2 << 20, tests=10) as service:  # 50 MB a listing: over the 32 MiB cap
         done = run_measured(JOB, _env(service, tmp_path), tmp_path)
     assert done.code == 0, done.stderr[-3000:]
     said = [line for line in done.stderr.splitlines() if "history" in line]
     assert len(said) == 1, said
-    assert "the history of 200 tests could not be read" in said[0], said
+    assert "the history of 10 tests could not be read" in said[0], said
+    assert "larger than the limit of 33,554,432 bytes" in said[0], said
     assert "Traceback" not in done.stderr
