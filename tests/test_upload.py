@@ -1006,12 +1006,20 @@ async def test_resume_starts_over_when_the_service_lost_the_parts(
     (path,) = journal_files(journal)
     kept["etags"]["1"] = "f" * 64  # an etag the service never gave: complete refuses the list
     path.write_text(json.dumps(kept))
+    # Part 1 is trusted only when the hashing thread had proved it before the cancellation:
+    # usually; on a busy machine it may trail the sends, and then part 1 is sent again.
+    proven = "1" in kept["prefixes"]
     svc.reset_requests()
     build = await client.upload_build(svc.project_id, apk, journal_dir=journal)
-    assert build.id != kept["buildId"]
     assert build.sha256 == sha256(apk)
-    assert ops(svc).count("start_upload") == 1
-    assert ops(svc).count("complete_upload") == 2  # refused (invalid_parts), then the new one
+    if proven:  # the journal's etag was used and refused (invalid_parts): a new upload
+        assert build.id != kept["buildId"]
+        assert ops(svc).count("start_upload") == 1
+        assert ops(svc).count("complete_upload") == 2
+    else:  # the bogus etag was never trusted: the same upload, part 1 sent again
+        assert build.id == kept["buildId"]
+        assert ops(svc).count("start_upload") == 0
+        assert 1 in part_requests(svc)
 
 
 async def test_resume_returns_a_build_the_lost_answer_had_completed(
