@@ -140,3 +140,15 @@ def test_a_builds_size_and_an_eta_stay_within_sense() -> None:
     assert JobEta(1e15, 1e15).text() == "over a day left"
     assert JobEta(600.0, 1e15).text() == "about 10 min to over a day left"
     assert JobEta(40.0, 55.0).text() == "about 40-55 s left"
+
+
+@pytest.mark.parametrize(
+    ("sent", "read"),
+    [(1500, 1500), (1234.7, 1234), ("42", 42), (" 7 ", 7), (0, 0), (2**53 - 1, 2**53 - 1),
+     (2**53, None), (-1, None), (-0.5, 0), (1e300, None), (float("nan"), None), ("1e3", None),
+     ("\u00b2", None), ("\uff19", None), ("9" * 17, None), (True, None), (None, None), ([], None)],
+)  # fmt: skip
+def test_the_one_reader_of_counts(sent: object, read: int | None) -> None:
+    from asyncclient._core._bounds import count
+
+    assert count(sent) == read

@@ -48,12 +48,13 @@ def digits(text: str) -> bool:
 
 def count(value: Any) -> int | None:
     """A count, size or millisecond figure: a whole number from 0 to MAX_COUNT sent as a
-    number or as ASCII digits; None for anything else (negative, fractional, huge, NaN)."""
+    number (a fraction cut off) or as ASCII digits; None for anything else (negative, huge,
+    NaN, other text)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         number = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    elif isinstance(value, float) and math.isfinite(value) and abs(value) <= MAX_COUNT:
         number = int(value)
     elif isinstance(value, str) and _DIGITS.fullmatch(stripped := value.strip()):
         number = int(stripped)
