@@ -123,9 +123,6 @@ class _Builds:
         self._session = session
         self._known: dict[str, asyncio.Task[tuple[str | None, str | None]]] = {}
 
-    async def sha256(self, build_id: str | None) -> str | None:
-        return (await self.read(build_id))[0]
-
     async def read(self, build_id: str | None) -> tuple[str | None, str | None]:
         """(sha256, project id) of the build; (None, None) when it cannot be read."""
         if build_id is None:
