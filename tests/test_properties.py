@@ -177,7 +177,7 @@ def _deep(depth: int, leaf: Any) -> Any:
     return leaf
 
 
-deep_values = st.builds(_deep, st.integers(min_value=0, max_value=60), json_values)  # past MAX_DEPTH
+deep_values = st.builds(_deep, st.integers(min_value=0, max_value=60), json_values)  # past 32
 NUMERIC = ("durationMs", "createdAt", "startedAt", "finishedAt")
 NESTED = ("captures", "requirements", "error", "verdict", "headline", "build")
 
