@@ -285,7 +285,7 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
     )
     # The digest of the whole (the CI run, attempt and leg too) first: a service that keeps
     # only a prefix of the key still tells every job and leg apart.
-    return derived_key(settings.key_prefix, what)[:33] + settings.key_prefix[:31]
+    return derived_key(settings.key_prefix, what, label=settings.key_prefix)
 
 
 def run_arguments(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from asyncclient._core import _checks as checks
+from asyncclient._core import _untrusted
 from asyncclient.errors import AsyncClientError, ValidationError
 
 if TYPE_CHECKING:
@@ -327,9 +328,10 @@ class Reruns:
             attempts = self._entries.setdefault(entry, [])
             test_id = attempts[0].test_id if attempts else None
             if attempts and attempts[0].id != run.id and run.test_id not in (None, test_id):
+                other = _untrusted.clip(_untrusted.line(run.test_id), 80)
                 self._errors.setdefault(
                     entry,
-                    f"the service answered run {run.id} of test {run.test_id} for a start of "
+                    f"the service answered run {run.id} of test {other} for a start of "
                     f"{test_id}: not counted",
                 )
                 attempts[:] = [seen for seen in attempts if seen.id != run.id]

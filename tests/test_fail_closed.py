@@ -3,11 +3,14 @@ answered twice, or a run of another test, is never a second verdict (issue: fail
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from typing import Any
 
 import pytest
 from front_support import merging_front
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncclient import AsyncSession
 from asyncclient._core._checks import KEY_LENGTH, derived_key
@@ -152,3 +155,22 @@ def test_the_one_reader_of_counts(sent: object, read: int | None) -> None:
     from asyncclient._core._bounds import count
 
     assert count(sent) == read
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=60).filter(lambda t: t != "t_a"))
+def test_another_tests_id_in_the_reason_is_one_safe_line(other: str) -> None:
+    """The id a hostile service gives for the other test reaches the report as one line with no
+    control character, however it was written."""
+    reruns = Reruns(1, idempotency_key="k")
+    reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
+    reruns._entry_of["j_9"] = "j_1"
+    reruns._entries["j_1"].append(Run(id="j_9", status=RunStatus.QUEUED, test_id="t_a"))
+    reruns.record([Run(id="j_9", status=RunStatus.PASSED, test_id=other, final=True)])
+    (test,) = reruns.result().tests
+    reason = test.start_error or ""
+    assert reason.startswith("the service answered run j_9 of test ")
+    assert "\n" not in reason
+    assert "\r" not in reason
+    assert not any(unicodedata.category(ch) == "Cc" for ch in reason)
+    assert len(reason) < 200

@@ -285,15 +285,16 @@ that keeps only a prefix must still tell every key apart (the digest comes first
 _KEY_TAIL: Final = re.compile(r"[^A-Za-z0-9._:/-]")
 
 
-def derived_key(base: str, *parts: str) -> str:
+def derived_key(base: str, *parts: str, label: str | None = None) -> str:
     """The idempotency key of one start within a job whose own key is `base` (a re-run, a
-    repeat, a verification's run): a digest of the whole first, then the parts to read,
-    `KEY_LENGTH` characters at most. Equal inputs give equal keys, so a job run again with
-    its key starts nothing twice; a service that keeps only the first 32 characters still
-    tells every start apart."""
+    repeat, a verification's run, the CI start): a digest of the whole first, then `label`
+    (default: the parts) for a person to read, `KEY_LENGTH` characters at most. Equal inputs
+    give equal keys, so a job run again with its key starts nothing twice; a service that
+    keeps only the first 32 characters still tells every start apart."""
     whole = "\x1f".join((base, *parts)).encode("utf-8", "surrogatepass")
     digest = hashlib.sha256(whole).hexdigest()[:32]
-    return f"{digest}-{_KEY_TAIL.sub('_', '/'.join(parts))}"[:KEY_LENGTH]
+    readable = "/".join(parts) if label is None else label
+    return f"{digest}-{_KEY_TAIL.sub('_', readable)}"[:KEY_LENGTH]
 
 
 _ON: Final = frozenset({"1", "true", "yes", "on"})

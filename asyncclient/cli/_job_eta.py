@@ -108,13 +108,13 @@ class EtaWatch:
             self._session, tests, exclude=self._exclude, unread=unread
         )
         if unread:
-            from asyncclient._core._untrusted import clip
+            from asyncclient._core._untrusted import clip, line
 
             names = ", ".join(sorted(unread)[:3]) + (", ..." if len(unread) > 3 else "")
             count = f"{len(unread)} test{'' if len(unread) == 1 else 's'}"
             self._out.warning(
                 f"the history of {count} could not be read ({names}): no ETA of their own, "
-                f"no reuse, not taken as new; {clip(next(iter(unread.values())), 300)}"
+                f"no reuse, not taken as new; {clip(line(next(iter(unread.values()))), 300)}"
             )
         modes = self._progress.modes
         self._progress.expect(

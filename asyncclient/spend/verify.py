@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 from asyncclient._core import _checks as checks
+from asyncclient._core import _untrusted
 from asyncclient.errors import AsyncClientError, ValidationError, WatchTimeoutError
 
 if TYPE_CHECKING:
@@ -286,7 +287,8 @@ async def verify_fix(
             if view is None:
                 continue
             if view.test_id is not None and view.test_id != test_id:
-                errors[test_id].append(f"run {run_id} is of test {view.test_id}: not counted")
+                other = _untrusted.clip(_untrusted.line(view.test_id), 80)
+                errors[test_id].append(f"run {run_id} is of test {other}: not counted")
                 continue
             own.append(view)
         checks_of.append(FixCheck(test_id, runs, tuple(own), tuple(dict.fromkeys(errors[test_id]))))
