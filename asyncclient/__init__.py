@@ -53,7 +53,8 @@ if TYPE_CHECKING:
         UploadedPart,
         UploadStart,
     )
-    from asyncclient.reruns import Attempts, SuiteResult, wait_with_retries
+    from asyncclient.reruns import Attempts, SuiteResult
+    from asyncclient.suite import SuitePolicy, SuiteRun, wait_with_retries
     from asyncclient.upload import UploadItem, UploadResult
     from asyncclient.watch import RunWatcher
 
@@ -78,7 +79,9 @@ _LAZY = {
     "UploadResult": "asyncclient.upload",
     "Attempts": "asyncclient.reruns",
     "SuiteResult": "asyncclient.reruns",
-    "wait_with_retries": "asyncclient.reruns",
+    "wait_with_retries": "asyncclient.suite",
+    "SuitePolicy": "asyncclient.suite",
+    "SuiteRun": "asyncclient.suite",
     "load_config": "asyncclient.config",
 }
 
@@ -113,7 +116,9 @@ __all__ = [
     "ServerError",
     "SkippedTest",
     "StartedRun",
+    "SuitePolicy",
     "SuiteResult",
+    "SuiteRun",
     "TransportError",
     "UnauthenticatedError",
     "UnknownRunsError",

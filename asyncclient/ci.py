@@ -76,6 +76,8 @@ class Settings:
     label: str = ""
     mode: str = ""
     retry_failed: int = 0
+    retry_strategy: str = ""  # rounds, at-once or hedge ("": the command's default, rounds)
+    retry_budget: str = ""  # minutes, checked by the command
     max_failures: int = 0  # 0: no fail-fast
     junit: str = ""
     ctrf: str = ""
@@ -139,6 +141,29 @@ def _days(value: str, name: str) -> str:
     return text
 
 
+def _strategy(value: str, name: str) -> str:
+    text = value.strip()
+    if text and text not in ("rounds", "at-once", "hedge"):
+        raise SettingError(f"{name} is {value[:40]!r}: give rounds, at-once or hedge")
+    return text
+
+
+def _minutes(value: str, name: str) -> str:
+    """A number of minutes above 0 as written, empty when empty."""
+    text = value.strip()
+    try:
+        minutes = float(text) if text else None
+    except ValueError:
+        minutes = None
+        text = text or "?"
+    if text and (minutes is None or not math.isfinite(minutes) or minutes <= 0):
+        raise SettingError(
+            f"{name} is {value[:40]!r}: give the minutes of device time re-runs may take "
+            "(above 0), or leave it empty"
+        )
+    return text
+
+
 def _key_part(value: str, name: str) -> str:
     text = value.strip()
     if text and not _KEY_PART.fullmatch(text):
@@ -170,6 +195,8 @@ def _settings(
         label=get("label").strip() or label,
         mode=get("mode").strip(),
         retry_failed=_count(get("retry-failed"), names["retry-failed"], "re-runs (0 to 10)"),
+        retry_strategy=_strategy(get("retry-strategy"), names["retry-strategy"]),
+        retry_budget=_minutes(get("retry-budget"), names["retry-budget"]),
         max_failures=_count(get("max-failures"), names["max-failures"], "tests (1 or more)"),
         junit=get("junit").strip(),
         ctrf=get("ctrf").strip(),
@@ -194,6 +221,8 @@ SETTINGS: Final = (
     "label",
     "mode",
     "retry-failed",
+    "retry-strategy",
+    "retry-budget",
     "max-failures",
     "junit",
     "ctrf",
@@ -272,6 +301,8 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             "builds": sorted(build_ids),
             "mode": settings.mode,
             "retryFailed": settings.retry_failed,
+            "retryStrategy": settings.retry_strategy,
+            "retryBudget": settings.retry_budget,
             "maxFailures": settings.max_failures,
             "quarantine": [settings.quarantine, quarantine],
             "timeout": settings.timeout,
@@ -308,6 +339,10 @@ def run_arguments(
     argv += [part for flag, value in options if value for part in (flag, value)]
     if settings.retry_failed:
         argv += ["--retry-failed", str(settings.retry_failed)]
+        if settings.retry_strategy:
+            argv += ["--retry-strategy", settings.retry_strategy]
+        if settings.retry_budget:
+            argv += ["--retry-budget", settings.retry_budget]
     if settings.max_failures:
         argv += ["--max-failures", str(settings.max_failures)]
     if settings.timeout:

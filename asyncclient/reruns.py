@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -43,7 +43,6 @@ __all__ = [
     "Reruns",
     "SuiteResult",
     "needs_rerun",
-    "wait_with_retries",
 ]
 
 MAX_RETRY_FAILED = 10
@@ -76,6 +75,11 @@ class Attempts:
         start_error: Why a re-run could not be started, if one could not.
         repeats: How many of the runs after the first repeat a new test (not re-runs).
         reused: The earlier pass that stands for its stopped run, when it was reused.
+        kinds: Each run's kind, in `runs`' order: run, rerun, repeat or copy (empty: the
+            first run, then re-runs).
+        at_once: Its runs may overlap (re-runs at once, copies): the verdict is that of all
+            of them, and `runs` ends with the run that decides it.
+        stopped: Its runs the suite stopped because another run of it passed (not counted).
     """
 
     test_id: str
@@ -83,6 +87,9 @@ class Attempts:
     start_error: str | None = None
     repeats: int = 0
     reused: Reuse | None = None
+    kinds: tuple[str, ...] = ()
+    at_once: bool = False
+    stopped: frozenset[str] = frozenset()
 
     @property
     def final(self) -> Run:
@@ -113,6 +120,8 @@ class Attempts:
         final = self.final
         if self.repeats:
             return self._arrival()
+        if self.at_once and self.reused is None:
+            return self._together()
         if self.reused is not None and final.status_kind == "cancelled":
             return "reused"
         if not final.is_final:
@@ -122,6 +131,17 @@ class Attempts:
         if final.status_kind == "cancelled":
             return "cancelled"
         return "failed"
+
+    def _together(self) -> TestOutcome:
+        """The verdict of runs that may overlap: passed when a counted run passed (flaky when
+        another counted run did not), else not final while one goes on, else failed (or
+        cancelled when no run counted)."""
+        counted = [run for run in self.runs if run.is_final and run.status_kind != "cancelled"]
+        if any(run.passed for run in counted):
+            return "flaky" if any(not run.passed for run in counted) else "passed"
+        if any(not run.is_final for run in self.runs):
+            return "not_final"
+        return "failed" if counted else "cancelled"
 
     def _arrival(self) -> TestOutcome:
         """A new test's verdict from all of its runs (stopped ones do not count)."""
@@ -272,6 +292,8 @@ class Reruns:
         new_test_runs: int = 0,
         new_test_budget: float | None = None,
         new_test_warn: bool = False,
+        at_once: bool = False,
+        budget_seconds: float | None = None,
     ) -> None:
         from asyncclient.spend.arrival import BUDGET_SECONDS, check_new_test_runs
 
@@ -313,6 +335,28 @@ class Reruns:
         self._entries: dict[str, list[Run]] = {}
         self._entry_of: dict[str, str] = {}  # run id -> entry
         self._errors: dict[str, str] = {}  # entry -> why its re-run was refused
+        self._rank: dict[str, int] = {}  # first run id -> its place in the result (order())
+        # Re-runs at once (`at-once`, `hedge`): a test's runs may overlap; the first pass stops
+        # the others, which are then not counted.
+        self.at_once = at_once
+        self._kind: dict[str, str] = {}  # run id -> rerun, repeat or copy (first runs: none)
+        self.stopped: set[str] = set()  # runs stopped because another run of the test passed
+        # The device time re-runs and copies may take: each is reckoned at its test's usual
+        # duration when it starts, then at what it took once final.
+        self.budget_seconds = budget_seconds
+        self.usual_seconds: dict[str, float] = {}  # test id -> its runs' usual duration
+        self._reckoned: dict[str, float] = {}  # run id of a re-run or copy -> seconds
+        self._budget_spent: set[str] = set()  # entries refused a run by the budget
+
+    def order(self, run_ids: Iterable[str]) -> None:
+        """The order of the tests in the result: that of these first runs (others after)."""
+        for run_id in run_ids:
+            self._rank.setdefault(run_id, len(self._rank))
+
+    @property
+    def rerun_mode(self) -> str | None:
+        """The mode the first runs were started in, when the caller said."""
+        return self._mode
 
     @property
     def start_errors(self) -> dict[str, str]:
@@ -361,6 +405,79 @@ class Reruns:
             and not self._arriving(entry)
         ]
 
+    def runs_left(self, run: Run) -> int:
+        """How many more runs `run`'s test may get (1 + retry_failed in all)."""
+        entry = self._entry_of.get(run.id, run.id)
+        return max(0, 1 + self.retry_failed - len(self._entries.get(entry, ())))
+
+    def due_at_once(self, run: Run) -> tuple[Run, int] | None:
+        """With re-runs at once: `run` just ended without passing; its test's remaining runs
+        are due now, unless a run of it passed, it was stopped, it is a new test given
+        repeats, its re-runs were refused or it has none left."""
+        entry = self._entry_of.get(run.id)
+        if entry is None or not self.at_once or not needs_rerun(run):
+            return None
+        attempts = self._entries[entry]
+        if not attempts[0].test_id or entry in self._errors or self._arriving(entry):
+            return None
+        if any(seen.passed for seen in attempts):
+            return None
+        going = sum(1 for seen in attempts if not seen.is_final)
+        left = self.runs_left(run)
+        # A copy still going is a chance already taken: only the runs beyond it start.
+        if going or not left:
+            return None
+        return run, left
+
+    def others_going(self, run: Run) -> list[str]:
+        """The runs of `run`'s test other than it still going (to stop once it passed)."""
+        entry = self._entry_of.get(run.id)
+        if entry is None:
+            return []
+        return [seen.id for seen in self._entries[entry] if seen.id != run.id and not seen.is_final]
+
+    def kind_of(self, run_id: str) -> str:
+        """run (a first run), rerun, repeat or copy."""
+        return self._kind.get(run_id, "run")
+
+    def budget_left(self) -> float | None:
+        """Seconds of device time re-runs and copies may still take (None: no budget)."""
+        if self.budget_seconds is None:
+            return None
+        return self.budget_seconds - self.budget_used()
+
+    def budget_used(self) -> float:
+        """Seconds re-runs and copies took or are reckoned to take."""
+        return sum(self._reckoned.values())
+
+    def reckon(self, run: Run) -> None:
+        """A re-run or copy's view: once final, what it took replaces its reckoning."""
+        if run.id in self._reckoned and run.is_final:
+            self._reckoned[run.id] = run.duration_seconds or 0.0
+
+    def _fits(self, entry: str, test_id: str) -> bool:
+        """Whether one more re-run or copy of the test fits the budget; one that does not is
+        the test's start error (it keeps its verdict so far)."""
+        if self.budget_seconds is None:
+            return True
+        from asyncclient.eta import DEFAULT_RUN_SECONDS
+
+        need = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS)
+        used = self.budget_used()
+        if used + need <= self.budget_seconds:
+            return True
+        self._budget_spent.add(entry)
+        self._errors.setdefault(
+            entry,
+            f"the re-run budget of {self.budget_seconds / 60:.1f} min is spent ({used / 60:.1f} "
+            f"min used, about {need / 60:.1f} min needed)",
+        )
+        return False
+
+    def budget_refused(self, test_id: str) -> bool:
+        """Whether the budget kept a run of the test from starting."""
+        return any(self._entries[e][0].test_id == test_id for e in self._budget_spent)
+
     def arrivals(self) -> list[tuple[Run, int]]:
         """The new tests whose first run ended (not stopped) and whose repeats have not
         started, each with how many repeats it gets (spend.arrival.repeats_for)."""
@@ -387,7 +504,7 @@ class Reruns:
             self._repeated[self._entry_of[first.id]] = count
         done = await asyncio.gather(
             *(
-                self._start_one(session, limit, first, f"repeat/{first.test_id}/{n}")
+                self._start_one(session, limit, first, f"repeat/{first.test_id}/{n}", "repeat")
                 for first, count in due
                 for n in range(1, count + 1)
             )
@@ -395,7 +512,12 @@ class Reruns:
         return [item for item in done if item is not None]
 
     async def _start_one(
-        self, session: AsyncSession, limit: asyncio.Semaphore, run: Run, key: str
+        self,
+        session: AsyncSession,
+        limit: asyncio.Semaphore,
+        run: Run,
+        key: str,
+        kind: str = "rerun",
     ) -> tuple[str, str, int] | None:
         """Start another run of `run`'s test (with its first run's build and mode, and the key
         `SUITE_KEY/key`); it is queued, an attempt of the test, until the watcher sees it. The
@@ -406,6 +528,13 @@ class Reruns:
         attempts = self._entries[entry]
         test_id = attempts[0].test_id
         assert test_id is not None
+        if kind != "repeat" and not self._fits(entry, test_id):
+            return None
+        if kind != "repeat":
+            from asyncclient.eta import DEFAULT_RUN_SECONDS
+
+            placeholder = f"?{key}"  # reckoned before the start answers: the budget holds
+            self._reckoned[placeholder] = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS)
         async with limit:
             try:
                 started = await session.run_test(
@@ -414,8 +543,10 @@ class Reruns:
                     idempotency_key=checks.derived_key(self._key, key),
                 )
             except AsyncClientError as exc:
+                self._reckoned.pop(f"?{key}", None)
                 self._errors.setdefault(entry, str(exc))
                 return None
+        reckoned = self._reckoned.pop(f"?{key}", None)
         if started.run_id in self._entry_of:
             # A service that merged two keys (or answered an old start): never a second verdict.
             self._errors.setdefault(
@@ -425,6 +556,9 @@ class Reruns:
             )
             return None
         self._entry_of[started.run_id] = entry
+        self._kind[started.run_id] = kind
+        if reckoned is not None:
+            self._reckoned[started.run_id] = reckoned
         if started.overage is True:
             self.overage.add(started.run_id)
         attempts.append(Run(id=started.run_id, status=RunStatus.QUEUED, test_id=test_id))
@@ -439,6 +573,15 @@ class Reruns:
         if run.id in self.reused and run.status_kind == "cancelled":
             return False
         entry = self._entry_of.get(run.id, run.id)
+        if self.at_once and entry in self._entries and not self._arriving(entry):
+            attempts = self._entries[entry]
+            if any(not seen.is_final for seen in attempts):
+                return False  # another run of it may still pass
+            if any(seen.passed for seen in attempts):
+                return False
+            if not any(needs_rerun(seen) for seen in attempts):
+                return not any(seen.id in self.reused for seen in attempts)
+            return len(attempts) > self.retry_failed or entry in self._errors
         if entry in self._entries and self._arriving(entry):
             if entry not in self._repeated and run.status_kind != "cancelled":
                 return False  # its repeats are still to come
@@ -467,26 +610,56 @@ class Reruns:
         """Start a re-run of each test of `due` together (a few requests at once); returns
         (test id, run id, attempt number) of each one started. A test whose re-run the service
         refuses keeps its last verdict, with the reason (see Attempts.start_error)."""
+        return await self.start_many(session, [(run, 1) for run in due])
+
+    async def start_many(
+        self, session: AsyncSession, due: Sequence[tuple[Run, int]], kind: str = "rerun"
+    ) -> list[tuple[str, str, int]]:
+        """Start `count` more runs of each test of `due` (a re-run's, or a known-flaky test's
+        copies: `kind` copy), a few requests at once, each with its own key; returns (test id,
+        run id, attempt number) of each one started. One the budget does not fit, or the
+        service refuses, is not started: the test keeps its verdict so far, with the reason."""
         limit = asyncio.Semaphore(_START_CONCURRENCY)
-
-        def key(run: Run) -> str:
+        jobs = []
+        for run, count in due:
             attempts = self._entries[self._entry_of[run.id]]
-            return f"rerun/{attempts[0].test_id}/{len(attempts) + 1}"
-
-        done = await asyncio.gather(*(self._start_one(session, limit, r, key(r)) for r in due))
+            for n in range(count):
+                key = f"rerun/{attempts[0].test_id}/{len(attempts) + 1 + n}"
+                jobs.append(self._start_one(session, limit, run, key, kind))
+        if self.budget_seconds is None:
+            done = await asyncio.gather(*jobs)
+        else:  # one after another, so that each start is reckoned against the budget
+            done = [await job for job in jobs]
         return [item for item in done if item is not None]
 
     def _attempts(self, entry: str) -> Attempts:
-        runs = self._entries[entry]
+        runs = list(self._entries[entry])
         repeats = self._repeated.get(entry, 0) and len(runs) - 1
         reused = self.reused.get(runs[-1].id) if len(runs) == 1 else None
+        together = self.at_once and not repeats and len(runs) > 1
+        if together:
+            # The run that decides the verdict goes last, where every report reads it.
+            counted = [r for r in runs if r.is_final and r.status_kind != "cancelled"]
+            decider = next((r for r in counted if r.passed), None)
+            decider = decider or next((r for r in runs if not r.is_final), None)
+            decider = decider or (counted[-1] if counted else runs[-1])
+            runs = [r for r in runs if r is not decider] + [decider]
         return Attempts(
-            runs[0].test_id or entry, tuple(runs), self._errors.get(entry), repeats, reused
+            runs[0].test_id or entry,
+            tuple(runs),
+            self._errors.get(entry),
+            repeats,
+            reused,
+            kinds=tuple(self.kind_of(r.id) for r in runs),
+            at_once=together,
+            stopped=frozenset(r.id for r in runs if r.id in self.stopped),
         )
 
     def result(self, *, complete: bool = True, unknown: Sequence[str] = ()) -> SuiteResult:
+        rank, last = self._rank, len(self._rank)
+        entries = sorted(self._entries, key=lambda entry: rank.get(entry, last))
         return SuiteResult(
-            tuple(self._attempts(entry) for entry in self._entries),
+            tuple(self._attempts(entry) for entry in entries),
             self.fail_on_flaky,
             complete,
             tuple(unknown),
@@ -503,95 +676,20 @@ def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.001, deadline - time.monotonic())
 
 
-async def wait_with_retries(
-    session: AsyncSession,
-    run_ids: Iterable[str],
-    *,
-    retry_failed: int = 0,
-    fail_on_flaky: bool = False,
-    mode: str | None = None,
-    build_id: str | None = None,
-    idempotency_key: str | None = None,
-    timeout: float | None = None,  # noqa: ASYNC109 - a deadline over many sweeps and rounds
-    raise_on_timeout: bool = True,
-    on_run: Callable[[Run], object] | None = None,
-    on_rerun: Callable[[list[tuple[str, str, int]]], object] | None = None,
-    **watch_options: Any,
-) -> SuiteResult:
-    """Wait for the runs, re-running each test that did not pass up to `retry_failed` times
-    (see the module's docstring); returns every test with every attempt.
+def __getattr__(name: str) -> Any:
+    """`asyncclient.reruns.wait_with_retries`, the old home of what is now
+    `asyncclient.wait_with_retries` (asyncclient.suite): still imported from here, with a
+    DeprecationWarning."""
+    if name == "wait_with_retries":
+        import warnings
 
-    mode, build_id: of the first runs, when the caller started them (else each run's own view
-    says). on_run(run): each change of a run, as RunWatcher yields them; on_rerun(started):
-    each round of re-runs as it starts, (test id, run id, attempt) each. `timeout` bounds the
-    whole wait, re-runs included; the other options go to each round's RunWatcher.
+        from asyncclient.suite import wait_with_retries
 
-    Raises WatchTimeoutError when `timeout` passes first and UnknownRunsError when the service
-    did not know some ids, as AsyncSession.wait_for_runs does; with raise_on_timeout=False both
-    return the result so far instead (`complete` False, `unknown` the ids).
-
-    Args:
-        session: The session to call the service with.
-        run_ids: The first runs of the suite (`j_...`).
-        retry_failed: How many more times a test that did not pass may run (0 to 10).
-        fail_on_flaky: Count a test that failed and then passed as failed.
-        mode: The mode the first runs were started in, if the caller started them.
-        build_id: The build the first runs used, if the caller started them.
-        idempotency_key: The suite's key; each re-run's is derived from it
-            (`KEY/rerun/TEST/N`). Default: a new one.
-        timeout: Seconds for the whole wait, re-runs included; default: no limit.
-        raise_on_timeout: Raise on a timeout or unknown ids; False returns the result so far.
-        on_run: Called with each change of a run, as the watcher sees it.
-        on_rerun: Called with each round of re-runs as it starts: (test id, run id, attempt).
-        **watch_options: `WatchOptions` for each round's `RunWatcher`.
-
-    Returns:
-        A `SuiteResult`: every test with every attempt; `.passed`, `.flaky`, `.failed`,
-        `.summary()`.
-
-    Raises:
-        ValidationError: A bad run id or option, before any request.
-        WatchTimeoutError: `timeout` passed first (unless raise_on_timeout is False).
-        UnknownRunsError: The service did not know some ids (likewise).
-        ApiError: The service refused a request (after the retries its status allows).
-        TransportError: The service could not be reached, after the retries.
-    """
-    from asyncclient.errors import UnknownRunsError, WatchTimeoutError
-
-    ids = checks.check_id_list("run", run_ids, "run_ids", unique=False)
-    reruns = Reruns(
-        retry_failed,
-        mode=mode,
-        build_id=build_id,
-        idempotency_key=idempotency_key,
-        fail_on_flaky=fail_on_flaky,
-    )
-    deadline = None if timeout is None else time.monotonic() + timeout
-    first = True
-    while ids:
-        # The first round has the whole timeout (its message names it); later ones the rest.
-        left = timeout if first else remaining(deadline)
-        first = False
-        watcher = session.watch_runs(ids, timeout=left, **watch_options)
-        try:
-            async with watcher:
-                async for run in watcher:
-                    if on_run is not None:
-                        on_run(run)
-        except WatchTimeoutError:
-            if raise_on_timeout:
-                raise
-            reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
-            return reruns.result(complete=False)
-        views = watcher.runs
-        reruns.record(views[i] for i in ids if i in views and i not in watcher.unknown)
-        if watcher.unknown:
-            if raise_on_timeout:
-                known = tuple(run for run in views.values() if run.id not in watcher.unknown)
-                raise UnknownRunsError(watcher.unknown, known)
-            return reruns.result(unknown=watcher.unknown)
-        started = await reruns.start(session, reruns.due())
-        if started and on_rerun is not None:
-            on_rerun(started)
-        ids = [run_id for _, run_id, _ in started]
-    return reruns.result()
+        warnings.warn(
+            "asyncclient.reruns.wait_with_retries moved: import it from asyncclient (or "
+            "asyncclient.suite)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return wait_with_retries
+    raise AttributeError(f"module 'asyncclient.reruns' has no attribute {name!r}")

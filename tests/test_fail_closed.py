@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from asyncclient import AsyncSession
 from asyncclient._core._checks import KEY_LENGTH, derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Reruns, wait_with_retries
+from asyncclient import wait_with_retries
+from asyncclient.reruns import Reruns
 from asyncclient.spend.verify import verify_fix
 from asyncclient.testing import FakeService
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from test_watch import ManualTime
 
-from asyncclient import AsyncSession, ValidationError
+from asyncclient import AsyncSession, ValidationError, wait_with_retries
 from asyncclient._core._checks import derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, Reruns, SuiteResult, needs_rerun, wait_with_retries
+from asyncclient.reruns import Attempts, Reruns, SuiteResult, needs_rerun
 from asyncclient.testing import FakeService
 
 BUILD = "ab_b1"  # RERUN_BUILD of conftest.py

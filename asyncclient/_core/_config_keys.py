@@ -46,6 +46,9 @@ GLOBAL_KEYS: Final[Mapping[str, Key]] = {
 
 _FOLLOW: Final[Mapping[str, Key]] = {
     "retry_failed": Key("int", "--retry-failed"),
+    "retry_strategy": Key("str", "--retry-strategy", default="rounds"),
+    "hedge_target": Key("float", "--hedge-target", default=0.95),
+    "retry_budget": Key("float", "--retry-budget"),
     "max_failures": Key("int", "--max-failures"),
     "fail_on_flaky": Key("bool", "--fail-on-flaky"),
     "junit": Key("path", "--junit"),

@@ -87,9 +87,11 @@ class Check:
 @attrs.frozen
 class Attempt:
     """One run of a test, as every report reads it. `number`: its place among the test's
-    attempts (1 for the first); `kind`: run (the first), rerun (--retry-failed) or repeat (a
-    new test's, --new-test-runs); `reused`: the earlier pass that stands for this stopped run
-    (--reuse-passed), which then reads as passed, its link the earlier run's."""
+    attempts (1 for the first); `kind`: run (the first), rerun (--retry-failed), repeat (a
+    new test's, --new-test-runs) or copy (a known-flaky test's, --retry-strategy hedge);
+    `stopped`: stopped because another run of its test passed (not counted); `reused`: the
+    earlier pass that stands for this stopped run (--reuse-passed), which then reads as
+    passed, its link the earlier run's."""
 
     run: Run
     number: int
@@ -109,6 +111,7 @@ class Attempt:
     queue_seconds: float | None  # from its creation to its start, once it started
     kind: str = "run"
     reused: Reuse | None = None
+    stopped: bool = False  # stopped by the suite: another run of its test passed
 
     @property
     def id(self) -> str:
@@ -134,6 +137,7 @@ class Attempt:
             "buildId": self.run.used_build_id,
             "kind": self.kind,
             "reused": None if self.reused is None else self.reused.fields(),
+            "stopped": self.stopped,
         }
 
 
@@ -218,6 +222,9 @@ class Cost:
     repeat_device_seconds: float = 0.0
     saved_seconds: float = 0.0
     reused_runs: int = 0
+    copy_device_seconds: float = 0.0
+    copy_runs: int = 0
+    stopped_runs: int = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -235,6 +242,9 @@ class Cost:
             "repeatDeviceSeconds": round(self.repeat_device_seconds, 3),
             "savedSeconds": round(self.saved_seconds, 3),
             "reusedRuns": self.reused_runs,
+            "copyDeviceSeconds": round(self.copy_device_seconds, 3),
+            "copyRuns": self.copy_runs,
+            "stoppedRuns": self.stopped_runs,
         }
 
     def line(self) -> str:
@@ -254,6 +264,13 @@ class Cost:
         text += f", {self.runs} run{'' if self.runs == 1 else 's'}"
         if self.overage_runs:
             text += f", {self.overage_runs} beyond the plan's included runs"
+        if self.copy_runs:
+            text += (
+                f"; copies: {self.copy_runs} run{'' if self.copy_runs == 1 else 's'}, "
+                f"{format_duration(self.copy_device_seconds) or '0.0 s'}"
+            )
+        if self.stopped_runs:
+            text += f", {self.stopped_runs} stopped once another run of its test passed"
         if self.reused_runs:
             saved = format_duration(self.saved_seconds) or "0.0 s"
             text += f"; {saved} saved by reusing {self.reused_runs} pass"
@@ -283,6 +300,9 @@ def _cost(attempts: Sequence[Attempt], overage: frozenset[str]) -> Cost:
             queue_seconds=told.queue_seconds or 0.0,
             runs=1,
             overage_runs=1 if told.id in overage else 0,
+            copy_device_seconds=seconds if told.kind == "copy" else 0.0,
+            copy_runs=1 if told.kind == "copy" else 0,
+            stopped_runs=1 if told.stopped else 0,
         )
     return total
 
@@ -428,8 +448,9 @@ def _test(
     history = result.history or {}
     usual = (expected or {}).get(test.test_id)
     kind = "repeat" if test.repeats else "rerun"
+    kinds = test.kinds or tuple(kind if n > 1 else "run" for n in range(1, len(test.runs) + 1))
     attempts = tuple(
-        attrs.evolve(attempt(run, n), kind=kind if n > 1 else "run")
+        attrs.evolve(attempt(run, n), kind=kinds[n - 1], stopped=run.id in test.stopped)
         for n, run in enumerate(test.runs, 1)
     )
     if test.outcome == "reused" and test.reused is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,41 +17,25 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient._reports.model import SuiteReport, TestReport
     from asyncclient.cli._options import Follow
-    from asyncclient.eta import Expected
     from asyncclient.models import Run
-    from asyncclient.reruns import Reruns, SuiteResult
+    from asyncclient.reruns import SuiteResult
 
 __all__ = ["report"]
 
 
 async def report(
     session: AsyncSession,
-    reruns: Reruns,
+    result: SuiteResult,
+    told: SuiteReport,
     options: Follow,
     out: Output,
-    name: str,
-    skipped: Sequence[tuple[str, str]],
-    expected: Mapping[str, Expected] | None = None,
-    history: Mapping[str, Sequence[Run]] | None = None,
-) -> SuiteResult:
-    """Every report asked for, of the suite's tests (their last attempts, with the earlier
-    ones where tests were re-run); returns the SuiteResult."""
+) -> None:
+    """Every report asked for, of the suite's report model (built once by the suite loop):
+    the summary, --json, --junit, --ctrf, --html, the step summary, and the evidence of the
+    runs that did not pass (--download-failed, read from `result`)."""
     from asyncclient._reports import junit as _junit
-    from asyncclient._reports.model import suite_report
     from asyncclient._reports.text import summary_lines
 
-    result = reruns.result()
-    if not options.no_history:
-        result = await _with_history(session, result, out)
-    # The one model every report below renders.
-    told = suite_report(
-        result,
-        name=name,
-        skipped=skipped,
-        by_tests=bool(reruns.retry_failed),
-        expected=expected,
-        history=history,
-    )
     lines = summary_lines(told)
     if out.json_mode:
         out.json([_json_test(test, told) for test in told.tests])
@@ -98,7 +82,6 @@ async def report(
         except OSError as exc:
             # The step summary is a courtesy; the runs' result and the JUnit report stand.
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
-    return result
 
 
 def _written(out: Output, kind: str, target: str, write: Callable[[], Path]) -> None:
@@ -110,28 +93,6 @@ def _written(out: Output, kind: str, target: str, write: Callable[[], Path]) -> 
             f"cannot write the {kind} report {target}: {exc.strerror or exc}", EXIT_NOT_PASSED
         ) from exc
     out.info(f"{kind} report: {path}")
-
-
-async def _with_history(session: AsyncSession, result: Any, out: Output) -> Any:
-    """The result with the history of each test that did not pass (one listing each, the
-    suite's own runs left out); a history that cannot be read is named and left out."""
-    import attrs
-
-    from asyncclient.errors import AsyncClientError
-    from asyncclient.flakiness import fetch_flakiness
-
-    failing = [t.test_id for t in result.tests if t.outcome == "failed"]
-    if not failing:
-        return result
-    project = next((run.project_id for run in result.runs if run.project_id), None)
-    try:
-        report = await fetch_flakiness(
-            session, project, tests=failing, exclude={run.id for run in result.runs}
-        )
-    except AsyncClientError as exc:
-        out.error(f"could not read the history of the tests that did not pass: {exc}")
-        return result
-    return attrs.evolve(result, history={test_id: report.of(test_id) for test_id in failing})
 
 
 def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:

@@ -198,7 +198,7 @@ async def _follow(session: Any, tests: dict[str, str], out: Output) -> Any:
     from asyncclient._reports.model import suite_report
     from asyncclient._reports.text import summary_lines
     from asyncclient.cli._progress import Progress
-    from asyncclient.reruns import wait_with_retries
+    from asyncclient.suite import wait_with_retries
 
     run_ids = list(tests)
     out.info(

@@ -6,11 +6,16 @@ only ever added.
     run_started    runId, testId, attempt                      (each first run, at the start)
     rerun_started  runId, testId, attempt                      (each re-run, as it starts)
     repeat_started runId, testId, attempt                      (a new test's repeat)
+    copy_started   runId, testId, attempt                      (a known-flaky test's copy)
     reused         runId, testId, earlierRunId, earlierLink, earlierBuildId, sha256,
                    finishedAt, savedSeconds                    (a run stopped for a pass)
     new_tests      tests, repeats                              (the tests seen first here)
     run_status     runId, testId, attempt, status              (a change of status only)
-    run_finished   runId, testId, attempt, status, outcome, durationSeconds, queueSeconds
+    run_finished   runId, testId, attempt, status, outcome, durationSeconds, queueSeconds,
+                   kind (not a first run), stoppedBy (stopped: another run passed)
+    copies_stopped testId, passedRunId, stopped, notStopped   (the first pass stops the rest)
+    start_refused  testId, reason                              (a re-run or copy not started)
+    budget_reached testId, budgetSeconds, spentSeconds         (--retry-budget is spent)
     eta            seconds, p90Seconds, slowest                (when it moves by a tenth)
     fail_fast      tests, stopped                              (--max-failures stopped runs)
     job_finished   exitCode, passed, counts, tests, deviceSeconds, rerunDeviceSeconds,
@@ -32,19 +37,18 @@ from asyncclient._core._untrusted import json_text
 
 if TYPE_CHECKING:
     from asyncclient._reports.model import SuiteReport
-    from asyncclient.models import Run
+    from asyncclient.suite import SuiteEvent
 
 __all__ = ["NO_EVENTS", "Events"]
 
 
 class Events:
-    """The stream of one command, or none (every call then does nothing)."""
+    """The stream of one command, or none (every call then does nothing): the suite loop's
+    events (asyncclient.suite) rendered as lines, then the command's `job_finished`."""
 
     def __init__(self, stream: IO[str] | None, *, owned: bool = False) -> None:
         self._stream = stream
         self._owned = owned
-        self._status: dict[str, object] = {}
-        self._finished: set[str] = set()
 
     @classmethod
     def open(cls, target: str | None) -> Events:
@@ -72,43 +76,9 @@ class Events:
         self._stream.write(line + "\n")
         self._stream.flush()
 
-    def started(self, run_id: str, test_id: str | None, attempt: int, *, kind: str = "run") -> None:
-        """kind: run (a first run), rerun or repeat (a new test's)."""
-        if self._stream is None:
-            return
-        self._status[run_id] = None
-        self.emit(
-            f"{kind}_started",
-            runId=run_id,
-            testId=test_id,
-            attempt=attempt,
-        )
-
-    def changed(self, run: Run, attempt: int) -> None:
-        """A run the watcher handed out: its status if it changed, and its end once."""
-        if self._stream is None or run.id in self._finished:
-            return
-        status = str(run.status)
-        if self._status.get(run.id) != status:
-            self._status[run.id] = status
-            self.emit(
-                "run_status", runId=run.id, testId=run.test_id, attempt=attempt, status=status
-            )
-        if run.is_final:
-            from asyncclient._reports.model import attempt as read
-
-            told = read(run, attempt)
-            self._finished.add(run.id)
-            self.emit(
-                "run_finished",
-                runId=run.id,
-                testId=run.test_id,
-                attempt=attempt,
-                status=status,
-                outcome=told.outcome,
-                durationSeconds=told.seconds,
-                queueSeconds=told.queue_seconds,
-            )
+    def write(self, event: SuiteEvent) -> None:
+        """One event of the suite loop, as its line."""
+        self.emit(event.event, **event.fields())
 
     def interrupted(self) -> None:
         """The last line of a command cancelled (Ctrl-C, SIGTERM): its exit code is the

@@ -1,8 +1,7 @@
-"""Following runs to their end for `run --wait` and `watch`: rounds of the re-run policy
-(--retry-failed), fail-fast (--max-failures), the event stream (--events), the ETA, reuse of
-passes on an identical build (--reuse-passed), a new test's repeats (--new-test-runs), and what
-Ctrl-C leaves to say. The live progress: asyncclient.cli._progress; the reports at the end:
-asyncclient.cli._ci_reports.
+"""Following runs to their end for `run --wait` and `watch`: the suite loop (asyncclient.suite)
+decides and acts; this shows its events (the live progress, asyncclient.cli._progress; the
+lines on stderr; the --events stream) and writes the reports at the end
+(asyncclient.cli._ci_reports), or what Ctrl-C leaves to say.
 """
 
 from __future__ import annotations
@@ -17,18 +16,15 @@ from asyncclient._core import _defaults as defaults
 from asyncclient.cli._ci_reports import report
 from asyncclient.cli._common import EXIT_NOT_PASSED, EXIT_OK, CommandError
 from asyncclient.cli._events import Events
-from asyncclient.cli._job_eta import EtaWatch
 from asyncclient.cli._output import Output
 from asyncclient.cli._progress import Progress
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
-    from asyncclient._reports.model import SuiteReport
     from asyncclient.cli._options import Follow
-    from asyncclient.errors import WatchTimeoutError
-    from asyncclient.models import Run
-    from asyncclient.reruns import Reruns, SuiteResult
+    from asyncclient.eta import JobEta
     from asyncclient.spend.reuse import Started
+    from asyncclient.suite import FailFast, SuiteEvent, SuiteRun
 
 DEFAULT_INTERVAL = defaults.INTERVAL  # the watcher's, from the light module that defines it
 DEFAULT_MAX_INTERVAL = defaults.MAX_INTERVAL
@@ -51,195 +47,166 @@ async def follow(
     overage: Sequence[str] = (),
     starts: Sequence[Started] = (),
 ) -> int:
-    """Watch the runs with live progress, re-run the tests that did not pass (--retry-failed,
-    asyncclient.reruns), then report; returns the exit code.
+    """Follow the runs with the suite loop (asyncclient.suite) and live progress, then write
+    the reports; returns the exit code. The loop decides and acts; this renders its events.
 
     tests: the test id of each run, when known from the start (shown before the first sweep).
     mode, build_id, idempotency_key: how the first runs were started (their re-runs follow).
     base_url: the --base-url given, for the command a second Ctrl-C prints.
     overage: the runs whose start said they are beyond the plan's included runs.
-    starts: each run this command started, with its build and mode (--reuse-passed and
-    --new-test-runs read them).
+    starts: each run this command started, with its build and mode (reuse, new tests and
+    hedging read them).
     """
-    from asyncclient.errors import UnknownRunsError, WatchTimeoutError
-    from asyncclient.reruns import Reruns, remaining
+    from asyncclient.errors import UnknownRunsError
+    from asyncclient.suite import SuiteRun
 
-    reruns = Reruns(
-        options.retry_failed,
+    suite = SuiteRun(
+        session,
+        run_ids,
+        policy=options.policy(),
+        tests=tests,
         mode=mode,
         build_id=build_id,
         idempotency_key=idempotency_key,
-        fail_on_flaky=options.fail_on_flaky,
-        quarantined=options.honoured(),
-        fail_on_quarantined=options.fail_on_quarantined,
-        new_test_runs=options.new_test_runs,
-        new_test_budget=options.new_test_budget,
-        new_test_warn=options.new_test_warn,
+        starts=starts,
+        overage=overage,
+        skipped=skipped,
+        name=report_name,
+        stop_on_cancel=stop_on_cancel,
     )
-    reruns.overage.update(overage)
-    interval = options.interval or DEFAULT_INTERVAL
-    deadline = None if options.timeout is None else time.monotonic() + options.timeout
-    timed_out: WatchTimeoutError | None = None
-    current: list[Any] = []  # the round's watcher, for the note of a second Ctrl-C
-    note = _still_going_note(current, base_url) if stop_on_cancel else _no_note
-    ids = run_ids
-    told: set[str] = set()
-    failed_for_good: set[str] = set()  # the tests that count against --max-failures
-    stopped_fast = False
+    note = _still_going_note(suite, base_url) if stop_on_cancel else _no_note
     events = _open_events(options.events)
-    for run_id in run_ids:
-        events.started(run_id, (tests or {}).get(run_id), 1)
     try:
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
-            eta = EtaWatch(
-                session,
-                progress,
-                out,
-                events,
-                timeout=options.timeout,
-                deadline=deadline,
-                exclude=run_ids,
-            )
-            if tests or (starts and (options.reuse_passed or options.new_test_runs)):
-                # The history the ETA reads anyway (one listing per test) serves reuse and
-                # the new tests too. --timeout counts the runs' time from after this read.
-                history = await eta.read_history()
-                deadline = None if options.timeout is None else time.monotonic() + options.timeout
-                eta.start_timeout(deadline)
-                if starts and (options.reuse_passed or options.new_test_runs):
-                    await _spend(session, reruns, options, starts, out, events, history)
-                    progress.reused(reruns.reused)
-            if tests:  # the tests known from the start: the ETA before the first sweep
-                await eta.update(force=True)
-            while ids:
-                # The first round has the whole timeout (its message names it); later ones
-                # the rest.
-                left = options.timeout if ids is run_ids else remaining(deadline)
-                watcher = session.watch_runs(
-                    ids,
-                    interval=interval,
-                    max_interval=max(DEFAULT_MAX_INTERVAL, interval),
-                    timeout=left,
-                    stop_on_timeout=options.stop_on_timeout,
-                    stop_on_cancel=stop_on_cancel,
-                )
-                current[:] = [watcher]
-                try:
-                    async with watcher:
-                        async for run in watcher:
-                            progress.update(run)
-                            events.changed(run, reruns.attempt_of(run.id))
-                            await eta.update()
-                            if options.max_failures and reruns.failed_for_good(run):
-                                failed_for_good.add(run.test_id or run.id)
-                                if len(failed_for_good) >= options.max_failures:
-                                    reruns.fail_fast.update(await watcher.stop())
-                                    stopped_fast = True
-                                    break
-                except WatchTimeoutError as exc:
-                    timed_out = exc
-                except asyncio.CancelledError:
+            suite.observe(_Shown(suite, progress, out, events, options))
+            try:
+                told = await suite.result()
+            except asyncio.CancelledError:
+                watcher = suite.watcher
+                if watcher is not None:
                     _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-                    # A cancelled CI job still publishes what happened. With stop_on_cancel
-                    # the watcher read the runs again after stopping them, so the summary,
-                    # the JUnit report and the step summary show each run as the service now
-                    # has it: a run it cancelled is skipped, one still going is an error (not
-                    # final). The exit code (130/143) fails the job either way.
-                    reruns.record(watcher.runs[i] for i in ids if i in watcher.runs)
+                # A cancelled CI job still publishes what happened. With stop_on_cancel
+                # the watcher read the runs again after stopping them, so the summary,
+                # the JUnit report and the step summary show each run as the service now
+                # has it: a run it cancelled is skipped, one still going is an error (not
+                # final). The exit code (130/143) fails the job either way.
+                if suite.report is not None and suite.outcome is not None:
                     with contextlib.suppress(CommandError, OSError):  # the interrupt matters
-                        await report(session, reruns, options, out, report_name, skipped)
-                    events.interrupted()
-                    raise
-                views = watcher.runs
-                reruns.record(views[i] for i in ids if i in views)
-                if stopped_fast:
-                    _tell_fail_fast(options.max_failures, failed_for_good, watcher, out)
-                    events.emit(
-                        "fail_fast", tests=sorted(failed_for_good), stopped=list(watcher.stopped)
-                    )
-                    break
-                if watcher.unknown or timed_out is not None:
-                    break
-                started = await reruns.start(session, reruns.due())
-                repeats = await reruns.start_repeats(session, reruns.arrivals())
-                for test_id, error in reruns.start_errors.items():
-                    if test_id not in told:
-                        told.add(test_id)
-                        out.error(f"could not re-run {test_id}: {error}")
-                if started:
-                    progress.add_attempts(started)
-                if repeats:
-                    progress.add_attempts(repeats, repeat=True)
-                for test_id, run_id, attempt in started:
-                    events.started(run_id, test_id, attempt, kind="rerun")
-                for test_id, run_id, attempt in repeats:
-                    events.started(run_id, test_id, attempt, kind="repeat")
-                if started or repeats:
-                    await eta.update(force=True)
-                ids = [run_id for _, run_id, _ in (*started, *repeats)]
-        result = await report(
-            session,
-            reruns,
-            options,
-            out,
-            report_name,
-            skipped,
-            expected=progress.expected,
-            history=eta.history,
-        )
-        told_report = _told(result, report_name, skipped, reruns.retry_failed)
+                        await report(session, suite.outcome, suite.report, options, out)
+                events.interrupted()
+                raise
+        assert suite.outcome is not None
+        await report(session, suite.outcome, told, options, out)
         try:
-            code = _verdict(result, current, timed_out, stopped_fast, out)
+            code = _verdict(suite, out)
         except UnknownRunsError as exc:
             from asyncclient._core._wording import describe_error
 
-            events.finished(told_report, describe_error(exc)[1])
+            events.finished(told, describe_error(exc)[1])
             raise
-        events.finished(told_report, code)
+        events.finished(told, code)
         return code
     finally:
         events.close()
 
 
-async def _spend(
-    session: AsyncSession,
-    reruns: Reruns,
-    options: Follow,
-    starts: Sequence[Started],
-    out: Output,
-    events: Events,
-    history: Mapping[str, Sequence[Run]],
-) -> None:
-    """Before the first sweep: stop the runs an earlier pass on an identical build makes
-    needless (--reuse-passed), then find the new tests (--new-test-runs); both from `history`,
-    the tests' newest runs the job read once."""
-    from asyncclient._reports import format_duration
-    from asyncclient.spend.arrival import new_tests
-    from asyncclient.spend.reuse import find_reusable, stop_reused
+class _Shown:
+    """What the command shows of the loop's events: the live progress, the lines on stderr,
+    the --events stream, and a --timeout the ETA will not fit."""
 
-    if options.reuse_passed:
-        found = await find_reusable(session, starts, days=options.reuse_passed, history=history)
-        stopped, errors = await stop_reused(session, found)
-        reruns.reused.update(stopped)
-        for reuse in stopped.values():
-            saved = format_duration(reuse.seconds)
-            saved = f", {saved} of device time saved" if saved else ""
-            out.info(
-                f"reused {reuse.test_id}: passed in {reuse.earlier_run_id} on an identical build "
-                f"(sha256 {reuse.sha256[:12]}); stopped {reuse.run_id}{saved}"
-            )
-            events.emit("reused", runId=reuse.run_id, testId=reuse.test_id, **reuse.fields())
-        for run_id, error in errors.items():
-            out.warning(f"could not stop {run_id} to reuse a pass: {error}; it runs")
-    if options.new_test_runs:
-        new = new_tests(history, [item.test_id for item in starts])
-        reruns.new_tests.update(new)
-        if new:
-            out.info(
-                f"new test(s), no finished run before: {', '.join(sorted(new))}; each runs up to "
-                f"{options.new_test_runs} more time(s) once its first run ends"
-            )
-            events.emit("new_tests", tests=sorted(new), repeats=options.new_test_runs)
+    def __init__(
+        self, suite: SuiteRun, progress: Progress, out: Output, events: Events, options: Follow
+    ) -> None:
+        self._suite = suite
+        self._progress = progress
+        self._out = out
+        self._events = events
+        self._options = options
+        self._warned = False
+
+    def __call__(self, event: SuiteEvent) -> None:
+        from asyncclient.suite import _events as kinds
+
+        out, progress = self._out, self._progress
+        if event.streamed:
+            self._events.write(event)
+        match event:
+            case kinds.RunStarted(kind="run"):
+                pass
+            case kinds.RunStarted():
+                progress.add_attempts(
+                    [(event.test_id or "", event.run_id, event.attempt)], kind=event.kind
+                )
+            case kinds.RunChanged():
+                progress.update(event.run)
+            case kinds.HistoryRead():
+                progress.expect(event.expected)
+                self._tell_unread(event.unread)
+            case kinds.Eta():
+                progress.tell_eta(event.eta)
+                self._check_timeout(event.eta)
+            case kinds.Reused():
+                from asyncclient._reports import format_duration
+
+                reuse = event.reuse
+                progress.reused([reuse.run_id])
+                saved = format_duration(reuse.seconds)
+                saved = f", {saved} of device time saved" if saved else ""
+                out.info(
+                    f"reused {reuse.test_id}: passed in {reuse.earlier_run_id} on an identical "
+                    f"build (sha256 {reuse.sha256[:12]}); stopped {reuse.run_id}{saved}"
+                )
+            case kinds.NewTests():
+                out.info(
+                    f"new test(s), no finished run before: {', '.join(event.tests)}; each runs up "
+                    f"to {event.repeats} more time(s) once its first run ends"
+                )
+            case kinds.StartRefused():
+                out.error(f"could not re-run {event.test_id}: {event.reason}")
+            case kinds.CopiesStopped():
+                if event.stopped:
+                    out.info(
+                        f"{event.test_id} passed in {event.passed_run_id}: stopped "
+                        f"{len(event.stopped)} other run(s) of it, not counted: "
+                        + " ".join(event.stopped)
+                    )
+                for run_id, error in event.errors.items():
+                    out.warning(f"could not stop {run_id}: {error}; it runs on")
+            case kinds.FailFast():
+                _tell_fail_fast(event, out)
+            case kinds.Notice():
+                getattr(out, event.level, out.info)(event.text)
+            case _:
+                pass
+
+    def _tell_unread(self, unread: Mapping[str, str]) -> None:
+        if not unread:
+            return
+        from asyncclient._core._untrusted import clip, line
+
+        names = ", ".join(sorted(unread)[:3]) + (", ..." if len(unread) > 3 else "")
+        count = f"{len(unread)} test{'' if len(unread) == 1 else 's'}"
+        self._out.warning(
+            f"the history of {count} could not be read ({names}): no ETA of their own, "
+            f"no reuse, not taken as new; {clip(line(next(iter(unread.values()))), 300)}"
+        )
+
+    def _check_timeout(self, eta: JobEta) -> None:
+        timeout, deadline = self._options.timeout, self._suite.deadline
+        if self._warned or deadline is None or timeout is None:
+            return
+        left = deadline - time.monotonic()
+        if eta.p50 <= left:
+            return
+        self._warned = True
+        from asyncclient._reports import format_duration
+
+        slowest = ", ".join(eta.slowest[:3])
+        self._out.warning(
+            f"the runs are expected to need about {eta.span()} more, past --timeout "
+            f"{timeout:g} s ({format_duration(max(left, 0.0)) or '0.0 s'} left); the "
+            f"slowest: {slowest}"
+        )
 
 
 def _open_events(target: str | None) -> Events:
@@ -253,50 +220,38 @@ def _open_events(target: str | None) -> Events:
         ) from exc
 
 
-def _told(
-    result: SuiteResult, name: str, skipped: Sequence[tuple[str, str]], retry_failed: int
-) -> SuiteReport:
-    from asyncclient._reports.model import suite_report
-
-    return suite_report(result, name=name, skipped=skipped, by_tests=bool(retry_failed))
-
-
-def _verdict(
-    result: SuiteResult,
-    current: list[Any],
-    timed_out: WatchTimeoutError | None,
-    stopped_fast: bool,
-    out: Output,
-) -> int:
+def _verdict(suite: SuiteRun, out: Output) -> int:
     """The exit code of a followed suite (its reports written)."""
     from asyncclient.errors import UnknownRunsError
 
-    if not current:  # no run to follow (none started)
+    assert suite.outcome is not None
+    result = suite.outcome
+    watcher = suite.watcher
+    if watcher is None:  # no run to follow (none started)
         return EXIT_OK if result.passed else EXIT_NOT_PASSED
-    watcher = current[0]
-    if watcher.unknown:
-        raise UnknownRunsError(watcher.unknown, result.final_runs)
-    if timed_out is not None:
-        out.error(str(timed_out))
+    if suite.unknown:
+        raise UnknownRunsError(suite.unknown, result.final_runs)
+    if suite.timed_out is not None:
+        out.error(str(suite.timed_out))
         _tell_stopped(watcher.stopped, watcher.stop_errors, out)
         return EXIT_NOT_PASSED
-    if stopped_fast:
+    if suite.stopped_fast:
         return EXIT_NOT_PASSED
     return EXIT_OK if result.passed else EXIT_NOT_PASSED
 
 
-def _tell_fail_fast(limit: int | None, tests: set[str], watcher: Any, out: Output) -> None:
-    stopped = watcher.stopped
+def _tell_fail_fast(event: FailFast, out: Output) -> None:
+    stopped = event.stopped
     done = (
         f"stopped the {len(stopped)} run(s) still going: {' '.join(stopped)}"
         if stopped
         else "no other run was still going"
     )
     out.error(
-        f"fail-fast: {len(tests)} test(s) did not pass ({', '.join(sorted(tests))}; "
-        f"--max-failures {limit}): {done}"
+        f"fail-fast: {len(event.tests)} test(s) did not pass ({', '.join(event.tests)}; "
+        f"--max-failures {event.limit}): {done}"
     )
-    for run_id, error in watcher.stop_errors.items():
+    for run_id, error in event.errors.items():
         out.always(f"could not stop {run_id}: {error}")
 
 
@@ -304,13 +259,12 @@ def _no_note() -> list[str]:
     return []
 
 
-def _still_going_note(current: list[Any], base_url: str | None) -> Callable[[], list[str]]:
+def _still_going_note(suite: SuiteRun, base_url: str | None) -> Callable[[], list[str]]:
     """What a second Ctrl-C prints before exiting at once: the runs that may still be going
-    (their stop not answered yet) and the command that stops them. `current`: the watcher of
-    the round under way."""
+    (their stop not answered yet) and the command that stops them."""
 
     def note() -> list[str]:
-        going = current[0].still_going if current else ()
+        going = suite.still_going
         if not going:
             return []
         ids = " ".join(going)

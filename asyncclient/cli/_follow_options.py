@@ -17,6 +17,7 @@ from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
 from asyncclient.cli._options import Follow, Globals, read
 from asyncclient.reruns import MAX_RETRY_FAILED
+from asyncclient.suite._policy import DEFAULT_HEDGE_TARGET, RETRY_STRATEGIES
 
 if TYPE_CHECKING:
     from asyncclient.cli._output import Output
@@ -61,6 +62,29 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         help="re-run each test whose run did not pass (not a stopped one) up to N more times, "
         "with the same build and mode; a test that passes on a re-run is flaky and passes "
         f"(0 to {MAX_RETRY_FAILED}; default {_DEFAULTS.retry_failed.default})",
+    )
+    group.add_argument(
+        "--retry-strategy",
+        choices=RETRY_STRATEGIES,
+        default=_DEFAULTS.retry_strategy.default,
+        help="how --retry-failed re-runs go: rounds (once every run of the round ended; the "
+        "default), at-once (all of a test's re-runs start as soon as its run does not pass; "
+        "the first pass stops the others) or hedge (at-once, plus copies at the start of each "
+        "test its history shows flaky, enough for --hedge-target)",
+    )
+    group.add_argument(
+        "--hedge-target",
+        type=float,
+        metavar="P",
+        help="with --retry-strategy hedge: the chance of a pass a known-flaky test's copies are "
+        f"started for (0.5 to 0.999; default {DEFAULT_HEDGE_TARGET:g})",
+    )
+    group.add_argument(
+        "--retry-budget",
+        type=float,
+        metavar="MINUTES",
+        help="the device time re-runs and copies may take, in minutes (each reckoned at its "
+        "test's usual duration, then at what it took); past it a test gets no more",
     )
     group.add_argument(
         "--max-failures",
@@ -181,6 +205,9 @@ def check_follow_options(
                 ("--ctrf", options.ctrf),
                 ("--events", options.events),
                 ("--retry-failed", options.retry_failed),
+                ("--retry-strategy", options.retry_strategy != "rounds"),
+                ("--hedge-target", options.hedge_target is not None),
+                ("--retry-budget", options.retry_budget is not None),
                 ("--max-failures", options.max_failures),
                 ("--fail-on-flaky", options.fail_on_flaky),
                 ("--download-failed", options.download_failed),
@@ -211,6 +238,7 @@ def check_follow_options(
         raise CommandError(
             f"--retry-failed {options.retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
         )
+    _check_retries(options)
     if options.max_failures is not None and options.max_failures < 1:
         raise CommandError(
             f"--max-failures {options.max_failures} is out of range: give 1 or more (the tests "
@@ -260,6 +288,32 @@ def check_follow_options(
                 )
         options = attrs.evolve(options, quarantined=quarantine)
     return options
+
+
+def _check_retries(options: Follow) -> None:
+    if options.retry_strategy != "rounds" and not options.retry_failed:
+        raise CommandError(
+            f"--retry-strategy {options.retry_strategy} needs --retry-failed N: the re-runs "
+            "(and copies) it starts are counted against N"
+        )
+    target = options.hedge_target
+    if target is not None:
+        if options.retry_strategy != "hedge":
+            raise CommandError("--hedge-target needs --retry-strategy hedge")
+        if not (math.isfinite(target) and 0.5 <= target <= 0.999):
+            raise CommandError(
+                f"--hedge-target {target:g} is out of range: give the chance of a pass, "
+                "from 0.5 to 0.999 (0.95 by default)"
+            )
+    budget = options.retry_budget
+    if budget is not None:
+        if not (math.isfinite(budget) and budget > 0):
+            raise CommandError(
+                f"--retry-budget {budget:g} is out of range: give the minutes of device time "
+                "re-runs and copies may take, above 0"
+            )
+        if not options.retry_failed:
+            raise CommandError("--retry-budget needs --retry-failed N: it caps their device time")
 
 
 def _check_spending(options: Follow) -> None:

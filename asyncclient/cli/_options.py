@@ -16,6 +16,7 @@ import attrs
 
 if TYPE_CHECKING:
     from asyncclient.quarantine import Quarantine
+    from asyncclient.suite import SuitePolicy
 
 __all__ = ["Connection", "Follow", "Globals", "read"]
 
@@ -97,7 +98,34 @@ class Follow:
     new_test_runs: int = 0  # repeats of a new test (run only)
     new_test_budget: float | None = None  # seconds of device time for them (run only)
     new_test_warn: bool = False
+    retry_strategy: str = "rounds"
+    hedge_target: float | None = None
+    retry_budget: float | None = None  # minutes of device time for re-runs and copies
     quarantined: Quarantine | None = None
+
+    def policy(self) -> SuitePolicy:
+        """The suite loop's policy these options make (checked by check_follow_options)."""
+        from asyncclient.suite import SuitePolicy
+        from asyncclient.suite._policy import DEFAULT_HEDGE_TARGET
+
+        return SuitePolicy(
+            retry_failed=self.retry_failed,
+            retry_strategy=self.retry_strategy,  # type: ignore[arg-type]
+            hedge_target=DEFAULT_HEDGE_TARGET if self.hedge_target is None else self.hedge_target,
+            retry_budget=self.retry_budget,
+            fail_on_flaky=self.fail_on_flaky,
+            max_failures=self.max_failures,
+            quarantined=self.honoured(),
+            fail_on_quarantined=self.fail_on_quarantined,
+            reuse_passed=self.reuse_passed,
+            new_test_runs=self.new_test_runs,
+            new_test_budget=self.new_test_budget,
+            new_test_warn=self.new_test_warn,
+            timeout=self.timeout,
+            stop_on_timeout=self.stop_on_timeout,
+            interval=self.interval,
+            explain_failures=not self.no_history,
+        )
 
     def honoured(self) -> dict[str, str]:
         """The tests the quarantine keeps from failing the command (test id -> reason); an

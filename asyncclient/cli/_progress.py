@@ -115,11 +115,10 @@ class Progress:
                 self._draw()  # the final state, whatever the throttle held back
             self._live.__exit__(exc_type, exc, tb)
 
-    def add_attempts(
-        self, started: Sequence[tuple[str, str, int]], *, repeat: bool = False
-    ) -> None:
-        """Re-runs (or a new test's repeats) just started: (test id, run id, attempt); shown
-        queued from now on."""
+    def add_attempts(self, started: Sequence[tuple[str, str, int]], *, kind: str = "rerun") -> None:
+        """Re-runs, a new test's repeats (kind repeat) or a known-flaky test's copies (copy)
+        just started: (test id, run id, attempt); shown queued from now on."""
+        repeat = kind == "repeat"
         from asyncclient.models import Run, RunStatus
 
         for test_id, run_id, attempt in started:
@@ -132,7 +131,8 @@ class Progress:
             self._views[run_id] = run
             self._counts[self._status_of(run)] += 1
             if self._live is None:
-                said = "repeat of a new test" if repeat else "re-run"
+                labels = {"repeat": "repeat of a new test", "copy": "copy of a known-flaky test"}
+                said = labels.get(kind, "re-run")
                 self._out.info(f"{run_id}  {test_id}  {said} (attempt {attempt})")
         if self._live is not None:
             self._draw()

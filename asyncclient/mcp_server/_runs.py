@@ -34,7 +34,8 @@ from asyncclient.mcp_server._wait import (
     wait_result,
 )
 from asyncclient.models import Run
-from asyncclient.reruns import MAX_RETRY_FAILED, wait_with_retries
+from asyncclient.reruns import MAX_RETRY_FAILED
+from asyncclient.suite import wait_with_retries
 
 __all__ = ["TOOLS", "RunTools"]
 

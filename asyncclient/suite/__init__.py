@@ -1,0 +1,80 @@
+"""Following a suite to each test's verdict, in the library: `AsyncSession.run_suite` and
+`AsyncSession.follow_suite` return a `SuiteRun` (its typed events, then its report), driven by
+a `SuitePolicy` (re-runs and how they go, fail-fast, quarantine, reuse, new tests, budget).
+
+    policy = SuitePolicy(retry_failed=2, retry_strategy="hedge", max_failures=3)
+    suite = session.run_suite("p_checkout", build_id="ab_1", policy=policy)
+    async for event in suite:
+        print(event.event, event.fields())
+    report = await suite.result()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncclient.suite._events import (
+        BudgetReached,
+        CopiesStopped,
+        Eta,
+        FailFast,
+        HistoryRead,
+        JobFinished,
+        NewTests,
+        Notice,
+        Reused,
+        RunChanged,
+        RunFinished,
+        RunsStarted,
+        RunStarted,
+        StartRefused,
+        SuiteEvent,
+    )
+    from asyncclient.suite._loop import SuiteRun
+    from asyncclient.suite._policy import RETRY_STRATEGIES, RetryStrategy, SuitePolicy, runs_for
+    from asyncclient.suite._wait import wait_with_retries
+
+__all__ = [
+    "RETRY_STRATEGIES",
+    "BudgetReached",
+    "CopiesStopped",
+    "Eta",
+    "FailFast",
+    "HistoryRead",
+    "JobFinished",
+    "NewTests",
+    "Notice",
+    "RetryStrategy",
+    "Reused",
+    "RunChanged",
+    "RunFinished",
+    "RunStarted",
+    "RunsStarted",
+    "StartRefused",
+    "SuiteEvent",
+    "SuitePolicy",
+    "SuiteRun",
+    "runs_for",
+    "wait_with_retries",
+]
+
+_HOMES = {
+    "SuiteRun": "asyncclient.suite._loop",
+    "SuitePolicy": "asyncclient.suite._policy",
+    "RetryStrategy": "asyncclient.suite._policy",
+    "RETRY_STRATEGIES": "asyncclient.suite._policy",
+    "runs_for": "asyncclient.suite._policy",
+    "wait_with_retries": "asyncclient.suite._wait",
+}
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the loop and its imports load on first use
+    import importlib
+
+    if name in __all__:
+        module = importlib.import_module(_HOMES.get(name, "asyncclient.suite._events"))
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'asyncclient.suite' has no attribute {name!r}")

@@ -1,0 +1,653 @@
+"""The suite loop: follow a suite's runs to each test's verdict, starting and stopping runs as
+the policy says, and tell what happens as typed events.
+
+The policy decides (SuitePolicy); the loop starts, stops and records (reruns.Reruns keeps the
+record); observers (the command's progress, its event stream, a service's websocket) only read
+the events. The tests' earlier runs are read once a job and serve the ETA, reuse, new tests,
+hedging, the trend and the failing tests' flakiness.
+
+Over 400 lines: the loop's steps (start, watch, re-run at once, stop the losers, fail fast,
+reuse, hedge, the ETA, the report) act on one record of the job and are one concern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
+
+from asyncclient._core import _defaults as defaults
+from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
+from asyncclient.reruns import Reruns, remaining
+from asyncclient.suite._events import (
+    BudgetReached,
+    CopiesStopped,
+    Eta,
+    FailFast,
+    HistoryRead,
+    JobFinished,
+    NewTests,
+    Notice,
+    RunChanged,
+    RunFinished,
+    RunsStarted,
+    RunStarted,
+    StartRefused,
+    SuiteEvent,
+)
+from asyncclient.suite._events import (
+    Reused as ReusedEvent,
+)
+from asyncclient.suite._policy import SuitePolicy, runs_for
+
+if TYPE_CHECKING:
+    from asyncclient._client._session import AsyncSession
+    from asyncclient._reports.model import SuiteReport
+    from asyncclient.eta import Expected, JobEta
+    from asyncclient.flakiness import TestFlakiness
+    from asyncclient.models import ProjectRunStart, Run
+    from asyncclient.reruns import SuiteResult
+    from asyncclient.spend.reuse import Started
+    from asyncclient.watch import RunWatcher
+
+__all__ = ["SuiteRun"]
+
+Observer = Callable[[SuiteEvent], object]
+_ETA_EVERY: Final = 1.0  # seconds between two ETA computations
+_ETA_MOVED: Final = 0.1  # a new ETA is told when it moved by more than this share
+_STOP_CONCURRENCY: Final = 8
+
+
+class SuiteRun:
+    """One suite followed to its verdicts: `async for event in suite_run` gives what happens
+    (typed events, asyncclient.suite), `await suite_run.result()` the report.
+
+    Made by `AsyncSession.run_suite` (starts the suite) or `AsyncSession.follow_suite` (runs
+    already started). The loop starts at the first `result()`, iteration or `async with`;
+    iterating several times replays every event from the first. Leaving `async with` before
+    the end cancels the loop (and stops the runs still going when `stop_on_cancel`).
+
+    Args:
+        session: The session the loop calls the service with.
+        run_ids: The suite's first runs, when already started.
+        policy: How the suite is followed (default: no re-runs).
+        start: What starts the suite (run_suite's run_project call), instead of run_ids.
+        tests: Each run's test id, when known from the start.
+        mode: The mode the first runs were started in (re-runs and copies use it).
+        build_id: Their build (default: each run's own).
+        idempotency_key: The suite's key; each re-run's and copy's is derived from it.
+        starts: Each run started, with its build and mode, for reuse, new tests and hedging
+            (default: made of `tests`, `build_id` and `mode`).
+        overage: The runs whose start said they are beyond the plan's included runs.
+        skipped: The tests the service did not start, with why (for the report).
+        name: The report's name.
+        stop_on_cancel: Stop the runs still going when the loop is cancelled.
+        watch_options: `WatchOptions` for each round's watcher.
+        clock: What tells the time (the timeout, the ETA's pace).
+    """
+
+    def __init__(
+        self,
+        session: AsyncSession,
+        run_ids: Sequence[str] = (),
+        *,
+        policy: SuitePolicy | None = None,
+        start: Callable[[], Awaitable[ProjectRunStart]] | None = None,
+        tests: Mapping[str, str] | None = None,
+        mode: str | None = None,
+        build_id: str | None = None,
+        idempotency_key: str | None = None,
+        starts: Sequence[Started] | None = None,
+        overage: Sequence[str] = (),
+        skipped: Sequence[tuple[str, str]] = (),
+        name: str = "asyncclient",
+        stop_on_cancel: bool = True,
+        watch_options: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy or SuitePolicy()
+        self._session = session
+        self._start = start
+        self.run_ids: tuple[str, ...] = tuple(run_ids)
+        self.tests: dict[str, str] = dict(tests or {})
+        if starts is None:  # the runs of known tests, started with this build and mode
+            from asyncclient.spend.reuse import Started
+
+            starts = [Started(self.tests[i], i, build_id, mode) for i in run_ids if i in self.tests]
+        self.starts: tuple[Started, ...] = tuple(starts)
+        self.skipped: tuple[tuple[str, str], ...] = tuple(skipped)
+        self.name = name
+        self._stop_on_cancel = stop_on_cancel
+        self._watch_options = dict(watch_options or {})
+        self._clock = clock
+        p = self.policy
+        self.reruns = Reruns(
+            p.retry_failed,
+            mode=mode,
+            build_id=build_id,
+            idempotency_key=idempotency_key,
+            fail_on_flaky=p.fail_on_flaky,
+            quarantined=p.quarantined,
+            fail_on_quarantined=p.fail_on_quarantined,
+            new_test_runs=p.new_test_runs,
+            new_test_budget=p.new_test_budget,
+            new_test_warn=p.new_test_warn,
+            at_once=p.at_once,
+            budget_seconds=p.budget_seconds,
+        )
+        self.reruns.overage.update(overage)
+        self.started: ProjectRunStart | None = None
+        """The service's answer to the suite's start (run_suite)."""
+        self.report: SuiteReport | None = None
+        """The report, once built (at the end, or what was known when the loop was cancelled)."""
+        self.outcome: SuiteResult | None = None
+        """Every test with every run, once the loop ended."""
+        self.timed_out: WatchTimeoutError | None = None
+        self.stopped_fast = False
+        self.unknown: tuple[str, ...] = ()
+        self.history: dict[str, list[Run]] = {}
+        """Each test's earlier runs, newest first, once read."""
+        self.expected: dict[str, Expected] | None = None
+        """What each test's runs usually take (the ETA's), once the history was read."""
+        self.deadline: float | None = None
+        """The clock's time the timeout passes at (None: no timeout)."""
+        self.watcher: RunWatcher | None = None
+        """The watcher of the round under way."""
+        self._observers: list[Observer] = []
+        self._log: list[SuiteEvent] = []
+        self._new = asyncio.Event()
+        self._task: asyncio.Task[SuiteReport] | None = None
+        self._inline = False
+        self._history_read = False
+        self._views: dict[str, Run] = {}  # every run of the job, latest view (the ETA's)
+        self._statuses: dict[str, str] = {}
+        self._finished: set[str] = set()
+        self._refused: set[str] = set()
+        self._eta_at = -_ETA_EVERY
+        self._eta_told: JobEta | None = None
+        self._failing: set[str] = set()  # the tests that failed for good (max_failures)
+
+    # --- what a caller uses ---------------------------------------------------------------------
+
+    def observe(self, observer: Observer) -> None:
+        """Call `observer(event)` with each event as it happens (before iterators see it).
+
+        Args:
+            observer: A function of one event; what it raises ends the loop.
+        """
+        self._observers.append(observer)
+
+    @property
+    def events(self) -> tuple[SuiteEvent, ...]:
+        """Every event so far."""
+        return tuple(self._log)
+
+    @property
+    def still_going(self) -> tuple[str, ...]:
+        """The runs that may still be going: what a process that must exit now leaves."""
+        return self.watcher.still_going if self.watcher is not None else ()
+
+    async def result(self) -> SuiteReport:
+        """Follow the suite to its end (unless iteration already does) and return its report.
+
+        Raises:
+            ValidationError, ApiError, TransportError: as the session's calls raise them.
+        """
+        if self._task is None and not self._inline:
+            self._inline = True
+            return await self._run()
+        if self._task is None:
+            raise RuntimeError("result() is already being awaited")
+        task = self._task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            raise
+
+    def __aiter__(self) -> AsyncIterator[SuiteEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[SuiteEvent]:
+        self._ensure_task()
+        seen = 0
+        while True:
+            while seen < len(self._log):
+                seen += 1
+                yield self._log[seen - 1]
+            if self._done():
+                return
+            waiting = self._new
+            await waiting.wait()
+
+    def _done(self) -> bool:
+        if self._task is not None:
+            return self._task.done()
+        return self.report is not None and self.outcome is not None
+
+    def _ensure_task(self) -> None:
+        if self._task is None and not self._inline:
+            self._task = asyncio.ensure_future(self._run())
+            self._task.add_done_callback(lambda _: self._wake())
+
+    async def __aenter__(self) -> SuiteRun:
+        self._ensure_task()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def _emit(self, event: SuiteEvent) -> None:
+        self._log.append(event)
+        for observer in self._observers:
+            observer(event)
+        self._wake()
+
+    def _wake(self) -> None:
+        self._new.set()
+        self._new = asyncio.Event()
+
+    async def _run(self) -> SuiteReport:
+        if self._start is not None:
+            await self._start_suite()
+        policy, reruns = self.policy, self.reruns
+        reruns.order(self.run_ids)
+        for run_id in self.run_ids:
+            test_id = self.tests.get(run_id)
+            self._views[run_id] = _queued(run_id, test_id)
+            self._emit(RunStarted(run_id, test_id, 1))
+        self.deadline = None if policy.timeout is None else self._clock() + policy.timeout
+        ids = list(self.run_ids)
+        hedge = policy.retry_strategy == "hedge" and policy.retry_failed > 0
+        spend = bool(self.starts) and bool(policy.reuse_passed or policy.new_test_runs or hedge)
+        if policy.read_history and (self.tests or spend):
+            await self._read_history()
+            # The timeout counts the runs' time from after this read.
+            self.deadline = None if policy.timeout is None else self._clock() + policy.timeout
+            if spend:
+                await self._spend()
+            if hedge:
+                ids += await self._hedge()
+        if self.tests:
+            await self._eta(force=True)
+        first = True
+        while ids:
+            left = policy.timeout if first else remaining(self.deadline)
+            first = False
+            interval = policy.interval or defaults.INTERVAL
+            options: dict[str, Any] = {
+                "interval": interval,
+                "max_interval": max(defaults.MAX_INTERVAL, interval),
+                "stop_on_cancel": self._stop_on_cancel,
+                **self._watch_options,
+            }
+            watcher = self._session.watch_runs(
+                ids, timeout=left, stop_on_timeout=policy.stop_on_timeout, **options
+            )
+            self.watcher = watcher
+            try:
+                async with watcher:
+                    async for run in watcher:
+                        await self._seen(run, watcher)
+                        if self.stopped_fast:
+                            break
+            except WatchTimeoutError as exc:
+                self.timed_out = exc
+            except asyncio.CancelledError:
+                reruns.record(watcher.runs.values())
+                self._conclude(with_flakiness=None)
+                raise
+            reruns.record(watcher.runs.values())
+            if self.stopped_fast or watcher.unknown or self.timed_out is not None:
+                self.unknown = watcher.unknown
+                break
+            started = await self._start_runs(reruns.due(), "rerun")
+            repeats = await self._start_repeats()
+            ids = [run_id for _, run_id, _ in (*started, *repeats)]
+            if ids:
+                await self._eta(force=True)
+        flakiness = await self._flakiness_of_failures()
+        report = self._conclude(with_flakiness=flakiness)
+        self._emit(JobFinished(report))
+        return report
+
+    async def _start_suite(self) -> None:
+        from asyncclient._reports import plain_text
+        from asyncclient.spend.reuse import Started
+
+        assert self._start is not None
+        started = await self._start()
+        self.started = started
+        self.run_ids = tuple(s.run_id for s in started.started)
+        self.tests = {s.run_id: s.test_id for s in started.started}
+        self.skipped = tuple((s.test_id, plain_text(s.reason)) for s in started.skipped)
+        mode = self.reruns.rerun_mode
+        self.starts = tuple(Started(s.test_id, s.run_id, s.build_id, mode) for s in started.started)
+
+    async def _seen(self, run: Run, watcher: RunWatcher) -> None:
+        """One change of a run: record it, tell it, and act on it."""
+        policy, reruns = self.policy, self.reruns
+        reruns.record([run])
+        reruns.reckon(run)
+        self._views[run.id] = run
+        attempt = reruns.attempt_of(run.id)
+        status = str(run.status)
+        if self._statuses.get(run.id) != status and run.id not in self._finished:
+            self._statuses[run.id] = status
+            self._emit(RunChanged(run, attempt))
+        if run.is_final and run.id not in self._finished:
+            from asyncclient._reports.model import attempt as read
+
+            self._finished.add(run.id)
+            kind = reruns.kind_of(run.id)
+            stopped_as = "copy" if run.id in reruns.stopped else None
+            self._emit(RunFinished(read(run, attempt), kind, stopped_as))
+        if run.is_final and policy.at_once:
+            if run.passed:
+                await self._stop_others(run)
+            else:
+                due = reruns.due_at_once(run)
+                if due is not None:
+                    started = await self._start_runs([due[0]], "rerun", count=due[1])
+                    if started:
+                        watcher.add(run_id for _, run_id, _ in started)
+        await self._eta()
+        if policy.max_failures and reruns.failed_for_good(run):
+            self._failing.add(run.test_id or run.id)
+            if len(self._failing) >= policy.max_failures:
+                stopped = await watcher.stop()
+                reruns.fail_fast.update(stopped)
+                self.stopped_fast = True
+                self._emit(
+                    FailFast(
+                        tuple(sorted(self._failing)),
+                        tuple(stopped),
+                        {k: str(v) for k, v in watcher.stop_errors.items()},
+                        policy.max_failures,
+                    )
+                )
+
+    async def _stop_others(self, run: Run) -> None:
+        """A run passed: its test's other runs still going are stopped (not counted)."""
+        others = self.reruns.others_going(run)
+        if not others:
+            return
+        limit = asyncio.Semaphore(_STOP_CONCURRENCY)
+        errors: dict[str, str] = {}
+
+        ended: set[str] = set()
+
+        async def stop(run_id: str) -> None:
+            async with limit:
+                try:
+                    await self._session.stop_run(run_id)
+                except ConflictError:
+                    ended.add(run_id)  # it ended meanwhile: its verdict counts as it is
+                    return
+                except AsyncClientError as exc:
+                    errors[run_id] = str(exc)
+                    return
+            self.reruns.stopped.add(run_id)
+
+        await asyncio.gather(*(stop(run_id) for run_id in others))
+        stopped = tuple(run_id for run_id in others if run_id not in errors and run_id not in ended)
+        if stopped or errors:
+            self._emit(CopiesStopped(run.test_id or run.id, run.id, stopped, errors))
+
+    async def _start_runs(
+        self, due: Sequence[Run], kind: str, *, count: int = 1
+    ) -> list[tuple[str, str, int]]:
+        """Start `count` more runs of each test of `due`; tell each start and each refusal."""
+        if not due:
+            return []
+        started = await self.reruns.start_many(
+            self._session, [(run, count) for run in due], kind=kind
+        )
+        self._tell_started(started, kind)
+        return started
+
+    async def _start_repeats(self) -> list[tuple[str, str, int]]:
+        repeats = await self.reruns.start_repeats(self._session, self.reruns.arrivals())
+        self._tell_started(repeats, "repeat")
+        return repeats
+
+    def _tell_started(self, started: Sequence[tuple[str, str, int]], kind: str) -> None:
+        for test_id, run_id, attempt in started:
+            self._views[run_id] = _queued(run_id, test_id)
+            self._emit(RunStarted(run_id, test_id, attempt, kind))
+        if started:
+            self._emit(RunsStarted(tuple(started), kind))
+        for test_id, reason in self.reruns.start_errors.items():
+            if test_id in self._refused:
+                continue
+            self._refused.add(test_id)
+            if self.reruns.budget_refused(test_id):
+                budget = self.reruns.budget_seconds or 0.0
+                self._emit(BudgetReached(test_id, budget, self.reruns.budget_used()))
+            self._emit(StartRefused(test_id, reason))
+
+    # --- the history, read once -----------------------------------------------------------------
+
+    async def _read_history(self) -> None:
+        """Each test's newest runs, read once (the tests known by then, at most
+        eta.MAX_TESTS); a test whose listing failed is named and left out."""
+        if self._history_read:
+            return
+        self._history_read = True
+        from asyncclient.eta import MAX_TESTS, expected_of, read_history
+
+        known = {run.test_id for run in self._views.values() if run.test_id}
+        tests = sorted(known | set(self.tests.values()))[:MAX_TESTS]
+        unread: dict[str, str] = {}
+        self.history = await read_history(
+            self._session, tests, exclude=set(self.run_ids), unread=unread
+        )
+        modes = {run.test_id: run.mode for run in self._views.values() if run.test_id}
+        self.expected = {
+            test: expected_of(self.history.get(test, []), modes.get(test)) for test in tests
+        }
+        self.reruns.usual_seconds.update(
+            {test: e.run_p50 for test, e in self.expected.items() if e.samples}
+        )
+        self._emit(HistoryRead(dict(self.expected), unread))
+
+    async def _spend(self) -> None:
+        """Before the first sweep: stop the runs an earlier pass on an identical build makes
+        needless (reuse_passed), then find the new tests (new_test_runs)."""
+        from asyncclient.spend.arrival import new_tests
+        from asyncclient.spend.reuse import find_reusable, stop_reused
+
+        policy, reruns = self.policy, self.reruns
+        if policy.reuse_passed:
+            found = await find_reusable(
+                self._session, self.starts, days=policy.reuse_passed, history=self.history
+            )
+            stopped, errors = await stop_reused(self._session, found)
+            reruns.reused.update(stopped)
+            for reuse in stopped.values():
+                self._emit(ReusedEvent(reuse))
+            for run_id, error in errors.items():
+                self._emit(
+                    Notice("warning", f"could not stop {run_id} to reuse a pass: {error}; it runs")
+                )
+        if policy.new_test_runs:
+            new = new_tests(self.history, [item.test_id for item in self.starts])
+            reruns.new_tests.update(new)
+            if new:
+                self._emit(NewTests(tuple(sorted(new)), policy.new_test_runs))
+
+    async def _hedge(self) -> list[str]:
+        """The first round's copies of each known-flaky test: enough runs in all for a pass
+        with the chance hedge_target, at its pass rate on its recent builds (at most
+        1 + retry_failed runs). Returns the copies' run ids."""
+        policy, reruns = self.policy, self.reruns
+        candidates = [
+            item
+            for item in self.starts
+            if item.test_id not in policy.quarantined
+            and item.test_id not in reruns.new_tests
+            and item.run_id not in reruns.reused
+        ]
+        flakiness = await self._analyse([item.test_id for item in candidates])
+        due: list[tuple[Run, int]] = []
+        for item in candidates:
+            found = flakiness.get(item.test_id)
+            if found is None or found.state != "flaky" or not found.runs:
+                continue
+            pass_rate = 1.0 - found.failure_rate
+            runs = runs_for(pass_rate, policy.hedge_target, 1 + policy.retry_failed)
+            if runs <= 1:
+                continue
+            first = _queued(item.run_id, item.test_id, item.build_id, item.mode)
+            reruns.record([first])
+            due.append((first, runs - 1))
+        copies: list[tuple[str, str, int]] = []
+        for first, count in due:
+            copies += await self._start_runs([first], "copy", count=count)
+        return [run_id for _, run_id, _ in copies]
+
+    async def _analyse(self, tests: Sequence[str]) -> dict[str, TestFlakiness]:
+        """The flakiness of each test from its history (read once): per build, as
+        `asyncclient flaky` says it. The builds of the runs whose list view did not carry
+        one are read in full (50 a request, only for tests with both a pass and not)."""
+        from asyncclient.eta import slim
+        from asyncclient.flakiness import DEFAULT_DAYS, analyse, counted
+
+        wanted = [t for t in dict.fromkeys(tests) if self.history.get(t)]
+        missing: list[str] = []
+        for test in wanted:
+            runs = [r for r in self.history[test] if counted(r)]
+            if any(r.passed for r in runs) and any(not r.passed for r in runs):
+                missing += [r.id for r in runs if r.used_build_id is None and r.platform != "web"]
+        if missing:
+            try:
+                full = {
+                    run.id: slim(run)
+                    for start in range(0, len(missing), 50)
+                    for run in await self._session.list_runs(ids=missing[start : start + 50])
+                }
+            except AsyncClientError as exc:
+                self._emit(Notice("warning", f"could not read the builds of earlier runs: {exc}"))
+                full = {}
+            for test in wanted:
+                self.history[test] = [
+                    full[r.id] if r.id in full and full[r.id].test_id == test else r
+                    for r in self.history[test]
+                ]
+        since = datetime.now(UTC) - timedelta(days=DEFAULT_DAYS)
+        found = analyse((run for test in wanted for run in self.history[test]), since=since)
+        return {test.test_id: test for test in found}
+
+    async def _flakiness_of_failures(self) -> dict[str, TestFlakiness | None] | None:
+        """The flakiness of each test that did not pass (its history before this job): from
+        the history read once; a test not in it (not read) is read now, one listing each."""
+        if not (self.policy.read_history and self.policy.explain_failures):
+            return None
+        result = self.reruns.result()
+        failing = [t.test_id for t in result.tests if t.outcome == "failed"]
+        if not failing:
+            return None
+        known = [t for t in failing if t in self.history]
+        found: dict[str, TestFlakiness | None] = {}
+        if known:
+            analysed = await self._analyse(known)
+            found.update({t: analysed.get(t) for t in known})
+        rest = [t for t in failing if t not in self.history]
+        if rest:
+            from asyncclient.flakiness import fetch_flakiness
+
+            project = next((run.project_id for run in result.runs if run.project_id), None)
+            try:
+                report = await fetch_flakiness(
+                    self._session, project, tests=rest, exclude={run.id for run in result.runs}
+                )
+            except AsyncClientError as exc:
+                self._emit(
+                    Notice(
+                        "error", f"could not read the history of the tests that did not pass: {exc}"
+                    )
+                )
+                return found or None
+            found.update({t: report.of(t) for t in rest})
+        return found
+
+    def _conclude(
+        self, *, with_flakiness: Mapping[str, TestFlakiness | None] | None
+    ) -> SuiteReport:
+        """The report, built once."""
+        import attrs
+
+        from asyncclient._reports.model import suite_report
+
+        result = self.reruns.result(
+            complete=self.timed_out is None and not self.unknown, unknown=self.unknown
+        )
+        if with_flakiness is not None:
+            result = attrs.evolve(result, history=dict(with_flakiness))
+        self.outcome = result
+        self.report = suite_report(
+            result,
+            name=self.name,
+            skipped=self.skipped,
+            by_tests=bool(self.policy.retry_failed),
+            expected=self.expected,
+            history=self.history if self._history_read else None,
+        )
+        return self.report
+
+    # --- the ETA --------------------------------------------------------------------------------
+
+    async def _eta(self, *, force: bool = False) -> None:
+        """After runs changed: read the history once, then at most once a second the ETA,
+        told when it moved by more than a tenth."""
+        now = self._clock()
+        if not force and now - self._eta_at < _ETA_EVERY:
+            return
+        self._eta_at = now
+        if self.policy.read_history:
+            await self._read_history()
+        if self.expected is None:
+            return
+        from asyncclient.eta import job_eta
+
+        eta = job_eta(self._views.values(), self.expected)
+        if eta.p90 <= 0:
+            return
+        told = self._eta_told
+        if told is None or abs(eta.p50 - told.p50) > _ETA_MOVED * max(told.p50, 1.0):
+            self._eta_told = eta
+            self._emit(Eta(eta))
+
+    @property
+    def eta(self) -> JobEta | None:
+        """The job's ETA now, from the runs still going (None before the history was read)."""
+        if self.expected is None:
+            return None
+        from asyncclient.eta import job_eta
+
+        return job_eta(self._views.values(), self.expected)
+
+
+def _queued(
+    run_id: str,
+    test_id: str | None,
+    build_id: str | None = None,
+    mode: str | None = None,
+) -> Run:
+    from asyncclient.models import Run, RunStatus
+
+    return Run(id=run_id, status=RunStatus.QUEUED, test_id=test_id, build_id=build_id, mode=mode)
+
+
+def describe(event: SuiteEvent) -> dict[str, Any]:
+    """An event as its `--events` line's fields, with its name (`event`)."""
+    return {"event": getattr(event, "event", event.name), **event.fields()}
