@@ -54,7 +54,7 @@ async def one_job(base_url: str | None, folder: Path) -> None:
     from asyncclient._reports.ctrf import write_ctrf
     from asyncclient._reports.junit import write_junit
     from asyncclient._reports.model import suite_report
-    from asyncclient.reruns import wait_with_retries
+    from asyncclient import wait_with_retries
     from asyncclient.testing import FakeService
     from asyncclient.testing.builders import build_apk
 

@@ -108,6 +108,7 @@ def _attempt(
         "rawStatus": told.status,
         "link": told.link,
         "kind": told.kind,
+        "stopped": told.stopped,
     }
     return entry
 
@@ -125,7 +126,7 @@ def _test(
         "duration": _ms(final.seconds),
         "suite": [suite],
         "rawStatus": final.status,
-        "retries": len(test.earlier),
+        "retries": sum(1 for told in test.earlier if not told.stopped),
         "flaky": test.flaky,
     }
     _timed(entry, final)

@@ -128,6 +128,7 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
             {
                 "runId": attempt.id,
                 "kind": attempt.kind,
+                "stopped": attempt.stopped,
                 "status": attempt.status,
                 "outcome": attempt.outcome,
                 "headline": attempt.headline,

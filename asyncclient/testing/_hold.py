@@ -42,6 +42,20 @@ class Hold:
             self._released = True
             self._store.release(self.test_ids)
 
+    def release_run(self, run_id: str) -> None:
+        """Let one held run go on from now; the hold keeps the others (and later runs).
+
+        Args:
+            run_id: A run this hold keeps (see `run_ids`).
+
+        Raises:
+            ValueError: The hold does not keep that run.
+        """
+        if run_id not in self.run_ids or not self._store.release_run(run_id):
+            raise ValueError(
+                f"{run_id} is not held by this hold: {' '.join(self.run_ids) or 'none'}"
+            )
+
     def __enter__(self) -> "Hold":
         return self
 

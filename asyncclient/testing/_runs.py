@@ -347,6 +347,15 @@ class RunStore:
         self.held_runs.extend(held)
         return held
 
+    def release_run(self, run_id: str) -> bool:
+        """Let one held run go on from now (its test stays held); False: it is not held."""
+        run = next((r for r in self.held_runs if r.id == run_id), None)
+        if run is None or run.stopped_at is not None:
+            return False
+        run.release(self._state.now())
+        self.held_runs = [r for r in self.held_runs if r.held is not None]
+        return True
+
     def release(self, test_ids: Iterable[str]) -> None:
         """End the tests' holds: their held runs go on from now."""
         now = self._state.now()

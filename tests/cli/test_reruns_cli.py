@@ -662,3 +662,100 @@ async def test_events_on_standard_output(
     )  # fmt: skip
     assert refused.code == 2
     assert "--events - and --json both write to standard output" in refused.stderr
+
+
+async def test_hedge_copies_a_known_flaky_test_and_stops_the_copies_once_it_passes(
+    rerun_seed: Seed, run_cli: RunCli, tmp_path: Path
+) -> None:
+    """--retry-strategy hedge: t_flaky's history says 50 % per run, so its run gets two copies
+    at the start (3 runs in all, 1 + --retry-failed 2); the three are held running until the
+    first is let go: it passes, the copies are stopped, and every report says so."""
+    import asyncio
+    import json
+
+    import xmlschema
+
+    history = [
+        {"daysAgo": 1 + i / 10, "status": "failed" if i % 2 else "passed", "build": BUILD}
+        for i in range(10)
+    ]
+    events, junit = tmp_path / "events.jsonl", tmp_path / "r.xml"
+    async with FakeService(
+        rerun_seed(tests={"t_flaky": {"flakyRuns": 0, "history": history}}), speed=1000.0
+    ) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": KEY}
+        hold = svc.hold("t_flaky", state="running")
+        job = asyncio.create_task(
+            run_cli(
+                "run",
+                "project",
+                "p_ci",
+                "--build",
+                BUILD,
+                "--wait",
+                "--json",
+                "--retry-failed",
+                "2",
+                "--retry-strategy",
+                "hedge",
+                "--events",
+                str(events),
+                "--junit",
+                str(junit),
+                *FAST,
+                env=env,
+            )  # fmt: skip
+        )
+        for _ in range(5000):  # until its two copies are held beside its run (not a timing)
+            if len(hold.run_ids) == 3 or job.done():
+                break
+            await asyncio.sleep(0.005)
+        first = hold.run_ids[0]
+        hold.release_run(first)
+        result = await job
+        hold.release()
+    assert result.code == 1, result.stderr  # t_broken fails
+    entries = {entry["testId"]: entry for entry in json.loads(result.stdout)}
+    flaky = entries["t_flaky"]
+    assert flaky["id"] == first and flaky["flaky"] is False
+    assert flaky["summary"]["outcome"] == "passed"
+    kinds = sorted((a["kind"], a["status"]) for a in flaky["attempts"])
+    assert kinds == [("copy", "cancelled"), ("copy", "cancelled"), ("run", "passed")]
+    assert flaky["cost"]["copyRuns"] == 2 and flaky["cost"]["stoppedRuns"] == 2
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    names = [line["event"] for line in lines]
+    assert names.count("copy_started") == 2 and names.count("copies_stopped") == 1
+    stopped = next(line for line in lines if line["event"] == "copies_stopped")
+    assert stopped["passedRunId"] == first and len(stopped["stopped"]) == 2
+    finished = [line for line in lines if line["event"] == "run_finished"]
+    assert sum(1 for line in finished if line.get("stoppedBy")) == 2
+    assert "stopped 2 other run(s) of it, not counted" in result.stderr
+    assert "copies: 2 runs" in result.stderr
+    xmlschema.XMLSchema(
+        Path(__file__).parent.parent / "data" / "surefire-test-report.xsd"
+    ).validate(str(junit))
+    case = junit_cases(junit)["t_flaky"]
+    assert [child.tag for child in case] == ["system-out"]  # passed: no failure, no flake
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (("--retry-strategy", "hedge"), "--retry-strategy hedge needs --retry-failed N"),
+        (("--retry-failed", "1", "--hedge-target", "0.9"), "--hedge-target needs --retry-strategy"),
+        (
+            ("--retry-failed", "1", "--retry-strategy", "hedge", "--hedge-target", "1.5"),
+            "--hedge-target 1.5 is out of range",
+        ),
+        (("--retry-failed", "1", "--retry-budget", "0"), "--retry-budget 0 is out of range"),
+        (("--retry-budget", "5"), "--retry-budget needs --retry-failed N"),
+    ],
+)
+async def test_retry_options_that_do_not_fit_are_refused_before_any_request(
+    argv: tuple[str, ...], says: str, svc: FakeService, run_cli: RunCli, env: dict[str, str]
+) -> None:
+    result = await run_cli("run", "project", "p_ci", "--wait", *argv, env=env)
+    assert result.code == 2
+    assert says in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert svc.requests == []
