@@ -50,11 +50,10 @@ def import_everything() -> int:
 
 
 async def one_job(base_url: str | None, folder: Path) -> None:
-    from asyncclient import AsyncSession
+    from asyncclient import AsyncSession, wait_with_retries
     from asyncclient._reports.ctrf import write_ctrf
     from asyncclient._reports.junit import write_junit
     from asyncclient._reports.model import suite_report
-    from asyncclient import wait_with_retries
     from asyncclient.testing import FakeService
     from asyncclient.testing.builders import build_apk
 

@@ -12,10 +12,9 @@ from front_support import merging_front
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncclient import AsyncSession
+from asyncclient import AsyncSession, wait_with_retries
 from asyncclient._core._checks import KEY_LENGTH, derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient import wait_with_retries
 from asyncclient.reruns import Reruns
 from asyncclient.spend.verify import verify_fix
 from asyncclient.testing import FakeService

@@ -171,13 +171,15 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
     assert {t.test_id: len(t.attempts) for t in report.tests} == {
         "t_pass": 1, "t_flaky": 3, "t_broken": 3,
     }  # fmt: skip
-    assert report.cost.copy_runs == 2 and report.cost.stopped_runs == 2
+    assert report.cost.copy_runs == 2
+    assert report.cost.stopped_runs == 2
     assert report.cost.fields()["copyRuns"] == 2
     assert "copies: 2 runs" in report.cost.line()
     junit_is_valid(report)
     # One key per copy, derived from the suite's: a retried start starts nothing twice.
     keys = [r.idempotency_key for r in svc.requests_for("run_test")]
-    assert len(set(keys)) == len(keys) == 4 and None not in keys
+    assert len(set(keys)) == len(keys) == 4
+    assert None not in keys
 
 
 def _without_first_failure(seed: Any) -> Any:
@@ -202,7 +204,8 @@ async def test_a_broken_or_quarantined_test_gets_no_copies(
         )
         report = await session.run_suite("p_ci", build_id="ab_b1", policy=policy).result()
     kinds = {t.test_id: [a.kind for a in t.attempts] for t in report.tests}
-    assert "copy" not in kinds["t_broken"] and "copy" not in kinds["t_flaky"]
+    assert "copy" not in kinds["t_broken"]
+    assert "copy" not in kinds["t_flaky"]
 
 
 async def test_the_budget_caps_the_device_time_of_re_runs(
@@ -216,9 +219,8 @@ async def test_the_budget_caps_the_device_time_of_re_runs(
     report = await suite.result()
     broken = next(t for t in report.tests if t.test_id == "t_broken")
     assert len(broken.attempts) == 1
-    assert broken.start_error is not None and "re-run budget of 1.0 min is spent" in (
-        broken.start_error
-    )
+    assert broken.start_error is not None
+    assert "re-run budget of 1.0 min is spent" in broken.start_error
     reached = [e for e in suite.events if isinstance(e, BudgetReached)]
     assert [e.test_id for e in reached] == ["t_broken"]
     assert reached[0].fields()["budgetSeconds"] == 60.0

@@ -704,7 +704,7 @@ async def test_hedge_copies_a_known_flaky_test_and_stops_the_copies_once_it_pass
                 str(junit),
                 *FAST,
                 env=env,
-            )  # fmt: skip
+            )
         )
         for _ in range(5000):  # until its two copies are held beside its run (not a timing)
             if len(hold.run_ids) == 3 or job.done():
@@ -717,16 +717,20 @@ async def test_hedge_copies_a_known_flaky_test_and_stops_the_copies_once_it_pass
     assert result.code == 1, result.stderr  # t_broken fails
     entries = {entry["testId"]: entry for entry in json.loads(result.stdout)}
     flaky = entries["t_flaky"]
-    assert flaky["id"] == first and flaky["flaky"] is False
+    assert flaky["id"] == first
+    assert flaky["flaky"] is False
     assert flaky["summary"]["outcome"] == "passed"
     kinds = sorted((a["kind"], a["status"]) for a in flaky["attempts"])
     assert kinds == [("copy", "cancelled"), ("copy", "cancelled"), ("run", "passed")]
-    assert flaky["cost"]["copyRuns"] == 2 and flaky["cost"]["stoppedRuns"] == 2
+    assert flaky["cost"]["copyRuns"] == 2
+    assert flaky["cost"]["stoppedRuns"] == 2
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     names = [line["event"] for line in lines]
-    assert names.count("copy_started") == 2 and names.count("copies_stopped") == 1
+    assert names.count("copy_started") == 2
+    assert names.count("copies_stopped") == 1
     stopped = next(line for line in lines if line["event"] == "copies_stopped")
-    assert stopped["passedRunId"] == first and len(stopped["stopped"]) == 2
+    assert stopped["passedRunId"] == first
+    assert len(stopped["stopped"]) == 2
     finished = [line for line in lines if line["event"] == "run_finished"]
     assert sum(1 for line in finished if line.get("stoppedBy")) == 2
     assert "stopped 2 other run(s) of it, not counted" in result.stderr
