@@ -26,7 +26,8 @@ async def main():
     options = json.loads(sys.argv[1])
     settings = ServiceSettings(**options.get("settings", {}))
     async with FakeService(options.get("seed"), port=0, settings=settings,
-                           data_dir=options.get("data_dir"), tls=options.get("tls", False)) as svc:
+                           data_dir=options.get("data_dir"), tls=options.get("tls", False),
+                           speed=options.get("speed", 60.0)) as svc:
         ca_file = str(svc.ca_file) if svc.ca_file else None
         print(json.dumps({"url": svc.url, "run_key": svc.run_key, "edit_key": svc.edit_key,
                           "project_id": svc.project_id, "ca_file": ca_file}), flush=True)
@@ -50,13 +51,20 @@ class Emulator:
 
     settings: ServiceSettings fields (part_bytes, max_bytes, ...). Its builds are kept in a
     scratch_dir() removed on exit. tls=True: HTTPS with a throwaway CA (`ca_file`). seed: a
-    seed dict (written to a file there) instead of the demo.
+    seed dict (written to a file there) instead of the demo. speed: service seconds per wall
+    second.
     """
 
     def __init__(
-        self, *, tls: bool = False, seed: dict[str, Any] | None = None, **settings: Any
+        self,
+        *,
+        tls: bool = False,
+        seed: dict[str, Any] | None = None,
+        speed: float = 60.0,
+        **settings: Any,
     ) -> None:
         self.settings = settings
+        self.speed = speed
         self.tls = tls
         self.seed = seed
         self.ca_file: str | None = None
@@ -75,6 +83,7 @@ class Emulator:
                 "settings": self.settings,
                 "data_dir": str(self._data_dir),
                 "tls": self.tls,
+                "speed": self.speed,
                 "seed": None if seed_file is None else str(seed_file),
             }
         )

@@ -258,13 +258,16 @@ def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     CI log acts on (the stream is often tailed, or is standard output)."""
     import json
 
+    from asyncclient._reports.model import attempt
     from asyncclient.cli._events import Events
+    from asyncclient.suite import RunChanged, RunFinished, RunStarted
 
     stream = io.StringIO()
     events = Events(stream)
     run = Run(id="j_1", test_id=test_id, status=status, final=True)  # type: ignore[arg-type]
-    events.started("j_1", test_id, 1)
-    events.changed(run, 1)
+    events.write(RunStarted("j_1", test_id, 1))
+    events.write(RunChanged(run, 1))
+    events.write(RunFinished(attempt(run, 1)))
     text = stream.getvalue()
     assert not _controls(text, newlines=True)
     _no_workflow_command(text)
