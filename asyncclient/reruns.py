@@ -80,6 +80,8 @@ class Attempts:
         at_once: Its runs may overlap (re-runs at once, copies): the verdict is that of all
             of them, and `runs` ends with the run that decides it.
         stopped: Its runs the suite stopped because another run of it passed (not counted).
+        decided_on: With runs at once, the attempt (in the order they started) whose run
+            decides its verdict; 0: the last.
     """
 
     test_id: str
@@ -90,6 +92,12 @@ class Attempts:
     kinds: tuple[str, ...] = ()
     at_once: bool = False
     stopped: frozenset[str] = frozenset()
+    decided_on: int = 0
+
+    @property
+    def passed_on(self) -> int:
+        """The attempt a test that passed in the end passed on (1 for the first run)."""
+        return self.decided_on or len(self.runs)
 
     @property
     def final(self) -> Run:
@@ -259,7 +267,8 @@ class SuiteResult:
             attempts = sorted({t.attempts for t in tests})
             shown = "/".join(str(a) for a in attempts)
             if outcome == "flaky":
-                parts.append(f"{len(tests)} flaky (passed on attempt {shown})")
+                on = "/".join(str(a) for a in sorted({t.passed_on for t in tests}))
+                parts.append(f"{len(tests)} flaky (passed on attempt {on})")
             elif outcome == "flaky_on_arrival":
                 parts.append(f"{len(tests)} flaky on arrival")
             elif outcome == "reused":
@@ -637,12 +646,14 @@ class Reruns:
         repeats = self._repeated.get(entry, 0) and len(runs) - 1
         reused = self.reused.get(runs[-1].id) if len(runs) == 1 else None
         together = self.at_once and not repeats and len(runs) > 1
+        decided_on = 0
         if together:
             # The run that decides the verdict goes last, where every report reads it.
             counted = [r for r in runs if r.is_final and r.status_kind != "cancelled"]
             decider = next((r for r in counted if r.passed), None)
             decider = decider or next((r for r in runs if not r.is_final), None)
             decider = decider or (counted[-1] if counted else runs[-1])
+            decided_on = runs.index(decider) + 1
             runs = [r for r in runs if r is not decider] + [decider]
         return Attempts(
             runs[0].test_id or entry,
@@ -653,6 +664,7 @@ class Reruns:
             kinds=tuple(self.kind_of(r.id) for r in runs),
             at_once=together,
             stopped=frozenset(r.id for r in runs if r.id in self.stopped),
+            decided_on=decided_on,
         )
 
     def result(self, *, complete: bool = True, unknown: Sequence[str] = ()) -> SuiteResult:

@@ -83,18 +83,24 @@ def seed(*, flaky: bool) -> dict[str, Any]:
     }
 
 
-async def jobs(url: str, strategy: str, count: int, speed: float, interval: float) -> list[dict[str, float]]:
+async def jobs(
+    url: str, strategy: str, count: int, speed: float, interval: float
+) -> list[dict[str, float]]:
     """`count` jobs one after another: each one's service minutes, device minutes, whether it
-    passed, and the client's CPU seconds."""
+    passed, and the client's CPU seconds. Job j's key is the same for every strategy, and the
+    emulator draws a flaky run from its start's key (the job's, then `rerun/TEST/N` for the
+    N-th run of a test, copy or re-run alike): attempt N of a test fails in job j whatever
+    the strategy. The same seeds."""
     found = []
     async with AsyncSession(KEY, url) as session:
-        for _ in range(count):
+        for j in range(count):
             policy = SuitePolicy(
                 retry_failed=2, retry_strategy=strategy, interval=interval  # type: ignore[arg-type]
             )
             before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.monotonic()
-            report = await session.run_suite(PROJECT, policy=policy).result()
+            suite = session.run_suite(PROJECT, policy=policy, idempotency_key=f"bench-job-{j}")
+            report = await suite.result()
             took = time.monotonic() - started
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -426,7 +426,7 @@ def load(name: str) -> Any:
 def test_the_guide_shows_the_example_services_as_they_are() -> None:
     """The guide includes the files themselves (pymdownx.snippets), so it cannot drift."""
     guide = (ROOT / "docs" / "guides" / "embedding.md").read_text()
-    for name in ("aiohttp_service", "asgi_service"):
+    for name in ("aiohttp_service", "asgi_service", "suite_service"):
         assert f'--8<-- "docs/examples/{name}.py"' in guide, name
 
 
@@ -461,6 +461,64 @@ async def test_the_aiohttp_web_example_keeps_one_session(
     assert mistaken.status == 400
     assert "j_123 is not a build id" in mistake["error"]
     assert len(svc.requests) == sent
+
+
+async def test_the_suite_service_streams_the_loops_events_then_the_report(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/examples/suite_service.py: the library's loop inside an aiohttp.web service, with
+    hedge, fail-fast and a budget, streaming its events; it imports nothing of the command."""
+    import ast
+    import json
+
+    from asyncclient.testing.builders import build_apk
+
+    source = (EXAMPLES / "suite_service.py").read_text()
+    imported = {
+        node.module or ""
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+    } | {
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert not any(name.startswith("asyncclient.cli") for name in imported)
+    async with FakeService(speed=600) as svc, AsyncSession(svc.run_key, svc.url) as client:
+        android = await client.upload_build("p_demo", build_apk(tmp_path / "shop.apk"))
+        monkeypatch.setenv("ASYNCCLIENT_BASE_URL", svc.url)
+        monkeypatch.setenv("ASYNCCLIENT_API_KEY", svc.run_key)
+        example = load("suite_service")
+        runner = web.AppRunner(example.make_app())
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            async with aiohttp.ClientSession() as http:
+                url = f"http://127.0.0.1:{port}/suites/p_demo"
+                builds = [("build", android.id), ("build", "ab_demo_ios_100")]
+                answer = await http.post(url, params=builds)
+                lines = [json.loads(raw) for raw in (await answer.text()).splitlines()]
+                mistake = await http.post(f"http://127.0.0.1:{port}/suites/t_login")
+        finally:
+            await runner.cleanup()
+    assert answer.status == 200
+    assert answer.headers["Content-Type"].startswith("application/x-ndjson")
+    names = [item["event"] for item in lines]
+    assert names[0] == "run_started"
+    # t_onboarding flakes in its history: it got two copies at the start.
+    copies = [item for item in lines if item["event"] == "copy_started"]
+    assert {item["testId"] for item in copies} == {"t_onboarding"}
+    assert len(copies) == 2
+    report = lines[-1]
+    assert report["event"] == "report"
+    assert report["tests"]["t_checkout"] == "failed"  # fails on purpose, with its re-runs
+    assert report["tests"]["t_onboarding"] in ("passed", "flaky")
+    assert report["copyRuns"] == 2
+    assert report["passed"] is False
+    assert mistake.status == 400
 
 
 async def test_the_asgi_example_runs_under_uvicorn(

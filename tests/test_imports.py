@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -457,3 +458,32 @@ def test_the_public_signatures_show_the_shared_defaults() -> None:
         assert default(function, "interval") == defaults.INTERVAL
         assert default(function, "max_interval") == defaults.MAX_INTERVAL
     assert default(RunWatcher, "concurrency") == defaults.WATCH_CONCURRENCY
+
+
+RETIRED_NAMES = {"told"}  # ARCHITECTURE.md, "Words": a name that meant five things
+
+
+def test_the_retired_words_are_no_names_in_the_code() -> None:
+    found = []
+    for name, path in MODULES.items():
+        source = path.read_text()
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.NAME and token.string in RETIRED_NAMES:
+                found.append(f"{name}:{token.start[0]} {token.string}")
+            if token.type == tokenize.STRING and re.search(r"\{told\b", token.string):
+                found.append(f"{name}:{token.start[0]} (in an f-string)")
+    assert found == []
+
+
+def test_the_command_holds_no_round_logic() -> None:
+    """cli/ starts and stops a suite's runs only through the suite loop: the modules that follow
+    a suite call no run_test, stop_run or watch_runs of their own, build no Reruns and no report
+    model (the loop builds it once)."""
+    follow = [PACKAGE / "cli" / "_follow.py", PACKAGE / "cli" / "_ci_reports.py"]
+    for path in follow:
+        calls = {
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+        }
+        assert not calls & {"run_test", "stop_run", "watch_runs", "Reruns", "suite_report"}, path

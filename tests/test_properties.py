@@ -56,7 +56,7 @@ def test_any_json_in_a_runs_open_fields_is_read_and_reported(fields: dict[str, A
     _text.summary_lines(_model.runs_report([run]))
     ET.fromstring(_junit.junit_xml(_model.runs_report([run])))
     _markdown.step_summary_markdown(_model.runs_report([run]))
-    _model.attempt(run).fields()
+    _model.read_attempt(run).fields()
     run_fields(run)
 
 
@@ -147,7 +147,7 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
     assert shown is not None
     assert reason in (shown.text or "")
     assert reason in _markdown.step_summary_markdown(_model.runs_report([run]))
-    assert reason in [r["reason"] for r in _model.attempt(run).fields()["failedRequirements"]]
+    assert reason in [r["reason"] for r in _model.read_attempt(run).fields()["failedRequirements"]]
     requirements_view = dict(run_fields(run))["requirements"]
     assert requirements_view is not None
     assert reason in requirements_view
@@ -208,5 +208,5 @@ def test_odd_numbers_and_deep_nesting_give_sane_figures_in_every_report(
     for figure in figures(_ctrf.ctrf_report(report)["results"]) + figures(run_fields(run)):
         assert figure == figure, figure  # not NaN
         assert abs(figure) < 2**53, figure  # finite, bounded
-    for figure in figures(_model.attempt(run).fields()):
+    for figure in figures(_model.read_attempt(run).fields()):
         assert 0 <= figure < 2**53, figure

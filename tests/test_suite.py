@@ -124,6 +124,8 @@ async def test_the_first_pass_stops_the_other_re_runs_which_are_not_counted(
     assert [(a.kind, a.status, a.stopped) for a in flaky.attempts] == [
         ("run", "failed", False), ("rerun", "cancelled", True), ("rerun", "passed", False),
     ]  # fmt: skip
+    assert flaky.final.number == 2  # the re-run let go first: attempt 2, as they started
+    assert "1 flaky (passed on attempt 2)" in report.summary
     stopped = next(a.id for a in flaky.attempts if a.stopped)
     assert svc.backend.runs[stopped].status_at(svc.backend.now()) == "cancelled"
     stops = [e for e in suite.events if isinstance(e, CopiesStopped)]

@@ -258,7 +258,7 @@ def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     CI log acts on (the stream is often tailed, or is standard output)."""
     import json
 
-    from asyncclient._reports.model import attempt
+    from asyncclient._reports.model import read_attempt
     from asyncclient.cli._events import Events
     from asyncclient.suite import RunChanged, RunFinished, RunStarted
 
@@ -267,7 +267,7 @@ def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     run = Run(id="j_1", test_id=test_id, status=status, final=True)  # type: ignore[arg-type]
     events.write(RunStarted("j_1", test_id, 1))
     events.write(RunChanged(run, 1))
-    events.write(RunFinished(attempt(run, 1)))
+    events.write(RunFinished(read_attempt(run, 1)))
     text = stream.getvalue()
     assert not _controls(text, newlines=True)
     _no_workflow_command(text)

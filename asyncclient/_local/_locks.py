@@ -240,13 +240,13 @@ async def claim(
             if not backend.try_lock(fd):
                 # The holder writes its pid just after taking the lock: a few polls may pass
                 # before it is there to show.
-                told, waited = waited, True
+                announced, waited = waited, True
                 delay, polls = _FIRST_POLL, 0
                 while not backend.try_lock(fd):
-                    if on_wait is not None and not told:
+                    if on_wait is not None and not announced:
                         pid = _read(fd).get("pid")
                         if pid or polls >= _PID_POLLS:
-                            told = True
+                            announced = True
                             on_wait(pid if isinstance(pid, int) else None)
                     await asyncio.sleep(delay)
                     delay, polls = min(delay * 1.5, _MAX_POLL), polls + 1

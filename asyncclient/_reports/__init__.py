@@ -220,7 +220,7 @@ def suite_notes(result: SuiteResult) -> list[str]:
             continue
         if test.flaky:
             lines.append(
-                f"quarantined {test.test_id} passed on attempt {test.attempts} ({reason}): "
+                f"quarantined {test.test_id} passed on attempt {test.passed_on} ({reason}): "
                 "still flaky"
             )
         elif test.passed:

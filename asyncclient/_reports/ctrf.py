@@ -50,24 +50,24 @@ def _epoch_ms(moment: datetime | None) -> int | None:
     return None if moment is None else round(moment.timestamp() * 1000)
 
 
-def _message(told: Attempt) -> str:
-    if told.error and told.error[1]:
-        return told.error[1]
-    return told.headline or told.status
+def _message(attempt: Attempt) -> str:
+    if attempt.error and attempt.error[1]:
+        return attempt.error[1]
+    return attempt.headline or attempt.status
 
 
-def _trace(told: Attempt) -> str:
-    return "\n".join(check.line for check in told.checks)
+def _trace(attempt: Attempt) -> str:
+    return "\n".join(check.line for check in attempt.checks)
 
 
 def _attachments(
-    told: Attempt, evidence: Mapping[str, Sequence[str]], base: Path | None
+    attempt: Attempt, evidence: Mapping[str, Sequence[str]], base: Path | None
 ) -> list[dict[str, str]]:
-    saved = evidence.get(told.id)
+    saved = evidence.get(attempt.id)
     if saved:
         paths = [str((base or Path()) / rel) for rel in saved]
     else:
-        paths = [f.link or f.path or "" for f in run_files(told.run)]
+        paths = [f.link or f.path or "" for f in run_files(attempt.run)]
     found = []
     for path in paths:
         if not path:
@@ -78,8 +78,8 @@ def _attachments(
     return found
 
 
-def _timed(entry: dict[str, Any], told: Attempt) -> None:
-    run = told.run
+def _timed(entry: dict[str, Any], attempt: Attempt) -> None:
+    run = attempt.run
     start, stop = _epoch_ms(run.started_at), _epoch_ms(run.finished_at)
     if start is not None:
         entry["start"] = start
@@ -88,27 +88,27 @@ def _timed(entry: dict[str, Any], told: Attempt) -> None:
 
 
 def _attempt(
-    told: Attempt, evidence: Mapping[str, Sequence[str]], base: Path | None
+    attempt: Attempt, evidence: Mapping[str, Sequence[str]], base: Path | None
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "attempt": told.number,
-        "status": _STATUS.get(told.outcome, "other"),
-        "duration": _ms(told.seconds),
-        "message": _message(told),
+        "attempt": attempt.number,
+        "status": _STATUS.get(attempt.outcome, "other"),
+        "duration": _ms(attempt.seconds),
+        "message": _message(attempt),
     }
-    trace = _trace(told)
+    trace = _trace(attempt)
     if trace:
         entry["trace"] = trace
-    _timed(entry, told)
-    attachments = _attachments(told, evidence, base)
+    _timed(entry, attempt)
+    attachments = _attachments(attempt, evidence, base)
     if attachments:
         entry["attachments"] = attachments
     entry["extra"] = {
-        "runId": told.id,
-        "rawStatus": told.status,
-        "link": told.link,
-        "kind": told.kind,
-        "stopped": told.stopped,
+        "runId": attempt.id,
+        "rawStatus": attempt.status,
+        "link": attempt.link,
+        "kind": attempt.kind,
+        "stopped": attempt.stopped,
     }
     return entry
 
@@ -126,7 +126,7 @@ def _test(
         "duration": _ms(final.seconds),
         "suite": [suite],
         "rawStatus": final.status,
-        "retries": sum(1 for told in test.earlier if not told.stopped),
+        "retries": sum(1 for attempt in test.earlier if not attempt.stopped),
         "flaky": test.flaky,
     }
     _timed(entry, final)
@@ -140,7 +140,7 @@ def _test(
         if trace:
             entry["trace"] = trace
     if test.earlier:
-        entry["retryAttempts"] = [_attempt(told, evidence, base) for told in test.earlier]
+        entry["retryAttempts"] = [_attempt(attempt, evidence, base) for attempt in test.earlier]
     attachments = _attachments(final, evidence, base)
     if attachments:
         entry["attachments"] = attachments
@@ -185,7 +185,7 @@ def ctrf_report(
         }
         for test_id, reason in report.skipped
     ]
-    runs = [told.run for test in report.tests for told in test.attempts]
+    runs = [attempt.run for test in report.tests for attempt in test.attempts]
     starts = [t for run in runs if (t := _epoch_ms(run.created_at)) is not None]
     stops = [t for run in runs if (t := _epoch_ms(run.finished_at)) is not None]
     at_now = round(now.timestamp() * 1000)

@@ -167,9 +167,9 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
         )
     if not quarantined:
         for attempt in earlier:
-            told = _attempt_element(attempt, flaky=kind == "passed")
-            if told is not None:
-                children[told.tag].append(told)
+            earlier_element = _attempt_element(attempt, flaky=kind == "passed")
+            if earlier_element is not None:
+                children[earlier_element.tag].append(earlier_element)
     out_lines = [f"run {run.id}" + (f" (mode {run.run.mode})" if run.run.mode else "")]
     out_lines.append(f"{status}: {headline}" if headline else status)
     out_lines += [check.labelled for check in run.checks]

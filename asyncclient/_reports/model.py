@@ -46,7 +46,7 @@ __all__ = [
     "Check",
     "SuiteReport",
     "TestReport",
-    "attempt",
+    "read_attempt",
     "runs_report",
     "suite_report",
 ]
@@ -153,7 +153,7 @@ def _check(requirement: Any) -> Check:
     )
 
 
-def attempt(run: Run, number: int = 1) -> Attempt:
+def read_attempt(run: Run, number: int = 1) -> Attempt:
     """The run read once for the reports."""
     seconds = duration_seconds(run)
     link = run.link
@@ -177,14 +177,14 @@ def attempt(run: Run, number: int = 1) -> Attempt:
     )
 
 
-def reused_attempt(told: Attempt, reuse: Reuse) -> Attempt:
+def reused_attempt(attempt: Attempt, reuse: Reuse) -> Attempt:
     """A run stopped for an earlier pass on an identical build, as the reports read it: passed,
     reused from the earlier run (its id in the headline, its link)."""
     when = f" ({reuse.finished_at:%Y-%m-%d %H:%M} UTC)" if reuse.finished_at else ""
     build = f" {reuse.earlier_build_id}," if reuse.earlier_build_id else ""
     link = reuse.earlier_link
     return attrs.evolve(
-        told,
+        attempt,
         status="reused",
         outcome="passed",
         headline=(
@@ -285,24 +285,24 @@ class Cost:
 
 def _cost(attempts: Sequence[Attempt], overage: frozenset[str]) -> Cost:
     total = Cost()
-    for told in attempts:
-        if told.reused is not None:
-            total += Cost(saved_seconds=told.reused.seconds or 0.0, reused_runs=1)
+    for attempt in attempts:
+        if attempt.reused is not None:
+            total += Cost(saved_seconds=attempt.reused.seconds or 0.0, reused_runs=1)
             continue
-        ran = told.seconds is not None or told.queue_seconds is not None
-        if not ran and told.id not in overage:
+        ran = attempt.seconds is not None or attempt.queue_seconds is not None
+        if not ran and attempt.id not in overage:
             continue
-        seconds = told.seconds or 0.0
+        seconds = attempt.seconds or 0.0
         total += Cost(
             device_seconds=seconds,
-            rerun_device_seconds=seconds if told.kind == "rerun" else 0.0,
-            repeat_device_seconds=seconds if told.kind == "repeat" else 0.0,
-            queue_seconds=told.queue_seconds or 0.0,
+            rerun_device_seconds=seconds if attempt.kind == "rerun" else 0.0,
+            repeat_device_seconds=seconds if attempt.kind == "repeat" else 0.0,
+            queue_seconds=attempt.queue_seconds or 0.0,
             runs=1,
-            overage_runs=1 if told.id in overage else 0,
-            copy_device_seconds=seconds if told.kind == "copy" else 0.0,
-            copy_runs=1 if told.kind == "copy" else 0,
-            stopped_runs=1 if told.stopped else 0,
+            overage_runs=1 if attempt.id in overage else 0,
+            copy_device_seconds=seconds if attempt.kind == "copy" else 0.0,
+            copy_runs=1 if attempt.kind == "copy" else 0,
+            stopped_runs=1 if attempt.stopped else 0,
         )
     return total
 
@@ -330,10 +330,9 @@ def _trend(attempts: Sequence[Attempt], earlier: Sequence[Run]) -> tuple[Point, 
         for run in reversed(before)
     ]
     points += [
-        Point(told.id, told.run.status_kind, told.final, told.seconds, told.run.used_build_id,
-              True)
-        for told in attempts
-    ]  # fmt: skip
+        Point(a.id, a.run.status_kind, a.final, a.seconds, a.run.used_build_id, True)
+        for a in attempts
+    ]
     return tuple(points)
 
 
@@ -374,7 +373,7 @@ class TestReport:
     @property
     def repeated(self) -> bool:
         """A new test run more than once (--new-test-runs)."""
-        return any(told.kind == "repeat" for told in self.attempts)
+        return any(attempt.kind == "repeat" for attempt in self.attempts)
 
     def new_test_fields(self) -> dict[str, Any] | None:
         """A repeated new test's `newTest` in --json and CTRF: its runs, how many passed and
@@ -383,7 +382,7 @@ class TestReport:
             return None
         return {
             "runs": len(self.attempts),
-            "passed": sum(1 for told in self.attempts if told.passed),
+            "passed": sum(1 for attempt in self.attempts if attempt.passed),
             "flakyOnArrival": self.outcome == "flaky_on_arrival",
         }
 
@@ -449,9 +448,12 @@ def _test(
     usual = (expected or {}).get(test.test_id)
     kind = "repeat" if test.repeats else "rerun"
     kinds = test.kinds or tuple(kind if n > 1 else "run" for n in range(1, len(test.runs) + 1))
+    numbers = list(range(1, len(test.runs) + 1))
+    if test.decided_on:  # runs at once: the deciding run is last here, its number as it started
+        numbers = [n for n in numbers if n != test.decided_on] + [test.decided_on]
     attempts = tuple(
-        attrs.evolve(attempt(run, n), kind=kinds[n - 1], stopped=run.id in test.stopped)
-        for n, run in enumerate(test.runs, 1)
+        attrs.evolve(read_attempt(run, number), kind=kinds[n], stopped=run.id in test.stopped)
+        for n, (number, run) in enumerate(zip(numbers, test.runs, strict=True))
     )
     if test.outcome == "reused" and test.reused is not None:
         attempts = (reused_attempt(attempts[-1], test.reused),)
@@ -482,9 +484,11 @@ def _verdict_last(attempts: tuple[Attempt, ...], outcome: str, warn: bool) -> tu
     which reads as flaky: passed, its failed runs before it); else as they ran."""
     if outcome != "flaky_on_arrival":
         return attempts
-    failing = [told for told in attempts if told.final and told.outcome in ("failure", "error")]
-    passing = [told for told in attempts if told.passed]
-    rest = [told for told in attempts if told not in failing and told not in passing]
+    failing = [
+        attempt for attempt in attempts if attempt.final and attempt.outcome in ("failure", "error")
+    ]
+    passing = [attempt for attempt in attempts if attempt.passed]
+    rest = [attempt for attempt in attempts if attempt not in failing and attempt not in passing]
     order = [*rest, *failing, *passing] if warn else [*rest, *passing, *failing]
     return tuple(order)
 

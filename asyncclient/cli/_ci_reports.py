@@ -26,7 +26,7 @@ __all__ = ["report"]
 async def report(
     session: AsyncSession,
     result: SuiteResult,
-    told: SuiteReport,
+    job_report: SuiteReport,
     options: Follow,
     out: Output,
 ) -> None:
@@ -36,9 +36,9 @@ async def report(
     from asyncclient._reports import junit as _junit
     from asyncclient._reports.text import summary_lines
 
-    lines = summary_lines(told)
+    lines = summary_lines(job_report)
     if out.json_mode:
-        out.json([_json_test(test, told) for test in told.tests])
+        out.json([_json_test(test, job_report) for test in job_report.tests])
         for line in lines:
             out.info(line)
     elif options.events == "-":  # standard output is the event stream: JSON Lines only
@@ -52,7 +52,7 @@ async def report(
         evidence = await _download_failed(session, result, options.download_failed, out)
     junit, html, ctrf = options.junit, options.html, options.ctrf
     if junit:
-        _written(out, "JUnit", junit, lambda: _junit.write_junit(junit, told))
+        _written(out, "JUnit", junit, lambda: _junit.write_junit(junit, job_report))
     if ctrf:
         from asyncclient._reports.ctrf import write_ctrf
 
@@ -60,7 +60,9 @@ async def report(
             out,
             "CTRF",
             ctrf,
-            lambda: write_ctrf(ctrf, told, evidence=evidence, evidence_dir=options.download_failed),
+            lambda: write_ctrf(
+                ctrf, job_report, evidence=evidence, evidence_dir=options.download_failed
+            ),
         )
     if html:
         from asyncclient._reports import html as _html_report
@@ -70,7 +72,7 @@ async def report(
             "HTML",
             html,
             lambda: _html_report.write_html(
-                html, told, evidence=evidence, evidence_dir=options.download_failed
+                html, job_report, evidence=evidence, evidence_dir=options.download_failed
             ),
         )
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -78,7 +80,7 @@ async def report(
         from asyncclient._reports.markdown import append_step_summary, step_summary_markdown
 
         try:
-            append_step_summary(summary_path, step_summary_markdown(told))
+            append_step_summary(summary_path, step_summary_markdown(job_report))
         except OSError as exc:
             # The step summary is a courtesy; the runs' result and the JUnit report stand.
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")

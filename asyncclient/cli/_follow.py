@@ -80,7 +80,7 @@ async def follow(
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
             suite.observe(_Shown(suite, progress, out, events, options))
             try:
-                told = await suite.result()
+                job_report = await suite.result()
             except asyncio.CancelledError:
                 watcher = suite.watcher
                 if watcher is not None:
@@ -96,15 +96,15 @@ async def follow(
                 events.interrupted()
                 raise
         assert suite.outcome is not None
-        await report(session, suite.outcome, told, options, out)
+        await report(session, suite.outcome, job_report, options, out)
         try:
             code = _verdict(suite, out)
         except UnknownRunsError as exc:
             from asyncclient._core._wording import describe_error
 
-            events.finished(told, describe_error(exc)[1])
+            events.finished(job_report, describe_error(exc)[1])
             raise
-        events.finished(told, code)
+        events.finished(job_report, code)
         return code
     finally:
         events.close()

@@ -109,7 +109,8 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "--events",
         metavar="PATH",
         help="write what happens as JSON Lines, as it happens (run_started, run_status, "
-        "run_finished, rerun_started, eta, fail_fast, job_finished); - for standard output",
+        "run_finished, rerun_started, copy_started, copies_stopped, eta, fail_fast, "
+        "job_finished); - for standard output",
     )
     group.add_argument(
         "--html",

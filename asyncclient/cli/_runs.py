@@ -159,9 +159,9 @@ async def get_run(args: argparse.Namespace, out: Output) -> int:
     async with open_session(args) as session:
         run = await session.get_run(run_id)
     if out.json_mode:
-        from asyncclient._reports.model import attempt
+        from asyncclient._reports.model import read_attempt
 
-        out.json({"run": {**to_json(run), "summary": attempt(run).fields()}})
+        out.json({"run": {**to_json(run), "summary": read_attempt(run).fields()}})
         return EXIT_OK
     out.fields(run_fields(run))
     return EXIT_OK

@@ -11,7 +11,7 @@ from pydantic import WithJsonSchema
 
 from asyncclient._core import _checks as checks
 from asyncclient._core import _wording
-from asyncclient._reports.model import attempt
+from asyncclient._reports.model import read_attempt
 from asyncclient.errors import ValidationError, WatchTimeoutError
 from asyncclient.eta import JobEta
 from asyncclient.mcp_server._base import (
@@ -285,7 +285,7 @@ class RunTools(ToolKit):
             run = await self._session.get_run(run_id)
             return {
                 "run": compact(run),
-                "failedRequirements": failed(attempt(run)),
+                "failedRequirements": failed(read_attempt(run)),
                 "captures": run.capture_values,
                 "files": [f.path or f.link for f in _wording.run_files(run)],
             }

@@ -15,7 +15,7 @@ import attrs
 from typing_extensions import TypedDict
 
 from asyncclient import _reports
-from asyncclient._reports.model import Attempt, TestReport, attempt, suite_report
+from asyncclient._reports.model import Attempt, TestReport, read_attempt, suite_report
 from asyncclient.eta import JobEta
 from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import Bounded
@@ -71,46 +71,46 @@ class WaitResult(Bounded):
     eta: NotRequired[Eta]
 
 
-def failed(told: Attempt) -> list[FailedRequirement]:
+def failed(attempt: Attempt) -> list[FailedRequirement]:
     # title: the check's words; id: its id, when the service gave one besides.
     return [
         {"id": check.name if check.title else "", "title": check.title or check.name,
          "reason": check.reason}
-        for check in told.checks
+        for check in attempt.checks
     ]  # fmt: skip
 
 
-def verdict(told: Attempt) -> RunVerdict:
+def verdict(attempt: Attempt) -> RunVerdict:
     """A run that did not pass (or is still going), in full: the report model's attempt."""
-    run = told.run
-    code, message = told.error or ("", "")
+    run = attempt.run
+    code, message = attempt.error or ("", "")
     return {
         "id": run.id,
         "testId": run.test_id,
         "testTitle": run.test_title,
-        "status": told.status,
-        "outcome": told.outcome,
-        "final": told.final,
-        "verdict": told.verdict or None,
-        "headline": told.headline or None,
+        "status": attempt.status,
+        "outcome": attempt.outcome,
+        "final": attempt.final,
+        "verdict": attempt.verdict or None,
+        "headline": attempt.headline or None,
         "durationMs": run.duration_ms,
-        "failedRequirements": failed(told),
+        "failedRequirements": failed(attempt),
         "error": {"code": code, "message": message} if code or message else None,
-        "link": told.link,
+        "link": attempt.link,
     }
 
 
-def line(told: Attempt) -> str:
+def line(attempt: Attempt) -> str:
     """One short line: `j_1 passed t_login "Log in": Logged in (30.1 s)`."""
-    run = told.run
-    parts = [run.id, told.status]
+    run = attempt.run
+    parts = [run.id, attempt.status]
     if run.test_id:
         parts.append(run.test_id)
     text = " ".join(parts)
     if run.test_title:
         text += f' "{run.test_title}"'
-    if told.headline:
-        text += f": {told.headline}"
+    if attempt.headline:
+        text += f": {attempt.headline}"
     if run.duration_ms is not None:
         text += f" ({run.duration_ms / 1000:.1f} s)"
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + _budget.ELLIPSIS
@@ -125,8 +125,8 @@ def _counts(runs: Sequence[Run]) -> dict[str, int]:
 def flaky_line(test: TestReport) -> str:
     """`t_search passed on attempt 2 (earlier: j_1 failed: The device ...)`, bounded."""
     earlier = "; ".join(
-        f"{told.id} {told.status}" + (f": {told.headline}" if told.headline else "")
-        for told in test.earlier
+        f"{attempt.id} {attempt.status}" + (f": {attempt.headline}" if attempt.headline else "")
+        for attempt in test.earlier
     )
     text = f"{test.test_id} passed on attempt {test.final.number} (earlier: {earlier})"
     return text if len(text) <= 2 * LINE_CHARS else text[: 2 * LINE_CHARS - 1] + _budget.ELLIPSIS
@@ -197,8 +197,14 @@ def wait_result(
         flaky = suite_report(attrs.evolve(suite, tests=suite.flaky)).tests
         result["flaky"] = []
         fill("flaky", (flaky_line(test) for test in flaky), len(flaky), room // 4, every)
-    fill("notPassed", (verdict(attempt(run)) for run in not_passed), len(not_passed), room, every)
-    fill("passed", (line(attempt(run)) for run in passed), len(passed), room, every)
+    fill(
+        "notPassed",
+        (verdict(read_attempt(run)) for run in not_passed),
+        len(not_passed),
+        room,
+        every,
+    )
+    fill("passed", (line(read_attempt(run)) for run in passed), len(passed), room, every)
     notes.extend(cuts.notes())
     if notes:
         result["leftOut"] = notes[: _budget.NOTES_MAX]

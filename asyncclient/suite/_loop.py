@@ -166,7 +166,7 @@ class SuiteRun:
         self._finished: set[str] = set()
         self._refused: set[str] = set()
         self._eta_at = -_ETA_EVERY
-        self._eta_told: JobEta | None = None
+        self._eta_shown: JobEta | None = None
         self._failing: set[str] = set()  # the tests that failed for good (max_failures)
 
     # --- what a caller uses ---------------------------------------------------------------------
@@ -345,12 +345,12 @@ class SuiteRun:
             self._statuses[run.id] = status
             self._emit(RunChanged(run, attempt))
         if run.is_final and run.id not in self._finished:
-            from asyncclient._reports.model import attempt as read
+            from asyncclient._reports.model import read_attempt
 
             self._finished.add(run.id)
             kind = reruns.kind_of(run.id)
             stopped_as = "copy" if run.id in reruns.stopped else None
-            self._emit(RunFinished(read(run, attempt), kind, stopped_as))
+            self._emit(RunFinished(read_attempt(run, attempt), kind, stopped_as))
         if run.is_final and policy.at_once:
             if run.passed:
                 await self._stop_others(run)
@@ -622,9 +622,9 @@ class SuiteRun:
         eta = job_eta(self._views.values(), self.expected)
         if eta.p90 <= 0:
             return
-        told = self._eta_told
-        if told is None or abs(eta.p50 - told.p50) > _ETA_MOVED * max(told.p50, 1.0):
-            self._eta_told = eta
+        shown = self._eta_shown
+        if shown is None or abs(eta.p50 - shown.p50) > _ETA_MOVED * max(shown.p50, 1.0):
+            self._eta_shown = eta
             self._emit(Eta(eta))
 
     @property

@@ -58,13 +58,26 @@ class RunStore:
             raise lookup_error("run", "j_", run_id, run is not None)
         return run
 
-    def run_test(self, key: ApiKey, test_id: str, mode: str, build_id: str | None) -> Run:
+    def run_test(
+        self,
+        key: ApiKey,
+        test_id: str,
+        mode: str,
+        build_id: str | None,
+        draw: str | None = None,
+    ) -> Run:
+        """`draw`: the start's idempotency key, when it had one (flakyRate draws from it)."""
         test = self._state.test(key, test_id)
         build = self._builds.get(key, build_id) if build_id is not None else None
-        return self._start(test, mode, build, "test")
+        return self._start(test, mode, build, "test", draw)
 
     def run_project(
-        self, key: ApiKey, project_id: str, mode: str, build_ids: Sequence[str]
+        self,
+        key: ApiKey,
+        project_id: str,
+        mode: str,
+        build_ids: Sequence[str],
+        draw: str | None = None,
     ) -> tuple[list[Run], list[Skip]]:
         """Start every test of the project that can start; the rest are skipped with a reason.
 
@@ -89,7 +102,7 @@ class RunStore:
         for test in project.tests:
             named = chosen.get((test.seed.target, test.seed.app_id))
             try:
-                started.append(self._start(test, mode, named, "project"))
+                started.append(self._start(test, mode, named, "project", draw))
             except ServiceError as exc:
                 skipped.append(Skip(test.id, exc.code, exc.message))
         if not started:
@@ -162,7 +175,9 @@ class RunStore:
             raise not_found(f"no test {show(test_id)}")
         return [self._start(test, mode, None, "test") for _ in range(count)]
 
-    def _start(self, test: Test, mode: str, build: Build | None, source: str) -> Run:
+    def _start(
+        self, test: Test, mode: str, build: Build | None, source: str, draw: str | None = None
+    ) -> Run:
         project = self._state.projects[test.seed.project]
         if test.seed.uses_endpoints and project.plan != "paid":
             raise ServiceError(
@@ -174,7 +189,7 @@ class RunStore:
             )
         used_mode = self._resolve_mode(test, mode)
         ref = self._pick_build(test, build)
-        return self._new_run(test, project, used_mode, ref, source)
+        return self._new_run(test, project, used_mode, ref, source, draw)
 
     def _learned(self, test: Test) -> str:
         if test.learned != "fresh" and test.passing_cold:
@@ -246,7 +261,13 @@ class RunStore:
         )
 
     def _new_run(
-        self, test: Test, project: Project, mode: str, build: BuildRef | None, source: str
+        self,
+        test: Test,
+        project: Project,
+        mode: str,
+        build: BuildRef | None,
+        source: str,
+        draw: str | None = None,
     ) -> Run:
         seeded = test.seed
         run_id = self._state.new_id("j_", self.runs)
@@ -256,9 +277,12 @@ class RunStore:
         # re-runs), so every suite a reader starts meets the flake, not only the first one.
         if source == "project":
             test.runs_since_suite = 0
+        # flakyRate: drawn from the run's id, or from its start's idempotency key and test
+        # when it had one (the same key draws the same, whatever ran before it).
+        basis = f"{draw}/{test.id}" if draw else run_id
         flaky = seeded.outcome == "passed" and (
             test.runs_since_suite < seeded.flaky_runs
-            or (seeded.flaky_rate > 0 and _unit_interval(run_id + "/flaky") < seeded.flaky_rate)
+            or (seeded.flaky_rate > 0 and _unit_interval(basis + "/flaky") < seeded.flaky_rate)
         )
         run = Run(
             id=run_id,

@@ -67,7 +67,13 @@ async def run_test(request: web.Request) -> web.Response:
         build_id = data.get("buildId")
         if build_id is not None:
             build_id = build_id_field("buildId", build_id)
-        run = backend.run_store.run_test(key, request.match_info["test_id"], mode, build_id)
+        run = backend.run_store.run_test(
+            key,
+            request.match_info["test_id"],
+            mode,
+            build_id,
+            request.headers.get("Idempotency-Key"),
+        )
         link = f"{base}/runs/{run.id}"
         return 201, {"runId": run.id, "mode": run.mode, "overage": run.overage, "link": link}
 
@@ -91,7 +97,11 @@ async def run_project(request: web.Request) -> web.Response:
         if data.get("buildId") is not None:
             build_ids.append(build_id_field("buildId", data["buildId"]))
         started, skipped = backend.run_store.run_project(
-            key, request.match_info["project_id"], mode, build_ids
+            key,
+            request.match_info["project_id"],
+            mode,
+            build_ids,
+            request.headers.get("Idempotency-Key"),
         )
         dialect = request.app[STATE].dialect
         return 201, {

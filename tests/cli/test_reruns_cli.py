@@ -763,3 +763,30 @@ async def test_retry_options_that_do_not_fit_are_refused_before_any_request(
     assert says in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert svc.requests == []
+
+
+async def test_the_report_model_is_built_once_per_job(
+    svc: FakeService,
+    run_cli: RunCli,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every report of a job (summary, --json, JUnit, CTRF, HTML, events) renders one model."""
+    import asyncclient._reports.model as model
+
+    built: list[str] = []
+    real = model.suite_report
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("name", ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "suite_report", counting)
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--json", "--retry-failed", "1",
+        "--junit", str(tmp_path / "r.xml"), "--ctrf", str(tmp_path / "r.json"),
+        "--events", str(tmp_path / "e.jsonl"), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    assert built == ["p_ci"]
