@@ -54,7 +54,8 @@ def seed(*, flaky: bool) -> dict[str, Any]:
             {
                 "daysAgo": HISTORY_DAYS * (n + 0.5) / HISTORY_RUNS,
                 # The history's failures at the test's rate, spread evenly.
-                "status": "failed" if rate and math.floor((n + 1) * rate) > math.floor(n * rate)
+                "status": "failed"
+                if rate and math.floor((n + 1) * rate) > math.floor(n * rate)
                 else "passed",
                 "durationSeconds": RUN_SECONDS,
                 "queuedSeconds": QUEUE_SECONDS,
@@ -95,7 +96,9 @@ async def jobs(
     async with AsyncSession(KEY, url) as session:
         for j in range(count):
             policy = SuitePolicy(
-                retry_failed=2, retry_strategy=strategy, interval=interval  # type: ignore[arg-type]
+                retry_failed=2,
+                retry_strategy=strategy,
+                interval=interval,  # type: ignore[arg-type]
             )
             before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.monotonic()

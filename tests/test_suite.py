@@ -270,3 +270,23 @@ def test_runs_for_is_the_fewest_runs_that_reach_the_target() -> None:
 def test_a_bad_policy_is_refused_when_made(options: dict[str, Any], says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         SuitePolicy(**options)
+
+
+async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
+    svc: FakeService, session: AsyncSession
+) -> None:
+    suite = session.follow_suite(["j_000000000001"], policy=SuitePolicy(**FAST))
+    # An unknown run: the loop ends (the watcher gives it up), the report says so.
+    report = await suite.result()
+    assert await suite.result() is report
+    assert suite.unknown == ("j_000000000001",)
+    assert [event.event async for event in suite][-1] == "job_finished"
+
+    broken = AsyncSession("not-a-key", svc.url, backoff_base=0.0)  # 401: the watch ends at once
+    async with broken:
+        failing = broken.follow_suite(["j_000000000002"], policy=SuitePolicy(**FAST))
+        with pytest.raises(Exception) as first:
+            _ = [event async for event in failing]
+            await failing.result()
+        with pytest.raises(type(first.value)):
+            await failing.result()

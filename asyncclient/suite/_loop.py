@@ -160,6 +160,8 @@ class SuiteRun:
         self._new = asyncio.Event()
         self._task: asyncio.Task[SuiteReport] | None = None
         self._inline = False
+        self._ended = False
+        self._error: Exception | None = None
         self._history_read = False
         self._views: dict[str, Run] = {}  # every run of the job, latest view (the ETA's)
         self._statuses: dict[str, str] = {}
@@ -197,9 +199,14 @@ class SuiteRun:
         """
         if self._task is None and not self._inline:
             self._inline = True
-            return await self._run()
+            return await self._guarded()
         if self._task is None:
-            raise RuntimeError("result() is already being awaited")
+            if not self._ended:
+                raise RuntimeError("result() is already being awaited in another task")
+            if self._error is not None:
+                raise self._error
+            assert self.report is not None
+            return self.report
         task = self._task
         try:
             return await asyncio.shield(task)
@@ -225,14 +232,22 @@ class SuiteRun:
             await waiting.wait()
 
     def _done(self) -> bool:
-        if self._task is not None:
-            return self._task.done()
-        return self.report is not None and self.outcome is not None
+        return self._ended
 
     def _ensure_task(self) -> None:
         if self._task is None and not self._inline:
-            self._task = asyncio.ensure_future(self._run())
-            self._task.add_done_callback(lambda _: self._wake())
+            self._task = asyncio.ensure_future(self._guarded())
+
+    async def _guarded(self) -> SuiteReport:
+        """The loop, its end told to every iterator however it ends."""
+        try:
+            return await self._run()
+        except Exception as exc:
+            self._error = exc
+            raise
+        finally:
+            self._ended = True
+            self._wake()
 
     async def __aenter__(self) -> SuiteRun:
         self._ensure_task()

@@ -1,11 +1,11 @@
-"""An aiohttp.web service that runs a project's suite for its callers with the library's loop,
+"""An aiohttp.web service that runs a project's suite with the library's loop,
 streaming what happens as it happens, then the report.
 
     POST /suites/{project_id}?build=ab_...&build=ab_...
 
-answers NDJSON: one line per event (the `--events` names and fields), then a `report` line.
-Run it from the repository's root with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY set
-(`asyncclient serve` prints both):
+answers NDJSON: a line per event (the `--events` names and fields), then the report.
+Run it from the repository's root with ASYNCCLIENT_BASE_URL and ASYNCCLIENT_API_KEY
+set (`asyncclient serve` prints both):
     python docs/examples/suite_service.py
 """
 
@@ -18,10 +18,16 @@ from asyncclient import AsyncClientError, AsyncSession, SuitePolicy, ValidationE
 
 SESSION = web.AppKey("asyncclient", AsyncSession)
 
-# Each test that does not pass gets up to 2 more runs, all at once; a test the project's
-# history shows flaky gets its copies from the start (hedge). Three tests failed for good stop
-# the rest (fail-fast); re-runs and copies may take 30 minutes of device time in all.
-POLICY = SuitePolicy(retry_failed=2, retry_strategy="hedge", max_failures=3, retry_budget=30)
+# Each test that does not pass gets up to 2 more runs, all at once; a test the
+# project's history shows flaky gets its copies from the start (hedge). Three tests
+# failed for good stop the rest (fail-fast); re-runs and copies may take 30 minutes of
+# device time in all.
+POLICY = SuitePolicy(
+    retry_failed=2,
+    retry_strategy="hedge",
+    max_failures=3,
+    retry_budget=30,
+)
 
 
 async def asyncclient_session(app: web.Application) -> AsyncIterator[None]:
