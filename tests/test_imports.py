@@ -460,7 +460,7 @@ def test_the_public_signatures_show_the_shared_defaults() -> None:
     assert default(RunWatcher, "concurrency") == defaults.WATCH_CONCURRENCY
 
 
-RETIRED_NAMES = {"told"}  # ARCHITECTURE.md, "Words": a name that meant five things
+RETIRED_NAMES = {"told", "Outcome", "result_outcome"}  # ARCHITECTURE.md, "Words"
 
 
 def test_the_retired_words_are_no_names_in_the_code() -> None:

@@ -30,7 +30,7 @@ from asyncclient.errors import BuildRejectedError, NotStartedError
     ],
 )
 def test_a_result_under_failed_means_the_opposite(value: Any, outcome: str) -> None:
-    assert lenient.result_outcome(value, "failed") == outcome
+    assert lenient.check_result(value, "failed") == outcome
     assert lenient.requirements([{"id": "r", "failed": value}])[0].outcome == outcome
 
 

@@ -61,16 +61,16 @@ RUNNING = make_run("j_go", "running", final=False)
 
 
 def test_outcome_maps_each_status() -> None:
-    assert [_reports.outcome(r) for r in (PASSED, FAILED, ERRORED, CANCELLED, RUNNING)] == [
+    assert [_reports.run_result(r) for r in (PASSED, FAILED, ERRORED, CANCELLED, RUNNING)] == [
         "passed",
         "failure",
         "error",
         "skipped",
         "not_final",
     ]
-    assert _reports.outcome(make_run("j_b", "blocked")) == "failure"
-    assert _reports.outcome(make_run("j_n", "exploded", final=True)) == "failure"
-    assert _reports.outcome(make_run("j_n", "exploded")) == "not_final"
+    assert _reports.run_result(make_run("j_b", "blocked")) == "failure"
+    assert _reports.run_result(make_run("j_n", "exploded", final=True)) == "failure"
+    assert _reports.run_result(make_run("j_n", "exploded")) == "not_final"
 
 
 def _read(run: Run) -> list[tuple[str, str, str, str]]:

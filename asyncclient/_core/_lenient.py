@@ -21,13 +21,14 @@ import attrs
 from asyncclient.apps import Problem
 
 __all__ = [
+    "CheckResult",
     "ErrorBody",
-    "Outcome",
     "Requirement",
     "build_id_of",
     "build_sha256_of",
     "build_status_kind",
     "captures",
+    "check_result",
     "decode_error_body",
     "error_fields",
     "failed_requirements",
@@ -35,7 +36,6 @@ __all__ = [
     "read_error",
     "rejection_problems",
     "requirements",
-    "result_outcome",
     "run_status_kind",
     "start_lists",
     "text",
@@ -43,7 +43,7 @@ __all__ = [
     "warning_text",
 ]
 
-Outcome = Literal["passed", "failed", "skipped", "unknown"]
+CheckResult = Literal["passed", "failed", "skipped", "unknown"]
 
 #: Longest text kept from a value whose shape is not understood.
 _RAW_LIMIT: Final = 300
@@ -163,12 +163,12 @@ def _word(value: str) -> str:
     return "_".join(value.strip().lower().replace("-", " ").split())
 
 
-def result_outcome(value: Any, key: str | None = None) -> Outcome:
+def check_result(value: Any, key: str | None = None) -> CheckResult:
     """passed, failed, skipped or unknown, from a result sent as a boolean, a word or a number.
     `key` is where it was found: `failed: true` means the opposite of `passed: true`."""
     if isinstance(value, Mapping):
         _inner_key, inner = _first(value, _RESULT_KEYS)
-        return result_outcome(inner, _inner_key) if inner is not None else "unknown"
+        return check_result(inner, _inner_key) if inner is not None else "unknown"
     if isinstance(value, bool):
         passed = value if key != "failed" else not value
         return "passed" if passed else "failed"
@@ -178,7 +178,7 @@ def result_outcome(value: Any, key: str | None = None) -> Outcome:
         return "passed" if value == 1 else "failed" if value == 0 else "unknown"
     if isinstance(value, str):
         word = _word(value)
-        outcome: Outcome = (
+        outcome: CheckResult = (
             "passed" if word in _PASSED
             else "failed" if word in _FAILED
             else "skipped" if word in _SKIPPED
@@ -217,7 +217,7 @@ class Requirement:
 
     name: str = ""
     title: str = ""
-    outcome: Outcome = "unknown"
+    outcome: CheckResult = "unknown"
     result: str = ""
     reason: str = ""
 
@@ -241,8 +241,8 @@ def _requirement(item: Any, fallback: str) -> Requirement:
         result_key, result = _first(item, _RESULT_KEYS)
         _reason_key, reason = _first(item, _REASON_KEYS)
         # `result: null` says the check has no result (a stopped run): skipped, not unknown.
-        outcome: Outcome = (
-            result_outcome(result, result_key)
+        outcome: CheckResult = (
+            check_result(result, result_key)
             if result_key is not None or not any(k in item for k in _RESULT_KEYS)
             else "skipped"
         )
@@ -259,9 +259,9 @@ def _requirement(item: Any, fallback: str) -> Requirement:
             read = attrs.evolve(read, reason=compact(item))
         return read
     if isinstance(item, bool | int | float):
-        return Requirement(name=fallback, outcome=result_outcome(item), result=text(item))
+        return Requirement(name=fallback, outcome=check_result(item), result=text(item))
     if isinstance(item, str):
-        outcome = result_outcome(item)
+        outcome = check_result(item)
         if outcome != "unknown":
             return Requirement(name=fallback, outcome=outcome, result=text(item))
         return Requirement(name=fallback, reason=text(item))

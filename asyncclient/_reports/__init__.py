@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from asyncclient.reruns import SuiteResult
 
 __all__ = [
-    "Outcome",
+    "RunResult",
     "arrival_notes",
     "counts_line",
     "duration_seconds",
@@ -30,12 +30,12 @@ __all__ = [
     "format_duration",
     "history_fields",
     "history_verdict",
-    "outcome",
     "plain_text",
+    "run_result",
     "suite_notes",
 ]
 
-Outcome = Literal["passed", "failure", "error", "skipped", "not_final"]
+RunResult = Literal["passed", "failure", "error", "skipped", "not_final"]
 
 # The order statuses are counted in; others (a status added later) follow, sorted.
 _STATUS_ORDER: Final = (
@@ -54,7 +54,7 @@ def status_of(run: Run) -> str:
     return str(run.status) or "unknown"
 
 
-def outcome(run: Run) -> Outcome:
+def run_result(run: Run) -> RunResult:
     """How a run counts in a report: passed, a failure (failed/blocked/inconclusive or another
     final status), an error, skipped (cancelled, by whatever word), or not final (the watch
     ended first). The status word is read leniently (`canceled`, `stopped` are cancelled)."""
@@ -106,7 +106,7 @@ def failed_requirements(run: Run) -> tuple[Requirement, ...]:
     read (their raw text), so what the service said is never dropped."""
     checks = run.requirement_results
     failed = tuple(req for req in checks if req.outcome == "failed")
-    if failed or outcome(run) not in ("failure", "error"):
+    if failed or run_result(run) not in ("failure", "error"):
         return failed
     return tuple(req for req in checks if req.outcome == "unknown")
 

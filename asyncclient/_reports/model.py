@@ -21,14 +21,14 @@ import attrs
 
 from asyncclient._core import _bounds as bounds
 from asyncclient._reports import (
-    Outcome,
+    RunResult,
     counts_line,
     duration_seconds,
     failed_requirements,
     format_duration,
     labelled,
-    outcome,
     requirement_line,
+    run_result,
     status_of,
     suite_notes,
     title,
@@ -96,7 +96,7 @@ class Attempt:
     run: Run
     number: int
     status: str
-    outcome: Outcome
+    outcome: RunResult
     final: bool
     title: str
     headline: str
@@ -161,7 +161,7 @@ def read_attempt(run: Run, number: int = 1) -> Attempt:
         run=run,
         number=number,
         status=status_of(run),
-        outcome=outcome(run),
+        outcome=run_result(run),
         final=run.is_final,
         title=title(run),
         headline=run.headline_text,

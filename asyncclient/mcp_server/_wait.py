@@ -147,8 +147,8 @@ def wait_result(
     summary counts tests, and `flaky` lists the tests that passed only on a re-run. eta: how
     long the runs still going have to go (asyncclient.eta), in a partial result."""
     pending = [run.id for run in runs if not run.is_final]
-    not_passed = [run for run in runs if run.is_final and _reports.outcome(run) != "passed"]
-    passed = [run for run in runs if run.is_final and _reports.outcome(run) == "passed"]
+    not_passed = [run for run in runs if run.is_final and _reports.run_result(run) != "passed"]
+    passed = [run for run in runs if run.is_final and _reports.run_result(run) == "passed"]
     # Each run is read into the report model only when its place comes (the generators below):
     # a verdict for the runs that fit the budget, not for 10,000.
     summary = _reports.counts_line(runs) if suite is None else suite.summary()
