@@ -56,6 +56,20 @@ def runs_of(svc: FakeService, test_id: str) -> list[Any]:
     return [run for run in svc.backend.runs.values() if run.test.id == test_id]
 
 
+def ctrf_is_valid(report: Any) -> dict[str, Any]:
+    """The report's CTRF, valid against the CTRF schema (tests/data)."""
+    import json
+
+    import jsonschema
+
+    from asyncclient._reports.ctrf import ctrf_report
+
+    document = ctrf_report(report)
+    schema = json.loads((XSD.parent / "ctrf-schema-0.0.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(document)
+    return document
+
+
 def junit_is_valid(report: Any) -> ET.Element:
     import xmlschema
 
@@ -178,6 +192,10 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
     assert report.cost.fields()["copyRuns"] == 2
     assert "copies: 2 runs" in report.cost.line()
     junit_is_valid(report)
+    ctrf = ctrf_is_valid(report)
+    entry = next(t for t in ctrf["results"]["tests"] if t["testId"] == "t_flaky")
+    assert entry["retries"] == 0  # stopped copies are no retries
+    assert entry["flaky"] is False
     # One key per copy, derived from the suite's: a retried start starts nothing twice.
     keys = [r.idempotency_key for r in svc.requests_for("run_test")]
     assert len(set(keys)) == len(keys) == 4
