@@ -187,7 +187,7 @@ class SuiteResult:
         quarantined: The quarantined tests (test id -> reason): one that did not pass does
             not fail the suite, unless fail_on_quarantined.
         fail_on_quarantined: Whether a quarantined test that did not pass fails the suite.
-        history: Per test that did not pass, its history before this suite (what
+        flakiness: Per test that did not pass, its flakiness before this suite (what
             `AsyncSession.flakiness` reads; None for a test with no earlier run), or None
             when it was not read.
         overage: The runs whose start said they are beyond the plan's included runs.
@@ -203,10 +203,15 @@ class SuiteResult:
     """Run ids the service did not know (their tests are left out)."""
     quarantined: Mapping[str, str] = attrs.field(factory=dict)
     fail_on_quarantined: bool = False
-    history: Mapping[str, TestFlakiness | None] | None = None
+    flakiness: Mapping[str, TestFlakiness | None] | None = None
     overage: frozenset[str] = frozenset()
     fail_fast: frozenset[str] = frozenset()
     new_test_warn: bool = False
+
+    @property
+    def history(self) -> Mapping[str, TestFlakiness | None] | None:
+        """`flakiness`, by its old name (deprecated: the history is the earlier runs)."""
+        return self.flakiness
 
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).

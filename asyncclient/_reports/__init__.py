@@ -27,9 +27,9 @@ __all__ = [
     "counts_line",
     "duration_seconds",
     "failed_requirements",
+    "flakiness_fields",
+    "flakiness_verdict",
     "format_duration",
-    "history_fields",
-    "history_verdict",
     "plain_text",
     "run_result",
     "suite_notes",
@@ -146,44 +146,44 @@ def counts_text(counts: Mapping[str, int]) -> str:
     return f"{total} {noun}: {parts}" if total else "0 runs"
 
 
-def history_verdict(history: TestFlakiness | None) -> str:
-    """What a test's history before this job makes of its failure now: a new failure (it was
+def flakiness_verdict(flakiness: TestFlakiness | None) -> str:
+    """What a test's earlier runs make of its failure now: a new failure (it was
     stable), a known flake, a known breakage, or no earlier runs."""
-    if history is None:
+    if flakiness is None:
         return "no earlier runs"
     return {"stable": "new failure", "flaky": "known flake", "broken": "known breakage"}[
-        history.state
+        flakiness.state
     ]
 
 
-def history_fields(history: TestFlakiness | None) -> dict[str, Any]:
-    """The `history` object of a test that did not pass, in --json."""
-    fields: dict[str, Any] = {"verdict": history_verdict(history)}
-    if history is not None:
+def flakiness_fields(flakiness: TestFlakiness | None) -> dict[str, Any]:
+    """The `history` object of a test that did not pass, in --json (its flakiness)."""
+    fields: dict[str, Any] = {"verdict": flakiness_verdict(flakiness)}
+    if flakiness is not None:
         fields.update(
-            state=history.state,
-            runs=history.runs,
-            notPassed=history.not_passed,
-            flakyBuilds=history.flaky_builds,
-            builds=history.builds,
-            recent=list(history.recent),
+            state=flakiness.state,
+            runs=flakiness.runs,
+            notPassed=flakiness.not_passed,
+            flakyBuilds=flakiness.flaky_builds,
+            builds=flakiness.builds,
+            recent=list(flakiness.recent),
         )
     return fields
 
 
-def _history_line(test_id: str, history: TestFlakiness | None) -> str:
-    verdict = history_verdict(history)
-    if history is None:
+def _flakiness_line(test_id: str, flakiness: TestFlakiness | None) -> str:
+    verdict = flakiness_verdict(flakiness)
+    if flakiness is None:
         return f"{test_id}: {verdict} (in the last 14 days): nothing to compare with"
-    done = f"{history.not_passed} of {history.runs} earlier runs did not pass"
-    if history.state == "stable":
-        return f"{test_id}: {verdict}: it passed its {history.runs} earlier runs"
-    if history.state == "flaky":
+    done = f"{flakiness.not_passed} of {flakiness.runs} earlier runs did not pass"
+    if flakiness.state == "stable":
+        return f"{test_id}: {verdict}: it passed its {flakiness.runs} earlier runs"
+    if flakiness.state == "flaky":
         return (
-            f"{test_id}: {verdict}: flaky on {history.flaky_builds} of {history.builds} "
-            f"builds ({done}) {history.strip}"
+            f"{test_id}: {verdict}: flaky on {flakiness.flaky_builds} of {flakiness.builds} "
+            f"builds ({done}) {flakiness.strip}"
         )
-    return f"{test_id}: {verdict}: broken on its last builds ({done}) {history.strip}"
+    return f"{test_id}: {verdict}: broken on its last builds ({done}) {flakiness.strip}"
 
 
 def arrival_notes(result: SuiteResult) -> list[str]:
@@ -238,11 +238,11 @@ def suite_notes(result: SuiteResult) -> list[str]:
                 f"quarantined {test.test_id} did not pass ({reason}): it does not fail the job"
             )
     lines += arrival_notes(result)
-    history = result.history
-    if history is not None:
+    flakiness = result.flakiness
+    if flakiness is not None:
         lines += [
-            _history_line(test.test_id, history.get(test.test_id))
+            _flakiness_line(test.test_id, flakiness.get(test.test_id))
             for test in result.tests
-            if test.test_id in history
+            if test.test_id in flakiness
         ]
     return lines

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from asyncclient._local._files import write_atomically
-from asyncclient._reports import format_duration, history_verdict
+from asyncclient._reports import flakiness_verdict, format_duration
 from asyncclient._version import __version__
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def html_report(
         passed=report.passed,
         skipped=[{"test_id": t, "reason": r} for t, r in report.skipped],
         evidence=files,
-        history_verdict=history_verdict,
+        flakiness_verdict=flakiness_verdict,
         trend=_trend,
         generated=(generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
         version=__version__,

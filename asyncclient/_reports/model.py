@@ -346,8 +346,8 @@ class TestReport:
     attempts: tuple[Attempt, ...]
     quarantine: str | None = None  # the quarantine's reason when the test is quarantined
     excused: bool = False  # quarantined, did not pass, and that does not fail the suite
-    history_read: bool = False  # whether its history was read (a test that did not pass)
-    history: TestFlakiness | None = None  # None when read: no earlier run
+    flakiness_read: bool = False  # whether its flakiness was read (a test that did not pass)
+    flakiness: TestFlakiness | None = None  # None when read: no earlier run
     start_error: str | None = None
     cost: Cost = Cost()
     fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
@@ -444,7 +444,7 @@ def _test(
     expected: Mapping[str, Expected] | None,
     earlier: Mapping[str, Sequence[Run]] | None,
 ) -> TestReport:
-    history = result.history or {}
+    flakiness = result.flakiness or {}
     usual = (expected or {}).get(test.test_id)
     kind = "repeat" if test.repeats else "rerun"
     kinds = test.kinds or tuple(kind if n > 1 else "run" for n in range(1, len(test.runs) + 1))
@@ -466,8 +466,8 @@ def _test(
         cost=_cost(attempts, result.overage),
         quarantine=result.quarantined.get(test.test_id),
         excused=result.excused(test),
-        history_read=test.test_id in history,
-        history=history.get(test.test_id),
+        flakiness_read=test.test_id in flakiness,
+        flakiness=flakiness.get(test.test_id),
         start_error=test.start_error,
         fail_fast=attempts[-1].id in result.fail_fast,
         usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,

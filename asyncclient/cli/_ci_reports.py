@@ -102,7 +102,7 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
     job's is their sum); with re-runs in the suite, also the
     test's flaky mark and attempts; with a quarantine, whether the test is quarantined; for a
     test that did not pass, its history when it was read."""
-    from asyncclient._reports import history_fields
+    from asyncclient._reports import flakiness_fields
 
     final = test.final
     entry = {**to_json(final.run), "summary": final.fields(), "cost": test.cost.fields()}
@@ -122,8 +122,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         )
     if report.quarantine_given:
         entry["quarantined"] = test.quarantine is not None
-    if test.history_read:
-        entry["history"] = history_fields(test.history)
+    if test.flakiness_read:
+        entry["history"] = flakiness_fields(test.flakiness)
     if report.reran:
         entry["flaky"] = test.flaky
         entry["attempts"] = [

@@ -607,7 +607,7 @@ class SuiteRun:
             complete=self.timed_out is None and not self.unknown, unknown=self.unknown
         )
         if with_flakiness is not None:
-            result = attrs.evolve(result, history=dict(with_flakiness))
+            result = attrs.evolve(result, flakiness=dict(with_flakiness))
         self.outcome = result
         self.report = suite_report(
             result,
