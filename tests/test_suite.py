@@ -191,6 +191,12 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
     assert report.cost.stopped_runs == 2
     assert report.cost.fields()["copyRuns"] == 2
     assert "copies: 2 runs" in report.cost.line()
+    from asyncclient._reports.text import summary_lines
+
+    said = "\n".join(summary_lines(report))
+    assert "passed on attempt 1 (others: " in said
+    assert said.count("(stopped: another run passed)") == 2
+    assert "flaky: passed on attempt 1" not in said
     junit_is_valid(report)
     ctrf = ctrf_is_valid(report)
     entry = next(t for t in ctrf["results"]["tests"] if t["testId"] == "t_flaky")

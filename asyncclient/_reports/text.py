@@ -41,9 +41,17 @@ def summary_lines(report: SuiteReport) -> list[str]:
             word = "flaky on arrival" if test.outcome == "flaky_on_arrival" else "new test"
             lines.append(f"{indent}{word}: {len(test.attempts)} runs (the others: {tries})")
         elif test.earlier:
-            word = "flaky: passed on" if run.passed else "after"
-            tries = ", ".join(f"{a.id} {a.status}" for a in test.earlier)
-            lines.append(f"{indent}{word} attempt {run.number} (earlier: {tries})")
+            word = "after"
+            if run.passed:
+                word = "flaky: passed on" if test.flaky else "passed on"
+            copy = " (a copy)" if run.kind == "copy" else ""
+            tries = ", ".join(
+                f"{a.id} {a.status}" + (" (stopped: another run passed)" if a.stopped else "")
+                for a in test.earlier
+            )
+            together = any(a.kind == "copy" or a.stopped for a in test.attempts)
+            label = "others" if together else "earlier"
+            lines.append(f"{indent}{word} attempt {run.number}{copy} ({label}: {tries})")
     lines += report.notes
     cost = report.cost
     if cost.runs:
