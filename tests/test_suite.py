@@ -315,3 +315,23 @@ async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
         with pytest.raises(UnauthenticatedError):
             await failing.result()
     assert "job_finished" not in seen
+
+
+@pytest.mark.parametrize("leave_on", ["run_started", "run_status"])
+async def test_leaving_the_suite_early_stops_its_runs(
+    leave_on: str, svc: FakeService, session: AsyncSession
+) -> None:
+    """A caller that goes away (a web client disconnects) leaves `async with suite`: the loop is
+    cancelled and the suite's runs are stopped, before its first sweep (during the history
+    read) as well as while it watches. The runs are held queued: none can end on its own."""
+    with svc.hold("t_pass", "t_flaky", "t_broken"):
+        policy = SuitePolicy(retry_failed=1, **FAST)
+        suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+        async with suite:
+            async for event in suite:
+                if event.event == leave_on:
+                    break
+        now = svc.backend.now()
+        ran = [svc.backend.runs[i] for i in suite.run_ids]
+        assert len(ran) == 3
+        assert {run.status_at(now) for run in ran} == {"cancelled"}

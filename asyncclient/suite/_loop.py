@@ -13,6 +13,7 @@ reuse, hedge, the ETA, the report) act on one record of the job and are one conc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -274,6 +275,31 @@ class SuiteRun:
     async def _run(self) -> SuiteReport:
         if self._start is not None:
             await self._start_suite()
+        try:
+            return await self._follow()
+        except asyncio.CancelledError:
+            if self._stop_on_cancel and self.watcher is None:
+                await self._stop_started()  # cancelled before the first sweep: no watcher did it
+            raise
+
+    async def _stop_started(self) -> None:
+        """Stop every run the suite has (cancelled before a watcher could), a few at once,
+        within 30 s; a run that ended meanwhile is fine."""
+        limit = asyncio.Semaphore(_STOP_CONCURRENCY)
+
+        async def stop(run_id: str) -> None:
+            async with limit:
+                try:
+                    await self._session.stop_run(run_id)
+                except AsyncClientError:
+                    return  # ended meanwhile, or gone: nothing more to do here
+
+        ids = list(dict.fromkeys(self._views))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30.0):
+                await asyncio.gather(*(stop(run_id) for run_id in ids))
+
+    async def _follow(self) -> SuiteReport:
         policy, reruns = self.policy, self.reruns
         reruns.order(self.run_ids)
         for run_id in self.run_ids:
