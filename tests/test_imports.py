@@ -126,7 +126,7 @@ LAYERS = (
     ("asyncclient._local",),
     # the workflows the session hands work to, and the configuration files
     ("asyncclient.upload", "asyncclient.watch", "asyncclient.flakiness", "asyncclient.config",
-     "asyncclient.eta"),
+     "asyncclient.eta", "asyncclient.failures"),
     # reaching the service: the transport, the network, downloads, AsyncSession
     ("asyncclient._client",),
     # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template

@@ -1,0 +1,168 @@
+"""A failure's signature, and the clusters of runs that share one (twelve failures may be one
+outage).
+
+A run's **signature** is its status, then its headline, its error (code and message) and each
+failed check's name and reason, each made general: URLs, times, ids, hex, quoted values and
+numbers become `<url>`, `<time>`, `<id>`, `<hex>`, `<q>` and `<n>`, case and spaces are
+evened out, and the whole is cut to SIGNATURE_LIMIT characters. The spec gives these fields no
+structure, so they are read as text, leniently. `signature()` and `cluster()` are pure.
+
+    signature(run)   # 'failed | the voucher was accepted but the total did not change | ...'
+    cluster(runs)    # [Cluster(signature, status, tests, run_ids, first, last, example), ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Final
+
+import attrs
+
+from asyncclient.models import Run
+
+__all__ = ["MAX_PART", "SIGNATURE_LIMIT", "Cluster", "cluster", "general", "signature"]
+
+SIGNATURE_LIMIT: Final = 400
+"""The most characters of a signature."""
+MAX_PART: Final = 160
+"""The most characters each part (headline, error, a check) brings to a signature."""
+_MAX_CHECKS: Final = 5  # failed checks a signature names, in the order the run gave them
+
+# Most specific first: a URL holds numbers and hex, a time holds numbers.
+_RULES: Final = (
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s)\]>\"']+", re.I), "<url>"),
+    (
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
+            r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b",
+            re.I,
+        ),
+        "<time>",
+    ),
+    (re.compile(r"\b[a-z]{1,4}_[a-z0-9]{4,}\b", re.I), "<id>"),  # j_..., ab_..., req_...
+    (
+        re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+        "<hex>",
+    ),
+    (re.compile(r"\b(?:0x)?(?=[0-9a-f]*\d)[0-9a-f]{8,}\b", re.I), "<hex>"),
+    # Quoted values: "...", '...', and the curly quotes \u201c...\u201d and \u2018...\u2019.
+    (
+        re.compile(
+            "\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'"
+            "|\u201c[^\u201d\n]{0,200}\u201d|\u2018[^\u2019\n]{0,200}\u2019"
+        ),
+        "<q>",
+    ),
+    (re.compile(r"[$€£]?[+-]?\d+(?:[.,]\d+)*%?"), "<n>"),
+)
+_SPACES: Final = re.compile(r"\s+")
+
+
+def general(text: str) -> str:
+    """`text` with what varies from one failure to the next replaced by placeholders, in lower
+    case, its spaces evened out, at most MAX_PART characters.
+
+    Args:
+        text: A headline, an error message or a check's reason, as the service gave it.
+    """
+    found = text[: 4 * MAX_PART]  # the rules never read more than this of a part
+    for pattern, placeholder in _RULES:
+        found = pattern.sub(placeholder, found)
+    return _SPACES.sub(" ", found).strip().lower()[:MAX_PART]
+
+
+def signature(run: Run) -> str:
+    """The run's failure, made general: what runs that failed for the same cause share.
+
+    Args:
+        run: A final run (any status; a passed one has a signature too, of little use).
+
+    Returns:
+        `status | headline | error: code message | check: name: reason ...`, at most
+        SIGNATURE_LIMIT characters.
+    """
+    parts = [run.status_kind]
+    headline = general(run.headline_text)
+    if headline:
+        parts.append(headline)
+    if run.error_code or run.error_message:
+        parts.append(f"error: {run.error_code.lower()[:40]} {general(run.error_message)}".strip())
+    for check in run.failed_requirements[:_MAX_CHECKS]:
+        name = general(check.name)[:60]
+        reason = general(check.reason)
+        parts.append(f"check: {name}: {reason}" if reason else f"check: {name}")
+    return " | ".join(parts)[:SIGNATURE_LIMIT]
+
+
+@attrs.frozen
+class Cluster:
+    """Runs that failed the same way.
+
+    Attributes:
+        id: A short name of the signature (`c_` and 8 hex digits), the same wherever it is made.
+        signature: What the runs share (`signature()`).
+        status: The status they ended in.
+        tests: The tests they are runs of, in the order first seen.
+        run_ids: The runs, in the order given.
+        first: When the earliest of them was created (None: no run said).
+        last: When the latest of them was created.
+        example: One of them, to show (the first given).
+    """
+
+    id: str
+    signature: str
+    status: str
+    tests: tuple[str, ...]
+    run_ids: tuple[str, ...]
+    first: datetime | None
+    last: datetime | None
+    example: Run
+
+    @property
+    def count(self) -> int:
+        """How many runs failed so."""
+        return len(self.run_ids)
+
+
+def _counts(run: Run) -> bool:
+    """A run that failed: final, not passed, not stopped (a stopped run is not counted)."""
+    return run.is_final and not run.passed and run.status_kind != "cancelled"
+
+
+def cluster(runs: Iterable[Run]) -> list[Cluster]:
+    """The clusters of the runs that failed (final, not passed, not stopped): one per signature,
+    the largest first (then the one seen first).
+
+    Args:
+        runs: Any runs (a job's, a project's history); the others are left out.
+
+    Returns:
+        The clusters; the runs of one test may fall in several.
+    """
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        if _counts(run):
+            groups.setdefault(signature(run), []).append(run)
+    found = []
+    for order, (shared, members) in enumerate(groups.items()):
+        times = [run.created_at for run in members if run.created_at is not None]
+        found.append(
+            (
+                -len(members),
+                order,
+                Cluster(
+                    id="c_" + hashlib.blake2b(shared.encode(), digest_size=4).hexdigest(),
+                    signature=shared,
+                    status=members[0].status_kind,
+                    tests=tuple(dict.fromkeys(run.test_id or run.id for run in members)),
+                    run_ids=tuple(run.id for run in members),
+                    first=min(times, default=None),
+                    last=max(times, default=None),
+                    example=members[0],
+                ),
+            )
+        )
+    return [item for _, _, item in sorted(found, key=lambda entry: entry[:2])]
