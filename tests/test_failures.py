@@ -164,3 +164,57 @@ def test_clusters_of_a_labelled_corpus_are_pure() -> None:
     for each in found:
         assert len({labels[i] for i in each.run_ids}) == 1, each.signature
     assert len(found) == 5
+
+
+def test_a_jobs_reports_say_first_that_nine_failures_share_one_cause() -> None:
+    """The report model groups the job's failures; the summary, the step summary, the HTML page,
+    CTRF and JUnit (still valid) carry it; a test that did not pass names its cause."""
+    import json
+
+    import jsonschema
+    import xmlschema
+
+    from asyncclient._reports import junit as _junit
+    from asyncclient._reports import model as _model
+    from asyncclient._reports.ctrf import ctrf_report
+    from asyncclient._reports.html import html_report
+    from asyncclient._reports.markdown import step_summary_markdown
+    from asyncclient._reports.text import summary_lines
+
+    lost = "The device lost its connection to the tester after {} s."
+    outage = [
+        failed(f"j_out{i:08d}", f"t_{i:02d}", "error", headline=lost.format(10 + i))
+        for i in range(9)
+    ]
+    app = [
+        failed(f"j_app{i:08d}", f"t_a{i}", headline=f"The total stayed ${40 + i}.00.")
+        for i in range(3)
+    ]
+    report = _model.runs_report([*outage, *app], name="p_demo")
+
+    first = report.causes[0]
+    assert (first.count, first.failures, first.category) == (9, 12, "infrastructure")
+    assert report.causes[1].tests == ("t_a0", "t_a1", "t_a2")
+    lines = summary_lines(report)
+    assert lines[0] == (
+        "why it failed: 9 of 12 failures share: The device lost its connection to the tester "
+        "after 10 s. (error, infrastructure; 9 tests: t_00, t_01, t_02, t_03, t_04, ...)"
+    )
+    assert lines[1].startswith("why it failed: 3 of 12 failures share: The total stayed $40.00.")
+    assert report.tests[0].cause is first
+    assert first.fields(with_tests=False) == {
+        "clusterId": first.id,
+        "signature": "error | the device lost its connection to the tester after <n> s.",
+        "category": "infrastructure",
+        "size": 9,
+    }
+    assert "- 9 of 12 failures share\\: The device lost" in step_summary_markdown(report)
+    page = html_report(report)
+    assert page.index("Why it failed") < page.index('id="test-t_00"')
+    schema = json.loads((TABLE.parent.parent.parent / "tests" / "data" / "ctrf-schema-0.0.json")
+                        .read_text())  # fmt: skip
+    document = ctrf_report(report)
+    jsonschema.Draft7Validator(schema).validate(document)
+    assert document["results"]["summary"]["extra"]["causes"][0]["size"] == 9
+    xsd = TABLE.parent.parent.parent / "tests" / "data" / "surefire-test-report.xsd"
+    xmlschema.XMLSchema(xsd).validate(_junit.junit_xml(report).decode())

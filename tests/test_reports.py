@@ -107,8 +107,13 @@ def test_duration_falls_back_to_timestamps() -> None:
 def test_summary_lines_show_verdict_headline_reasons_and_link() -> None:
     lines = _text.summary_lines(_model.runs_report([PASSED, FAILED, ERRORED, RUNNING]))
     text = "\n".join(lines)
-    assert lines[0].split()[:3] == ["passed", "j_ok", "t_ok"]
-    assert "(12.3 s)" in lines[0]
+    # First why it failed: two failures of two causes, the larger (then the first seen) first.
+    assert lines[0].startswith("why it failed: 1 of 2 failures: ")
+    assert lines[1].startswith("why it failed: 1 of 2 failures: ")
+    assert "(error, infrastructure; 1 test: t_err)" in text
+    assert "(failed, app; 1 test: t_bad)" in text
+    assert lines[2].split()[:3] == ["passed", "j_ok", "t_ok"]
+    assert "(12.3 s)" in lines[2]
     assert "    failed r2 Total matches: expected 10, saw 12" in text
     assert "https://svc.example/runs/j_bad" in text
     assert "error app_crashed: The app stopped at launch." in text

@@ -200,7 +200,12 @@ def ctrf_report(
         "start": start,
         "stop": stop,
         "duration": max(0, stop - start),
-        "extra": {"passed": report.passed, "counts": report.counts, **report.cost.fields()},
+        "extra": {
+            "passed": report.passed,
+            "counts": report.counts,
+            **report.cost.fields(),
+            "causes": [cause.fields() for cause in report.causes],
+        },
     }
     return {
         "reportFormat": "CTRF",

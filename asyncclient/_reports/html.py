@@ -141,6 +141,9 @@ def html_report(
         total=len(report.tests),
         summary=report.summary,
         cost=report.cost,
+        causes=[cause.line() for cause in report.causes]
+        if len(report.causes) and report.causes[0].failures > 1
+        else [],
         passed=report.passed,
         skipped=[{"test_id": t, "reason": r} for t, r in report.skipped],
         evidence=files,

@@ -64,8 +64,13 @@ def step_summary_markdown(report: SuiteReport) -> str:
     headline); for each run that did not pass its failed requirements with reasons; the tests
     that passed only on a re-run; the quarantine's and the history's notes; the tests not
     started; the device time."""
+    from asyncclient._reports.text import cause_lines
+
     finals = report.finals
     lines = [f"### {_cell(report.name)}: {_cell(report.counts)}", ""]
+    why = cause_lines(report)
+    if why:
+        lines += [f"- {_cell(line.removeprefix('why it failed: '))}" for line in why] + [""]
     if finals:
         lines += [
             "| Status | Test | Run | Duration | Headline |",

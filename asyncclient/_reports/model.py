@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Attempt",
+    "Cause",
     "Check",
     "SuiteReport",
     "TestReport",
@@ -336,6 +337,81 @@ def _trend(attempts: Sequence[Attempt], earlier: Sequence[Run]) -> tuple[Point, 
     return tuple(points)
 
 
+MAX_CAUSES: Final = 10
+"""The most causes (clusters of failures) a report shows, the largest first."""
+INFRASTRUCTURE_STATUSES: Final = ("error", "inconclusive")
+"""Statuses read as the infrastructure's failure, not the app's (the built-in category)."""
+
+
+@attrs.frozen
+class Cause:
+    """Failures of this job that share a signature (asyncclient.failures): one cause.
+
+    `category`: `infrastructure` (the run ended in error or inconclusive) or `app`. `example`:
+    one of its runs, read for the reports; `failures`: the job's failures in all (the share)."""
+
+    id: str
+    signature: str
+    status: str
+    category: str
+    tests: tuple[str, ...]
+    run_ids: tuple[str, ...]
+    example: Attempt
+    failures: int
+
+    @property
+    def count(self) -> int:
+        return len(self.run_ids)
+
+    def line(self) -> str:
+        """`9 of 12 failures share: The device lost its connection (error; 9 tests: ...)`."""
+        said = self.example.headline or self.example.status
+        if self.example.error and not self.example.headline:
+            said = " ".join(part for part in self.example.error if part)
+        shown = ", ".join(self.tests[:5]) + (", ..." if len(self.tests) > 5 else "")
+        tests = f"{len(self.tests)} test{'' if len(self.tests) == 1 else 's'}"
+        share = (
+            f"{self.count} of {self.failures} failures share"
+            if self.count > 1
+            else (f"1 of {self.failures} failures")
+        )
+        return f"{share}: {said} ({self.status}, {self.category}; {tests}: {shown})"
+
+    def fields(self, *, with_tests: bool = True) -> dict[str, Any]:
+        """Its shape in --json (`cause`), the events and CTRF."""
+        found: dict[str, Any] = {
+            "clusterId": self.id,
+            "signature": self.signature,
+            "category": self.category,
+            "size": self.count,
+        }
+        if with_tests:
+            found["tests"] = list(self.tests)
+        return found
+
+
+def causes(result: SuiteResult) -> tuple[Cause, ...]:
+    """The job's failures (every final run that did not pass and was not stopped, flaky tests'
+    failed attempts too) grouped by cause, the largest first, at most MAX_CAUSES."""
+    from asyncclient.failures import cluster
+
+    found = cluster(result.runs)
+    failures = sum(item.count for item in found)
+    return tuple(
+        Cause(
+            id=item.id,
+            signature=item.signature,
+            status=item.status,
+            category="infrastructure" if item.status in INFRASTRUCTURE_STATUSES else "app",
+            tests=item.tests,
+            run_ids=item.run_ids,
+            example=read_attempt(item.example),
+            failures=failures,
+        )
+        for item in found[:MAX_CAUSES]
+    )
+
+
 @attrs.frozen
 class TestReport:
     """One test of the suite: its attempts in order (the last is its verdict), its quarantine
@@ -354,6 +430,7 @@ class TestReport:
     usual_seconds: float | None = None  # its usual duration (history's p50), when read
     trend: tuple[Point, ...] = ()  # its recent runs then this job's, when its history was read
     left: tuple[float, float] | None = None  # (p50, p90) seconds its last run still has to go
+    cause: Cause | None = None  # why its verdict run failed, when it did not pass
 
     @property
     def slower(self) -> tuple[float, float] | None:
@@ -413,6 +490,7 @@ class SuiteReport:
     passed: bool = True
     quarantine_given: bool = False  # whether a quarantine was given (it may name no test here)
     fail_on_quarantined: bool = False
+    causes: tuple[Cause, ...] = ()  # the job's failures grouped by cause, the largest first
 
     @property
     def cost(self) -> Cost:
@@ -506,7 +584,11 @@ def suite_report(
     (with re-runs), else the final runs by status. expected: what each test's runs usually
     take (asyncclient.eta), to tell the tests that ran slower than usual; history: each
     test's earlier runs, newest first (asyncclient.eta.read_history), for its trend."""
-    tests = tuple(_test(test, result, expected, history) for test in result.tests)
+    grouped = causes(result)
+    of_run = {run_id: cause for cause in grouped for run_id in cause.run_ids}
+    tests = tuple(
+        _with_cause(_test(test, result, expected, history), of_run) for test in result.tests
+    )
     slower = []
     for test in tests:
         found = test.slower
@@ -528,7 +610,16 @@ def suite_report(
         passed=result.passed,
         quarantine_given=bool(result.quarantined),
         fail_on_quarantined=result.fail_on_quarantined,
+        causes=grouped,
     )
+
+
+def _with_cause(test: TestReport, of_run: Mapping[str, Cause]) -> TestReport:
+    """The test with the cause of its verdict run, when it did not pass."""
+    if test.outcome in ("passed", "flaky", "reused"):
+        return test
+    cause = of_run.get(test.final.id)
+    return test if cause is None else attrs.evolve(test, cause=cause)
 
 
 def runs_report(

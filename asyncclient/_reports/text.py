@@ -5,7 +5,22 @@ from __future__ import annotations
 
 from asyncclient._reports.model import SuiteReport
 
-__all__ = ["summary_lines"]
+__all__ = ["cause_lines", "summary_lines"]
+
+_SHOWN_CAUSES = 5
+
+
+def cause_lines(report: SuiteReport) -> list[str]:
+    """Why the job's failures happened, the largest cause first, when there are two failures
+    or more: `9 of 12 failures share: ...`, at most five lines and one that counts the rest."""
+    found = report.causes
+    if not found or found[0].failures < 2:
+        return []
+    lines = [f"why it failed: {cause.line()}" for cause in found[:_SHOWN_CAUSES]]
+    rest = len(found) - _SHOWN_CAUSES
+    if rest > 0:
+        lines.append(f"why it failed: {rest} more cause{'' if rest == 1 else 's'}")
+    return lines
 
 
 def summary_lines(report: SuiteReport) -> list[str]:
@@ -13,7 +28,7 @@ def summary_lines(report: SuiteReport) -> list[str]:
     each failed requirement with its reason, the link and the earlier attempts; then what the
     quarantine and the history say, the device time, the counts line, and the tests not
     started."""
-    lines: list[str] = []
+    lines = cause_lines(report)
     finals = report.finals
     width = max((len(final.status) for final in finals), default=0)
     for test in report.tests:

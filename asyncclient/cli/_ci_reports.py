@@ -122,6 +122,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         )
     if report.quarantine_given:
         entry["quarantined"] = test.quarantine is not None
+    if test.cause is not None:
+        entry["cause"] = test.cause.fields()
     if test.flakiness_read:
         entry["history"] = flakiness_fields(test.flakiness)
     if report.reran:

@@ -19,7 +19,7 @@ only ever added.
     eta            seconds, p90Seconds, slowest                (when it moves by a tenth)
     fail_fast      tests, stopped                              (--max-failures stopped runs)
     job_finished   exitCode, passed, counts, tests, deviceSeconds, rerunDeviceSeconds,
-                   queueSeconds, runs, overageRuns             (the last line)
+                   queueSeconds, runs, overageRuns, causes     (the last line)
 
 The service's text reaches the file only as JSON values, with what a terminal or a CI log acts
 on written as escapes (the file is often tailed, or is standard output).
@@ -98,6 +98,7 @@ class Events:
             counts=counts,
             tests=len(report.tests) + len(report.skipped),
             **report.cost.fields(),
+            causes=[cause.fields() for cause in report.causes],
         )
 
 
