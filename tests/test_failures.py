@@ -218,3 +218,18 @@ def test_a_jobs_reports_say_first_that_nine_failures_share_one_cause() -> None:
     assert document["results"]["summary"]["extra"]["causes"][0]["size"] == 9
     xsd = TABLE.parent.parent.parent / "tests" / "data" / "surefire-test-report.xsd"
     xmlschema.XMLSchema(xsd).validate(_junit.junit_xml(report).decode())
+
+
+def test_the_mcp_verdict_names_the_causes_first() -> None:
+    from asyncclient.mcp_server._wait import wait_result
+
+    outage = [
+        failed(f"j_out{i:08d}", f"t_{i:02d}", "error", headline=f"Lost the device after {i} s.")
+        for i in range(3)
+    ]
+    verdict = wait_result(outage, [], done=True, seconds=1.0, budget=20_000)
+    assert verdict["causes"] == [
+        "3 of 3 failures share: Lost the device after 0 s. (error, infrastructure; 3 tests: "
+        "t_00, t_01, t_02)"
+    ]
+    assert "causes" not in wait_result(outage[:1], [], done=True, seconds=1.0, budget=20_000)

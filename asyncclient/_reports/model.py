@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Attempt",
     "Cause",
+    "causes",
     "Check",
     "SuiteReport",
     "TestReport",

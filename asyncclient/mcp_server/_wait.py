@@ -15,12 +15,19 @@ import attrs
 from typing_extensions import TypedDict
 
 from asyncclient import _reports
-from asyncclient._reports.model import Attempt, TestReport, read_attempt, suite_report
+from asyncclient._reports.model import (
+    Attempt,
+    Cause,
+    TestReport,
+    causes,
+    read_attempt,
+    suite_report,
+)
 from asyncclient.eta import JobEta
 from asyncclient.mcp_server import _budget
 from asyncclient.mcp_server._base import Bounded
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import SuiteResult
+from asyncclient.reruns import Attempts, SuiteResult
 
 __all__ = ["FailedRequirement", "RunVerdict", "WaitResult", "failed", "verdict", "wait_result"]
 
@@ -68,6 +75,7 @@ class WaitResult(Bounded):
     unknown: list[str]
     passed: list[str]
     flaky: NotRequired[list[str]]
+    causes: NotRequired[list[str]]
     eta: NotRequired[Eta]
 
 
@@ -114,6 +122,14 @@ def line(attempt: Attempt) -> str:
     if run.duration_ms is not None:
         text += f" ({run.duration_ms / 1000:.1f} s)"
     return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + _budget.ELLIPSIS
+
+
+def _causes(runs: Sequence[Run], suite: SuiteResult | None) -> tuple[Cause, ...]:
+    """The failures grouped by cause (the report model's), when there are two or more."""
+    if suite is None:
+        suite = SuiteResult(tuple(Attempts(run.test_id or run.id, (run,)) for run in runs))
+    grouped = causes(suite)
+    return grouped if grouped and grouped[0].failures > 1 else ()
 
 
 def _counts(runs: Sequence[Run]) -> dict[str, int]:
@@ -193,6 +209,10 @@ def wait_result(
     fill("pending", pending, len(pending), room // 4, again)
     fill("unknown", unknown, len(unknown), room // 4, "the service knows none of these ids")
     every = "get_run gives any run in full"
+    grouped = _causes(runs, suite)
+    if grouped:
+        result["causes"] = []
+        fill("causes", (cause.line() for cause in grouped), len(grouped), room // 4, every)
     if suite is not None:
         flaky = suite_report(attrs.evolve(suite, tests=suite.flaky)).tests
         result["flaky"] = []
