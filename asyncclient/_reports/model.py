@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 __all__ = [
     "Attempt",
     "Cause",
-    "causes",
     "Check",
     "SuiteReport",
     "TestReport",
+    "causes",
     "read_attempt",
     "runs_report",
     "suite_report",
