@@ -9,6 +9,7 @@ goes on by each wait for the task that waited, so "8 s" of outage costs millisec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import logging
 import socket
@@ -423,6 +424,18 @@ def load(name: str) -> Any:
     return module
 
 
+@contextlib.asynccontextmanager
+async def served(app: web.Application) -> AsyncIterator[int]:
+    """The app on a port of its own on 127.0.0.1 (its port), cleaned up after."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
 def test_the_guide_shows_the_example_services_as_they_are() -> None:
     """The guide includes the files themselves (pymdownx.snippets), so it cannot drift."""
     guide = (ROOT / "docs" / "guides" / "embedding.md").read_text()
@@ -436,24 +449,16 @@ async def test_the_aiohttp_web_example_keeps_one_session(
     monkeypatch.setenv("ASYNCCLIENT_BASE_URL", svc.url)
     monkeypatch.setenv("ASYNCCLIENT_API_KEY", svc.run_key)
     example = load("aiohttp_service")
-    runner = web.AppRunner(example.make_app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with aiohttp.ClientSession() as http:
-            answers = await asyncio.gather(
-                *(http.get(f"http://127.0.0.1:{port}/builds/ab_demo_ios_100") for _ in range(20))
-            )
-            bodies = [await a.json() for a in answers]
-            missing = await http.get(f"http://127.0.0.1:{port}/builds/ab_nope")
-            error = await missing.json()
-            sent = len(svc.requests)
-            mistaken = await http.get(f"http://127.0.0.1:{port}/builds/j_123")
-            mistake = await mistaken.json()
-    finally:
-        await runner.cleanup()
+    async with served(example.make_app()) as port, aiohttp.ClientSession() as http:
+        answers = await asyncio.gather(
+            *(http.get(f"http://127.0.0.1:{port}/builds/ab_demo_ios_100") for _ in range(20))
+        )
+        bodies = [await a.json() for a in answers]
+        missing = await http.get(f"http://127.0.0.1:{port}/builds/ab_nope")
+        error = await missing.json()
+        sent = len(svc.requests)
+        mistaken = await http.get(f"http://127.0.0.1:{port}/builds/j_123")
+        mistake = await mistaken.json()
     assert {b["id"] for b in bodies} == {"ab_demo_ios_100"}
     assert missing.status == 404
     assert error["requestId"] == svc.requests_for("get_build")[-1].request_id
@@ -490,20 +495,12 @@ async def test_the_suite_service_streams_the_loops_events_then_the_report(
         monkeypatch.setenv("ASYNCCLIENT_BASE_URL", svc.url)
         monkeypatch.setenv("ASYNCCLIENT_API_KEY", svc.run_key)
         example = load("suite_service")
-        runner = web.AppRunner(example.make_app())
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
-            async with aiohttp.ClientSession() as http:
-                url = f"http://127.0.0.1:{port}/suites/p_demo"
-                builds = [("build", android.id), ("build", "ab_demo_ios_100")]
-                answer = await http.post(url, params=builds)
-                lines = [json.loads(raw) for raw in (await answer.text()).splitlines()]
-                mistake = await http.post(f"http://127.0.0.1:{port}/suites/t_login")
-        finally:
-            await runner.cleanup()
+        async with served(example.make_app()) as port, aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{port}/suites/p_demo"
+            builds = [("build", android.id), ("build", "ab_demo_ios_100")]
+            answer = await http.post(url, params=builds)
+            lines = [json.loads(raw) for raw in (await answer.text()).splitlines()]
+            mistake = await http.post(f"http://127.0.0.1:{port}/suites/t_login")
     assert answer.status == 200
     assert answer.headers["Content-Type"].startswith("application/x-ndjson")
     names = [item["event"] for item in lines]

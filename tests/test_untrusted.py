@@ -342,3 +342,39 @@ def test_a_verification_shows_the_services_words_as_text(status: str, test_title
     Output(stdout=as_json, stderr=io.StringIO()).json([check.fields()])
     (told,) = json.loads(as_json.getvalue())
     assert [r["status"] for r in told["runs"]] == [runs[0].status_kind] * 3
+
+
+@fuzz
+@given(hostile, hostile, hostile, hostile)
+def test_the_causes_of_failures_show_the_services_text_as_text(
+    headline: str, code: str, message: str, reason: str
+) -> None:
+    """Failures grouped by cause (asyncclient.failures) from hostile headlines, errors and check
+    reasons: a signature is bounded whatever comes; the cause lines through the terminal, the
+    step summary, the event stream and the MCP verdict show no control and no workflow command."""
+    import json
+
+    from asyncclient.cli._events import Events
+    from asyncclient.failures import SIGNATURE_LIMIT, signature
+    from asyncclient.mcp_server._wait import wait_result
+
+    runs = [
+        Run(id=f"j_{n}", test_id=f"t_{n}", status=status, final=True, headline=headline,
+            error={"code": code, "message": message},
+            requirements=[{"id": "r1", "result": "failed", "reason": reason}])
+        for n, status in ((1, RunStatus.FAILED), (2, RunStatus.FAILED), (3, RunStatus.ERROR))
+    ]  # fmt: skip
+    assert all(len(signature(run)) <= SIGNATURE_LIMIT for run in runs)
+    report = _model.runs_report(runs, name="p_1")
+    assert report.causes
+    stream = io.StringIO()
+    out = Output(stdout=stream, stderr=stream)
+    for line in _text.summary_lines(report):
+        out.info(line)
+    events = io.StringIO()
+    Events(events).finished(report, 1)
+    verdict = json.dumps(wait_result(runs, [], done=True, seconds=1.0, budget=20_000))
+    for written in (stream.getvalue(), _markdown.step_summary_markdown(report), events.getvalue()):
+        assert not _controls(written, newlines=True), written
+        _no_workflow_command(written)
+    assert not _controls(verdict, newlines=True)

@@ -3,6 +3,7 @@ its line in the `--events` stream (docs/reference/events.md); `fields()` gives t
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class SuiteEvent:
+class SuiteEvent(abc.ABC):
     """The base of every event: `name` is its `event` in the stream; `streamed` False for the
     events only a program sees (they carry objects, not JSON)."""
 
@@ -45,8 +46,9 @@ class SuiteEvent:
         """Its `event` in the stream."""
         return self.name
 
+    @abc.abstractmethod
     def fields(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Its fields in the stream (JSON values), `event` and `time` aside."""
 
 
 @attrs.frozen
