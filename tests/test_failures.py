@@ -206,6 +206,7 @@ def test_a_jobs_reports_say_first_that_nine_failures_share_one_cause() -> None:
         "clusterId": first.id,
         "signature": "error | the device lost its connection to the tester after <n> s.",
         "category": "infrastructure",
+        "categoryName": "run error",
         "size": 9,
     }
     assert "- 9 of 12 failures share\\: The device lost" in step_summary_markdown(report)

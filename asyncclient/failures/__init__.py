@@ -7,6 +7,18 @@ the same way, the largest group first.
         print(found.count, found.tests, found.signature)
 """
 
+from asyncclient.failures._categories import (
+    BUILT_IN,
+    CATEGORIES_FILE,
+    DEFAULT_CATEGORIES,
+    Categories,
+    Category,
+    failure_text,
+    find_categories,
+    load_categories,
+    regex_problem,
+)
+from asyncclient.failures._history import MAX_CLUSTERS, FailureReport, fetch_failures
 from asyncclient.failures._signature import (
     MAX_PART,
     SIGNATURE_LIMIT,
@@ -16,4 +28,23 @@ from asyncclient.failures._signature import (
     signature,
 )
 
-__all__ = ["MAX_PART", "SIGNATURE_LIMIT", "Cluster", "cluster", "general", "signature"]
+__all__ = [
+    "BUILT_IN",
+    "CATEGORIES_FILE",
+    "DEFAULT_CATEGORIES",
+    "MAX_CLUSTERS",
+    "MAX_PART",
+    "SIGNATURE_LIMIT",
+    "Categories",
+    "Category",
+    "Cluster",
+    "FailureReport",
+    "cluster",
+    "failure_text",
+    "fetch_failures",
+    "find_categories",
+    "general",
+    "load_categories",
+    "regex_problem",
+    "signature",
+]

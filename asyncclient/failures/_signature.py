@@ -13,6 +13,7 @@ structure, so they are read as text, leniently. `signature()` and `cluster()` ar
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -21,7 +22,9 @@ from typing import Final
 
 import attrs
 
-from asyncclient.models import Run
+from asyncclient._core._lenient import error_fields
+from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories, Category
+from asyncclient.models import FINAL_STATUSES, Run
 
 __all__ = ["MAX_PART", "SIGNATURE_LIMIT", "Cluster", "cluster", "general", "signature"]
 
@@ -56,11 +59,25 @@ _RULES: Final = (
         ),
         "<q>",
     ),
+    # A word of letters, then digits (SAVE10, build42, n7): a code, an id or a version.
+    (re.compile(r"\b[a-z]+\d[a-z0-9]*\b", re.I), "<id>"),
     (re.compile(r"[$€£]?[+-]?\d+(?:[.,]\d+)*%?"), "<n>"),
 )
 _SPACES: Final = re.compile(r"\s+")
+# The rules as one pattern, read in one pass: where two could start at the same place, the
+# earlier rule wins (a URL before the numbers in it).
+_PLACEHOLDERS: Final = tuple(placeholder for _, placeholder in _RULES)
+_GROUPED: Final = re.compile(
+    "|".join(f"(?P<r{i}>{pattern.pattern})" for i, (pattern, _) in enumerate(_RULES)),
+    re.IGNORECASE,
+)
 
 
+def _placeholder(match: re.Match[str]) -> str:
+    return _PLACEHOLDERS[int(match.lastgroup[1:])]  # type: ignore[index]
+
+
+@functools.lru_cache(maxsize=4096)
 def general(text: str) -> str:
     """`text` with what varies from one failure to the next replaced by placeholders, in lower
     case, its spaces evened out, at most MAX_PART characters.
@@ -68,9 +85,7 @@ def general(text: str) -> str:
     Args:
         text: A headline, an error message or a check's reason, as the service gave it.
     """
-    found = text[: 4 * MAX_PART]  # the rules never read more than this of a part
-    for pattern, placeholder in _RULES:
-        found = pattern.sub(placeholder, found)
+    found = _GROUPED.sub(_placeholder, text[: 4 * MAX_PART])  # never reads more of a part
     return _SPACES.sub(" ", found).strip().lower()[:MAX_PART]
 
 
@@ -84,14 +99,22 @@ def signature(run: Run) -> str:
         `status | headline | error: code message | check: name: reason ...`, at most
         SIGNATURE_LIMIT characters.
     """
-    parts = [run.status_kind]
+    return _signature(run, run.status_kind)
+
+
+def _signature(run: Run, status: str) -> str:
+    parts = [status]
     headline = general(run.headline_text)
     if headline:
         parts.append(headline)
-    if run.error_code or run.error_message:
-        parts.append(f"error: {run.error_code.lower()[:40]} {general(run.error_message)}".strip())
+    code, said = error_fields(run.error)
+    if code or said:
+        message = general(said)
+        if message == headline:  # the error repeats the headline: said once
+            message = ""
+        parts.append(f"error: {code.lower()[:40]} {message}".strip())
     for check in run.failed_requirements[:_MAX_CHECKS]:
-        name = general(check.name)[:60]
+        name = general(check.title or check.name)[:60]  # the title: an id varies by service
         reason = general(check.reason)
         parts.append(f"check: {name}: {reason}" if reason else f"check: {name}")
     return " | ".join(parts)[:SIGNATURE_LIMIT]
@@ -110,6 +133,8 @@ class Cluster:
         first: When the earliest of them was created (None: no run said).
         last: When the latest of them was created.
         example: One of them, to show (the first given).
+        category: The category of its example (the categories in force: the file's first).
+        builds: The builds they ran on, in the order first seen (none for web tests).
     """
 
     id: str
@@ -120,6 +145,8 @@ class Cluster:
     first: datetime | None
     last: datetime | None
     example: Run
+    category: Category = attrs.field(default=DEFAULT_CATEGORIES.all[-1])
+    builds: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -127,25 +154,28 @@ class Cluster:
         return len(self.run_ids)
 
 
-def _counts(run: Run) -> bool:
+def _counts(run: Run, status: str) -> bool:
     """A run that failed: final, not passed, not stopped (a stopped run is not counted)."""
-    return run.is_final and not run.passed and run.status_kind != "cancelled"
+    final = run.final if run.final is not None else status in FINAL_STATUSES
+    return final and status not in ("passed", "cancelled")
 
 
-def cluster(runs: Iterable[Run]) -> list[Cluster]:
+def cluster(runs: Iterable[Run], categories: Categories | None = None) -> list[Cluster]:
     """The clusters of the runs that failed (final, not passed, not stopped): one per signature,
     the largest first (then the one seen first).
 
     Args:
         runs: Any runs (a job's, a project's history); the others are left out.
+        categories: The categories in force (default: the built-in ones).
 
     Returns:
         The clusters; the runs of one test may fall in several.
     """
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        if _counts(run):
-            groups.setdefault(signature(run), []).append(run)
+        status = run.status_kind  # read once: each read parses the service's field
+        if _counts(run, status):
+            groups.setdefault(_signature(run, status), []).append(run)
     found = []
     for order, (shared, members) in enumerate(groups.items()):
         times = [run.created_at for run in members if run.created_at is not None]
@@ -162,6 +192,10 @@ def cluster(runs: Iterable[Run]) -> list[Cluster]:
                     first=min(times, default=None),
                     last=max(times, default=None),
                     example=members[0],
+                    category=(categories or DEFAULT_CATEGORIES).of(members[0]),
+                    builds=tuple(
+                        dict.fromkeys(run.used_build_id for run in members if run.used_build_id)
+                    ),
                 ),
             )
         )

@@ -1,0 +1,394 @@
+"""Failure categories: what a failure was (the device farm lost the device, a staging service
+was down, the app's own bug), and whether it is the infrastructure's or the app's.
+
+Kept in the repository and reviewed like code, as TOML, one table per category, tried in the
+file's order (the first that matches wins), then the built-in ones:
+
+```toml
+[[category]]
+name = "device farm lost the device"
+kind = "infrastructure"            # or "app"
+match = "lost its connection"      # a substring, case-insensitive; or regex = "..."
+statuses = ["error", "failed"]     # optional: only runs that ended so
+```
+
+`match` and `regex` are tried on the failure's text as a person reads it (`failure_text`: the
+headline, the error, each failed check's name and reason). Built in, after the file's: a run
+that ended in `error` or `inconclusive` is the infrastructure's, any other failure the app's.
+
+The file is an input from the repository, read like the quarantine file: bounded, each problem
+named in one line. A regex that could backtrack catastrophically (a quantifier inside a
+quantifier, alternatives that overlap under one, a back-reference) is refused when the file is
+read, before any request: Python's engine backtracks, and a failure's text is the service's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any, Final, Literal
+
+import attrs
+
+from asyncclient.errors import ValidationError
+from asyncclient.models import Run
+
+__all__ = [
+    "BUILT_IN",
+    "CATEGORIES_FILE",
+    "DEFAULT_CATEGORIES",
+    "Categories",
+    "Category",
+    "failure_text",
+    "find_categories",
+    "load_categories",
+    "regex_problem",
+]
+
+Kind = Literal["infrastructure", "app"]
+KINDS: Final = ("infrastructure", "app")
+CATEGORIES_FILE: Final = "failure-categories.toml"
+"""The categories file read from the directory the command runs in (the repository's root in
+CI) when no other is named."""
+FAILED_STATUSES: Final = ("failed", "blocked", "inconclusive", "error")
+"""The statuses a failure can end in (`statuses` may name these)."""
+TEXT_LIMIT: Final = 4000
+"""The most characters of a failure's text a category's `match` or `regex` is tried on."""
+_KEYS: Final = ("name", "kind", "match", "regex", "statuses")
+_MAX_FILE_BYTES: Final = 1 << 20
+_MAX_CATEGORIES: Final = 200
+_MAX_PATTERN: Final = 500
+_MAX_NAME: Final = 80
+
+
+@attrs.frozen
+class Category:
+    """One category of failures.
+
+    Attributes:
+        name: What it is called in every report.
+        kind: `infrastructure` (re-run it; it never makes a test flaky) or `app`.
+        match: A substring of the failure's text (case-insensitive), or None.
+        regex: A regular expression searched in the failure's text, or None.
+        statuses: Only failures that ended in one of these (empty: any).
+        built_in: One of the built-in categories, not the file's.
+    """
+
+    name: str
+    kind: Kind
+    match: str | None = None
+    regex: str | None = attrs.field(default=None)
+    statuses: tuple[str, ...] = ()
+    built_in: bool = False
+    _compiled: re.Pattern[str] | None = attrs.field(
+        default=attrs.Factory(
+            lambda self: None if self.regex is None else re.compile(self.regex, re.IGNORECASE),
+            takes_self=True,
+        ),
+        eq=False,
+        repr=False,
+    )
+
+    def matches(self, status: str, text: str) -> bool:
+        """Whether a failure that ended in `status` with `text` (failure_text) is of this
+        category."""
+        if self.statuses and status not in self.statuses:
+            return False
+        if self.match is not None and self.match.casefold() not in text.casefold():
+            return False
+        return self._compiled is None or self._compiled.search(text) is not None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "builtIn": self.built_in}
+
+
+BUILT_IN: Final = (
+    Category("run error", "infrastructure", statuses=("error",), built_in=True),
+    Category("inconclusive", "infrastructure", statuses=("inconclusive",), built_in=True),
+    Category("app or test", "app", built_in=True),
+)
+"""Tried after the file's categories: `error` and `inconclusive` are the infrastructure's
+failures, any other the app's (or the test's)."""
+
+
+@attrs.frozen
+class Categories:
+    """The categories in force: the file's, in its order, then BUILT_IN.
+
+    Attributes:
+        path: The file they were read from (None: the built-in ones only).
+        categories: The file's categories, in its order.
+    """
+
+    path: Path | None = None
+    categories: tuple[Category, ...] = ()
+
+    @property
+    def all(self) -> tuple[Category, ...]:
+        """Every category, in the order they are tried."""
+        return (*self.categories, *BUILT_IN)
+
+    def of(self, run: Run) -> Category:
+        """The first category `run`'s failure matches (a built-in one at the latest)."""
+        return self.classify(run.status_kind, failure_text(run))
+
+    def classify(self, status: str, text: str) -> Category:
+        """The first category a failure that ended in `status` with `text` matches."""
+        text = text[:TEXT_LIMIT]
+        for category in self.all:
+            if category.matches(status, text):
+                return category
+        return BUILT_IN[-1]  # pragma: no cover - the last built-in one matches everything
+
+    def infrastructure(self, run: Run) -> bool:
+        """Whether `run` did not pass for a reason of the infrastructure (a final run that
+        was not stopped)."""
+        return (
+            run.is_final
+            and not run.passed
+            and run.status_kind != "cancelled"
+            and self.of(run).kind == "infrastructure"
+        )
+
+
+DEFAULT_CATEGORIES: Final = Categories()
+"""The built-in categories only."""
+
+
+def failure_text(run: Run) -> str:
+    """A failure's text as a person reads it: the headline, the error's code and message, and
+    each failed check's name and reason, one a line (at most TEXT_LIMIT characters)."""
+    lines = [run.headline_text]
+    if run.error_code or run.error_message:
+        lines.append(f"{run.error_code} {run.error_message}".strip())
+    lines += [f"{check.name}: {check.reason}" for check in run.failed_requirements[:20]]
+    return "\n".join(line for line in lines if line)[:TEXT_LIMIT]
+
+
+def find_categories(
+    path: str | os.PathLike[str] | None = None, directory: str | os.PathLike[str] = "."
+) -> Categories:
+    """The categories in force: those of `path` when given (it must exist), else those of
+    CATEGORIES_FILE in `directory` when it is there, else the built-in ones only. A file there
+    that cannot be read or checked is an error, never skipped.
+
+    Args:
+        path: The categories file named (`--categories`, the config key `categories`).
+        directory: Where the default file is looked for (the repository's root in CI).
+    """
+    if path is not None:
+        return load_categories(path)
+    default = Path(directory) / CATEGORIES_FILE
+    if os.path.lexists(default):
+        return load_categories(default)
+    return DEFAULT_CATEGORIES
+
+
+def load_categories(path: str | os.PathLike[str]) -> Categories:
+    """Read and check a categories file.
+
+    Args:
+        path: The TOML file.
+
+    Returns:
+        Its categories (none when it has no `[[category]]` table).
+
+    Raises:
+        ValidationError: The file cannot be read, is not TOML, or a category is wrong (a regex
+            that could backtrack catastrophically too): one line naming the file, the
+            category and the fix.
+    """
+    where = Path(path)
+    try:
+        with where.open("rb") as handle:
+            raw = handle.read(_MAX_FILE_BYTES + 1)
+        if len(raw) > _MAX_FILE_BYTES:
+            raise ValidationError(
+                f"{where}: larger than {_MAX_FILE_BYTES >> 20} MiB: is this a categories file?"
+            )
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"{where} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
+        ) from None
+    except RecursionError:
+        raise ValidationError(f"{where}: nested too deeply to be a categories file") from None
+    except FileNotFoundError:
+        raise ValidationError(
+            f"no categories file {where}: give an existing file (see `asyncclient failures --help`)"
+        ) from None
+    except IsADirectoryError:
+        raise ValidationError(f"{where} is a directory: give the categories file") from None
+    except OSError as exc:
+        raise ValidationError(f"cannot read the categories file {where}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"category"})
+    if unknown:
+        raise ValidationError(
+            f"{where}: unknown table {unknown[0]!r}: a categories file holds [[category]] tables"
+        )
+    tables = data.get("category", [])
+    if not isinstance(tables, list):
+        raise ValidationError(f"{where}: category must be an array of tables ([[category]])")
+    if len(tables) > _MAX_CATEGORIES:
+        raise ValidationError(
+            f"{where}: {len(tables)} categories, more than {_MAX_CATEGORIES}: keep the ones "
+            "that name a cause"
+        )
+    found = tuple(_category(where, i, table) for i, table in enumerate(tables))
+    seen: set[str] = set()
+    for i, category in enumerate(found):
+        if category.name.casefold() in seen:
+            raise ValidationError(
+                f"{where}: category[{i}]: the name {category.name!r} is used twice; name "
+                "each category once"
+            )
+        seen.add(category.name.casefold())
+    return Categories(where, found)
+
+
+def _category(where: Path, index: int, table: Any) -> Category:
+    place = f"{where}: category[{index}]"
+    if not isinstance(table, dict):
+        raise ValidationError(f"{place} must be a table with name, kind and match or regex")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ValidationError(f"{place}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+    name = table.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
+        raise ValidationError(f"{place}: name must be text of 1 to {_MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValidationError(f"{place}: name must be one line of printable text")
+    place = f"{where}: category {name.strip()!r}"
+    kind = table.get("kind")
+    if kind not in KINDS:
+        raise ValidationError(f'{place}: kind must be "infrastructure" or "app", got {kind!r}')
+    match, regex = table.get("match"), table.get("regex")
+    if match is not None and regex is not None:
+        raise ValidationError(f"{place}: give match or regex, not both")
+    for key, value in (("match", match), ("regex", regex)):
+        if value is not None and (
+            not isinstance(value, str) or not value or len(value) > _MAX_PATTERN
+        ):
+            raise ValidationError(f"{place}: {key} must be text of 1 to {_MAX_PATTERN} characters")
+    statuses = table.get("statuses", [])
+    if not isinstance(statuses, list) or not all(s in FAILED_STATUSES for s in statuses):
+        raise ValidationError(
+            f"{place}: statuses must be a list of {', '.join(FAILED_STATUSES)}; got {statuses!r}"
+        )
+    if match is None and regex is None and not statuses:
+        raise ValidationError(f"{place}: give match, regex or statuses: it would match any failure")
+    if regex is not None:
+        problem = regex_problem(regex)
+        if problem:
+            raise ValidationError(f"{place}: regex {regex!r} refused: {problem}")
+    return Category(
+        name.strip(), kind, match=match, regex=regex, statuses=tuple(dict.fromkeys(statuses))
+    )
+
+
+# --- the regex check ----------------------------------------------------------------------------
+
+_REPEATS: Final = {sre.MAX_REPEAT, sre.MIN_REPEAT}
+_ANY: Final = None  # a first-character set that may hold any character
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why `pattern` cannot be a category's regex, or None when it can: it must compile, and
+    must not be able to backtrack catastrophically on a hostile text. Refused, as in the
+    safe-regex rules: a variable quantifier inside another quantifier (`(a+)+`, `(a|b?)*`),
+    alternatives under a quantifier that can start with the same character (`(a|ab)+`), and
+    back-references (`(a)\\1`). Possessive quantifiers and atomic groups never backtrack and
+    are allowed.
+
+    Args:
+        pattern: The regex, as the file gave it.
+    """
+    try:
+        tree = sre_parse.parse(pattern, re.IGNORECASE)
+    except re.error as exc:
+        return f"it is not a valid regular expression ({exc})"
+    except RecursionError:
+        return "it is nested too deeply"
+    try:
+        return _walk(tree, repeated=False)
+    except RecursionError:
+        return "it is nested too deeply"
+
+
+def _walk(items: Iterable[tuple[Any, Any]], *, repeated: bool) -> str | None:
+    """The first problem in the parsed `items`; `repeated`: they sit inside a quantifier
+    that repeats (its max above 1)."""
+    for op, av in items:
+        problem: str | None = None
+        if op in _REPEATS:
+            low, high, body = av
+            variable = low != high
+            if repeated and variable:
+                return (
+                    "a quantifier inside another quantifier can take exponential time on a "
+                    "long text; write the inner part without one (e.g. (ab)+ not (a+b)+)"
+                )
+            problem = _walk(body, repeated=repeated or high > 1)
+        elif op == sre.BRANCH:
+            branches = av[1]
+            if repeated and _overlap(branches):
+                return (
+                    "alternatives under a quantifier that can start with the same character "
+                    "can take exponential time; make them start differently, or use a "
+                    "character class"
+                )
+            for branch in branches:
+                problem = problem or _walk(branch, repeated=repeated)
+        elif op == sre.SUBPATTERN:
+            problem = _walk(av[-1], repeated=repeated)
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            problem = _walk(av[1], repeated=repeated)
+        elif op == sre.ATOMIC_GROUP or op == sre.POSSESSIVE_REPEAT:
+            continue  # never backtracks into
+        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
+            return "back-references can take exponential time; match the text itself"
+        if problem:
+            return problem
+    return None
+
+
+def _overlap(branches: Sequence[Any]) -> bool:
+    """Whether two of the alternatives can start with the same character."""
+    firsts = [_first(list(branch)) for branch in branches]
+    for i, one in enumerate(firsts):
+        for other in firsts[i + 1 :]:
+            if one is _ANY or other is _ANY or one & other:
+                return True
+    return False
+
+
+def _first(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
+    """The characters a match of `items` can start with (lower case), or _ANY (None) when any,
+    or when it can match empty (then what follows decides)."""
+    if not items:
+        return _ANY
+    op, av = items[0]
+    if op == sre.LITERAL:
+        return frozenset({chr(av).lower()})
+    if op == sre.IN:
+        found: set[str] = set()
+        for kind, value in av:
+            if kind == sre.LITERAL:
+                found.add(chr(value).lower())
+            elif kind == sre.RANGE and value[1] - value[0] < 256:
+                found.update(chr(c).lower() for c in range(value[0], value[1] + 1))
+            else:
+                return _ANY
+        return frozenset(found)
+    if op == sre.SUBPATTERN:
+        return _first(list(av[-1]))
+    if op in _REPEATS and av[0] >= 1:
+        return _first(list(av[2]))
+    return _ANY
