@@ -12,10 +12,16 @@ The definitions are those of Google's TAP, LUCI Analysis, Develocity, Datadog an
   did not pass: a regression, never to be quarantined. Else **flaky** when it has a flaky build.
   Else **stable**.
 
+A run that failed for the infrastructure (a failure category of kind `infrastructure`:
+built in, a run that ended in `error` or `inconclusive`; see asyncclient.failures) is not the
+test's doing: it is left out of the counted runs (it never makes a test flaky or broken), and
+each test says how many were (`infrastructure`).
+
 `analyse()` is a pure function of the runs (tested without a service); `fetch_flakiness()`
 reads the runs with a bounded number of requests: one listing of the project's newest runs to
 find its tests (unless they are named), then per test one listing (at most 200 runs, the API's
-limit) and, only for runs whose listing did not say their build, one `ids=` read per 50.
+limit) and, for the runs that did not pass and those whose listing did not say their build,
+the full views (what they failed of, their build), one `ids=` read per 50.
 
 Bounded whatever the service answers: every listing is cut to the 200 asked; at most 200 tests
 are read (those of the first listing, or the first 200 named); a test's listing counts only
@@ -41,6 +47,8 @@ import attrs
 
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import TITLE_LIMIT, clip
+from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories
+from asyncclient.failures._signature import signature
 from asyncclient.models import Run
 
 __all__ = [
@@ -61,6 +69,7 @@ DEFAULT_DAYS: Final = 14
 """The window, in days, of runs a flakiness report reads by default."""
 BROKEN_BUILDS: Final = 3
 """A test whose runs on each of its last this many builds all did not pass is broken."""
+_OUTCOMES_KEPT: Final = 10  # signatures kept per build (TestFlakiness.outcomes)
 RECENT_RUNS: Final = 20
 """How many of a test's newest counted runs its strip of marks shows."""
 LISTING_LIMIT: Final = 200
@@ -93,6 +102,10 @@ class TestFlakiness:
         slower: Its runs on its newest build took longer than on its earlier builds, in
             the same mode, by more than a fifth and 5 s (None: not slower, or nothing to
             compare).
+        infrastructure: Its runs left out because they failed for the infrastructure.
+        outcomes: By build (`""` for runs without one), the signatures
+            (asyncclient.failures.signature) of its newest counted runs there, newest first
+            (at most 10; a pass is `passed`): how it failed on each build.
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -112,6 +125,23 @@ class TestFlakiness:
     truncated: bool = False
     usual_seconds: Mapping[str, float] = attrs.field(factory=dict)
     slower: Slower | None = None
+    infrastructure: int = 0
+    outcomes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, repr=False)
+
+    def fails_the_same_way(self, build: str | None, shared: str) -> int:
+        """How many of its newest counted runs on `build` (one after another) failed with the
+        signature `shared`: 0 when its newest run there did not.
+
+        Args:
+            build: The build (None: a web test's runs).
+            shared: A failure's signature.
+        """
+        found = 0
+        for seen in self.outcomes.get(build or _NO_BUILD, ()):
+            if seen != shared:
+                break
+            found += 1
+        return found
 
     @property
     def strip(self) -> str:
@@ -137,6 +167,7 @@ class TestFlakiness:
             "truncated": self.truncated,
             "usualSeconds": {mode: round(s, 3) for mode, s in self.usual_seconds.items()},
             "slower": None if self.slower is None else self.slower.to_json(),
+            "infrastructure": self.infrastructure,
         }
 
 
@@ -219,6 +250,8 @@ class FlakinessReport:
             builds, then most device time lost), then stable.
         requests: How many requests the report took.
         asked: The tests whose history was read (None: not recorded).
+        failed_runs: The counted runs that did not pass, in full view (only when asked
+            for: `failure_clusters` groups them by cause).
     """
 
     project_id: str
@@ -227,6 +260,7 @@ class FlakinessReport:
     tests: tuple[TestFlakiness, ...]
     requests: int = 0
     asked: frozenset[str] | None = None
+    failed_runs: tuple[Run, ...] = attrs.field(default=(), repr=False)
 
     def of(self, test_id: str) -> TestFlakiness | None:
         """The entry of a test, if the window holds runs of it.
@@ -273,6 +307,7 @@ def analyse(
     *,
     since: datetime | None = None,
     truncated: Iterable[str] = (),
+    categories: Categories | None = None,
 ) -> list[TestFlakiness]:
     """Each test's history from its runs (any order, any tests): a pure function.
 
@@ -281,16 +316,25 @@ def analyse(
             views that carry the build).
         since: Runs created before it are left out (None: none is).
         truncated: Tests whose window holds more runs than were read.
+        categories: The failure categories in force (default: the built-in ones); a run
+            that failed for the infrastructure is left out, and counted apart.
 
     Returns:
-        One entry per test with a counted run, what hurts most first.
+        One entry per test with a counted run (or one left out), what hurts most first.
     """
+    sort = categories or DEFAULT_CATEGORIES
     by_test: dict[str, list[Run]] = {}
+    left_out: dict[str, list[Run]] = {}
     for run in runs:
         if run.test_id is not None and counted(run, since):
-            by_test.setdefault(run.test_id, []).append(run)
+            into = left_out if sort.infrastructure(run) else by_test
+            into.setdefault(run.test_id, []).append(run)
+            by_test.setdefault(run.test_id, [])
     cut = set(truncated)
-    found = [_one(test_id, test_runs, test_id in cut) for test_id, test_runs in by_test.items()]
+    found = [
+        _one(test_id, test_runs, test_id in cut, left_out.get(test_id, []))
+        for test_id, test_runs in by_test.items()
+    ]
     return sorted(found, key=_hurt)
 
 
@@ -308,7 +352,25 @@ def _when(run: Run) -> float:
     return run.created_at.timestamp() if run.created_at is not None else 0.0
 
 
-def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
+def _one(test_id: str, runs: list[Run], truncated: bool, left_out: list[Run]) -> TestFlakiness:
+    if not runs:  # every run of it failed for the infrastructure: nothing to judge it by
+        title = max(left_out, key=_when).test_title
+        return TestFlakiness(
+            test_id=test_id,
+            title=clip(title, TITLE_LIMIT) if isinstance(title, str) else None,
+            state="stable",
+            runs=0,
+            not_passed=0,
+            builds=0,
+            flaky_builds=0,
+            failure_rate=0.0,
+            last_flaky_at=None,
+            last_run_at=None,
+            device_seconds_lost=0.0,
+            recent=(),
+            truncated=truncated,
+            infrastructure=len(left_out),
+        )
     runs = sorted(runs, key=_when)
     builds: dict[str, list[Run]] = {}
     for run in runs:
@@ -347,6 +409,14 @@ def _one(test_id: str, runs: list[Run], truncated: bool) -> TestFlakiness:
         truncated=truncated,
         usual_seconds={mode: statistics.median(found) for mode, found in sorted(durations.items())},
         slower=_slower(latest),
+        infrastructure=len(left_out),
+        outcomes={
+            build: tuple(
+                "passed" if r.passed else signature(r)
+                for r in reversed(build_runs[-_OUTCOMES_KEPT:])
+            )
+            for build, build_runs in builds.items()
+        },
     )
 
 
@@ -374,11 +444,15 @@ async def fetch_flakiness(
     tests: Sequence[str] | None = None,
     now: datetime | None = None,
     exclude: Collection[str] = (),
+    categories: Categories | None = None,
+    keep_runs: bool = False,
 ) -> FlakinessReport:
     """Read the project's history and analyse it (see AsyncSession.flakiness): the tests
     named, or (None) those the project's newest 200 runs name. `exclude`: run ids left out
     (a job's own runs, when it asks what came before them); project_id None: the tests'
-    runs wherever they are (the named tests only)."""
+    runs wherever they are (the named tests only). `categories`: the failure categories in
+    force. `keep_runs`: the report keeps the runs that did not pass (`failed_runs`, for
+    asyncclient.failures)."""
     since = (now or datetime.now(UTC)) - timedelta(days=days)
     requests = 0
     if tests is None:
@@ -403,9 +477,13 @@ async def fetch_flakiness(
     async def one(test_id: str) -> tuple[list[TestFlakiness], int]:
         async with gate:
             runs, truncated, count = await _history(session, project_id, test_id, since, exclude)
+            if keep_runs:
+                kept.extend(run for run in runs if not run.passed)
             # Analysed at once: only the small result is kept, not the test's runs.
-            return analyse(runs, since=since, truncated=[test_id] if truncated else []), count
+            cut = [test_id] if truncated else []
+            return analyse(runs, since=since, truncated=cut, categories=categories), count
 
+    kept: list[Run] = []
     found = await asyncio.gather(*(one(test_id) for test_id in wanted))
     requests += sum(count for _, count in found)
     return FlakinessReport(
@@ -415,6 +493,7 @@ async def fetch_flakiness(
         tests=tuple(sorted((test for tested, _ in found for test in tested), key=_hurt)),
         requests=requests,
         asked=frozenset(wanted),
+        failed_runs=tuple(kept),
     )
 
 
@@ -426,8 +505,9 @@ async def _history(
     exclude: Collection[str] = (),
 ) -> tuple[list[Run], bool, int]:
     """One test's counted runs in the window: one listing, then the full views of the runs
-    whose listing left out their build (50 a request). Also whether the listing was full with
-    runs still inside the window, and the requests made."""
+    whose listing left out their build, or what a run that did not pass failed of (50 a
+    request). Also whether the listing was full with runs still inside the window, and the
+    requests made."""
     listing = (await session.list_runs(test_id=test_id, limit=LISTING_LIMIT))[:LISTING_LIMIT]
     inside = [
         r
@@ -439,10 +519,19 @@ async def _history(
     ]
     oldest = listing[-1].created_at if listing else None
     truncated = len(listing) >= LISTING_LIMIT and (oldest is None or oldest >= since)
-    unknown = [r.id for r in inside if r.used_build_id is None and r.platform != "web"]
+    unknown = [
+        r.id
+        for r in inside
+        if (r.used_build_id is None and r.platform != "web") or (not r.passed and _no_text(r))
+    ]
     requests = 1
     if unknown:
         full = {run.id: run for run in await session.list_runs(ids=unknown)}
         requests += -(-len(unknown) // 50)
         inside = [run for run in (full.get(r.id, r) for r in inside) if run.test_id == test_id]
     return inside, truncated, requests
+
+
+def _no_text(run: Run) -> bool:
+    """Whether a run's view says nothing of what it failed of (a list view)."""
+    return run.headline is None and run.error is None and run.requirements is None

@@ -8,7 +8,10 @@ retried request never starts a test twice. The re-runs of one round go out toget
 followed by one batched watcher (ids in batches of 50). A test is re-run until it passes or
 its attempts are used up; one that failed and then passed is *flaky*, and counts as passed
 unless the caller asks otherwise (Maven Surefire's `rerunFailingTestsCount`, saucectl's
-`retries` with `smartRetry.failedOnly`).
+`retries` with `smartRetry.failedOnly`). A failure the infrastructure caused (a failure
+category of that kind: built in, `error` and `inconclusive`) is re-run too, but never makes a
+test flaky; an app failure that fails the same way as the test's newest runs on the same build
+is not re-run (`keep`), unless the caller asks (`rerun_known`).
 
     result = await wait_with_retries(session, run_ids, retry_failed=2)
     result.passed, result.flaky, result.failed   # tests, each with every attempt
@@ -30,6 +33,7 @@ import attrs
 from asyncclient._core import _checks as checks
 from asyncclient._core import _untrusted
 from asyncclient.errors import AsyncClientError, ValidationError
+from asyncclient.failures import DEFAULT_CATEGORIES, Categories
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -82,6 +86,10 @@ class Attempts:
         stopped: Its runs the suite stopped because another run of it passed (not counted).
         decided_on: With runs at once, the attempt (in the order they started) whose run
             decides its verdict; 0: the last.
+        infrastructure: Its runs that failed for the infrastructure (a failure category of
+            that kind): re-run, and never what makes it flaky.
+        not_rerun: Why it was not re-run though it had re-runs left: it failed the same way
+            as its newest runs on the same build (see SuitePolicy.rerun_known).
     """
 
     test_id: str
@@ -93,6 +101,8 @@ class Attempts:
     at_once: bool = False
     stopped: frozenset[str] = frozenset()
     decided_on: int = 0
+    infrastructure: frozenset[str] = frozenset()
+    not_rerun: str | None = None
 
     @property
     def passed_on(self) -> int:
@@ -135,7 +145,7 @@ class Attempts:
         if not final.is_final:
             return "not_final"
         if final.passed:
-            return "flaky" if len(self.runs) > 1 else "passed"
+            return "flaky" if self._app_failure(self.runs[:-1]) else "passed"
         if final.status_kind == "cancelled":
             return "cancelled"
         return "failed"
@@ -146,7 +156,7 @@ class Attempts:
         cancelled when no run counted)."""
         counted = [run for run in self.runs if run.is_final and run.status_kind != "cancelled"]
         if any(run.passed for run in counted):
-            return "flaky" if any(not run.passed for run in counted) else "passed"
+            return "flaky" if self._app_failure(counted) else "passed"
         if any(not run.is_final for run in self.runs):
             return "not_final"
         return "failed" if counted else "cancelled"
@@ -155,18 +165,42 @@ class Attempts:
         """A new test's verdict from all of its runs (stopped ones do not count)."""
         if any(not run.is_final for run in self.runs):
             return "not_final"
-        counted = [run for run in self.runs if run.status_kind != "cancelled"]
+        counted = [
+            run
+            for run in self.runs
+            if run.status_kind != "cancelled" and run.id not in self.infrastructure
+        ]
         passed = sum(1 for run in counted if run.passed)
         if not counted:
-            return "cancelled"
+            return "failed" if self.infrastructure else "cancelled"
         if passed == len(counted):
             return "passed"
         return "flaky_on_arrival" if passed else "failed"
 
+    def _app_failure(self, runs: Iterable[Run]) -> bool:
+        """Whether one of `runs` did not pass for a reason other than the infrastructure (a
+        failure only the infrastructure caused never makes a test flaky)."""
+        return any(
+            run.is_final
+            and not run.passed
+            and run.status_kind != "cancelled"
+            and run.id not in self.infrastructure
+            for run in runs
+        )
+
+    @property
+    def recovered(self) -> bool:
+        """Passed in the end after failures the infrastructure caused only (not flaky)."""
+        return self.outcome == "passed" and any(r.id in self.infrastructure for r in self.runs)
+
     @property
     def arrival_counts(self) -> tuple[int, int]:
         """(passed, counted) of a new test's runs (stopped ones not counted)."""
-        counted = [run for run in self.runs if run.is_final and run.status_kind != "cancelled"]
+        counted = [
+            run
+            for run in self.runs
+            if run.is_final and run.status_kind != "cancelled" and run.id not in self.infrastructure
+        ]
         return sum(1 for run in counted if run.passed), len(counted)
 
     @property
@@ -193,6 +227,7 @@ class SuiteResult:
         overage: The runs whose start said they are beyond the plan's included runs.
         fail_fast: The runs stopped because enough tests had not passed (--max-failures).
         new_test_warn: Whether a test flaky on arrival only warns (else it fails the suite).
+        categories: The failure categories in force (every report names each failure's).
     """
 
     tests: tuple[Attempts, ...]
@@ -207,6 +242,7 @@ class SuiteResult:
     overage: frozenset[str] = frozenset()
     fail_fast: frozenset[str] = frozenset()
     new_test_warn: bool = False
+    categories: Categories = DEFAULT_CATEGORIES
 
     @property
     def history(self) -> Mapping[str, TestFlakiness | None] | None:
@@ -276,6 +312,12 @@ class SuiteResult:
                 parts.append(f"{len(tests)} flaky (passed on attempt {on})")
             elif outcome == "flaky_on_arrival":
                 parts.append(f"{len(tests)} flaky on arrival")
+            elif outcome == "passed" and any(t.recovered for t in tests):
+                recovered = sum(1 for t in tests if t.recovered)
+                parts.append(
+                    f"{len(tests)} passed ({recovered} on a re-run after an infrastructure "
+                    "failure: not flaky)"
+                )
             elif outcome == "reused":
                 parts.append(f"{len(tests)} reused (passed before on an identical build)")
             elif outcome == "failed" and attempts != [1]:
@@ -308,6 +350,7 @@ class Reruns:
         new_test_warn: bool = False,
         at_once: bool = False,
         budget_seconds: float | None = None,
+        categories: Categories = DEFAULT_CATEGORIES,
     ) -> None:
         from asyncclient.spend.arrival import BUDGET_SECONDS, check_new_test_runs
 
@@ -361,6 +404,21 @@ class Reruns:
         self.usual_seconds: dict[str, float] = {}  # test id -> its runs' usual duration
         self._reckoned: dict[str, float] = {}  # run id of a re-run or copy -> seconds
         self._budget_spent: set[str] = set()  # entries refused a run by the budget
+        # What each failure was (its category), and the tests not re-run because they fail
+        # the same way as before on the same build (entry -> why).
+        self.categories = categories
+        self._kept: dict[str, str] = {}
+
+    def keep(self, run: Run, reason: str) -> None:
+        """Give `run`'s test no re-run, for `reason` (it fails the same way as before): its
+        verdict is this run's."""
+        entry = self._entry_of.get(run.id)
+        if entry is not None:
+            self._kept.setdefault(entry, reason)
+
+    def kept(self, run: Run) -> bool:
+        """Whether `run`'s test was given no re-run (keep)."""
+        return self._entry_of.get(run.id) in self._kept
 
     def order(self, run_ids: Iterable[str]) -> None:
         """The order of the tests in the result: that of these first runs (others after)."""
@@ -416,6 +474,7 @@ class Reruns:
             and needs_rerun(attempts[-1])
             and len(attempts) <= self.retry_failed
             and entry not in self._errors
+            and entry not in self._kept
             and not self._arriving(entry)
         ]
 
@@ -433,6 +492,8 @@ class Reruns:
             return None
         attempts = self._entries[entry]
         if not attempts[0].test_id or entry in self._errors or self._arriving(entry):
+            return None
+        if entry in self._kept:
             return None
         if any(seen.passed for seen in attempts):
             return None
@@ -595,7 +656,7 @@ class Reruns:
                 return False
             if not any(needs_rerun(seen) for seen in attempts):
                 return not any(seen.id in self.reused for seen in attempts)
-            return len(attempts) > self.retry_failed or entry in self._errors
+            return len(attempts) > self.retry_failed or entry in self._errors or entry in self._kept
         if entry in self._entries and self._arriving(entry):
             if entry not in self._repeated and run.status_kind != "cancelled":
                 return False  # its repeats are still to come
@@ -607,6 +668,7 @@ class Reruns:
             not needs_rerun(run)
             or self.attempt_of(run.id) > self.retry_failed
             or entry in self._errors
+            or entry in self._kept
         )
 
     def attempt_of(self, run_id: str) -> int:
@@ -670,6 +732,8 @@ class Reruns:
             at_once=together,
             stopped=frozenset(r.id for r in runs if r.id in self.stopped),
             decided_on=decided_on,
+            infrastructure=frozenset(r.id for r in runs if self.categories.infrastructure(r)),
+            not_rerun=self._kept.get(entry),
         )
 
     def result(self, *, complete: bool = True, unknown: Sequence[str] = ()) -> SuiteResult:
@@ -685,6 +749,7 @@ class Reruns:
             overage=frozenset(self.overage),
             fail_fast=frozenset(self.fail_fast),
             new_test_warn=self.new_test_warn,
+            categories=self.categories,
         )
 
 

@@ -52,8 +52,51 @@ def test_failed_then_passed_on_one_build_is_flaky_with_one_flaky_build() -> None
     assert found.device_seconds_lost == 30.0
 
 
-def test_an_error_then_a_pass_is_flaky_too() -> None:
-    assert one([run(1, "error", "ab_1", 2), run(2, "passed", "ab_1", 1)]).state == "flaky"
+def test_an_infrastructure_failure_then_a_pass_is_not_flaky_and_is_counted_apart() -> None:
+    # error and inconclusive are the infrastructure's (the built-in categories): left out.
+    runs = [run(1, "error", "ab_1", 3), run(2, "inconclusive", "ab_1", 2)]
+    runs += [run(3, "passed", "ab_1", 1)]
+    found = one(runs)
+    assert (found.state, found.runs, found.not_passed, found.infrastructure) == (
+        "stable",
+        1,
+        0,
+        2,
+    )
+    assert found.to_json()["infrastructure"] == 2
+
+
+def test_a_category_file_decides_what_is_the_infrastructures(tmp_path: Path) -> None:
+    from asyncclient.failures import load_categories
+
+    where = tmp_path / "failure-categories.toml"
+    where.write_text(
+        '[[category]]\nname = "lost device"\nkind = "infrastructure"\n'
+        'match = "LOST ITS CONNECTION"\nstatuses = ["failed"]\n'
+        '[[category]]\nname = "crash reported as error"\nkind = "app"\nmatch = "crashed"\n'
+    )
+    categories = load_categories(where)
+    lost = attrs_evolve(run(1, "failed", "ab_1", 3), "The device lost its connection.")
+    crash = attrs_evolve(run(2, "error", "ab_2", 2), "The app crashed on launch.")
+    runs = [lost, run(3, "passed", "ab_1", 2.5), crash, run(4, "passed", "ab_2", 1)]
+    found = one(runs, categories=categories)
+    # The lost device is left out (not flaky on ab_1); the crash is the app's (flaky on ab_2).
+    assert (found.state, found.flaky_builds, found.infrastructure) == ("flaky", 1, 1)
+    # Without the file: the failed run counts, the error is the infrastructure's.
+    plain = one(runs)
+    assert (plain.flaky_builds, plain.infrastructure) == (1, 1)
+    assert plain.last_flaky_at == NOW - timedelta(days=3)
+
+
+def test_a_test_whose_every_run_failed_for_the_infrastructure_is_not_judged() -> None:
+    found = one([run(1, "error", "ab_1", 2), run(2, "error", "ab_2", 1)])
+    assert (found.state, found.runs, found.infrastructure, found.recent) == ("stable", 0, 2, ())
+
+
+def attrs_evolve(seen: Run, headline: str) -> Run:
+    import attrs
+
+    return attrs.evolve(seen, headline=headline)
 
 
 def test_failing_on_each_of_the_last_three_builds_is_broken() -> None:
@@ -180,9 +223,10 @@ async def test_the_history_says_each_state(history: tuple[FakeService, AsyncSess
     assert cancelled is not None
     assert cancelled.runs == 2  # the stopped run is not counted
     # Bounded: one listing to find the tests, then one per test (the emulator's listing
-    # carries each run's build, so no ids= read is needed).
-    assert svc.request_counts()["list_runs"] == 1 + 4
-    assert report.requests == 5
+    # carries each run's build), and one ids= read for each test with runs in the window that
+    # did not pass (t_flaky, t_broken): what they failed of, which the list view does not say.
+    assert svc.request_counts()["list_runs"] == 1 + 4 + 2
+    assert report.requests == 7
 
 
 async def test_a_wider_window_finds_the_older_flake(
@@ -211,7 +255,7 @@ async def test_named_tests_are_read_without_looking_for_the_others(
     svc, session = history
     report = await session.flakiness("p_hist", tests=["t_flaky", "t_flaky"])
     assert [t.test_id for t in report.tests] == ["t_flaky"]
-    assert svc.request_counts()["list_runs"] == 1
+    assert svc.request_counts()["list_runs"] == 1 + 1  # its listing, its failure in full
 
 
 async def test_a_listing_without_builds_is_completed_by_ids_reads(

@@ -230,6 +230,27 @@ class StartRefused(SuiteEvent):
 
 
 @attrs.frozen
+class RerunSkipped(SuiteEvent):
+    """A test that did not pass is not re-run: it failed the app's way, the same way as its
+    newest runs on the same build (`runs` of them), so a re-run would tell nothing new
+    (SuitePolicy.rerun_known re-runs it)."""
+
+    test_id: str
+    run_id: str
+    reason: str
+    runs: int
+    name: ClassVar[str] = "rerun_skipped"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "testId": self.test_id,
+            "runId": self.run_id,
+            "reason": self.reason,
+            "runs": self.runs,
+        }
+
+
+@attrs.frozen
 class BudgetReached(SuiteEvent):
     """A re-run or copy was not started: it would take the device time past `retry_budget`."""
 

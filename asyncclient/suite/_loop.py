@@ -31,6 +31,7 @@ from asyncclient.suite._events import (
     JobFinished,
     NewTests,
     Notice,
+    RerunSkipped,
     RunChanged,
     RunFinished,
     RunsStarted,
@@ -137,6 +138,7 @@ class SuiteRun:
             new_test_warn=p.new_test_warn,
             at_once=p.at_once,
             budget_seconds=p.budget_seconds,
+            categories=p.categories,
         )
         self.reruns.overage.update(overage)
         self.started: ProjectRunStart | None = None
@@ -164,6 +166,7 @@ class SuiteRun:
         self._ended = False
         self._error: Exception | None = None
         self._history_read = False
+        self._full: dict[str, Run] = {}  # earlier runs read in full, to compare failures
         self._views: dict[str, Run] = {}  # every run of the job, latest view (the ETA's)
         self._statuses: dict[str, str] = {}
         self._finished: set[str] = set()
@@ -351,6 +354,7 @@ class SuiteRun:
             if self.stopped_fast or watcher.unknown or self.timed_out is not None:
                 self.unknown = watcher.unknown
                 break
+            await self._spare_known(reruns.due())
             started = await self._start_runs(reruns.due(), "rerun")
             repeats = await self._start_repeats()
             ids = [run_id for _, run_id, _ in (*started, *repeats)]
@@ -396,6 +400,8 @@ class SuiteRun:
             if run.passed:
                 await self._stop_others(run)
             else:
+                if reruns.due_at_once(run) is not None:
+                    await self._spare_known([run])
                 due = reruns.due_at_once(run)
                 if due is not None:
                     started = await self._start_runs([due[0]], "rerun", count=due[1])
@@ -475,6 +481,64 @@ class SuiteRun:
                 budget = self.reruns.budget_seconds or 0.0
                 self._emit(BudgetReached(test_id, budget, self.reruns.budget_used()))
             self._emit(StartRefused(test_id, reason))
+
+    # --- failures known from before --------------------------------------------------------------
+
+    async def _spare_known(self, due: Sequence[Run]) -> None:
+        """Give no re-run to each app failure of `due` that fails the same way (signature) as
+        its test's newest runs on the same build did: the history already says how it ends
+        (unless rerun_known). The earlier failures are read in full (50 a request, once); when
+        they cannot be read, the test is re-run."""
+        policy, reruns = self.policy, self.reruns
+        if policy.rerun_known or not policy.read_history or not due:
+            return
+        await self._read_history()
+        from asyncclient.failures import signature
+
+        found: dict[str, list[Run]] = {}  # run id of a failure -> its build's newest failures
+        for run in due:
+            if policy.categories.of(run).kind != "app" or reruns.kept(run):
+                continue
+            earlier = self._same_build(run)
+            if earlier:
+                found[run.id] = earlier
+        wanted = [r.id for runs in found.values() for r in runs if r.id not in self._full]
+        wanted = list(dict.fromkeys(wanted))
+        try:
+            for start in range(0, len(wanted), 50):
+                for full in await self._session.list_runs(ids=wanted[start : start + 50]):
+                    self._full[full.id] = full
+        except AsyncClientError as exc:
+            self._emit(Notice("warning", f"could not read how earlier runs failed: {exc}"))
+            return  # the safe answer: re-run
+        for run in due:
+            shared, same = signature(run), 0
+            for seen in found.get(run.id, []):
+                read = self._full.get(seen.id)
+                if read is None or read.test_id != run.test_id or signature(read) != shared:
+                    break
+                same += 1
+            if not same:
+                continue
+            build = run.used_build_id
+            of = f" of {build}" if build else ""
+            reason = f"fails the same way as on its last {same} run{'' if same == 1 else 's'}{of}"
+            reruns.keep(run, reason)
+            self._emit(RerunSkipped(run.test_id or run.id, run.id, reason, same))
+
+    def _same_build(self, run: Run) -> list[Run]:
+        """The newest counted runs of `run`'s test on its build, from the history (newest
+        first), up to the newest pass (at most 10): what it failed of there before."""
+        from asyncclient.flakiness import counted
+
+        found: list[Run] = []
+        for seen in self.history.get(run.test_id or "", []):
+            if not counted(seen) or (seen.used_build_id or "") != (run.used_build_id or ""):
+                continue
+            if seen.passed or len(found) >= 10:
+                break
+            found.append(seen)
+        return found
 
     # --- the history, read once -----------------------------------------------------------------
 

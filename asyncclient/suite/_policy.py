@@ -9,6 +9,7 @@ from typing import Final, Literal
 import attrs
 
 from asyncclient.errors import ValidationError
+from asyncclient.failures import DEFAULT_CATEGORIES, Categories
 from asyncclient.reruns import MAX_RETRY_FAILED
 
 __all__ = [
@@ -67,6 +68,12 @@ class SuitePolicy:
             the trend, the failing tests' flakiness).
         explain_failures: Tell of each test that did not pass whether it is a new failure, a
             known flake or a known breakage (its flakiness, from its earlier runs).
+        categories: The failure categories (`asyncclient.failures.load_categories`): an
+            infrastructure failure is re-run and never makes a test flaky; every report
+            names each failure's category. Default: the built-in ones.
+        rerun_known: Re-run an app failure even when it fails the same way as the test's
+            newest runs on the same build did (by default it is not re-run: the history
+            already says how it ends).
     """
 
     retry_failed: int = 0
@@ -86,6 +93,8 @@ class SuitePolicy:
     interval: float | None = None
     read_history: bool = True
     explain_failures: bool = True
+    categories: Categories = DEFAULT_CATEGORIES
+    rerun_known: bool = False
 
     def __attrs_post_init__(self) -> None:
         from asyncclient.spend.arrival import MAX_NEW_TEST_RUNS
@@ -122,6 +131,10 @@ class SuitePolicy:
             )
         if self.stop_on_timeout and self.timeout is None:
             raise ValidationError("stop_on_timeout needs a timeout")
+        if not isinstance(self.categories, Categories):
+            raise ValidationError(
+                "categories must be asyncclient.failures.Categories (load_categories(path))"
+            )
 
     @property
     def at_once(self) -> bool:
