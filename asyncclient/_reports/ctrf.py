@@ -152,6 +152,10 @@ def _test(
     }
     if test.quarantine is not None:
         extra["quarantine"] = test.quarantine
+    if test.cause is not None:
+        extra["cause"] = test.cause.fields(with_tests=False)
+    if test.not_rerun:
+        extra["notRerun"] = test.not_rerun
     if final.reused is not None:
         extra["reused"] = final.reused.fields()
     if test.repeated:

@@ -195,6 +195,10 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
                 f"  {attempt.number}. {attempt.id} {attempt.status}" + (f": {said}" if said else "")
             )
             out_lines += [f"     {check.line}" for check in attempt.checks]
+    if test.cause is not None:
+        out_lines.append(f"category: {test.cause.category_name} ({test.cause.category})")
+    if test.not_rerun:
+        out_lines.append(f"not re-run: {test.not_rerun}")
     system_out = ET.Element("system-out")
     system_out.text = _clean("\n".join(out_lines))
     children["system-out"].append(system_out)

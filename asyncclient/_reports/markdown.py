@@ -89,15 +89,21 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 f"| {icon} {_cell(status)} | {named} | {_run_link(run)} "
                 f"| {run.duration} | {_cell(run.headline)} |"
             )
-        details = [run for run in finals if run.outcome not in ("passed", "skipped")]
+        details = [t for t in report.tests if t.final.outcome not in ("passed", "skipped")]
         if details:
             lines += ["", "<details><summary>Runs that did not pass</summary>", ""]
-            for run in details:
+            for test in details:
+                run = test.final
                 lines.append(
                     f"- **{_cell(run.title)}** ({_run_link(run)}): "
                     f"{_cell(run.headline or run.status)}"
                 )
                 lines += [f"  - {_cell(check.line)}" for check in run.checks]
+                if test.cause is not None:
+                    named = f"{test.cause.category_name} ({test.cause.category})"
+                    lines.append(f"  - category: {_cell(named)}")
+                if test.not_rerun:
+                    lines.append(f"  - not re-run: {_cell(test.not_rerun)}")
             lines += ["", "</details>"]
     flaky = [test for test in report.tests if test.flaky]
     if flaky:

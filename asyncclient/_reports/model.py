@@ -340,16 +340,15 @@ def _trend(attempts: Sequence[Attempt], earlier: Sequence[Run]) -> tuple[Point, 
 
 MAX_CAUSES: Final = 10
 """The most causes (clusters of failures) a report shows, the largest first."""
-INFRASTRUCTURE_STATUSES: Final = ("error", "inconclusive")
-"""Statuses read as the infrastructure's failure, not the app's (the built-in category)."""
 
 
 @attrs.frozen
 class Cause:
     """Failures of this job that share a signature (asyncclient.failures): one cause.
 
-    `category`: `infrastructure` (the run ended in error or inconclusive) or `app`. `example`:
-    one of its runs, read for the reports; `failures`: the job's failures in all (the share)."""
+    `category`: its kind, `infrastructure` or `app`; `category_name`: the failure category it
+    fell in (the categories file's first match, or a built-in one). `example`: one of its
+    runs, read for the reports; `failures`: the job's failures in all (the share)."""
 
     id: str
     signature: str
@@ -359,6 +358,13 @@ class Cause:
     run_ids: tuple[str, ...]
     example: Attempt
     failures: int
+    category_name: str = ""
+    category_built_in: bool = True
+
+    @property
+    def label(self) -> str:
+        """What the lines call it: the category's name (a built-in one: the status)."""
+        return self.status if self.category_built_in else self.category_name
 
     @property
     def count(self) -> int:
@@ -376,7 +382,7 @@ class Cause:
             if self.count > 1
             else (f"1 of {self.failures} failures")
         )
-        return f"{share}: {said} ({self.status}, {self.category}; {tests}: {shown})"
+        return f"{share}: {said} ({self.label}, {self.category}; {tests}: {shown})"
 
     def fields(self, *, with_tests: bool = True) -> dict[str, Any]:
         """Its shape in --json (`cause`), the events and CTRF."""
@@ -384,6 +390,7 @@ class Cause:
             "clusterId": self.id,
             "signature": self.signature,
             "category": self.category,
+            "categoryName": self.category_name,
             "size": self.count,
         }
         if with_tests:
@@ -396,18 +403,20 @@ def causes(result: SuiteResult) -> tuple[Cause, ...]:
     failed attempts too) grouped by cause, the largest first, at most MAX_CAUSES."""
     from asyncclient.failures import cluster
 
-    found = cluster(result.runs)
+    found = cluster(result.runs, result.categories)
     failures = sum(item.count for item in found)
     return tuple(
         Cause(
             id=item.id,
             signature=item.signature,
             status=item.status,
-            category="infrastructure" if item.status in INFRASTRUCTURE_STATUSES else "app",
+            category=item.category.kind,
             tests=item.tests,
             run_ids=item.run_ids,
             example=read_attempt(item.example),
             failures=failures,
+            category_name=item.category.name,
+            category_built_in=item.category.built_in,
         )
         for item in found[:MAX_CAUSES]
     )
@@ -432,6 +441,8 @@ class TestReport:
     trend: tuple[Point, ...] = ()  # its recent runs then this job's, when its history was read
     left: tuple[float, float] | None = None  # (p50, p90) seconds its last run still has to go
     cause: Cause | None = None  # why its verdict run failed, when it did not pass
+    not_rerun: str | None = None  # why it had re-runs left and got none (fails as before)
+    recovered: bool = False  # passed on a re-run after infrastructure failures only
 
     @property
     def slower(self) -> tuple[float, float] | None:
@@ -548,6 +559,8 @@ def _test(
         flakiness_read=test.test_id in flakiness,
         flakiness=flakiness.get(test.test_id),
         start_error=test.start_error,
+        not_rerun=test.not_rerun,
+        recovered=test.recovered,
         fail_fast=attempts[-1].id in result.fail_fast,
         usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,
         left=_left(attempts[-1].run, usual),

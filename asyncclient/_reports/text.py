@@ -59,6 +59,8 @@ def summary_lines(report: SuiteReport) -> list[str]:
             word = "after"
             if run.passed:
                 word = "flaky: passed on" if test.flaky else "passed on"
+                if test.recovered:
+                    word = "not flaky (the infrastructure failed before): passed on"
             copy = " (a copy)" if run.kind == "copy" else ""
             tries = ", ".join(
                 f"{a.id} {a.status}" + (" (stopped: another run passed)" if a.stopped else "")
@@ -67,6 +69,11 @@ def summary_lines(report: SuiteReport) -> list[str]:
             together = any(a.kind == "copy" or a.stopped for a in test.attempts)
             label = "others" if together else "earlier"
             lines.append(f"{indent}{word} attempt {run.number}{copy} ({label}: {tries})")
+        if test.cause is not None:
+            cause = test.cause
+            lines.append(f"{indent}category: {cause.category_name} ({cause.category})")
+        if test.not_rerun:
+            lines.append(f"{indent}not re-run: {test.not_rerun} (--rerun-known re-runs it)")
     lines += report.notes
     cost = report.cost
     if cost.runs:

@@ -124,6 +124,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         entry["quarantined"] = test.quarantine is not None
     if test.cause is not None:
         entry["cause"] = test.cause.fields()
+    if test.not_rerun:
+        entry["notRerun"] = test.not_rerun
     if test.flakiness_read:
         entry["history"] = flakiness_fields(test.flakiness)
     if report.reran:

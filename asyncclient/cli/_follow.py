@@ -161,6 +161,10 @@ class _Shown:
                     f"new test(s), no finished run before: {', '.join(event.tests)}; each runs up "
                     f"to {event.repeats} more time(s) once its first run ends"
                 )
+            case kinds.RerunSkipped():
+                out.info(
+                    f"not re-running {event.test_id}: {event.reason} (--rerun-known re-runs it)"
+                )
             case kinds.StartRefused():
                 out.error(f"could not re-run {event.test_id}: {event.reason}")
             case kinds.CopiesStopped():
