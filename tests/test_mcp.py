@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "wait_for_runs",
         "download_run_file",
         "flaky_tests",
+        "failure_clusters",
         "verify_fix",
     }
 
@@ -458,6 +460,30 @@ async def test_verify_fix_runs_a_test_n_times_and_states_the_bound(tmp_path: Pat
     ]
     assert starts == 5 + 3 + 3  # the same key answered the repeated call with the same runs
     assert "runs" in too_many
+
+
+async def test_failure_clusters_groups_the_projects_failures_by_cause(tmp_path: Path) -> None:
+    """The demo seed's history: an outage across four tests, device blips, two app bugs."""
+    async with (
+        FakeService() as demo,
+        stdio_server(demo, demo.run_key, tmp_path) as (client, _),
+    ):
+        tools = by_name((await client.list_tools()).tools)
+        assert tools["failure_clusters"].annotations is not None
+        assert tools["failure_clusters"].annotations.read_only_hint is True
+        calls = Calls(client)
+        found = await calls.ok("failure_clusters", {"project_id": "p_demo"})
+        refused = await calls.error("failure_clusters", {"project_id": "p_demo", "days": 0})
+        url = demo.url
+    assert (found["failures"], len(found["clusters"])) == (15, 4)
+    first = found["clusters"][0]
+    assert (first["runs"], first["tests"], first["category"]["kind"]) == (5, ["t_checkout"], "app")
+    kinds = Counter(c["category"]["kind"] for c in found["clusters"])
+    assert kinds == {"infrastructure": 2, "app": 2}
+    outage = next(c for c in found["clusters"] if "connection refused" in c["signature"])
+    assert (outage["runs"], outage["testCount"], outage["new"]) == (4, 4, False)
+    assert outage["example"]["link"].startswith(url)
+    assert "days" in refused
 
 
 async def test_flaky_tests_tells_a_known_flake_from_a_breakage(tmp_path: Path) -> None:

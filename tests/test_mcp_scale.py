@@ -338,7 +338,14 @@ async def test_toolsets_tools_and_read_only_together(service: FakeService, tmp_p
     # --read-only wins over both.
     assert await _offered(
         service, tmp_path, "--toolsets", "runs,endpoints", "--tools", "delete_build", "--read-only"
-    ) == ["list_runs", "get_run", "wait_for_runs", "flaky_tests", "list_endpoints"]
+    ) == [
+        "list_runs",
+        "get_run",
+        "wait_for_runs",
+        "flaky_tests",
+        "failure_clusters",
+        "list_endpoints",
+    ]
     assert await _offered(
         service, tmp_path, "--toolsets", "all", "--exclude-tools", "delete_build,delete_endpoint"
     ) == [name for name in TOOLS if name not in ("delete_build", "delete_endpoint")]

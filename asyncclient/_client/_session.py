@@ -72,6 +72,7 @@ from asyncclient.watch import RunWatcher, WatchOptions
 
 if TYPE_CHECKING:
     from asyncclient.config import Config
+    from asyncclient.failures import Categories, FailureReport
     from asyncclient.flakiness import FlakinessReport
     from asyncclient.suite import SuitePolicy, SuiteRun
 
@@ -763,22 +764,31 @@ class AsyncSession:
         return await self._call("list_runs", read_runs_of(batch), params=params, retries=retries)
 
     async def flakiness(
-        self, project_id: str, days: float = 14, *, tests: Iterable[str] | None = None
+        self,
+        project_id: str,
+        days: float = 14,
+        *,
+        tests: Iterable[str] | None = None,
+        categories: "Categories | None" = None,
     ) -> "FlakinessReport":
         """Which of a project's tests flake across jobs, from the service's run history.
 
         A test is flaky on a build when it both passed and did not pass on that build; it
         is broken when its runs on each of its last 3 builds all did not pass (see
-        `asyncclient.flakiness` for every definition). Requests are bounded: one listing of
-        the project's newest runs (to find its tests, unless `tests` names them), then per
-        test one listing and at most one `ids=` read per 50 runs whose listing left out
-        their build.
+        `asyncclient.flakiness` for every definition). A run that failed for the
+        infrastructure (`categories`) is left out, and counted apart. Requests are bounded:
+        one listing of the project's newest runs (to find its tests, unless `tests` names
+        them), then per test one listing and at most one `ids=` read per 50 runs that did
+        not pass or whose listing left out their build.
 
         Args:
             project_id: The project (`p_...`).
             days: The window: runs created in the last `days` days.
             tests: Only these tests (`t_...`); None: every test the project's newest 200 runs
                 name.
+            categories: The failure categories in force (`asyncclient.failures.
+                load_categories`); None: the built-in ones (error and inconclusive are the
+                infrastructure's).
 
         Returns:
             A `FlakinessReport`: one `TestFlakiness` per test, what hurts most first.
@@ -800,7 +810,57 @@ class AsyncSession:
         checks.check_id("project", project_id)
         named = None if tests is None else checks.check_id_list("test", tests, "tests")
         window = checks.check_days(days)
-        return await fetch_flakiness(self, project_id, days=window, tests=named)
+        return await fetch_flakiness(
+            self, project_id, days=window, tests=named, categories=categories
+        )
+
+    async def failure_clusters(
+        self,
+        project_id: str,
+        days: float = 14,
+        *,
+        tests: Iterable[str] | None = None,
+        categories: "Categories | None" = None,
+    ) -> "FailureReport":
+        """A project's failures over a window grouped by cause: twelve failures may be one
+        outage.
+
+        Reads the same bounded listings as `flakiness` (no other request), then groups the
+        runs that did not pass (stopped ones are not counted) by signature
+        (`asyncclient.failures.signature`: the status, headline, error and failed checks with
+        ids, numbers, times, quoted values and URLs made general), each cause in its category.
+
+        Args:
+            project_id: The project (`p_...`).
+            days: The window: runs created in the last `days` days.
+            tests: Only these tests (`t_...`); None: every test the project's newest 200 runs
+                name.
+            categories: The failure categories in force; None: the built-in ones.
+
+        Returns:
+            A `FailureReport`: the causes, the one that hit most runs first (then most tests,
+            then most builds), at most 50.
+
+        Raises:
+            ValidationError: A bad project or test id, or `days` not above 0.
+            ApiError: The service refused a request, after the retries its status allows.
+            TransportError: The service could not be reached, after the retries.
+
+        Examples:
+            ```python
+            report = await session.failure_clusters("p_demo", days=14)
+            for cause in report.clusters:
+                print(cause.count, cause.category.kind, cause.signature)
+            ```
+        """
+        from asyncclient.failures import fetch_failures
+
+        checks.check_id("project", project_id)
+        named = None if tests is None else checks.check_id_list("test", tests, "tests")
+        window = checks.check_days(days)
+        return await fetch_failures(
+            self, project_id, days=window, tests=named, categories=categories
+        )
 
     async def get_run(self, run_id: str) -> Run:
         """One run in the full view.

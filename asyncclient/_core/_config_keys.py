@@ -62,6 +62,8 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "quarantine": Key("path", "--quarantine"),
     "fail_on_quarantined": Key("bool", "--fail-on-quarantined"),
     "no_history": Key("bool", "--no-history"),
+    "categories": Key("path", "--categories"),
+    "rerun_known": Key("bool", "--rerun-known"),
 }
 
 COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
@@ -81,6 +83,8 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
         "skip_existing": Key("bool", "--skip-existing"),
     },
     "download": {"concurrency": Key("int", "--concurrency")},
+    "flaky": {"categories": Key("path", "--categories")},
+    "failures": {"categories": Key("path", "--categories")},
     "mcp": {
         "toolsets": Key("list", "--toolsets", "ASYNCCLIENT_MCP_TOOLSETS"),
         "tools": Key("list", "--tools", "ASYNCCLIENT_MCP_TOOLS"),

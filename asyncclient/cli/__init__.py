@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "asyncclient.cli._builds",
     "asyncclient.cli._runs",
     "asyncclient.cli._flaky",
+    "asyncclient.cli._failures",
     "asyncclient.cli._quarantine",
     "asyncclient.cli._download",
     "asyncclient.cli._endpoints",

@@ -56,6 +56,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="only this test (repeatable; default: every test the project's newest 200 runs name)",
     )
     p.add_argument(
+        "--categories",
+        metavar="FILE",
+        help="the failure categories file (default: failure-categories.toml here when it "
+        "exists): a run that failed for the infrastructure is left out, and counted apart",
+    )
+    p.add_argument(
         "--write-quarantine",
         metavar="FILE",
         help="add the tests now flaky (never a broken one) to the quarantine file FILE, until 30 "
@@ -70,12 +76,17 @@ async def flaky(args: argparse.Namespace, out: Output) -> int:
     from asyncclient._core._checks import check_days
 
     days = check_days(args.days)
+    from asyncclient.failures import find_categories
+
+    categories = find_categories(args.categories)  # before any request
     if args.write_quarantine:
         from asyncclient._core._extras import require
 
         require("--write-quarantine", "cli", "tomlkit")  # before any request
     async with open_session(args) as session:
-        report = await session.flakiness(project_id, days, tests=tests or None)
+        report = await session.flakiness(
+            project_id, days, tests=tests or None, categories=categories
+        )
     shown = list(report.tests)
     if out.json_mode:
         out.json({**report.to_json(), "tests": [t.to_json() for t in shown]})
@@ -122,6 +133,12 @@ def _table(out: Output, report: FlakinessReport, tests: list[TestFlakiness]) -> 
         f"{len(tests)} tests over {report.days:g} days: {counts['broken']} broken, "
         f"{counts['flaky']} flaky (RECENT: oldest to newest; ✓ passed, ✗ failed, ! other)"
     )
+    left_out = sum(t.infrastructure for t in tests)
+    if left_out:
+        out.info(
+            f"{left_out} runs that failed for the infrastructure are left out (they make no "
+            "test flaky): see `asyncclient failures`"
+        )
 
 
 def _duration(seconds: float) -> str:

@@ -131,6 +131,21 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "an entry past its until is not honoured (a warning names it)",
     )
     group.add_argument(
+        "--categories",
+        metavar="FILE",
+        help="the failure categories file (TOML, [[category]] name/kind/match or regex/statuses; "
+        "default: failure-categories.toml here when it exists): each failure is named by the "
+        "first category it matches; an infrastructure failure is re-run and never makes a test "
+        "flaky",
+    )
+    group.add_argument(
+        "--rerun-known",
+        action="store_true",
+        help="with --retry-failed: re-run an app failure even when it fails the same way as the "
+        "test's newest runs on the same build (by default it is not re-run, and the report "
+        "says why)",
+    )
+    group.add_argument(
         "--fail-on-quarantined",
         action="store_true",
         help="with --quarantine: a quarantined test that did not pass fails the command again",
@@ -218,6 +233,8 @@ def check_follow_options(
                 ("--quarantine", options.quarantine),
                 ("--fail-on-quarantined", options.fail_on_quarantined),
                 ("--no-history", options.no_history),
+                ("--categories", options.categories),
+                ("--rerun-known", options.rerun_known),
                 ("--reuse-passed", options.reuse_passed),
                 ("--new-test-runs", options.new_test_runs),
                 ("--new-test-budget", options.new_test_budget),
@@ -250,6 +267,13 @@ def check_follow_options(
         raise CommandError(
             "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
         )
+    if options.rerun_known and not options.retry_failed:
+        raise CommandError("--rerun-known needs --retry-failed N: it says which failures re-run")
+    from asyncclient.failures import find_categories
+
+    # Read now, before any run starts: a file that is not right (a regex that could backtrack
+    # catastrophically too) fails the command here.
+    options = attrs.evolve(options, categorised=find_categories(options.categories))
     if options.html:
         from asyncclient._core._extras import require
         from asyncclient.errors import MissingExtraError

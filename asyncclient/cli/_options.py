@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 if TYPE_CHECKING:
+    from asyncclient.failures import Categories
     from asyncclient.quarantine import Quarantine
     from asyncclient.suite import SuitePolicy
 
@@ -76,7 +77,7 @@ class Connection:
 class Follow:
     """Following runs to their end (`run ... --wait`, `watch`): the wait, the re-runs, the
     reports. `quarantine` is the file's name; `quarantined` what it holds, read by
-    check_follow_options before any request."""
+    check_follow_options before any request (`categories` and `categorised` likewise)."""
 
     wait: bool = False
     timeout: float | None = None
@@ -101,10 +102,14 @@ class Follow:
     retry_strategy: str = "rounds"
     hedge_target: float | None = None
     retry_budget: float | None = None  # minutes of device time for re-runs and copies
+    categories: str | None = None  # the failure categories file named
+    rerun_known: bool = False
     quarantined: Quarantine | None = None
+    categorised: Categories | None = None  # the categories in force, read before any request
 
     def policy(self) -> SuitePolicy:
         """The suite loop's policy these options make (checked by check_follow_options)."""
+        from asyncclient.failures import DEFAULT_CATEGORIES
         from asyncclient.suite import SuitePolicy
         from asyncclient.suite._policy import DEFAULT_HEDGE_TARGET
 
@@ -125,6 +130,8 @@ class Follow:
             stop_on_timeout=self.stop_on_timeout,
             interval=self.interval,
             explain_failures=not self.no_history,
+            categories=self.categorised or DEFAULT_CATEGORIES,
+            rerun_known=self.rerun_known,
         )
 
     def honoured(self) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """Every tool the server offers, as one table derived from the API's operation table
 (asyncclient._core._operations): the spec's tools come from their operations' rows (resource,
 whether they read, whether they destroy); the server's own tools (upload_build, wait_for_runs,
-flaky_tests, verify_fix, download_run_file) are rows here, each placed after the operation it
-follows. The tool lists, toolsets and annotations are read from this table alone."""
+flaky_tests, failure_clusters, verify_fix, download_run_file) are rows here, each placed after
+the operation it follows. The tool lists, toolsets and annotations are read from this table
+alone."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ _OWN: Final = (
     ("flaky_tests", Tool("download_run_file", "files", reads=True, idempotent=True,
                          writes_here=True)),
     ("flaky_tests", Tool("verify_fix", "runs", reads=False)),
+    ("flaky_tests", Tool("failure_clusters", "runs", reads=True)),
 )  # fmt: skip
 
 

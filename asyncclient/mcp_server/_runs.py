@@ -1,6 +1,7 @@
-"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs,
-flaky_tests and verify_fix. Over 400 lines: eight tools, each with the schema and description an
-agent reads as its documentation; what they share lives in _base and _wait."""
+"""The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs and
+verify_fix, with flaky_tests and failure_clusters from _history. Over 400 lines: seven tools,
+each with the schema and description an agent reads as its documentation; what they share lives
+in _base and _wait."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from asyncclient.mcp_server._base import (
     RunId,
     TestId,
     ToolContext,
-    ToolKit,
     compact,
     string,
 )
 from asyncclient.mcp_server._catalogue import tools_of
+from asyncclient.mcp_server._history import HistoryTools
 from asyncclient.mcp_server._wait import (
     STATUS_ORDER,
     FailedRequirement,
@@ -112,12 +113,6 @@ class StopResult(Bounded):
     status: str
 
 
-class FlakyResult(Bounded):
-    projectId: str
-    days: float
-    tests: list[dict[str, Any]]
-
-
 class VerifyResult(Bounded):
     fixed: bool
     summary: list[str]
@@ -128,7 +123,7 @@ VERIFY_RUNS: Final = 50  # the most runs of a test one call starts
 VERIFY_TESTS: Final = 5  # the most tests one call runs
 
 
-class RunTools(ToolKit):
+class RunTools(HistoryTools):
     async def run_test(
         self,
         test_id: TestId,
@@ -300,59 +295,6 @@ class RunTools(ToolKit):
             return {"id": run_id, "status": str(await self._session.stop_run(run_id))}
 
         return await self._answer(work())
-
-    async def flaky_tests(
-        self,
-        project_id: ProjectId,
-        days: Annotated[
-            float | None,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 365,
-                    "description": "The window: runs created in the last this many days "
-                    "(default 14)",
-                }
-            ),
-        ] = None,
-        test_ids: Annotated[
-            list[str] | None,
-            WithJsonSchema(
-                {
-                    "type": "array",
-                    "items": {"type": "string", "pattern": "^t_"},
-                    "minItems": 1,
-                    "maxItems": 50,
-                    "description": "Only these tests (t_...); default every test the "
-                    "project's newest 200 runs name",
-                }
-            ),
-        ] = None,
-    ) -> Annotated[CallToolResult, FlakyResult]:
-        """Which tests of a project flake across jobs, from its run history, what hurts most
-        first. Per test: state (broken: its runs on each of its last 3 builds all did not
-        pass, a regression; flaky: on some build it both passed and did not pass; stable),
-        runs (final, not stopped), notPassed, builds, flakyBuilds, failureRate, lastFlakyAt,
-        deviceSecondsLost and recent (its newest statuses, oldest first). Use it to tell a
-        known flake from a new failure before re-running or blaming a change. Bounded
-        whatever the service answers: at most 200 tests and 1 + 200 x 5 requests, each
-        listing cut to 200 runs, titles cut to 500 characters."""
-
-        async def work() -> FlakyResult:
-            window = 14.0 if days is None else days
-            report = await self._session.flakiness(project_id, window, tests=test_ids)
-            return {
-                "projectId": project_id,
-                "days": window,
-                "tests": [test.to_json() for test in report.tests],
-            }
-
-        return await self._answer(
-            work(),
-            parts=("tests",),
-            advice={"tests": "name fewer tests with test_ids (the most hurting come first)"},
-        )
 
     async def verify_fix(
         self,

@@ -1,0 +1,110 @@
+"""`asyncclient failures PROJECT`: a project's failures over a window grouped by cause, across
+tests and jobs (asyncclient.failures): what hit most runs, tests and builds first, each in its
+category, new today or old, with a recent run to open."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from asyncclient.cli._common import EXIT_OK, add_command, check_id, open_session
+from asyncclient.cli._output import Output
+
+if TYPE_CHECKING:
+    from asyncclient.failures import FailureReport
+
+_EXAMPLES = """\
+  asyncclient failures p_123                         # the last 14 days, the widest cause first
+  asyncclient failures p_123 --days 2 --categories failure-categories.toml
+  asyncclient failures p_123 --json | jq -r '.clusters[] | select(.new) | .signature'
+"""
+
+_SHOWN = 20  # causes in the table (--json gives all the report keeps)
+_EXAMPLE_CHARS = 60  # of an example's headline in the table (--json: whole, up to 500)
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(
+        sub,
+        "failures",
+        parents,
+        handler="asyncclient.cli._failures:failures",
+        help="a project's failures grouped by cause, across tests and jobs",
+        description="Read a project's failed runs (the same bounded listings as `flaky`) and "
+        "group them by signature: the status, headline, error and failed checks with ids, "
+        "numbers, times, quoted values and URLs made general. Ranked by the runs, tests and "
+        "builds each cause hit; each in its failure category (--categories), new today or old, "
+        "with a recent run. Stopped runs are not counted.",
+        examples=_EXAMPLES,
+    )
+    p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
+    p.add_argument(
+        "--days",
+        type=float,
+        default=14.0,
+        metavar="N",
+        help="read the runs created in the last N days (default %(default)g)",
+    )
+    p.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="ID",
+        dest="tests",
+        help="only this test (repeatable; default: every test the project's newest 200 runs name)",
+    )
+    p.add_argument(
+        "--categories",
+        metavar="FILE",
+        help="the failure categories file (default: failure-categories.toml here when it exists)",
+    )
+
+
+async def failures(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient._core._checks import check_days
+    from asyncclient.failures import find_categories
+
+    project_id = check_id(args.project_id, "project")
+    tests = [check_id(test, "test", "--test") for test in args.tests]
+    days = check_days(args.days)
+    categories = find_categories(args.categories)  # before any request
+    async with open_session(args) as session:
+        report = await session.failure_clusters(
+            project_id, days, tests=tests or None, categories=categories
+        )
+    if out.json_mode:
+        out.json(report.to_json())
+    else:
+        _table(out, report)
+    return EXIT_OK
+
+
+def _table(out: Output, report: FailureReport) -> None:
+    from asyncclient._core._untrusted import clip
+    from asyncclient.cli._output import format_time
+
+    shown = report.clusters[:_SHOWN]
+    rows = [
+        [
+            str(found.count),
+            str(len(found.tests)),
+            str(len(found.builds)),
+            f"{found.category.name} ({found.category.kind})",
+            "new" if report.is_new(found) else (format_time(found.first) if found.first else ""),
+            clip(found.example.headline_text or found.status, _EXAMPLE_CHARS),
+            found.example.link or found.example.id,
+        ]
+        for found in shown
+    ]
+    out.table(["RUNS", "TESTS", "BUILDS", "CATEGORY", "SINCE", "EXAMPLE", "RECENT RUN"], rows)
+    if not shown:
+        out.info(f"no failed runs of {report.project_id} in the last {report.days:g} days")
+        return
+    more = len(report.clusters) - len(shown) + report.more
+    rest = f" ({more} more: --json)" if more else ""
+    infra = sum(f.count for f in report.clusters if f.category.kind == "infrastructure")
+    causes = len(report.clusters) + report.more
+    out.info(
+        f"{report.failures} failed runs over {report.days:g} days in {causes} causes{rest}; "
+        f"{infra} of them the infrastructure's"
+    )
