@@ -4,11 +4,62 @@ Data only: p_demo (paid), p_free (free) and p_new (paid: t_wishlist, a new test 
 arrival), keys demo-run and demo-edit, their tests and builds, and two weeks of p_demo's history
 (finished runs on earlier builds): t_login and t_search stable, t_onboarding flaky on two builds,
 t_checkout broken since build 43.
+
+The history is also a labelled corpus of failures (each failed run's `label` says what caused
+it; the emulator never serves it): a shared outage across four tests four days ago, the device
+farm losing a device now and then (infrastructure, `error`), t_checkout's voucher bug and
+t_onboarding's missing Continue button (the app's), each with numbers, times and ids that vary
+from run to run. `asyncclient failures p_demo` groups them; tests/test_failures.py measures how
+well against the labels.
 """
 
 from typing import Any
 
 __all__ = ["DEMO"]
+
+_OUTAGE = "The tester could not reach the app: connection refused by {} after {} s."
+_LOST = "The device farm lost the device at {} (node {})."
+
+
+def _outage(days_ago: float, build: str | None, address: str, seconds: int) -> dict[str, Any]:
+    """A run that ended in error in the outage four days ago (the same cause in every test)."""
+    found: dict[str, Any] = {"daysAgo": days_ago, "status": "error"}
+    if build is not None:
+        found["build"] = build
+    return {**found, "headline": _OUTAGE.format(address, seconds), "label": "outage"}
+
+
+def _lost(days_ago: float, build: str | None, at: str, node: str) -> dict[str, Any]:
+    """A run that ended in error because the device farm lost the device (a blip)."""
+    found: dict[str, Any] = {"daysAgo": days_ago, "status": "error"}
+    if build is not None:
+        found["build"] = build
+    return {**found, "headline": _LOST.format(at, node), "label": "device lost"}
+
+
+def _voucher(days_ago: float, build: str, code: str, total: str, expected: str) -> dict[str, Any]:
+    """t_checkout's bug: the voucher does not change the total."""
+    return {
+        "daysAgo": days_ago,
+        "status": "failed",
+        "build": build,
+        "reason": f"The voucher {code} from create_voucher was accepted, but the total stayed "
+        f"{total} instead of {expected}.",
+        "label": "voucher total",
+    }
+
+
+def _no_continue(days_ago: float, build: str, page: int, seconds: int) -> dict[str, Any]:
+    """t_onboarding's flake: a page without its Continue button."""
+    return {
+        "daysAgo": days_ago,
+        "status": "failed",
+        "build": build,
+        "headline": f"Onboarding stopped on page {page} of 4.",
+        "reason": f"Page {page} showed no Continue button after {seconds} s.",
+        "label": "no continue button",
+    }
+
 
 DEMO: dict[str, Any] = {
     "projects": [
@@ -46,8 +97,10 @@ DEMO: dict[str, Any] = {
                 {"daysAgo": 13.2, "status": "passed", "build": "ab_demo_android_41"},
                 {"daysAgo": 12.1, "status": "passed", "build": "ab_demo_android_41"},
                 {"daysAgo": 10.3, "status": "passed", "build": "ab_demo_android_42"},
+                _lost(9.0, "ab_demo_android_42", "03:12:09", "n-14"),
                 {"daysAgo": 8.2, "status": "passed", "build": "ab_demo_android_42"},
                 {"daysAgo": 6.1, "status": "passed", "build": "ab_demo_android_43"},
+                _outage(4.5, "ab_demo_android_44", "10.3.0.17:8443", 30),
                 {"daysAgo": 4.4, "status": "passed", "build": "ab_demo_android_44"},
                 {"daysAgo": 2.3, "status": "passed", "build": "ab_demo_android_45"},
                 {"daysAgo": 1.2, "status": "passed", "build": "ab_demo_android_45"},
@@ -95,11 +148,13 @@ DEMO: dict[str, Any] = {
                 {"daysAgo": 12.0, "status": "passed", "build": "ab_demo_android_41"},
                 {"daysAgo": 10.2, "status": "passed", "build": "ab_demo_android_42"},
                 {"daysAgo": 8.1, "status": "passed", "build": "ab_demo_android_42"},
-                {"daysAgo": 6.0, "status": "failed", "build": "ab_demo_android_43"},
-                {"daysAgo": 5.9, "status": "failed", "build": "ab_demo_android_43"},
-                {"daysAgo": 4.3, "status": "failed", "build": "ab_demo_android_44"},
-                {"daysAgo": 2.2, "status": "failed", "build": "ab_demo_android_45"},
-                {"daysAgo": 2.1, "status": "failed", "build": "ab_demo_android_45"},
+                _voucher(6.0, "ab_demo_android_43", "SAVE10", "$42.00", "$37.80"),
+                _voucher(5.9, "ab_demo_android_43", "SAVE15", "$58.40", "$49.64"),
+                _outage(4.52, "ab_demo_android_44", "10.3.0.17:8443", 31),
+                _voucher(4.3, "ab_demo_android_44", "SPRING5", "$19.99", "$18.99"),
+                _lost(3.0, "ab_demo_android_44", "22:41:50", "n-3"),
+                _voucher(2.2, "ab_demo_android_45", "SAVE10", "$42.00", "$37.80"),
+                _voucher(2.1, "ab_demo_android_45", "VIP20", "$120.00", "$96.00"),
                 {"daysAgo": 1.1, "status": "cancelled", "build": "ab_demo_android_45"},
             ],
             "screenshots": 4,
@@ -128,7 +183,9 @@ DEMO: dict[str, Any] = {
             "history": [
                 {"daysAgo": 12.5, "status": "passed"},
                 {"daysAgo": 9.5, "status": "passed"},
+                _lost(7.9, None, "14:02:33", "n-9"),
                 {"daysAgo": 6.5, "status": "passed"},
+                _outage(4.51, None, "10.3.0.18:8443", 30),
                 {"daysAgo": 3.5, "status": "passed"},
                 {"daysAgo": 0.5, "status": "passed"},
             ],
@@ -158,11 +215,13 @@ DEMO: dict[str, Any] = {
             "headline": "Onboarding finished on the front page.",
             "history": [
                 {"daysAgo": 11.4, "status": "passed", "build": "ab_demo_ios_98"},
-                {"daysAgo": 9.3, "status": "failed", "build": "ab_demo_ios_98"},
+                _no_continue(9.3, "ab_demo_ios_98", 3, 12),
                 {"daysAgo": 9.2, "status": "passed", "build": "ab_demo_ios_98"},
                 {"daysAgo": 7.4, "status": "passed", "build": "ab_demo_ios_99"},
+                _lost(6.2, "ab_demo_ios_99", "08:17:04", "n-22"),
                 {"daysAgo": 5.3, "status": "passed", "build": "ab_demo_ios_99"},
-                {"daysAgo": 3.2, "status": "error", "build": "ab_demo_ios_100"},
+                _outage(4.53, "ab_demo_ios_99", "10.3.0.21:8443", 29),
+                _no_continue(3.2, "ab_demo_ios_100", 2, 9),
                 {"daysAgo": 3.1, "status": "passed", "build": "ab_demo_ios_100"},
                 {"daysAgo": 1.3, "status": "passed", "build": "ab_demo_ios_100"},
             ],

@@ -160,6 +160,7 @@ class Run:
         "outcome",
         "overage",
         "project_id",
+        "said",
         "seq",
         "source",
         "start_at",
@@ -196,6 +197,7 @@ class Run:
         self.overage = overage
         self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
         self.outcome: str | None = None  # the seed's history: how this run ended
+        self.said: tuple[str | None, str | None] = (None, None)  # history: headline, reason
         # FakeService.hold: the state this run stays in ("queued" or "running") until released.
         self.held: str | None = None
 
@@ -211,7 +213,7 @@ class Run:
             return "running"
         if self.outcome is not None:
             return self.outcome
-        return "failed" if self.flaky_failure else self.test.seed.outcome
+        return self.test.seed.flaky_status if self.flaky_failure else self.test.seed.outcome
 
     def started_at(self, now: float) -> float | None:
         if self.stopped_at is not None:
@@ -254,6 +256,16 @@ class Run:
         """Each check with its result and reason, once final ([] before)."""
         if status not in FINAL_STATUSES:
             return []
+        if self.said[1] is not None and self.outcome is not None:
+            # A run of the history that said why its (first failed) check failed.
+            seeded = list(self.test.seed.requirements)
+            failing = next((i for i, r in enumerate(seeded) if r.result == "failed"), None)
+            if self.outcome == self.test.seed.outcome and failing is not None:
+                kept = seeded[failing]
+                seeded[failing] = SeedRequirement(kept.title, kept.result, self.said[1])
+                return seeded
+            said = _default_requirement(self.test.seed, self.outcome)
+            return [SeedRequirement(said.title, said.result, self.said[1])]
         if self.outcome is not None and self.outcome != self.test.seed.outcome:
             # A run of the history that ended otherwise than the test does today.
             return [_default_requirement(self.test.seed, self.outcome)]

@@ -162,6 +162,7 @@ class RunStore:
                 run.stopped_at = run.start_at
             else:
                 run.outcome = entry.status
+                run.said = (entry.headline, entry.reason)
             project = self._state.projects[seeded.project]
             self.runs[run.id] = run
             self.order.append(run)

@@ -73,6 +73,11 @@ class SeedRun:
     version: str | None = None
     duration_seconds: float | None = None
     queued_seconds: float | None = None
+    # What a run that did not pass said: its headline, and the reason of its failed check.
+    headline: str | None = None
+    reason: str | None = None
+    # What really caused it, for whoever reads the seed (a labelled corpus): never served.
+    label: str | None = None
 
 
 @attrs.frozen
@@ -100,6 +105,7 @@ class SeedTest:
     flaky_runs: int = 0
     flaky_rate: float = 0.0
     flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
+    flaky_status: str = "failed"  # how such a run ends: failed, error, inconclusive or blocked
     # Finished runs of earlier days, served as they are (the history `asyncclient flaky` reads).
     history: tuple[SeedRun, ...] = ()
 

@@ -162,6 +162,7 @@ _TEST_KEYS = (
     "flakyRuns",
     "flakyRate",
     "flakyReason",
+    "flakyStatus",
     "history",
 )
 
@@ -171,7 +172,17 @@ def _history_run(source: str, where: str, data: Any, target: str) -> SeedRun:
         source,
         where,
         data,
-        ("daysAgo", "status", "build", "version", "durationSeconds", "queuedSeconds"),
+        (
+            "daysAgo",
+            "status",
+            "build",
+            "version",
+            "durationSeconds",
+            "queuedSeconds",
+            "headline",
+            "reason",
+            "label",
+        ),
     )
     build = r.opt_text("build")
     if target == "web" and build is not None:
@@ -191,6 +202,9 @@ def _history_run(source: str, where: str, data: Any, target: str) -> SeedRun:
         version=r.opt_text("version"),
         duration_seconds=duration,
         queued_seconds=queued,
+        headline=r.opt_text("headline"),
+        reason=r.opt_text("reason"),
+        label=r.opt_text("label"),
     )
 
 
@@ -248,8 +262,9 @@ def _test(source: str, where: str, data: Any) -> SeedTest:
 
 
 def _flaky(r: "_Reader") -> dict[str, Any]:
-    """flakyRuns / flakyRate / flakyReason: only a test that passes can be made flaky."""
-    given = [key for key in ("flakyRuns", "flakyRate", "flakyReason") if r.has(key)]
+    """flakyRuns / flakyRate / flakyReason / flakyStatus: only a test that passes can be made
+    flaky."""
+    given = [key for key in ("flakyRuns", "flakyRate", "flakyReason", "flakyStatus") if r.has(key)]
     if not given:
         return {}
     if r.data.get("outcome", "passed") != "passed":
@@ -260,6 +275,10 @@ def _flaky(r: "_Reader") -> dict[str, Any]:
     }
     if r.has("flakyReason"):
         flaky["flaky_reason"] = r.text("flakyReason")
+    if r.has("flakyStatus"):
+        flaky["flaky_status"] = r.choice(
+            "flakyStatus", ("failed", "error", "inconclusive", "blocked")
+        )
     return flaky
 
 

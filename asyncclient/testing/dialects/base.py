@@ -215,6 +215,8 @@ class Dialect:
         seeded = run.test.seed
         if status == "cancelled":
             return "The run was stopped before it finished."
+        if run.said[0] is not None:
+            return run.said[0]
         if run.flaky_failure:
             return f"The run failed before its first check: {seeded.flaky_reason}"
         if seeded.headline and run.outcome in (None, seeded.outcome):
