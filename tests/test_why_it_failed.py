@@ -1,0 +1,378 @@
+"""Why it failed: the failure categories file (read like the quarantine file, its regexes
+checked), the labelled corpus of the demo seed clustered against its labels, failures grouped
+across jobs with no request beyond the flakiness listings, and a job with an outage: one
+cluster first, re-run as infrastructure, no test flaky from it, and an app failure seen on the
+same build before not re-run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncclient import AsyncSession
+from asyncclient.errors import ValidationError
+from asyncclient.failures import (
+    BUILT_IN,
+    Categories,
+    find_categories,
+    load_categories,
+    regex_problem,
+)
+from asyncclient.failures._agreement import adjusted_rand_index, purity
+from asyncclient.models import Run
+from asyncclient.suite import RerunSkipped, SuitePolicy
+from asyncclient.testing import FakeService
+from asyncclient.testing._demo_seed import DEMO
+
+# --- the categories file ------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    where = tmp_path / "failure-categories.toml"
+    where.write_text(text, encoding="utf-8")
+    return where
+
+
+def run_of(status: str, headline: str = "", reason: str = "") -> Run:
+    checks = [{"id": "r1", "title": "A check", "result": "failed", "reason": reason}]
+    return Run(
+        id="j_00000001",
+        test_id="t_a",
+        status=status,
+        final=True,
+        headline=headline,
+        requirements=checks if reason else [],
+    )
+
+
+def test_the_first_matching_category_wins_then_the_built_in_ones(tmp_path: Path) -> None:
+    found = load_categories(
+        write(
+            tmp_path,
+            """
+# reviewed like code
+[[category]]
+name = "device farm lost the device"
+kind = "infrastructure"
+match = "LOST ITS CONNECTION"      # case does not matter
+statuses = ["error", "failed"]
+
+[[category]]
+name = "staging down"
+kind = "infrastructure"
+regex = 'HTTP (502|503) from staging\\.'
+
+[[category]]
+name = "anything about the connection"
+kind = "app"
+match = "connection"
+""",
+        )
+    )
+    assert [c.name for c in found.categories] == [
+        "device farm lost the device",
+        "staging down",
+        "anything about the connection",
+    ]
+    lost = run_of("failed", "The device lost its connection to the tester.")
+    assert found.of(lost).name == "device farm lost the device"  # the first of two that match
+    assert found.infrastructure(lost)
+    # statuses: a blocked run is not of the first category, so the third matches.
+    assert found.of(run_of("blocked", "lost its connection")).name == (
+        "anything about the connection"
+    )
+    # The failed check's reason is read too.
+    assert found.of(run_of("failed", "", "HTTP 503 from staging.")).name == "staging down"
+    # No category of the file: the built-in ones (error and inconclusive: infrastructure).
+    assert found.of(run_of("error", "Out of memory")) == BUILT_IN[0]
+    assert found.of(run_of("inconclusive")).kind == "infrastructure"
+    assert found.of(run_of("failed", "The total was wrong")) == BUILT_IN[-1]
+    assert not found.infrastructure(run_of("failed", "The total was wrong"))
+
+
+def test_a_category_may_say_an_error_is_the_apps(tmp_path: Path) -> None:
+    found = load_categories(
+        write(tmp_path, '[[category]]\nname = "crash"\nkind = "app"\nregex = "crash(ed)?"\n')
+    )
+    crash = run_of("error", "The app crashed on launch.")
+    assert (found.of(crash).name, found.infrastructure(crash)) == ("crash", False)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[[category]]\nname = 'x'\nkind = 'infra'\nmatch = 'y'\n", "kind must be"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\n", "give match, regex or statuses"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\nregex = 'b'\n", "not both"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\nowner = 'me'\n", "unknown key"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\nstatuses = ['passed']\n", "statuses must"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\nregex = '('\n", "not a valid regular"),
+        ("[[category]]\nkind = 'app'\nmatch = 'a'\n", "name must be"),
+        ("[[category]]\nname = \"a\\nb\"\nkind = 'app'\nmatch = 'a'\n", "one line"),
+        ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\n" * 2, "used twice"),
+        ("category = 'x'\n", "array of tables"),
+        ("[[quarantine]]\ntest = 't_a'\n", "unknown table"),
+        ("[[category]\n", "not valid TOML"),
+    ],
+)
+def test_a_wrong_file_is_refused_in_one_line_naming_the_fix(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        load_categories(write(tmp_path, text))
+    message = str(caught.value)
+    assert said in message
+    assert "\n" not in message
+    assert str(tmp_path) in message
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(a+)+$",  # the textbook case
+        "(a*)*b",
+        "(\\w+\\s?)+$",  # nested: a word and an optional space, repeated
+        "(x+x+)+y",
+        "(a|aa)+$",  # alternatives that overlap under a quantifier
+        "(a|a?)+",
+        "(.*a){3,}",
+        "([a-z]+)*@",
+        "(\\d+|\\d+\\.\\d+)+s",
+        "(a)\\1",  # a back-reference
+        "(?:a{1,5}){2,}",
+    ],
+)
+def test_a_regex_that_could_backtrack_catastrophically_is_refused(
+    tmp_path: Path, pattern: str
+) -> None:
+    assert regex_problem(pattern) is not None
+    where = write(
+        tmp_path,
+        f"[[category]]\nname = 'slow'\nkind = 'app'\nregex = '''{pattern}'''\n",
+    )
+    with pytest.raises(ValidationError, match="refused"):
+        load_categories(where)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "lost its (connection|link)",
+        "HTTP 5\\d\\d from \\S+",
+        "timeout after \\d+ ?s",
+        "(foo|bar)+",  # alternatives that cannot start alike
+        "(ab)+c",  # a fixed-length body repeated
+        "[a-z]+@[a-z]+\\.com",
+        "(?>a+)+b",  # an atomic group never backtracks into itself
+        "a++b",  # nor does a possessive quantifier
+    ],
+)
+def test_an_ordinary_regex_is_kept(pattern: str) -> None:
+    assert regex_problem(pattern) is None
+
+
+def test_the_default_file_is_read_when_there_and_an_unreadable_one_stops(
+    tmp_path: Path,
+) -> None:
+    assert find_categories(directory=tmp_path) == Categories()  # none there: built in
+    write(tmp_path, "[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'y'\n")
+    assert [c.name for c in find_categories(directory=tmp_path).categories] == ["x"]
+    (tmp_path / "failure-categories.toml").unlink()
+    (tmp_path / "failure-categories.toml").mkdir()  # there, but not a file: never skipped
+    with pytest.raises(ValidationError, match="is a directory"):
+        find_categories(directory=tmp_path)
+    with pytest.raises(ValidationError, match="no categories file"):
+        find_categories(tmp_path / "missing.toml")
+
+
+# --- the labelled corpus of the demo seed ------------------------------------------------------
+
+
+def test_the_measures_are_those_of_the_textbook() -> None:
+    assert adjusted_rand_index("aabb", "xxyy") == 1.0
+    assert adjusted_rand_index("aabb", "xxxy") == 0.0  # no better than chance
+    assert adjusted_rand_index("aabb", "xyxy") < 0
+    assert purity("aabb", "xxxx") == 0.5
+    assert purity("aabb", "xyzw") == 1.0  # purity alone rewards splitting: hence the ARI
+
+
+def seed_labels() -> dict[tuple[str, int], str]:
+    """(test, its n-th failed run of the history, oldest first) -> the seed's label."""
+    found: dict[tuple[str, int], str] = {}
+    for test in DEMO["tests"]:
+        entries = sorted(test.get("history", []), key=lambda e: -e["daysAgo"])
+        failed = [e for e in entries if e["status"] not in ("passed", "cancelled")]
+        for n, entry in enumerate(failed):
+            found[(test["id"], n)] = entry["label"]
+    return found
+
+
+async def test_the_demo_seeds_corpus_clusters_as_its_labels_say() -> None:
+    async with FakeService() as svc, AsyncSession(svc.run_key, svc.url) as session:
+        report = await session.failure_clusters("p_demo")
+        listings = svc.request_counts()["list_runs"]
+        svc.reset_requests()
+        flakiness = await session.flakiness("p_demo")
+        # No request beyond the listings `flaky` makes: the same ones.
+        assert svc.request_counts()["list_runs"] == listings == report.requests
+        assert flakiness.requests == report.requests
+        ids = [run_id for c in report.clusters for run_id in c.run_ids]
+        runs = [
+            run for i in range(0, len(ids), 50) for run in await session.list_runs(ids[i : i + 50])
+        ]
+    cluster_of = {run_id: c.id for c in report.clusters for run_id in c.run_ids}
+    runs.sort(key=lambda run: (run.test_id or "", run.created_at or 0))
+    labels, clusters = [], []
+    seen: Counter[str] = Counter()
+    for run in runs:
+        assert run.test_id is not None
+        labels.append(seed_labels()[(run.test_id, seen[run.test_id])])
+        seen[run.test_id] += 1
+        clusters.append(cluster_of[run.id])
+    assert len(labels) == len(seed_labels()) == report.failures == 15
+    assert len(set(labels)) == 4
+    assert purity(labels, clusters) >= 0.95
+    assert adjusted_rand_index(labels, clusters) >= 0.95
+    # The widest first: t_checkout's voucher bug (5 runs), then the two causes of 4 runs.
+    first = report.clusters[0]
+    assert (first.count, first.tests, first.category.kind) == (5, ("t_checkout",), "app")
+    outage = next(c for c in report.clusters if "connection refused" in c.signature)
+    assert (outage.count, len(outage.tests), outage.category.kind) == (4, 4, "infrastructure")
+    assert outage.first is not None
+    assert outage.last is not None
+    assert not report.is_new(outage)  # four days ago
+
+
+# --- a job with an outage ------------------------------------------------------------------------
+
+OUTAGE_REASON = "The device lost its connection to the tester."
+
+
+def outage_seed() -> dict[str, Any]:
+    """p_out: 12 android tests on ab_out_1. Nine lose their device on their first run (error),
+    then pass; three fail the app's way, t_app_0 as it did on ab_out_1 twice before."""
+    tests: list[dict[str, Any]] = []
+    for i in range(9):
+        tests.append(
+            {
+                "id": f"t_dev_{i}",
+                "project": "p_out",
+                "title": f"Screen {i}",
+                "target": "android",
+                "appId": "com.example.out",
+                "outcome": "passed",
+                "flakyRuns": 1,
+                "flakyStatus": "error",
+                "flakyReason": OUTAGE_REASON,
+                "durationSeconds": 20,
+                "queuedSeconds": 1,
+                "history": [
+                    {"daysAgo": 1.0 + i / 100, "status": "passed", "build": "ab_out_1"},
+                ],
+            }
+        )
+    for i in range(3):
+        known = i == 0
+        history = [{"daysAgo": 2.0, "status": "passed", "build": "ab_out_0"}]
+        if known:
+            history += [
+                {"daysAgo": 1.5, "status": "failed", "build": "ab_out_1"},
+                {"daysAgo": 1.2, "status": "failed", "build": "ab_out_1"},
+            ]
+        tests.append(
+            {
+                "id": f"t_app_{i}",
+                "project": "p_out",
+                "title": f"Pay {i}",
+                "target": "android",
+                "appId": "com.example.out",
+                "outcome": "failed",
+                "headline": f"The total stayed ${40 + i}.00.",
+                "requirements": [
+                    {
+                        "title": "The total changes",
+                        "result": "failed",
+                        "reason": f"The total stayed ${40 + i}.00 instead of ${36 + i}.00.",
+                    }
+                ],
+                "durationSeconds": 20,
+                "queuedSeconds": 1,
+                "history": history,
+            }
+        )
+    return {
+        "projects": [{"id": "p_out", "name": "Outage", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "k", "capability": "run", "projects": ["p_out"]}],
+        "tests": tests,
+        "builds": [
+            {
+                "id": "ab_out_1",
+                "project": "p_out",
+                "platform": "android",
+                "appId": "com.example.out",
+                "appName": "Out",
+                "version": "1.0",
+                "versionCode": "1",
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("strategy", ["rounds", "at-once"])
+async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing(
+    strategy: str,
+) -> None:
+    policy = SuitePolicy(
+        retry_failed=2,
+        retry_strategy=strategy,  # type: ignore[arg-type]
+        interval=0.05,
+    )
+    async with FakeService(outage_seed(), speed=1000) as svc, AsyncSession("k", svc.url) as session:
+        suite = session.run_suite("p_out", build_id="ab_out_1", policy=policy)
+        events: list[Any] = []
+        suite.observe(events.append)
+        report = await suite.result()
+    by_test = {t.test_id: t for t in report.tests}
+    # One cluster first: the nine tests that lost their device.
+    first = report.causes[0]
+    # 16 failed runs: the nine, the known failure once, the two others three times each.
+    assert (first.count, len(first.tests), first.failures) == (9, 9, 16)
+    assert (first.category, first.status) == ("infrastructure", "error")
+    # Re-run as infrastructure, passed, and not flaky.
+    for i in range(9):
+        test = by_test[f"t_dev_{i}"]
+        assert (test.outcome, test.recovered, test.flaky) == ("passed", True, False)
+        # rounds: one re-run; at-once: both start together, the first pass stops the other.
+        assert len(test.attempts) == (2 if strategy == "rounds" else 3)
+    assert not any(t.flaky for t in report.tests)
+    # The app failure seen on this build before is not re-run, and the report says why.
+    known = by_test["t_app_0"]
+    assert (known.outcome, len(known.attempts)) == ("failed", 1)
+    assert known.not_rerun == "fails the same way as on its last 2 runs of ab_out_1"
+    skipped = [e for e in events if isinstance(e, RerunSkipped)]
+    assert [(e.test_id, e.runs) for e in skipped] == [("t_app_0", 2)]
+    # The other app failures, new on this build, get their re-runs.
+    assert [len(by_test[f"t_app_{i}"].attempts) for i in (1, 2)] == [3, 3]
+    from asyncclient._reports.text import summary_lines
+
+    lines = summary_lines(report)
+    assert lines[0].startswith(
+        "why it failed: 9 of 16 failures share: The run failed before its first check: "
+        "The device lost its connection to the tester. (error, infrastructure; 9 tests"
+    ) or lines[0].startswith("why it failed: 9 of ")
+    assert any("not re-run: fails the same way as on its last 2 runs of ab_out_1" in line
+               for line in lines)  # fmt: skip
+    assert "12 tests: 9 passed (9 on a re-run after an infrastructure failure: not flaky)" in (
+        report.counts
+    )
+
+
+async def test_rerun_known_re_runs_the_known_failure_too() -> None:
+    policy = SuitePolicy(retry_failed=1, rerun_known=True, interval=0.05)
+    async with FakeService(outage_seed(), speed=1000) as svc, AsyncSession("k", svc.url) as session:
+        report = await session.run_suite("p_out", build_id="ab_out_1", policy=policy).result()
+    known = next(t for t in report.tests if t.test_id == "t_app_0")
+    assert (len(known.attempts), known.not_rerun) == (2, None)
