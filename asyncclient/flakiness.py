@@ -20,8 +20,8 @@ each test says how many were (`infrastructure`).
 `analyse()` is a pure function of the runs (tested without a service); `fetch_flakiness()`
 reads the runs with a bounded number of requests: one listing of the project's newest runs to
 find its tests (unless they are named), then per test one listing (at most 200 runs, the API's
-limit) and, for the runs that did not pass and those whose listing did not say their build,
-the full views (what they failed of, their build), one `ids=` read per 50.
+limit) and, for the runs whose listing did not say their build (and, when the categories
+read a failure's text, the runs that did not pass), the full views, one `ids=` read per 50.
 
 Bounded whatever the service answers: every listing is cut to the 200 asked; at most 200 tests
 are read (those of the first listing, or the first 200 named); a test's listing counts only
@@ -48,7 +48,6 @@ import attrs
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import TITLE_LIMIT, clip
 from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories
-from asyncclient.failures._signature import signature
 from asyncclient.models import Run
 
 __all__ = [
@@ -69,7 +68,6 @@ DEFAULT_DAYS: Final = 14
 """The window, in days, of runs a flakiness report reads by default."""
 BROKEN_BUILDS: Final = 3
 """A test whose runs on each of its last this many builds all did not pass is broken."""
-_OUTCOMES_KEPT: Final = 10  # signatures kept per build (TestFlakiness.outcomes)
 RECENT_RUNS: Final = 20
 """How many of a test's newest counted runs its strip of marks shows."""
 LISTING_LIMIT: Final = 200
@@ -103,9 +101,6 @@ class TestFlakiness:
             the same mode, by more than a fifth and 5 s (None: not slower, or nothing to
             compare).
         infrastructure: Its runs left out because they failed for the infrastructure.
-        outcomes: By build (`""` for runs without one), the signatures
-            (asyncclient.failures.signature) of its newest counted runs there, newest first
-            (at most 10; a pass is `passed`): how it failed on each build.
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -126,22 +121,6 @@ class TestFlakiness:
     usual_seconds: Mapping[str, float] = attrs.field(factory=dict)
     slower: Slower | None = None
     infrastructure: int = 0
-    outcomes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, repr=False)
-
-    def fails_the_same_way(self, build: str | None, shared: str) -> int:
-        """How many of its newest counted runs on `build` (one after another) failed with the
-        signature `shared`: 0 when its newest run there did not.
-
-        Args:
-            build: The build (None: a web test's runs).
-            shared: A failure's signature.
-        """
-        found = 0
-        for seen in self.outcomes.get(build or _NO_BUILD, ()):
-            if seen != shared:
-                break
-            found += 1
-        return found
 
     @property
     def strip(self) -> str:
@@ -410,13 +389,6 @@ def _one(test_id: str, runs: list[Run], truncated: bool, left_out: list[Run]) ->
         usual_seconds={mode: statistics.median(found) for mode, found in sorted(durations.items())},
         slower=_slower(latest),
         infrastructure=len(left_out),
-        outcomes={
-            build: tuple(
-                "passed" if r.passed else signature(r)
-                for r in reversed(build_runs[-_OUTCOMES_KEPT:])
-            )
-            for build, build_runs in builds.items()
-        },
     )
 
 
@@ -476,7 +448,9 @@ async def fetch_flakiness(
 
     async def one(test_id: str) -> tuple[list[TestFlakiness], int]:
         async with gate:
-            runs, truncated, count = await _history(session, project_id, test_id, since, exclude)
+            runs, truncated, count = await _history(
+                session, project_id, test_id, since, exclude, read_text=read_text
+            )
             if keep_runs:
                 kept.extend(run for run in runs if not run.passed)
             # Analysed at once: only the small result is kept, not the test's runs.
@@ -484,6 +458,7 @@ async def fetch_flakiness(
             return analyse(runs, since=since, truncated=cut, categories=categories), count
 
     kept: list[Run] = []
+    read_text = keep_runs or (categories is not None and categories.read_text)
     found = await asyncio.gather(*(one(test_id) for test_id in wanted))
     requests += sum(count for _, count in found)
     return FlakinessReport(
@@ -503,11 +478,13 @@ async def _history(
     test_id: str,
     since: datetime,
     exclude: Collection[str] = (),
+    *,
+    read_text: bool = False,
 ) -> tuple[list[Run], bool, int]:
     """One test's counted runs in the window: one listing, then the full views of the runs
-    whose listing left out their build, or what a run that did not pass failed of (50 a
-    request). Also whether the listing was full with runs still inside the window, and the
-    requests made."""
+    whose listing left out their build, and (`read_text`) of the runs that did not pass whose
+    listing left out what they failed of (50 a request). Also whether the listing was full
+    with runs still inside the window, and the requests made."""
     listing = (await session.list_runs(test_id=test_id, limit=LISTING_LIMIT))[:LISTING_LIMIT]
     inside = [
         r
@@ -522,7 +499,8 @@ async def _history(
     unknown = [
         r.id
         for r in inside
-        if (r.used_build_id is None and r.platform != "web") or (not r.passed and _no_text(r))
+        if (r.used_build_id is None and r.platform != "web")
+        or (read_text and not r.passed and _no_text(r))
     ]
     requests = 1
     if unknown:

@@ -223,8 +223,22 @@ async def test_the_history_says_each_state(history: tuple[FakeService, AsyncSess
     assert cancelled is not None
     assert cancelled.runs == 2  # the stopped run is not counted
     # Bounded: one listing to find the tests, then one per test (the emulator's listing
-    # carries each run's build), and one ids= read for each test with runs in the window that
-    # did not pass (t_flaky, t_broken): what they failed of, which the list view does not say.
+    # carries each run's build, so no ids= read is needed).
+    assert svc.request_counts()["list_runs"] == 1 + 4
+    assert report.requests == 5
+
+
+async def test_categories_that_read_the_text_read_what_the_failures_said(
+    history: tuple[FakeService, AsyncSession], tmp_path: Path
+) -> None:
+    from asyncclient.failures import load_categories
+
+    svc, session = history
+    where = tmp_path / "failure-categories.toml"
+    where.write_text('[[category]]\nname = "x"\nkind = "infrastructure"\nmatch = "nothing"\n')
+    report = await session.flakiness("p_hist", categories=load_categories(where))
+    # The list view does not say what a run failed of: one ids= read more for each test with
+    # runs in the window that did not pass (t_flaky, t_broken).
     assert svc.request_counts()["list_runs"] == 1 + 4 + 2
     assert report.requests == 7
 
@@ -255,7 +269,7 @@ async def test_named_tests_are_read_without_looking_for_the_others(
     svc, session = history
     report = await session.flakiness("p_hist", tests=["t_flaky", "t_flaky"])
     assert [t.test_id for t in report.tests] == ["t_flaky"]
-    assert svc.request_counts()["list_runs"] == 1 + 1  # its listing, its failure in full
+    assert svc.request_counts()["list_runs"] == 1
 
 
 async def test_a_listing_without_builds_is_completed_by_ids_reads(

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from asyncclient import AsyncSession
 from asyncclient.errors import ValidationError
 from asyncclient.failures import (
     BUILT_IN,
     Categories,
+    Category,
     find_categories,
     load_categories,
     regex_problem,
@@ -214,11 +217,18 @@ async def test_the_demo_seeds_corpus_clusters_as_its_labels_say() -> None:
     async with FakeService() as svc, AsyncSession(svc.run_key, svc.url) as session:
         report = await session.failure_clusters("p_demo")
         listings = svc.request_counts()["list_runs"]
+        # Bounded as `flaky` is: a listing to find the tests and one per test, then for each
+        # test the full views of its failed runs (their list view does not say what they
+        # failed of: one ids= read of 50 each here).
+        assert listings == report.requests == 1 + 4 + 4
         svc.reset_requests()
         flakiness = await session.flakiness("p_demo")
-        # No request beyond the listings `flaky` makes: the same ones.
-        assert svc.request_counts()["list_runs"] == listings == report.requests
-        assert flakiness.requests == report.requests
+        assert svc.request_counts()["list_runs"] == flakiness.requests == 1 + 4
+        svc.reset_requests()
+        text = Categories(None, (Category("x", "app", match="voucher"),))
+        await session.flakiness("p_demo", categories=text)
+        # With categories that read the text, `flaky` makes the very same requests.
+        assert svc.request_counts()["list_runs"] == report.requests
         ids = [run_id for c in report.clusters for run_id in c.run_ids]
         runs = [
             run for i in range(0, len(ids), 50) for run in await session.list_runs(ids[i : i + 50])
@@ -368,6 +378,19 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
     assert "12 tests: 9 passed (9 on a re-run after an infrastructure failure: not flaky)" in (
         report.counts
     )
+    # JUnit still valid against Surefire's XSD, CTRF against its schema, each with the cause.
+    from test_suite import ctrf_is_valid, junit_is_valid
+
+    case = junit_is_valid(report).find(".//testcase[@name='Pay 0']")
+    assert case is not None
+    said = case.findtext("system-out") or ""
+    assert "category: app or test (app)" in said
+    assert "not re-run: fails the same way as on its last 2 runs of ab_out_1" in said
+    ctrf = ctrf_is_valid(report)
+    pay = next(t for t in ctrf["results"]["tests"] if t["name"] == "Pay 0")
+    assert pay["extra"]["cause"]["category"] == "app"
+    assert pay["extra"]["notRerun"].startswith("fails the same way")
+    assert not any(t.get("flaky") for t in ctrf["results"]["tests"])
 
 
 async def test_rerun_known_re_runs_the_known_failure_too() -> None:
@@ -376,3 +399,36 @@ async def test_rerun_known_re_runs_the_known_failure_too() -> None:
         report = await session.run_suite("p_out", build_id="ab_out_1", policy=policy).result()
     known = next(t for t in report.tests if t.test_id == "t_app_0")
     assert (len(known.attempts), known.not_rerun) == (2, None)
+
+
+# --- hostile files -------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_pattern_is_kept_or_refused_never_raised(pattern: str) -> None:
+    problem = regex_problem(pattern)
+    if problem is None:
+        import re
+
+        re.compile(pattern)  # a kept pattern compiles
+    else:
+        assert "\n" not in problem
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=400))
+def test_any_bytes_are_categories_or_one_line(tmp_path: Path, data: bytes) -> None:
+    where = tmp_path / "failure-categories.toml"
+    where.write_bytes(data)
+    problem, found = None, None
+    try:
+        found = load_categories(where)
+    except ValidationError as exc:
+        problem = str(exc)
+    if problem is None:
+        assert isinstance(found, Categories)
+    else:
+        assert "\n" not in problem

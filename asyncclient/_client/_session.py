@@ -778,8 +778,9 @@ class AsyncSession:
         `asyncclient.flakiness` for every definition). A run that failed for the
         infrastructure (`categories`) is left out, and counted apart. Requests are bounded:
         one listing of the project's newest runs (to find its tests, unless `tests` names
-        them), then per test one listing and at most one `ids=` read per 50 runs that did
-        not pass or whose listing left out their build.
+        them), then per test one listing and at most one `ids=` read per 50 runs whose
+        listing left out their build (or, when a category reads a failure's text, what a run
+        that did not pass failed of).
 
         Args:
             project_id: The project (`p_...`).
@@ -825,10 +826,12 @@ class AsyncSession:
         """A project's failures over a window grouped by cause: twelve failures may be one
         outage.
 
-        Reads the same bounded listings as `flakiness` (no other request), then groups the
-        runs that did not pass (stopped ones are not counted) by signature
-        (`asyncclient.failures.signature`: the status, headline, error and failed checks with
-        ids, numbers, times, quoted values and URLs made general), each cause in its category.
+        Reads the same bounded listings as `flakiness`, with the full views of the runs that
+        did not pass whose listing leaves out what they failed of (50 a request, within the
+        same bound), then groups the runs that did not pass (stopped ones are not counted) by
+        signature (`asyncclient.failures.signature`: the status, headline, error and failed
+        checks with ids, numbers, times, quoted values and URLs made general), each cause in
+        its category.
 
         Args:
             project_id: The project (`p_...`).

@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from asyncclient.errors import ValidationError
-from asyncclient.models import Run
+from asyncclient.models import FINAL_STATUSES, Run
 
 __all__ = [
     "BUILT_IN",
@@ -135,7 +135,11 @@ class Categories:
 
     def of(self, run: Run) -> Category:
         """The first category `run`'s failure matches (a built-in one at the latest)."""
-        return self.classify(run.status_kind, failure_text(run))
+        return self._of(run, run.status_kind)
+
+    def _of(self, run: Run, status: str) -> Category:
+        # Without a category that reads the text, the status alone decides: no text is made.
+        return self.classify(status, failure_text(run) if self.read_text else "")
 
     def classify(self, status: str, text: str) -> Category:
         """The first category a failure that ended in `status` with `text` matches."""
@@ -145,15 +149,20 @@ class Categories:
                 return category
         return BUILT_IN[-1]  # pragma: no cover - the last built-in one matches everything
 
+    @property
+    def read_text(self) -> bool:
+        """Whether a category reads a failure's text (match or regex): then a run's list
+        view, which says only its status, is not enough to tell its category."""
+        return any(c.match is not None or c.regex is not None for c in self.categories)
+
     def infrastructure(self, run: Run) -> bool:
         """Whether `run` did not pass for a reason of the infrastructure (a final run that
         was not stopped)."""
-        return (
-            run.is_final
-            and not run.passed
-            and run.status_kind != "cancelled"
-            and self.of(run).kind == "infrastructure"
-        )
+        status = run.status_kind  # read once: each read parses the service's field
+        final = run.final if run.final is not None else status in FINAL_STATUSES
+        if not final or status in ("passed", "cancelled"):
+            return False
+        return self._of(run, status).kind == "infrastructure"
 
 
 DEFAULT_CATEGORIES: Final = Categories()

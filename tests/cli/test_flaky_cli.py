@@ -63,9 +63,7 @@ async def test_json_has_the_fields_ci_scripts_read(
         2,
     )
     assert test["lastFlakyAt"].endswith("Z")
-    # One listing for the one test named, one ids= read of its runs that did not pass (their
-    # view in the listing does not say what they failed of).
-    assert svc.request_counts()["list_runs"] == 2
+    assert svc.request_counts()["list_runs"] == 1  # one listing for the one test named
     assert test["infrastructure"] == 2
 
 
