@@ -199,3 +199,40 @@ async def test_two_downloads_through_a_symlinked_folder_take_one_lock(
             for file, data in served.items():
                 assert (folder / file).read_bytes() == data
             assert not list(folder.rglob("*.part"))
+
+
+async def test_processes_read_the_repositorys_categories_file_as_it_is_replaced(
+    tmp_path: Path,
+) -> None:
+    """Under Windows' rules: `failures` and `flaky`, four processes at once, read the categories
+    file where they run and hold it open no longer than the read; so it can then be replaced
+    (Windows refuses to replace a file a process holds open), and the next process reads the
+    new one: a regex that could backtrack, refused with exit 2."""
+    import json
+
+    categories = tmp_path / "failure-categories.toml"
+    categories.write_text(
+        '[[category]]\nname = "staging unreachable"\nkind = "infrastructure"\n'
+        'match = "connection refused"\n'
+    )
+    async with FakeService() as svc:
+        env = env_for(svc)
+        first = await shared_run_all(
+            [["--json", "failures", "p_demo"], ["--json", "flaky", "p_demo"]] * 2,
+            env,
+            cwd=tmp_path,
+            command=windows_command(),
+        )
+        replaced = tmp_path / "replaced.toml"
+        replaced.write_text("[[category]]\nname = 'slow'\nkind = 'app'\nregex = '(a+)+$'\n")
+        os.replace(replaced, categories)  # nobody holds it open: Windows allows it
+        second = await shared_run_all(
+            [["failures", "p_demo"]], env, cwd=tmp_path, command=windows_command()
+        )
+    for code, _, err in first:
+        assert code == 0, err
+    names = {c["category"]["name"] for c in json.loads(first[0][1])["clusters"]}
+    assert "staging unreachable" in names
+    ((code, _, err),) = second
+    assert code == 2
+    assert "regex '(a+)+$' refused" in err
