@@ -33,6 +33,7 @@ What to run next, against a real service:
       --junit report.xml --html report.html --download-failed evidence/
   asyncclient runs list --project p_YOURPROJECT --status failed
   asyncclient flaky p_YOURPROJECT                    # which tests flake across jobs
+  asyncclient failures p_YOURPROJECT                 # the failures grouped by cause
 Or keep playing locally: `asyncclient serve`, then point the commands above at it."""
 
 
