@@ -86,6 +86,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     net.add_argument(
         "--part-bandwidth", type=float, help="bytes per second cap on each part upload"
     )
+    net.add_argument(
+        "--link-bandwidth",
+        type=float,
+        help="bytes per second cap on every upload together: one link all connections share",
+    )
     net.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 500/503")
     net.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered 429")
     net.add_argument(
@@ -140,6 +145,7 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         conditions = NetworkConditions(
             latency_ms=args.latency_ms,
             part_bandwidth=args.part_bandwidth,
+            link_bandwidth=args.link_bandwidth,
             error_rate=args.error_rate,
             rate_limit_rate=args.rate_limit_rate,
             drop_rate=args.drop_rate,

@@ -70,12 +70,15 @@ async def receive(
     limit: int,
     bandwidth: int | None,
     checksum: Callable[[], Any] = hashlib.sha256,
+    link: Callable[[int], float] | None = None,
 ) -> tuple[str, int]:
     """Stream the body to `dest` (a new file, or a part's place) in chunks, checksumming as it
     goes: (hex checksum, length). A new file is removed when the body does not arrive whole.
 
     Refuses a body longer than `limit`. With `bandwidth`, reads at most that many bytes/s on
     average: a body takes length/bandwidth at the least, taken in as the connection buffered it.
+    With `link` (FaultPlan.link.take), the bytes also wait their turn on the link every body
+    shares: the later of the two decides.
     The event loop only reads, taking the chunks as the connection buffered them (no joining
     copies); each batch of about _BATCH bytes is hashed and written by a worker thread while the
     loop reads the next one.
@@ -85,6 +88,7 @@ async def receive(
     total = 0
     content = request.content
     began = loop.time()
+    link_free = began  # when this body's bytes so far have crossed the shared link
     batch: list[bytes] = []
     batched = 0
     pending: asyncio.Future[None] | None = None
@@ -111,11 +115,16 @@ async def receive(
                     await pending
                 pending = loop.run_in_executor(None, _absorb, out, digest, batch)
                 batch, batched = [], 0
-            if bandwidth is not None:
-                # Sleep off what this connection is ahead of its cap, in naps of at least
-                # _NAP (and at the end): the body takes total/bandwidth at the least, without
-                # a timer and a wake-up for every chunk the connection buffered.
-                ahead = began + total / bandwidth - loop.time()
+            if bandwidth is not None or link is not None:
+                # Sleep off what this connection is ahead of its cap (and of the shared link),
+                # in naps of at least _NAP (and at the end): the body takes total/bandwidth at
+                # the least, without a timer and a wake-up for every chunk it buffered.
+                now = loop.time()
+                ahead = 0.0 if bandwidth is None else began + total / bandwidth - now
+                if link is not None and chunk:
+                    crossed = now + link(len(chunk))
+                    link_free = max(link_free, crossed)
+                ahead = max(ahead, link_free - now)
                 if ahead >= _NAP or (ahead > 0 and not chunk):
                     await asyncio.sleep(ahead)
             if not chunk:

@@ -72,7 +72,8 @@ async def upload_part(request: web.Request) -> web.Response:
             f"part {number} must be exactly {expected} bytes, got {declared}",
             extra={"expectedBytes": expected},
         )
-    bandwidth = request.app[STATE].plan.conditions.part_bandwidth
+    plan = request.app[STATE].plan
+    bandwidth = plan.conditions.part_bandwidth
     try:
         # A part sent for the first time is received straight into its place in the build file
         # (if cut off, nothing earlier is lost); any other into a file commit_part copies.
@@ -82,7 +83,12 @@ async def upload_part(request: web.Request) -> web.Response:
         dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"
         try:
             crc, length = await receive(
-                request, dest if claimed is None else claimed, expected, bandwidth, Crc32
+                request,
+                dest if claimed is None else claimed,
+                expected,
+                bandwidth,
+                Crc32,
+                plan.link.take if plan.conditions.link_bandwidth else None,
             )
         finally:
             if claimed is not None:

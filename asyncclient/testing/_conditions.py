@@ -87,6 +87,8 @@ class NetworkConditions:
     Attributes:
         latency_ms: Milliseconds added before every API request.
         part_bandwidth: Bytes per second each part upload is read at (None: no cap).
+        link_bandwidth: Bytes per second every upload together is read at (None: no cap): one
+            link all the connections share, beside each one's `part_bandwidth`.
         error_rate: The fraction answered 500 or 503.
         rate_limit_rate: The fraction answered 429 with `Retry-After`.
         drop_rate: The fraction whose connection is cut mid-body.
@@ -98,6 +100,9 @@ class NetworkConditions:
 
     latency_ms: float = attrs.field(default=0.0, validator=_non_negative)
     part_bandwidth: int | None = attrs.field(
+        default=None, converter=_optional_bytes, validator=_positive_or_none
+    )
+    link_bandwidth: int | None = attrs.field(
         default=None, converter=_optional_bytes, validator=_positive_or_none
     )
     error_rate: float = attrs.field(default=0.0, validator=_rate("error_rate"))
@@ -123,6 +128,7 @@ class NetworkConditions:
         return {
             "latencyMs": self.latency_ms,
             "partBandwidth": self.part_bandwidth,
+            "linkBandwidth": self.link_bandwidth,
             "errorRate": self.error_rate,
             "rateLimitRate": self.rate_limit_rate,
             "dropRate": self.drop_rate,
@@ -150,6 +156,7 @@ class NetworkConditions:
         names = {
             "latencyMs": "latency_ms",
             "partBandwidth": "part_bandwidth",
+            "linkBandwidth": "link_bandwidth",
             "errorRate": "error_rate",
             "rateLimitRate": "rate_limit_rate",
             "dropRate": "drop_rate",
@@ -225,8 +232,35 @@ class Decision:
 _PASS = Decision()
 
 
+class Link:
+    """The one link every upload shares (`link_bandwidth`): each body's bytes, as they are read,
+    reserve the link's time in turn, and the reader waits until its bytes would have crossed.
+    The rate is read at each reservation, so a link whose capacity changes takes the new one
+    at once."""
+
+    def __init__(
+        self, rate: Callable[[], int | None], monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._rate = rate
+        self._monotonic = monotonic
+        self._free_at = 0.0
+        self.bytes = 0  # read through the link since the start
+
+    def take(self, size: int) -> float:
+        """Reserve the link for `size` bytes just read; the seconds the reader must wait for
+        them to have crossed (0.0 without a cap)."""
+        rate = self._rate()
+        if rate is None or size <= 0:
+            return 0.0
+        now = self._monotonic()
+        self._free_at = max(self._free_at, now) + size / rate
+        self.bytes += size
+        return self._free_at - now
+
+
 class FaultPlan:
-    """Holds the conditions, the injected faults and the per-key rate-limit buckets."""
+    """Holds the conditions, the injected faults, the per-key rate-limit buckets and the link
+    every upload shares."""
 
     def __init__(
         self,
@@ -235,6 +269,7 @@ class FaultPlan:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._monotonic = monotonic
+        self.link = Link(lambda: self._conditions.link_bandwidth, monotonic)
         self._injected: dict[str, deque[list[Any]]] = {}
         self._buckets: dict[str, tuple[float, float]] = {}
         self.conditions = conditions or NetworkConditions()

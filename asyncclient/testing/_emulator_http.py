@@ -98,8 +98,13 @@ async def emulator_runs(request: web.Request) -> web.Response:
 async def emulator_sink(request: web.Request) -> web.Response:
     state = request.app[STATE]
     dest = state.incoming / f"sink-{secrets.token_hex(6)}"
+    plan = state.plan
     digest, length = await receive(
-        request, dest, state.backend.settings.max_bytes, state.plan.conditions.part_bandwidth
+        request,
+        dest,
+        state.backend.settings.max_bytes,
+        plan.conditions.part_bandwidth,
+        link=plan.link.take if plan.conditions.link_bandwidth else None,
     )
     dest.unlink(missing_ok=True)
     return json_answer({"bytes": length, "sha256": digest})

@@ -96,7 +96,12 @@ def test_faults_are_checked() -> None:
 
 def test_conditions_round_trip_through_json() -> None:
     conditions = NetworkConditions(
-        latency_ms=5, part_bandwidth=1000, error_rate=0.1, ops=frozenset({"get_run"}), seed=3
+        latency_ms=5,
+        part_bandwidth=1000,
+        link_bandwidth=4000,
+        error_rate=0.1,
+        ops=frozenset({"get_run"}),
+        seed=3,
     )
     assert NetworkConditions.from_json(conditions.to_json()) == conditions
     with pytest.raises(ValueError, match="unknown condition"):
@@ -309,3 +314,54 @@ def test_numbers_from_a_command_line_are_made_whole() -> None:
     conditions = NetworkConditions(retry_after=1.5, part_bandwidth=1e6)
     assert (conditions.retry_after, conditions.part_bandwidth) == (2, 1_000_000)
     assert Fault("429", retry_after=0.2).retry_after == 1
+
+
+def test_the_link_hands_out_its_time_in_turn_at_the_rate_in_force() -> None:
+    from asyncclient.testing._conditions import Link
+
+    now = [100.0]
+    rate: list[int | None] = [1000]
+    link = Link(lambda: rate[0], lambda: now[0])
+    # Two readers take 500 bytes each at once: the second waits for the first's half second.
+    assert (link.take(500), link.take(500)) == (0.5, 1.0)
+    now[0] = 101.0  # the link is free again
+    rate[0] = 2000  # its capacity doubled
+    assert link.take(1000) == 0.5
+    now[0] = 102.0
+    rate[0] = None  # no cap: nothing waits
+    assert link.take(10_000) == 0.0
+    assert link.bytes == 2000  # what crossed a capped link
+
+
+async def test_the_link_is_shared_by_every_upload(
+    fake_service_factory: FakeServiceFactory,
+    clients: Callable[..., Http],
+) -> None:
+    part = 64 * 1024
+    service = await fake_service_factory(
+        SMALL_SEED,
+        clock="manual",
+        settings=ServiceSettings(part_bytes=part),
+        conditions=NetworkConditions(link_bandwidth=512 * 1024),
+    )
+    client = clients(service, "k-run")
+    builds = [
+        (
+            await client.post(
+                "/api/v1/projects/p_a/builds", json={"fileName": f"{n}.apk", "size": part}
+            )
+        ).json["id"]
+        for n in range(4)
+    ]
+    began = time.monotonic()
+    stored = await asyncio.gather(
+        *(
+            client.call("PUT", f"/api/v1/builds/{build_id}/parts/1", data=b"x" * part)
+            for build_id in builds
+        )
+    )
+    assert [answer.status for answer in stored] == [200] * 4
+    # Four parts at once share the link: together no faster than its rate (a lower bound).
+    assert time.monotonic() - began >= 4 * part / (512 * 1024) * 0.95
+    assert service._plan.link.bytes == 4 * part
+    assert service.conditions.to_json()["linkBandwidth"] == 512 * 1024
