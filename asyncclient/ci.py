@@ -21,7 +21,8 @@ the start of the CI part) names the CI run and its attempt (GitHub: GITHUB_RUN_I
 GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
 CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
 is started (a digest of the project, the build ids, the mode, the re-run count, the fail-fast
-limit, the quarantine file's path and bytes, the timeout, the profile, the flaky rule, reuse and
+limit, the quarantine file's path and bytes, the failure categories file's bytes and
+whether known failures are re-run, the timeout, the profile, the flaky rule, reuse and
 the new tests' repeats): the
 same step run again in the same attempt starts nothing new; matrix legs that differ in any of
 these, or in their `job-index`, never share a key; a re-run of the job (a new attempt, a new job
@@ -57,6 +58,7 @@ import attrs
 
 from asyncclient._core._bounds import digits
 from asyncclient._core._checks import derived_key, is_id, switch
+from asyncclient.failures import CATEGORIES_FILE
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
 
@@ -87,6 +89,7 @@ class Settings:
     timeout: str = ""
     profile: str = ""
     fail_on_flaky: bool = False
+    rerun_known: bool = False  # re-run an app failure known on the same build (--rerun-known)
     reuse_passed: str = ""  # days, checked by the command
     new_test_runs: int = 0
     new_test_warn: bool = False
@@ -206,6 +209,7 @@ def _settings(
         timeout=get("timeout").strip(),
         profile=get("profile").strip(),
         fail_on_flaky=_flag(get("fail-on-flaky"), names["fail-on-flaky"]),
+        rerun_known=_flag(get("rerun-known"), names["rerun-known"]),
         reuse_passed=_days(get("reuse-passed"), names["reuse-passed"]),
         new_test_runs=_count(get("new-test-runs"), names["new-test-runs"], "repeats (0 to 20)"),
         new_test_warn=_flag(get("new-test-warn"), names["new-test-warn"]),
@@ -232,6 +236,7 @@ SETTINGS: Final = (
     "timeout",
     "profile",
     "fail-on-flaky",
+    "rerun-known",
     "reuse-passed",
     "new-test-runs",
     "new-test-warn",
@@ -295,6 +300,14 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             quarantine = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             quarantine = "unreadable"  # the run command says why, in one line
+    # The failure categories decide which failures are re-run: the file where the job runs.
+    categories = ""
+    found = (cwd or Path.cwd()) / CATEGORIES_FILE
+    if found.exists():
+        try:
+            categories = hashlib.sha256(found.read_bytes()).hexdigest()
+        except OSError:
+            categories = "unreadable"  # the run command says why, in one line
     what = json.dumps(
         {
             "project": settings.project,
@@ -308,6 +321,8 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             "timeout": settings.timeout,
             "profile": settings.profile,
             "failOnFlaky": settings.fail_on_flaky,
+            "rerunKnown": settings.rerun_known,
+            "categories": categories,
             "reusePassed": settings.reuse_passed,
             "newTestRuns": settings.new_test_runs,
             "newTestWarn": settings.new_test_warn,
@@ -343,6 +358,8 @@ def run_arguments(
             argv += ["--retry-strategy", settings.retry_strategy]
         if settings.retry_budget:
             argv += ["--retry-budget", settings.retry_budget]
+        if settings.rerun_known:
+            argv.append("--rerun-known")
     if settings.max_failures:
         argv += ["--max-failures", str(settings.max_failures)]
     if settings.timeout:

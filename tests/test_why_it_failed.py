@@ -263,7 +263,8 @@ OUTAGE_REASON = "The device lost its connection to the tester."
 
 def outage_seed() -> dict[str, Any]:
     """p_out: 12 android tests on ab_out_1. Nine lose their device on their first run (error),
-    then pass; three fail the app's way, t_app_0 as it did on ab_out_1 twice before."""
+    then pass; three fail the app's way, t_app_0 as it did on ab_out_1 twice before, t_app_1
+    as it did there once, but its history shows it flaky (it passed and failed on ab_out_0)."""
     tests: list[dict[str, Any]] = []
     for i in range(9):
         tests.append(
@@ -290,6 +291,11 @@ def outage_seed() -> dict[str, Any]:
         if known:
             history += [
                 {"daysAgo": 1.5, "status": "failed", "build": "ab_out_1"},
+                {"daysAgo": 1.2, "status": "failed", "build": "ab_out_1"},
+            ]
+        elif i == 1:  # it failed the same way on ab_out_1, but flakes: passed and failed on 0
+            history += [
+                {"daysAgo": 1.9, "status": "failed", "build": "ab_out_0"},
                 {"daysAgo": 1.2, "status": "failed", "build": "ab_out_1"},
             ]
         tests.append(
@@ -364,7 +370,8 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
     assert known.not_rerun == "fails the same way as on its last 2 runs of ab_out_1"
     skipped = [e for e in events if isinstance(e, RerunSkipped)]
     assert [(e.test_id, e.runs) for e in skipped] == [("t_app_0", 2)]
-    # The other app failures, new on this build, get their re-runs.
+    # The other app failures get their re-runs: t_app_1 flakes (a failure says little), t_app_2
+    # is new on this build.
     assert [len(by_test[f"t_app_{i}"].attempts) for i in (1, 2)] == [3, 3]
     from asyncclient._reports.text import summary_lines
 

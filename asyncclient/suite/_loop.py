@@ -486,9 +486,11 @@ class SuiteRun:
 
     async def _spare_known(self, due: Sequence[Run]) -> None:
         """Give no re-run to each app failure of `due` that fails the same way (signature) as
-        its test's newest runs on the same build did: the history already says how it ends
-        (unless rerun_known). The earlier failures are read in full (50 a request, once); when
-        they cannot be read, the test is re-run."""
+        its test's newest runs on the same build did, where it never passed: the history
+        already says how it ends (unless rerun_known). A test the history shows flaky (it
+        passed and failed on one build) is re-run: there a failure says little. The earlier
+        failures are read in full (50 a request, once); when they cannot be read, the test is
+        re-run."""
         policy, reruns = self.policy, self.reruns
         if policy.rerun_known or not policy.read_history or not due:
             return
@@ -528,16 +530,23 @@ class SuiteRun:
 
     def _same_build(self, run: Run) -> list[Run]:
         """The newest counted runs of `run`'s test on its build, from the history (newest
-        first), up to the newest pass (at most 10): what it failed of there before."""
+        first, at most 10): what it failed of there before; none when it passed there, or the
+        history shows it flaky (a build with both a pass and an app failure)."""
         from asyncclient.flakiness import counted
 
+        categories = self.policy.categories
+        build = run.used_build_id or ""
+        outcomes: dict[str, set[bool]] = {}  # build -> passed or not, of its counted runs
         found: list[Run] = []
         for seen in self.history.get(run.test_id or "", []):
-            if not counted(seen) or (seen.used_build_id or "") != (run.used_build_id or ""):
+            if not counted(seen) or categories.infrastructure(seen):
                 continue
-            if seen.passed or len(found) >= 10:
-                break
-            found.append(seen)
+            seen_build = seen.used_build_id or ""
+            outcomes.setdefault(seen_build, set()).add(seen.passed)
+            if seen_build == build and len(found) < 10:
+                found.append(seen)
+        if any(len(both) == 2 for both in outcomes.values()) or True in outcomes.get(build, ()):
+            return []
         return found
 
     # --- the history, read once -----------------------------------------------------------------
