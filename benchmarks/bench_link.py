@@ -10,10 +10,11 @@ together, `part_bandwidth` each connection, `latency_ms` each request. The shape
 - halving: the long fat link, whose capacity halves halfway through the upload;
 - doubling: the long fat link at 50 MB/s, doubling halfway.
 
-Each upload is the real command (`asyncclient upload --max-parts-in-flight N --concurrency N`)
-in a process of its own, so its peak resident memory is its own (wait4's ru_maxrss). Printed
-side by side for each shape: each setting's time, throughput, share of the link's capacity
-and peak RSS. One run each (the link, not the machine, sets the pace; --rounds for more).
+Each upload is the real command (`asyncclient upload`, with its defaults, then with
+`--max-parts-in-flight N --concurrency N`) in a process of its own, so its peak resident memory
+is its own (wait4's ru_maxrss). Printed side by side for each shape: each setting's time,
+throughput, share of the link's capacity and peak RSS. One run each (the link, not the machine,
+sets the pace; --rounds for more).
 
     .venv/bin/python benchmarks/bench_link.py                    # 1 GiB builds, ~15 min
     .venv/bin/python benchmarks/bench_link.py --size 256 --fixed 4 16 64   # a quick look
@@ -58,7 +59,8 @@ def capacity(shape: tuple[int, int | None, int | None, float], size: int) -> flo
 
 
 def upload(emu: Emulator, path: Path, parts: int) -> tuple[float, float, str]:
-    """One upload by the command in a process of its own: (seconds, peak RSS in MB, build id)."""
+    """One upload by the command in a process of its own (`parts` 0: the command's defaults):
+    (seconds, peak RSS in MB, build id)."""
     script = Path(sys.executable).with_name("asyncclient")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
     argv = [
@@ -67,11 +69,9 @@ def upload(emu: Emulator, path: Path, parts: int) -> tuple[float, float, str]:
         "upload",
         emu.project_id,
         str(path),
-        "--max-parts-in-flight",
-        str(parts),
-        "--concurrency",
-        str(parts),
     ]
+    if parts:
+        argv += ["--max-parts-in-flight", str(parts), "--concurrency", str(parts)]
     env = {
         **os.environ,
         "ASYNCCLIENT_BASE_URL": emu.url,
@@ -119,7 +119,7 @@ def run_shape(
         took = statistics.median(times)
         rows.append(
             [
-                f"fixed {parts}",
+                f"fixed {parts}" if parts else "default",
                 f"{took:.1f}",
                 f"{size / took / MB:.1f}",
                 f"{best / took:.0%}",
@@ -133,7 +133,13 @@ def run_shape(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="MiB a build (default 1024)")
-    parser.add_argument("--fixed", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument(
+        "--fixed",
+        type=int,
+        nargs="+",
+        default=[0, 1, 4, 16, 64],
+        help="parts in flight to try; 0: the command's defaults (default: 0 1 4 16 64)",
+    )
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)

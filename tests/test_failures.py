@@ -208,6 +208,8 @@ def test_a_jobs_reports_say_first_that_nine_failures_share_one_cause() -> None:
         "category": "infrastructure",
         "categoryName": "run error",
         "size": 9,
+        "firstAt": "2026-11-27T09:00:00.000Z",  # its runs' earliest and latest creation
+        "lastAt": "2026-11-27T09:00:00.000Z",
     }
     assert "- 9 of 12 failures share\\: The device lost" in step_summary_markdown(report)
     page = html_report(report)

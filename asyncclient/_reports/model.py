@@ -15,6 +15,7 @@ defined in one file.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -360,6 +361,8 @@ class Cause:
     failures: int
     category_name: str = ""
     category_built_in: bool = True
+    first: datetime | None = None  # when the earliest of its runs was created
+    last: datetime | None = None  # when the latest was
 
     @property
     def label(self) -> str:
@@ -392,10 +395,18 @@ class Cause:
             "category": self.category,
             "categoryName": self.category_name,
             "size": self.count,
+            "firstAt": _iso_time(self.first),
+            "lastAt": _iso_time(self.last),
         }
         if with_tests:
             found["tests"] = list(self.tests)
         return found
+
+
+def _iso_time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def causes(result: SuiteResult) -> tuple[Cause, ...]:
@@ -417,6 +428,8 @@ def causes(result: SuiteResult) -> tuple[Cause, ...]:
             failures=failures,
             category_name=item.category.name,
             category_built_in=item.category.built_in,
+            first=item.first,
+            last=item.last,
         )
         for item in found[:MAX_CAUSES]
     )
