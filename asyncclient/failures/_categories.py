@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from re import _constants as sre  # type: ignore[attr-defined]
@@ -86,10 +87,7 @@ class Category:
     statuses: tuple[str, ...] = ()
     built_in: bool = False
     _compiled: re.Pattern[str] | None = attrs.field(
-        default=attrs.Factory(
-            lambda self: None if self.regex is None else re.compile(self.regex, re.IGNORECASE),
-            takes_self=True,
-        ),
+        default=attrs.Factory(lambda self: _compile(self.regex), takes_self=True),
         eq=False,
         repr=False,
     )
@@ -105,6 +103,16 @@ class Category:
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "kind": self.kind, "builtIn": self.built_in}
+
+
+def _compile(pattern: str | None) -> re.Pattern[str] | None:
+    """The pattern compiled, case-insensitive; the engine's FutureWarnings (a `[[` that may
+    mean a nested set one day) are not the reader's business."""
+    if pattern is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile(pattern, re.IGNORECASE)
 
 
 BUILT_IN: Final = (
@@ -320,7 +328,9 @@ def regex_problem(pattern: str) -> str | None:
         pattern: The regex, as the file gave it.
     """
     try:
-        tree = sre_parse.parse(pattern, re.IGNORECASE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            tree = sre_parse.parse(pattern, re.IGNORECASE)
     except re.error as exc:
         return f"it is not a valid regular expression ({exc})"
     except RecursionError:

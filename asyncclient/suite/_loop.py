@@ -31,7 +31,6 @@ from asyncclient.suite._events import (
     JobFinished,
     NewTests,
     Notice,
-    RerunSkipped,
     RunChanged,
     RunFinished,
     RunsStarted,
@@ -42,6 +41,7 @@ from asyncclient.suite._events import (
 from asyncclient.suite._events import (
     Reused as ReusedEvent,
 )
+from asyncclient.suite._known import KnownFailures
 from asyncclient.suite._policy import SuitePolicy, runs_for
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ class SuiteRun:
         self._ended = False
         self._error: Exception | None = None
         self._history_read = False
-        self._full: dict[str, Run] = {}  # earlier runs read in full, to compare failures
+        self._known = KnownFailures(session, self.policy.categories, self.reruns, self._emit)
         self._views: dict[str, Run] = {}  # every run of the job, latest view (the ETA's)
         self._statuses: dict[str, str] = {}
         self._finished: set[str] = set()
@@ -485,69 +485,12 @@ class SuiteRun:
     # --- failures known from before --------------------------------------------------------------
 
     async def _spare_known(self, due: Sequence[Run]) -> None:
-        """Give no re-run to each app failure of `due` that fails the same way (signature) as
-        its test's newest runs on the same build did, where it never passed: the history
-        already says how it ends (unless rerun_known). A test the history shows flaky (it
-        passed and failed on one build) is re-run: there a failure says little. The earlier
-        failures are read in full (50 a request, once); when they cannot be read, the test is
-        re-run."""
-        policy, reruns = self.policy, self.reruns
-        if policy.rerun_known or not policy.read_history or not due:
+        """Give no re-run to the app failures of `due` the history already knows (see
+        KnownFailures), unless rerun_known."""
+        if self.policy.rerun_known or not self.policy.read_history or not due:
             return
         await self._read_history()
-        from asyncclient.failures import signature
-
-        found: dict[str, list[Run]] = {}  # run id of a failure -> its build's newest failures
-        for run in due:
-            if policy.categories.of(run).kind != "app" or reruns.kept(run):
-                continue
-            earlier = self._same_build(run)
-            if earlier:
-                found[run.id] = earlier
-        wanted = [r.id for runs in found.values() for r in runs if r.id not in self._full]
-        wanted = list(dict.fromkeys(wanted))
-        try:
-            for start in range(0, len(wanted), 50):
-                for full in await self._session.list_runs(ids=wanted[start : start + 50]):
-                    self._full[full.id] = full
-        except AsyncClientError as exc:
-            self._emit(Notice("warning", f"could not read how earlier runs failed: {exc}"))
-            return  # the safe answer: re-run
-        for run in due:
-            shared, same = signature(run), 0
-            for seen in found.get(run.id, []):
-                read = self._full.get(seen.id)
-                if read is None or read.test_id != run.test_id or signature(read) != shared:
-                    break
-                same += 1
-            if not same:
-                continue
-            build = run.used_build_id
-            of = f" of {build}" if build else ""
-            reason = f"fails the same way as on its last {same} run{'' if same == 1 else 's'}{of}"
-            reruns.keep(run, reason)
-            self._emit(RerunSkipped(run.test_id or run.id, run.id, reason, same))
-
-    def _same_build(self, run: Run) -> list[Run]:
-        """The newest counted runs of `run`'s test on its build, from the history (newest
-        first, at most 10): what it failed of there before; none when it passed there, or the
-        history shows it flaky (a build with both a pass and an app failure)."""
-        from asyncclient.flakiness import counted
-
-        categories = self.policy.categories
-        build = run.used_build_id or ""
-        outcomes: dict[str, set[bool]] = {}  # build -> passed or not, of its counted runs
-        found: list[Run] = []
-        for seen in self.history.get(run.test_id or "", []):
-            if not counted(seen) or categories.infrastructure(seen):
-                continue
-            seen_build = seen.used_build_id or ""
-            outcomes.setdefault(seen_build, set()).add(seen.passed)
-            if seen_build == build and len(found) < 10:
-                found.append(seen)
-        if any(len(both) == 2 for both in outcomes.values()) or True in outcomes.get(build, ()):
-            return []
-        return found
+        await self._known.spare(due, self.history)
 
     # --- the history, read once -----------------------------------------------------------------
 
