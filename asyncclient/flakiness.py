@@ -48,6 +48,7 @@ import attrs
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import TITLE_LIMIT, clip
 from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories
+from asyncclient.failures._signature import failure_record
 from asyncclient.models import Run
 
 __all__ = [
@@ -229,7 +230,7 @@ class FlakinessReport:
             builds, then most device time lost), then stable.
         requests: How many requests the report took.
         asked: The tests whose history was read (None: not recorded).
-        failed_runs: The counted runs that did not pass, in full view (only when asked
+        failed_runs: The counted runs that did not pass, as failure records (only when asked
             for: `failure_clusters` groups them by cause).
     """
 
@@ -451,8 +452,8 @@ async def fetch_flakiness(
             runs, truncated, count = await _history(
                 session, project_id, test_id, since, exclude, read_text=read_text
             )
-            if keep_runs:
-                kept.extend(run for run in runs if not run.passed)
+            if keep_runs:  # a small record each: 200 tests of 200 failed runs stay bounded
+                kept.extend(failure_record(run) for run in runs if not run.passed)
             # Analysed at once: only the small result is kept, not the test's runs.
             cut = [test_id] if truncated else []
             return analyse(runs, since=since, truncated=cut, categories=categories), count

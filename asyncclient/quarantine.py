@@ -32,6 +32,7 @@ from typing import Any, Final
 import attrs
 
 from asyncclient._core._checks import check_id
+from asyncclient._local._toml import read_toml, table_of
 from asyncclient.errors import ValidationError
 
 __all__ = [
@@ -122,24 +123,13 @@ def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
             naming the file, the entry and the fix.
     """
     where = Path(path)
-    try:
-        with where.open("rb") as handle:
-            data = tomllib.loads(handle.read(_MAX_FILE_BYTES + 1).decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValidationError(
-            f"{where} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
-        ) from None
-    except RecursionError:
-        raise ValidationError(f"{where}: nested too deeply to be a quarantine file") from None
-    except FileNotFoundError:
-        raise ValidationError(
-            f"no quarantine file {where}: give an existing file, or make one with "
-            f"`asyncclient flaky PROJECT --write-quarantine {where}`"
-        ) from None
-    except OSError as exc:
-        raise ValidationError(f"cannot read the quarantine file {where}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    data = read_toml(
+        where,
+        "quarantine file",
+        limit=_MAX_FILE_BYTES,
+        missing=f"no quarantine file {where}: give an existing file, or make one with "
+        f"`asyncclient flaky PROJECT --write-quarantine {where}`",
+    )
     tables = data.get("quarantine", [])
     if isinstance(tables, list) and len(tables) > _MAX_ENTRIES:
         raise ValidationError(
@@ -162,11 +152,7 @@ def load_quarantine(path: str | os.PathLike[str]) -> Quarantine:
 
 def _entry(where: Path, index: int, table: Any) -> QuarantineEntry:
     place = f"{where}: quarantine[{index}]"
-    if not isinstance(table, dict):
-        raise ValidationError(f"{place} must be a table with test, reason and until")
-    unknown = sorted(set(table) - set(_KEYS))
-    if unknown:
-        raise ValidationError(f"{place}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+    table = table_of(place, table, _KEYS, "a table with test, reason and until")
     for key in ("test", "reason", "until"):
         if key not in table:
             raise ValidationError(f"{place}: {key} is required")

@@ -16,6 +16,7 @@ import re
 import unicodedata
 from typing import Any
 
+import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -378,3 +379,48 @@ def test_the_causes_of_failures_show_the_services_text_as_text(
         assert not _controls(written, newlines=True), written
         _no_workflow_command(written)
     assert not _controls(verdict, newlines=True)
+
+
+@fuzz
+@given(hostile, hostile, hostile, st.integers(min_value=1, max_value=50_000))
+def test_failures_across_jobs_show_the_services_text_as_text_and_keep_it_small(
+    headline: str, message: str, build: str, repeat: int
+) -> None:
+    """`asyncclient failures`' table and the known-failure reason from hostile headlines,
+    errors, links and build ids, however long: what a failed run leaves in memory is bounded,
+    the table shows no control and no workflow command, a build id that is not one is not
+    quoted."""
+    from datetime import UTC, datetime
+
+    from asyncclient.cli._failures import _table
+    from asyncclient.failures import FailureReport, cluster, failure_record
+
+    long = (headline * repeat)[:200_000]
+    runs = [
+        Run(id=f"j_{n:08d}", test_id=f"t_{n % 3}", status=RunStatus.ERROR, final=True,
+            headline=long, error={"code": message, "message": long}, link=long,
+            build_id=build, requirements=[{"id": message, "result": "failed", "reason": long}])
+        for n in range(6)
+    ]  # fmt: skip
+    records = [failure_record(run) for run in runs]
+
+    def characters(value: object) -> int:
+        if isinstance(value, str):
+            return len(value)
+        if isinstance(value, dict):
+            return sum(characters(k) + characters(v) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return sum(characters(v) for v in value)
+        return 0
+
+    for record in records:  # a few KB a failed run, whatever came
+        assert characters(attrs.asdict(record, recurse=False)) < 10_000
+    now = datetime(2026, 11, 27, tzinfo=UTC)
+    found = cluster(records)
+    report = FailureReport("p_1", 14.0, now, now, tuple(found), failures=len(records))
+    stream = io.StringIO()
+    _table(Output(stdout=stream, stderr=stream), report)
+    written = stream.getvalue()
+    assert not _controls(written, newlines=True), written
+    _no_workflow_command(written)
+    assert all(len(line) < 2_000 for line in written.splitlines())

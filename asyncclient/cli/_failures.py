@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from asyncclient.cli._common import EXIT_OK, add_command, check_id, open_session
+from asyncclient.cli._common import EXIT_OK, add_command, open_session
+from asyncclient.cli._flaky import add_history_options, history_options
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ _EXAMPLES = """\
 
 _SHOWN = 20  # causes in the table (--json gives all the report keeps)
 _EXAMPLE_CHARS = 60  # of an example's headline in the table (--json: whole, up to 500)
+_LINK_CHARS = 120  # of its link (a result page's address is far shorter)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -37,37 +39,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "with a recent run. Stopped runs are not counted.",
         examples=_EXAMPLES,
     )
-    p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
-    p.add_argument(
-        "--days",
-        type=float,
-        default=14.0,
-        metavar="N",
-        help="read the runs created in the last N days (default %(default)g)",
-    )
-    p.add_argument(
-        "--test",
-        action="append",
-        default=[],
-        metavar="ID",
-        dest="tests",
-        help="only this test (repeatable; default: every test the project's newest 200 runs name)",
-    )
-    p.add_argument(
-        "--categories",
-        metavar="FILE",
-        help="the failure categories file (default: failure-categories.toml here when it exists)",
-    )
+    add_history_options(p, "each cause is named by the first category it matches")
 
 
 async def failures(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient._core._checks import check_days
-    from asyncclient.failures import find_categories
-
-    project_id = check_id(args.project_id, "project")
-    tests = [check_id(test, "test", "--test") for test in args.tests]
-    days = check_days(args.days)
-    categories = find_categories(args.categories)  # before any request
+    project_id, tests, days, categories = history_options(args)
     async with open_session(args) as session:
         report = await session.failure_clusters(
             project_id, days, tests=tests or None, categories=categories
@@ -92,7 +68,7 @@ def _table(out: Output, report: FailureReport) -> None:
             f"{found.category.name} ({found.category.kind})",
             "new" if report.is_new(found) else (format_time(found.first) if found.first else ""),
             clip(found.example.headline_text or found.status, _EXAMPLE_CHARS),
-            found.example.link or found.example.id,
+            clip(found.example.link or found.example.id, _LINK_CHARS),
         ]
         for found in shown
     ]

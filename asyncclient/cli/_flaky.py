@@ -12,6 +12,7 @@ from asyncclient.cli._common import EXIT_OK, add_command, check_id, open_session
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
+    from asyncclient.failures import Categories
     from asyncclient.flakiness import FlakinessReport, TestFlakiness
 
 _EXAMPLES = """\
@@ -39,6 +40,21 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "device time lost.",
         examples=_EXAMPLES,
     )
+    add_history_options(
+        p, "a run that failed for the infrastructure is left out, and counted apart"
+    )
+    p.add_argument(
+        "--write-quarantine",
+        metavar="FILE",
+        help="add the tests now flaky (never a broken one) to the quarantine file FILE, until 30 "
+        "days ahead, keeping what it holds; and list its tests that passed their last 20 runs "
+        "as candidates to lift",
+    )
+
+
+def add_history_options(p: argparse.ArgumentParser, categories: str) -> None:
+    """PROJECT_ID, --days, --test and --categories: what `flaky` and `failures` read of a
+    project's history (`categories`: what the categories do for the command)."""
     p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
     p.add_argument(
         "--days",
@@ -59,26 +75,23 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--categories",
         metavar="FILE",
         help="the failure categories file (default: failure-categories.toml here when it "
-        "exists): a run that failed for the infrastructure is left out, and counted apart",
+        f"exists): {categories}",
     )
-    p.add_argument(
-        "--write-quarantine",
-        metavar="FILE",
-        help="add the tests now flaky (never a broken one) to the quarantine file FILE, until 30 "
-        "days ahead, keeping what it holds; and list its tests that passed their last 20 runs "
-        "as candidates to lift",
-    )
+
+
+def history_options(args: argparse.Namespace) -> tuple[str, list[str], float, Categories]:
+    """The project, the tests, the window and the categories add_history_options read,
+    checked (the categories file read) before any request."""
+    from asyncclient._core._checks import check_days
+    from asyncclient.failures import find_categories
+
+    project_id = check_id(args.project_id, "project")
+    tests = [check_id(test, "test", "--test") for test in args.tests]
+    return project_id, tests, check_days(args.days), find_categories(args.categories)
 
 
 async def flaky(args: argparse.Namespace, out: Output) -> int:
-    project_id = check_id(args.project_id, "project")
-    tests = [check_id(test, "test", "--test") for test in args.tests]
-    from asyncclient._core._checks import check_days
-
-    days = check_days(args.days)
-    from asyncclient.failures import find_categories
-
-    categories = find_categories(args.categories)  # before any request
+    project_id, tests, days, categories = history_options(args)
     if args.write_quarantine:
         from asyncclient._core._extras import require
 

@@ -24,6 +24,7 @@ from asyncclient.failures._signature import (
     SIGNATURE_LIMIT,
     Cluster,
     cluster,
+    failure_record,
     general,
     signature,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Cluster",
     "FailureReport",
     "cluster",
+    "failure_record",
     "failure_text",
     "fetch_failures",
     "find_categories",

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from asyncclient._local._toml import read_toml, table_of
 from asyncclient.errors import ValidationError
 from asyncclient.models import FINAL_STATUSES, Run
 
@@ -135,11 +135,17 @@ class Categories:
 
     path: Path | None = None
     categories: tuple[Category, ...] = ()
+    read_text: bool = attrs.field(init=False, eq=False, repr=False)
+    """Whether a category reads a failure's text (match or regex): then a run's list view,
+    which says only its status, is not enough to tell its category."""
+    all: tuple[Category, ...] = attrs.field(init=False, eq=False, repr=False)
+    """Every category, in the order they are tried: the file's, then BUILT_IN."""
 
-    @property
-    def all(self) -> tuple[Category, ...]:
-        """Every category, in the order they are tried."""
-        return (*self.categories, *BUILT_IN)
+    def __attrs_post_init__(self) -> None:
+        # Worked out once: both are read for every failure classified.
+        reads = any(c.match is not None or c.regex is not None for c in self.categories)
+        object.__setattr__(self, "read_text", reads)
+        object.__setattr__(self, "all", (*self.categories, *BUILT_IN))
 
     def of(self, run: Run) -> Category:
         """The first category `run`'s failure matches (a built-in one at the latest)."""
@@ -156,12 +162,6 @@ class Categories:
             if category.matches(status, text):
                 return category
         return BUILT_IN[-1]  # pragma: no cover - the last built-in one matches everything
-
-    @property
-    def read_text(self) -> bool:
-        """Whether a category reads a failure's text (match or regex): then a run's list
-        view, which says only its status, is not enough to tell its category."""
-        return any(c.match is not None or c.regex is not None for c in self.categories)
 
     def infrastructure(self, run: Run) -> bool:
         """Whether `run` did not pass for a reason of the infrastructure (a final run that
@@ -221,30 +221,13 @@ def load_categories(path: str | os.PathLike[str]) -> Categories:
             category and the fix.
     """
     where = Path(path)
-    try:
-        with where.open("rb") as handle:
-            raw = handle.read(_MAX_FILE_BYTES + 1)
-        if len(raw) > _MAX_FILE_BYTES:
-            raise ValidationError(
-                f"{where}: larger than {_MAX_FILE_BYTES >> 20} MiB: is this a categories file?"
-            )
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValidationError(
-            f"{where} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
-        ) from None
-    except RecursionError:
-        raise ValidationError(f"{where}: nested too deeply to be a categories file") from None
-    except FileNotFoundError:
-        raise ValidationError(
-            f"no categories file {where}: give an existing file (see `asyncclient failures --help`)"
-        ) from None
-    except IsADirectoryError:
-        raise ValidationError(f"{where} is a directory: give the categories file") from None
-    except OSError as exc:
-        raise ValidationError(f"cannot read the categories file {where}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    data = read_toml(
+        where,
+        "categories file",
+        limit=_MAX_FILE_BYTES,
+        missing=f"no categories file {where}: give an existing file (see `asyncclient "
+        "failures --help`)",
+    )
     unknown = sorted(set(data) - {"category"})
     if unknown:
         raise ValidationError(
@@ -272,11 +255,7 @@ def load_categories(path: str | os.PathLike[str]) -> Categories:
 
 def _category(where: Path, index: int, table: Any) -> Category:
     place = f"{where}: category[{index}]"
-    if not isinstance(table, dict):
-        raise ValidationError(f"{place} must be a table with name, kind and match or regex")
-    unknown = sorted(set(table) - set(_KEYS))
-    if unknown:
-        raise ValidationError(f"{place}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+    table = table_of(place, table, _KEYS, "a table with name, kind and match or regex")
     name = table.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
         raise ValidationError(f"{place}: name must be text of 1 to {_MAX_NAME} characters")

@@ -26,7 +26,15 @@ from asyncclient._core._lenient import error_fields
 from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories, Category
 from asyncclient.models import FINAL_STATUSES, Run
 
-__all__ = ["MAX_PART", "SIGNATURE_LIMIT", "Cluster", "cluster", "general", "signature"]
+__all__ = [
+    "MAX_PART",
+    "SIGNATURE_LIMIT",
+    "Cluster",
+    "cluster",
+    "failure_record",
+    "general",
+    "signature",
+]
 
 SIGNATURE_LIMIT: Final = 400
 """The most characters of a signature."""
@@ -100,6 +108,40 @@ def signature(run: Run) -> str:
         SIGNATURE_LIMIT characters.
     """
     return _signature(run, run.status_kind)
+
+
+_RECORD_ID: Final = 200  # characters kept of an id or a link in a failure's record
+
+
+def failure_record(run: Run) -> Run:
+    """What is kept of a failed run to group it by cause: its id, test, project, status, time,
+    build and link, its headline, error and first failed checks, each cut to what a signature
+    or a category reads; no captures or files. A few KB a run, whatever the service sent."""
+    code, message = error_fields(run.error)
+    checks = [
+        {
+            "id": check.name[:_RECORD_ID],
+            "title": check.title[: MAX_PART * 4],
+            "result": "failed",
+            "reason": check.reason[: MAX_PART * 4],
+        }
+        for check in run.failed_requirements[:_MAX_CHECKS]
+    ]
+    return Run(
+        id=run.id[:_RECORD_ID],
+        status=run.status_kind,
+        final=run.final,
+        test_id=None if run.test_id is None else run.test_id[:_RECORD_ID],
+        project_id=None if run.project_id is None else run.project_id[:_RECORD_ID],
+        created_at=run.created_at,
+        build_id=None if run.used_build_id is None else run.used_build_id[:_RECORD_ID],
+        link=run.link[: _RECORD_ID * 10] if isinstance(run.link, str) else None,
+        headline=run.headline_text[: MAX_PART * 4],
+        error={"code": code[:_RECORD_ID], "message": message[: MAX_PART * 4]}
+        if code or message
+        else None,
+        requirements=checks,
+    )
 
 
 def _signature(run: Run, status: str) -> str:

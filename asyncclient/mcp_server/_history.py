@@ -13,6 +13,19 @@ from asyncclient.mcp_server._base import Bounded, ProjectId, ToolKit
 __all__ = ["ClustersResult", "FlakyResult", "HistoryTools"]
 
 
+Days = Annotated[
+    float | None,
+    WithJsonSchema(
+        {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 365,
+            "description": "The window: runs created in the last this many days (default 14)",
+        }
+    ),
+]
+
+
 class FlakyResult(Bounded):
     projectId: str
     days: float
@@ -30,18 +43,7 @@ class HistoryTools(ToolKit):
     async def flaky_tests(
         self,
         project_id: ProjectId,
-        days: Annotated[
-            float | None,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 365,
-                    "description": "The window: runs created in the last this many days "
-                    "(default 14)",
-                }
-            ),
-        ] = None,
+        days: Days = None,
         test_ids: Annotated[
             list[str] | None,
             WithJsonSchema(
@@ -83,18 +85,7 @@ class HistoryTools(ToolKit):
     async def failure_clusters(
         self,
         project_id: ProjectId,
-        days: Annotated[
-            float | None,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 365,
-                    "description": "The window: runs created in the last this many days "
-                    "(default 14)",
-                }
-            ),
-        ] = None,
+        days: Days = None,
     ) -> Annotated[CallToolResult, ClustersResult]:
         """A project's failures over a window grouped by cause, across tests and jobs: twelve
         failures may be one outage. Per cause: signature (status, headline, error and failed

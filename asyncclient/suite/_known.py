@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from asyncclient._core._checks import is_id
 from asyncclient.errors import AsyncClientError
 from asyncclient.suite._events import Notice, RerunSkipped, SuiteEvent
 
@@ -71,7 +72,7 @@ class KnownFailures:
             if not same:
                 continue
             build = run.used_build_id
-            of = f" of {build}" if build else ""
+            of = f" of {build}" if build and is_id("build", build) else ""  # the service's text
             reason = f"fails the same way as on its last {same} run{'' if same == 1 else 's'}{of}"
             self._reruns.keep(run, reason)
             self._emit(RerunSkipped(run.test_id or run.id, run.id, reason, same))
