@@ -58,6 +58,7 @@ async def failures(args: argparse.Namespace, out: Output) -> int:
 def _table(out: Output, report: FailureReport) -> None:
     from asyncclient._core._untrusted import clip
     from asyncclient.cli._output import format_time
+    from asyncclient.failures import MAX_CLUSTERS
 
     shown = report.clusters[:_SHOWN]
     rows = [
@@ -77,7 +78,7 @@ def _table(out: Output, report: FailureReport) -> None:
         out.info(f"no failed runs of {report.project_id} in the last {report.days:g} days")
         return
     more = len(report.clusters) - len(shown) + report.more
-    rest = f" ({more} more: --json)" if more else ""
+    rest = f" ({more} more; --json lists the widest {MAX_CLUSTERS})" if more else ""
     infra = sum(f.count for f in report.clusters if f.category.kind == "infrastructure")
     causes = len(report.clusters) + report.more
     out.info(
