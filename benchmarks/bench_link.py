@@ -23,6 +23,7 @@ sets the pace; --rounds for more).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -30,6 +31,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -39,6 +41,7 @@ from bench_upload import make_apk
 MB = 1_000_000
 MiB = 1 << 20
 PART_BYTES = 8 * MiB
+FOLLOWED = 0.85  # of a changed link's new capacity, carried over a second
 
 # name -> (link bytes/s at the start, link bytes/s after halfway or None, per-part bytes/s or
 # None, latency ms)
@@ -58,14 +61,15 @@ def capacity(shape: tuple[int, int | None, int | None, float], size: int) -> flo
     return size / 2 / first + size / 2 / then
 
 
-def upload(emu: Emulator, path: Path, parts: int) -> tuple[float, float, str]:
+def upload(emu: Emulator, path: Path, parts: int) -> tuple[float, float, dict[str, Any]]:
     """One upload by the command in a process of its own (`parts` 0: the command's defaults):
-    (seconds, peak RSS in MB, build id)."""
+    (seconds, peak RSS in MB, the command's --json)."""
     script = Path(sys.executable).with_name("asyncclient")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "asyncclient"]
     argv = [
         *command,
         "--quiet",
+        "--json",
         "upload",
         emu.project_id,
         str(path),
@@ -86,7 +90,36 @@ def upload(emu: Emulator, path: Path, parts: int) -> tuple[float, float, str]:
     err = child.stderr.read().decode() if child.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"upload with {parts} in flight failed: {err.strip()}")
-    return took, usage.ru_maxrss / 1024, out.strip()
+    return took, usage.ru_maxrss / 1024, json.loads(out)
+
+
+class LinkMeter(threading.Thread):
+    """Reads the bytes the emulator's link has carried every TICK seconds while an upload
+    runs: the throughput over time, to see how soon it follows a change of capacity."""
+
+    TICK = 0.25
+
+    def __init__(self, emu: Emulator) -> None:
+        super().__init__(daemon=True)
+        self.emu = emu
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.TICK):
+            self.samples.append((time.monotonic(), self.emu.stats()["linkBytes"]))
+
+    def followed(self, change: float, capacity: float) -> float | None:
+        """Seconds from `change` until a second carried at least 85 % of `capacity`."""
+        for i, (at, carried) in enumerate(self.samples):
+            if at < change:
+                continue
+            later = [s for s in self.samples[i:] if s[0] >= at + 1.0]
+            if not later:
+                return None
+            if (later[0][1] - carried) / (later[0][0] - at) >= FOLLOWED * capacity:
+                return at - change
+        return None
 
 
 def run_shape(
@@ -96,37 +129,55 @@ def run_shape(
     best = capacity(SHAPES[name], size)
     rows = []
     for parts in fixed:
-        times, peaks = [], []
+        times, peaks, settled, follows = [], [], [], []
         for _ in range(rounds):
             emu.set_conditions(latency_ms=latency, part_bandwidth=per_part, link_bandwidth=first)
+            meter = LinkMeter(emu)
+            meter.start()
+            changed: list[float] = []
             timer = None
             if then is not None:  # the capacity changes halfway through the link's best time
-                timer = threading.Timer(
-                    size / 2 / first,
-                    lambda: emu.set_conditions(
+
+                def change(changed: list[float] = changed) -> None:
+                    emu.set_conditions(
                         latency_ms=latency, part_bandwidth=per_part, link_bandwidth=then
-                    ),
-                )
+                    )
+                    changed.append(time.monotonic())
+
+                timer = threading.Timer(size / 2 / first, change)
                 timer.start()
             try:
-                took, peak, build_id = upload(emu, path, parts)
+                took, peak, answer = upload(emu, path, parts)
             finally:
                 if timer is not None:
                     timer.cancel()
-            emu.delete_builds([build_id])
+                meter.stop.set()
+                meter.join()
+            emu.delete_builds([build["id"] for build in answer["builds"]])
             times.append(took)
             peaks.append(peak)
+            flight = answer["partsInFlight"]
+            settled.append(f"{flight['settled']} (peak {flight['peak']})")
+            if then is not None and changed:
+                follows.append(meter.followed(changed[0], then))
         took = statistics.median(times)
+        follow = (
+            ""
+            if not follows
+            else ", ".join("not within the upload" if f is None else f"{f:.1f} s" for f in follows)
+        )
         rows.append(
             [
                 f"fixed {parts}" if parts else "default",
                 f"{took:.1f}",
                 f"{size / took / MB:.1f}",
                 f"{best / took:.0%}",
+                ", ".join(settled),
+                follow,
                 f"{max(peaks):.0f}",
             ]
         )
-    rows.append(["the link", f"{best:.1f}", f"{size / best / MB:.1f}", "100%", ""])
+    rows.append(["the link", f"{best:.1f}", f"{size / best / MB:.1f}", "100%", "", "", ""])
     return rows
 
 
@@ -161,7 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                 part = f", {per_part / MB:.0f} MB/s a connection" if per_part else ""
                 print(f"\n{name}: {said}{part}, {latency:.0f} ms")
                 rows = run_shape(emu, name, path, size, args.fixed, args.rounds)
-                header = ["", "seconds", "MB/s", "of the link", "peak RSS MB"]
+                header = [
+                    "",
+                    "seconds",
+                    "MB/s",
+                    "of the link",
+                    "in flight at the end",
+                    "85 % of the new capacity after",
+                    "peak RSS MB",
+                ]
                 widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
                 for row in [header, *rows]:
                     print("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))

@@ -266,8 +266,10 @@ def test_signature_defaults_are_the_values_the_code_uses() -> None:
         for method in ("upload_build", "upload_builds", "watch_runs", "wait_for_runs")
         for name, parameter in inspect.signature(getattr(session, method)).parameters.items()
     }
-    assert default["upload_build", "concurrency"] == upload.DEFAULT_CONCURRENCY
-    assert default["upload_builds", "max_parts_in_flight"] == upload.DEFAULT_MAX_PARTS_IN_FLIGHT
+    # None: the number is found while uploading, from DEFAULT_CONCURRENCY.
+    assert default["upload_build", "concurrency"] is None
+    assert default["upload_builds", "max_parts_in_flight"] is None
+    assert upload.Adaptive().start == upload.DEFAULT_CONCURRENCY
     for method in ("watch_runs", "wait_for_runs"):
         assert default[method, "interval"] == watch.DEFAULT_INTERVAL
         assert default[method, "max_interval"] == watch.DEFAULT_MAX_INTERVAL
@@ -281,7 +283,6 @@ def test_signature_defaults_are_the_values_the_code_uses() -> None:
     assert _follow.DEFAULT_INTERVAL == watch.DEFAULT_INTERVAL
     assert _follow.DEFAULT_MAX_INTERVAL == watch.DEFAULT_MAX_INTERVAL
     assert _mcp.DEFAULT_POLL_INTERVAL == ServerOptions().poll_interval == watch.DEFAULT_INTERVAL
-    assert upload_command._CONCURRENCY == upload.DEFAULT_CONCURRENCY
     assert upload_command._MAX_PARTS_IN_FLIGHT == upload.DEFAULT_MAX_PARTS_IN_FLIGHT
     assert _download.DEFAULT_CONCURRENCY == 4
     assert "_flags" not in inspect.signature(session).parameters

@@ -450,10 +450,12 @@ def test_the_public_signatures_show_the_shared_defaults() -> None:
 
     assert default(AsyncSession, "timeout") == defaults.REQUEST_TIMEOUT
     assert default(AsyncSession, "max_retries") == defaults.MAX_RETRIES
-    assert default(AsyncSession.upload_build, "concurrency") == defaults.UPLOAD_CONCURRENCY
-    assert default(AsyncSession.upload_builds, "max_parts_in_flight") == (
-        defaults.MAX_PARTS_IN_FLIGHT
-    )
+    # None: found while uploading (asyncclient.upload.Adaptive), from UPLOAD_CONCURRENCY.
+    assert default(AsyncSession.upload_build, "concurrency") is None
+    assert default(AsyncSession.upload_builds, "max_parts_in_flight") is None
+    from asyncclient.upload import Adaptive
+
+    assert Adaptive().start == defaults.UPLOAD_CONCURRENCY
     for function in (AsyncSession.watch_runs, AsyncSession.wait_for_runs, RunWatcher):
         assert default(function, "interval") == defaults.INTERVAL
         assert default(function, "max_interval") == defaults.MAX_INTERVAL

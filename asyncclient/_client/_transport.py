@@ -28,7 +28,7 @@ from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify, retrying
-from asyncclient._local._bodies import Body, Outgoing, outgoing
+from asyncclient._local._bodies import Body, Outgoing, outgoing, retrying_body
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Transport"]
@@ -364,6 +364,7 @@ class Transport:
         error = retry.error
         status = error.status if isinstance(error, ApiError) else None
         failure = call.last.failure
+        retrying_body(call.data, status, float(retry.wait))
         if retry.outage and self._retry.deadline:  # 0: an outage is a failure like any
             reason = getattr(error, "detail", None) or str(error)
             self._outages.failed(id(call), _short(reason), call.describe())

@@ -36,8 +36,8 @@ MAX_INTERVAL: Final = 30.0
 WATCH_CONCURRENCY: Final = 8
 """List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
 UPLOAD_CONCURRENCY: Final = 4
-"""Parts of one build in flight at once."""
+"""Parts in flight as an upload starts; then the number is found while uploading."""
 MAX_PARTS_IN_FLIGHT: Final = 16
-"""Parts in flight at once across all the builds of one upload."""
+"""Parts in flight across all the builds of one upload when only a per-build number is fixed."""
 DOWNLOAD_CONCURRENCY: Final = 4
 """Files of one run downloaded at once by `asyncclient download`."""

@@ -10,6 +10,7 @@ fallback, the payload aiohttp writes, the timer), one path a reader follows in o
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, BinaryIO, Final, TypeAlias
@@ -67,9 +68,22 @@ class PartBody:
         chunk_size: The size of each read when it is not sent with sendfile.
         progress: Called with the bytes handed to the connection (negative to wind back).
         file: `path` already open for reading in binary mode, shared by the parts.
+        on_retry: Called as `on_retry(status, wait)` when an attempt failed and is tried again
+            after `wait` seconds (status None: the connection failed or timed out).
     """
 
-    __slots__ = ("_sent", "chunk_size", "file", "length", "offset", "path", "progress")
+    __slots__ = (
+        "_sent",
+        "_socket",
+        "chunk_size",
+        "file",
+        "length",
+        "offset",
+        "on_retry",
+        "path",
+        "progress",
+        "send_buffer",
+    )
 
     def __init__(
         self,
@@ -80,6 +94,7 @@ class PartBody:
         chunk_size: int = CHUNK_SIZE,
         progress: Callable[[int], object] | None = None,
         file: BinaryIO | None = None,
+        on_retry: Callable[[int | None, float], object] | None = None,
     ) -> None:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("PartBody offset must be a whole number of bytes, 0 or more")
@@ -91,6 +106,11 @@ class PartBody:
         self.chunk_size = chunk_size
         self.progress = progress
         self.file = file
+        self.on_retry = on_retry
+        # The connection's send buffer (SO_SNDBUF) as the last attempt began; 0 unknown. The
+        # bytes up to it are taken at once, before the link has carried them.
+        self.send_buffer = 0
+        self._socket: Any = None  # the attempt's connection, while it sends
         self._sent = 0
 
     def __repr__(self) -> str:
@@ -108,6 +128,17 @@ class PartBody:
         self._sent += count
         if self.progress is not None:
             self.progress(count)
+
+    def in_transit(self) -> int | None:
+        """Bytes handed to the connection that its peer has not yet acknowledged (the
+        kernel's send queue, on Linux and macOS); None where that cannot be read."""
+        sock = self._socket
+        if sock is None or _send_queue is None:
+            return None
+        try:
+            return _send_queue(sock)
+        except (OSError, ValueError, TypeError):
+            return None
 
     async def open(self) -> AsyncBufferedReader:
         """The file, opened for one attempt (the caller closes it)."""
@@ -159,6 +190,7 @@ class PartPayload(aiohttp.payload.Payload):
             self._writer = None
 
     async def release(self) -> None:
+        self._part._socket = None  # the attempt is over: its connection is not this part's
         task = self._writer
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
@@ -182,13 +214,25 @@ class PartPayload(aiohttp.payload.Payload):
 
     async def _send(self, writer: Any) -> None:
         part = self._part
+        part._rewind()
+        loop = asyncio.get_running_loop()
+        transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
+        sock = None if transport is None else transport.get_extra_info("socket")
+        part.send_buffer = _send_buffer(sock)
+        part._socket = sock
+        await self._send_from(writer, part, transport, loop)
+
+    async def _send_from(
+        self,
+        writer: Any,
+        part: PartBody,
+        transport: asyncio.WriteTransport | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         source: Any = part.file if part.file is not None else self._handle
         if source is None:
             raise RuntimeError("the part's file was closed before its body was sent")
         raw = source.raw if isinstance(source, AsyncBufferedReader) else source
-        part._rewind()
-        loop = asyncio.get_running_loop()
-        transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
         native = (
             _SENDFILE
             and transport is not None
@@ -281,6 +325,43 @@ class PartPayload(aiohttp.payload.Payload):
         return data, len(data)
 
 
+def _send_buffer(sock: Any) -> int:
+    """The connection's SO_SNDBUF in bytes; 0 when it cannot be read."""
+    try:
+        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)) if sock else 0
+    except (OSError, AttributeError, TypeError, ValueError):
+        return 0
+
+
+def _queue_reader(platform: str) -> Callable[[Any], int] | None:
+    """How this platform reads a TCP socket's unacknowledged bytes: Linux's SIOCOUTQ ioctl,
+    macOS's SO_NWRITE option; None elsewhere (Windows)."""
+    if platform.startswith("linux"):
+        try:
+            import fcntl
+            import termios
+        except ImportError:
+            return None
+        request = termios.TIOCOUTQ  # SIOCOUTQ on a socket
+        empty = bytes(4)
+
+        def linux(sock: Any) -> int:
+            return int.from_bytes(fcntl.ioctl(sock.fileno(), request, empty), sys.byteorder)
+
+        return linux
+    if platform == "darwin":
+        so_nwrite = 0x1024
+
+        def darwin(sock: Any) -> int:
+            return int(sock.getsockopt(socket.SOL_SOCKET, so_nwrite))
+
+        return darwin
+    return None
+
+
+_send_queue = _queue_reader(sys.platform)
+
+
 # Read buffers free for reuse, each of CHUNK_SIZE bytes or more. A buffer goes back only when
 # nothing else refers to it: a transport that kept a slice of it to send later keeps it whole.
 _SPARE_BUFFERS: list[bytearray] = []
@@ -304,6 +385,13 @@ def _give_back(buffer: bytearray) -> None:
 _SENDFILE: Final = hasattr(os, "sendfile")
 # os.preadv in the default executor, as aiofiles runs every file call (aiofiles.os.wrap).
 _preadv: Final = aiofiles.os.wrap(os.preadv) if hasattr(os, "preadv") else None
+
+
+def retrying_body(data: object, status: int | None, wait: float) -> None:
+    """An attempt that sent `data` failed and is tried again after `wait` seconds: a part
+    says so to its owner (on_retry; status None: the connection failed or timed out)."""
+    if isinstance(data, PartBody) and data.on_retry is not None:
+        data.on_retry(status, wait)
 
 
 async def part_body(data: object) -> bytes | PartBody:

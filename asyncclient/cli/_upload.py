@@ -24,10 +24,10 @@ from asyncclient.cli._output import Output, format_size, to_json
 from asyncclient.cli._upload_progress import display_for
 
 if TYPE_CHECKING:
-    from asyncclient.upload import LocalBuild, UploadResult
+    from asyncclient.upload import Adaptive, LocalBuild, UploadResult
 
-# The library's defaults, from the light module that defines them once.
-_CONCURRENCY = defaults.UPLOAD_CONCURRENCY
+# The fixed budget's default, from the light module that defines it once: used when only
+# --concurrency is given.
 _MAX_PARTS_IN_FLIGHT = defaults.MAX_PARTS_IN_FLIGHT
 
 _UPLOAD_EXAMPLES = """\
@@ -40,7 +40,10 @@ _UPLOAD_DESCRIPTION = """\
 Upload app builds to a project and print one build id per line (or JSON with --json).
 FILE is an Android .apk, a zipped iOS Simulator .app (Name.app.zip) or the .app folder itself
 (zipped on the fly). Each file is checked locally first: nothing is sent for a file that is
-not an app. Parts go up in parallel; an interrupted upload (Ctrl-C, a killed CI job) resumes
+not an app. Parts go up in parallel, as many as the link rewards (from 4, up to 64: more
+while throughput rises with them, fewer when it does not or the service asks to slow down;
+--concurrency or --max-parts-in-flight fix the number); an interrupted upload (Ctrl-C, a
+killed CI job) resumes
 where it stopped when the same command runs again. With several files, one failing does not
 stop the others.
 
@@ -80,16 +83,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--concurrency",
         type=_positive,
-        default=_CONCURRENCY,
+        default=None,
         metavar="N",
-        help=f"parts of one file in flight at once (default {_CONCURRENCY})",
+        help="parts of one file in flight at once, fixed (default: found while uploading)",
     )
     p.add_argument(
         "--max-parts-in-flight",
         type=_positive,
-        default=_MAX_PARTS_IN_FLIGHT,
+        default=None,
         metavar="N",
-        help=f"parts in flight at once across all files (default {_MAX_PARTS_IN_FLIGHT})",
+        help="parts in flight at once across all files, fixed (default: found while "
+        f"uploading, 4 to 64; {_MAX_PARTS_IN_FLIGHT} when only --concurrency is given)",
     )
     p.add_argument(
         "--skip-existing",
@@ -115,11 +119,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def upload(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.upload import UploadItem, default_journal_dir
+    from asyncclient.upload import Adaptive, UploadItem, default_journal_dir
 
     project_id = check_id(args.project_id, "project")
     files = [Path(name) for name in args.files]
-    display = display_for(out, files)
+    fixed = args.concurrency is not None or args.max_parts_in_flight is not None
+    tuner = None if fixed else Adaptive()
+    display = display_for(out, files, tuner)
     items = [
         UploadItem(
             path, args.label, display.progress_for(index), on_wait=display.waiting_for(index)
@@ -132,7 +138,7 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
                 results = await session.upload_builds(
                     items,
                     project_id=project_id,
-                    max_parts_in_flight=args.max_parts_in_flight,
+                    max_parts_in_flight=tuner or args.max_parts_in_flight,
                     concurrency=args.concurrency,
                     skip_existing=args.skip_existing,
                     on_result=display.finished,
@@ -144,10 +150,12 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
                     f"({default_journal_dir()}); run the same command again to resume"
                 )
                 raise
-    return _report(out, results, api_key_source(args))
+    return _report(out, results, api_key_source(args), tuner)
 
 
-def _report(out: Output, results: list[UploadResult], key_source: str | None) -> int:
+def _report(
+    out: Output, results: list[UploadResult], key_source: str | None, tuner: Adaptive | None
+) -> int:
     worst = EXIT_OK
     lines: list[dict[str, Any]] = []
     for result in results:
@@ -165,6 +173,7 @@ def _report(out: Output, results: list[UploadResult], key_source: str | None) ->
                     "resumed": result.resumed,
                     "verified": result.verified,
                     "sha256": result.sha256,
+                    "partsInFlight": result.parts_in_flight,
                 }
             )
             continue
@@ -184,9 +193,26 @@ def _report(out: Output, results: list[UploadResult], key_source: str | None) ->
             {
                 "builds": [to_json(r.build) for r in results if r.build is not None and r.ok],
                 "results": lines,
+                "partsInFlight": _in_flight(results, tuner),
             }
         )
     return worst
+
+
+def _in_flight(results: list[UploadResult], tuner: Adaptive | None) -> dict[str, Any]:
+    """What the call kept in flight: the number found (settled, the highest, the last measured
+    throughput, the pushbacks that lowered it), or the fixed number."""
+    if tuner is None:
+        fixed = max((r.parts_in_flight for r in results), default=0)
+        return {"adaptive": False, "settled": fixed, "peak": fixed}
+    return {
+        "adaptive": True,
+        "settled": tuner.current,
+        "peak": tuner.peak,
+        "throughputBytesPerSecond": None if tuner.throughput is None else int(tuner.throughput),
+        "changes": tuner.changes,
+        "pushbacks": tuner.pushbacks,
+    }
 
 
 # --- inspect --------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from asyncclient.cli._output import Output, format_rate, format_size
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from asyncclient.upload import UploadResult
+    from asyncclient.upload import Adaptive, UploadResult
 
 
 # Files this big get a progress line at each quarter in plain (non-terminal) output.
@@ -26,9 +26,15 @@ QUARTERS_FROM = 64 << 20
 class Display:
     """Where upload progress goes: the base shows nothing (--quiet)."""
 
-    def __init__(self, out: Output, files: list[Path]) -> None:
+    def __init__(self, out: Output, files: list[Path], tuner: Adaptive | None = None) -> None:
         self.out = out
         self.files = files
+        self.tuner = tuner
+
+    def in_flight(self) -> str:
+        """ ", 12 parts in flight" while the number is found as the upload goes; "" if fixed."""
+        tuner = self.tuner
+        return "" if tuner is None else f", {tuner.current} parts in flight"
 
     def __enter__(self) -> Display:
         return self
@@ -61,8 +67,8 @@ class Lines(Display):
     """Not a terminal (a CI log): a line when a file starts, one at each quarter of a file of
     QUARTERS_FROM bytes or more (so a long upload shows it is moving), and one when it ends."""
 
-    def __init__(self, out: Output, files: list[Path]) -> None:
-        super().__init__(out, files)
+    def __init__(self, out: Output, files: list[Path], tuner: Adaptive | None = None) -> None:
+        super().__init__(out, files, tuner)
         self._started: dict[int, tuple[float, int]] = {}
         self._quarter: dict[int, int] = {}
 
@@ -77,7 +83,8 @@ class Lines(Display):
                     began, _ = self._started[index]
                     self.out.info(
                         f"  {name}: {quarter * 25}% ({format_size(done)} of "
-                        f"{format_size(total)}, {time.perf_counter() - began:.0f} s)"
+                        f"{format_size(total)}, {time.perf_counter() - began:.0f} s"
+                        f"{self.in_flight()})"
                     )
                 return
             self._started[index] = (time.perf_counter(), done)
@@ -114,8 +121,15 @@ class Bars(Display):
     PRINT_EACH_UP_TO = 20
     MAX_FILE_ROWS = 10
 
-    def __init__(self, out: Output, files: list[Path], *, height: int | None = None) -> None:
-        super().__init__(out, files)
+    def __init__(
+        self,
+        out: Output,
+        files: list[Path],
+        tuner: Adaptive | None = None,
+        *,
+        height: int | None = None,
+    ) -> None:
+        super().__init__(out, files, tuner)
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -156,7 +170,8 @@ class Bars(Display):
 
     def _overall_text(self) -> str:
         text = f"{self._finished} of {len(self.files)} files"
-        return f"{text}, {self._failed} failed" if self._failed else text
+        text = f"{text}, {self._failed} failed" if self._failed else text
+        return text + self.in_flight()
 
     def __enter__(self) -> Display:
         self._progress.start()
@@ -189,13 +204,17 @@ class Bars(Display):
                 self._bytes_done += done - self._done_bytes[index]  # winds back on a retry
                 self._done_bytes[index] = done
                 progress.update(
-                    self._overall, completed=self._bytes_done, total=self._bytes_total or None
+                    self._overall,
+                    completed=self._bytes_done,
+                    total=self._bytes_total or None,
+                    description=self._overall_text(),
                 )
+            # One file: its own row says the parts in flight; several: the overall row does.
+            name = self.files[index].name + ("" if self._overall else self.in_flight())
             row = self._tasks.get(index)
             if row is not None:
-                progress.update(row, completed=done, description=self.files[index].name)
+                progress.update(row, completed=done, description=name)
             elif len(self._tasks) < self.rows:
-                name = self.files[index].name
                 self._tasks[index] = progress.add_task(name, total=total, completed=done)
 
         return report
@@ -273,12 +292,12 @@ def _rate_column() -> Any:
     return RateColumn()
 
 
-def display_for(out: Output, files: list[Path]) -> Display:
+def display_for(out: Output, files: list[Path], tuner: Adaptive | None = None) -> Display:
     if out.quiet:
-        return Display(out, files)
+        return Display(out, files, tuner)
     if out.stderr_is_terminal:
-        return Bars(out, files)
-    return Lines(out, files)
+        return Bars(out, files, tuner)
+    return Lines(out, files, tuner)
 
 
 def waiting_line(path: Path, pid: int | None) -> str:
@@ -305,6 +324,8 @@ def done_line(result: UploadResult) -> str:
         return f"{name}: uploaded by another process as {build.id} ({app}); not sent again"
     rate = format_rate(result.bytes_sent, result.elapsed)
     rate = f", {rate}" if rate else ""
+    if result.parts_sent > 1 and result.parts_in_flight:
+        rate += f", {result.parts_in_flight} parts in flight"
     resumed = " (resumed)" if result.resumed else ""
     return (
         f"uploaded {name} -> {build.id}{resumed}: {app}, {format_size(build.size)} "

@@ -70,6 +70,7 @@ async def emulator_stats(request: web.Request) -> web.Response:
             "runs": len(state.backend.runs),
             "builds": len(state.backend.builds),
             "cpuSeconds": time.process_time(),
+            "linkBytes": state.plan.link.bytes,
             "now": to_iso(state.backend.now()),
         }
     )

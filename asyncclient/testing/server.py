@@ -23,6 +23,7 @@ from asyncclient.testing._clock import Clock, make_clock
 from asyncclient.testing._conditions import Fault, FaultPlan, NetworkConditions
 from asyncclient.testing._hold import Hold
 from asyncclient.testing._http import AppState, RequestRecord
+from asyncclient.testing._listening import listen
 from asyncclient.testing._seed import Seed
 from asyncclient.testing._seed_load import demo_seed, load_seed
 from asyncclient.testing._state import ServiceSettings
@@ -140,14 +141,15 @@ class FakeService:
                 access_log=access_logger if self._access_log else None,
                 handle_signals=False,
                 shutdown_timeout=1.0,
-                # Up to 1 MiB of a body waits in each connection's buffer (aiohttp's default
-                # is 64 KiB): a part streams in with fewer pauses and wake-ups.
-                read_bufsize=1 << 20,
+                # aiohttp's 64 KiB a connection: a modelled link's reader is acknowledged in
+                # small steps, as a real link's is (1 MiB acknowledged a part in bursts).
+                read_bufsize=1 << 16,
             )
             await runner.setup()
             if self._tls is not None:
                 self._server_ssl = await asyncio.to_thread(self._tls.server_context)
-            await web.TCPSite(runner, self.host, self._port, ssl_context=self._server_ssl).start()
+            listening = await asyncio.to_thread(listen, self.host, self._port)
+            await web.SockSite(runner, listening, ssl_context=self._server_ssl).start()
         except BaseException:
             if runner is not None:
                 await runner.cleanup()

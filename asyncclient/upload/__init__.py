@@ -8,12 +8,14 @@ How one upload goes:
    be read. Then one list_builds gives the size limit (maxBytes) and the skip_existing candidates.
 2. A journal file (_journal) keeps the build id, the part size and the etag of every part sent,
    so the same upload run again after an interruption sends only the missing parts.
-3. The parts go up in parallel within a shared budget (_budget), each streamed from disk
+3. The parts go up in parallel within a shared budget (_budget), as many as the throughput
+   rewards (_adaptive) unless a number is given, each streamed from disk
    (PartBody) and retried on its own by the session, while a thread hashes the file (_hashing).
    The first part that fails for good cancels the others and its error is raised (_transfer).
 4. Complete, then compare the service's sha256 with the local one.
 """
 
+from asyncclient.upload._adaptive import Adaptive
 from asyncclient.upload._journal import JOURNAL_MAX_AGE
 from asyncclient.upload._preflight import inspect_build_file
 from asyncclient.upload._values import (
@@ -33,6 +35,7 @@ __all__ = [
     "DEFAULT_MAX_PARTS_IN_FLIGHT",
     "JOURNAL_MAX_AGE",
     "STATE_DIR_ENV",
+    "Adaptive",
     "ItemLike",
     "LocalBuild",
     "Progress",

@@ -2,6 +2,7 @@
 AsyncSession.upload_build / upload_builds call them."""
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -14,13 +15,13 @@ from asyncclient.errors import (
     ValidationError,
 )
 from asyncclient.models import Build
+from asyncclient.upload._adaptive import Adaptive
 from asyncclient.upload._budget import Budget, Window
 from asyncclient.upload._hashing import Stopped
 from asyncclient.upload._journal import Journal, journal_names, release, remove_finished
 from asyncclient.upload._preflight import Source, TempDirs, preflight
 from asyncclient.upload._transfer import Context, Upload, first_error
 from asyncclient.upload._values import (
-    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_PARTS_IN_FLIGHT,
     LOOKAHEAD,
     ItemLike,
@@ -46,26 +47,35 @@ async def upload_one(
     path: "str | os.PathLike[str]",
     *,
     label: str | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
+    concurrency: "int | Adaptive | None" = None,
     progress: Progress | None = None,
     skip_existing: bool = False,
     journal_dir: "str | os.PathLike[str] | None" = None,
 ) -> "Build":
     """The work behind AsyncSession.upload_build, whose docstring users read: one build as a
     batch of one, its failure raised rather than returned."""
-    result = await _upload_items(
-        session,
-        project_id,
-        [UploadItem(Path(path), checks.check_label(label), progress)],
-        budget=Budget(checks.check_count("concurrency", concurrency)),
-        concurrency=concurrency,
-        skip_existing=skip_existing,
-        journal_dir=journal_dir,
-        windowed=None,
-        progress=None,
-        on_result=None,
-        capture=False,
-    )
+    item = UploadItem(Path(path), checks.check_label(label), progress)
+    if concurrency is None or isinstance(concurrency, Adaptive):
+        tuner = Adaptive() if concurrency is None else concurrency
+        per_build, _ = fit_uploads(tuner.ceiling, 1, tuner.ceiling, open_files_left())
+        budget = Budget(min(tuner.start, per_build))
+    else:
+        tuner, per_build = None, checks.check_count("concurrency", concurrency)
+        budget = Budget(per_build)
+    async with _steered(tuner, budget, per_build):
+        result = await _upload_items(
+            session,
+            project_id,
+            [item],
+            budget=budget,
+            concurrency=per_build,
+            skip_existing=skip_existing,
+            journal_dir=journal_dir,
+            windowed=None,
+            progress=None,
+            on_result=None,
+            capture=False,
+        )
     build = result[0].build
     assert build is not None
     return build
@@ -76,7 +86,7 @@ async def upload_many(
     items: Iterable["ItemLike"],
     *,
     project_id: str | None = None,
-    max_parts_in_flight: int = DEFAULT_MAX_PARTS_IN_FLIGHT,
+    max_parts_in_flight: "int | Adaptive | None" = None,
     concurrency: int | None = None,
     progress: Callable[[Path, int, int], object] | None = None,
     skip_existing: bool = False,
@@ -87,9 +97,11 @@ async def upload_many(
     input order.
 
     items: paths, (path, label) pairs or UploadItems; each goes to its UploadItem.project_id,
-    else to `project_id`. All uploads, of every project, share one budget of
-    `max_parts_in_flight` parts in flight (so 50 builds never open more connections than that);
-    each build sends at most `concurrency` parts at once (default: the whole budget). Builds start
+    else to `project_id`. All uploads, of every project, share one budget of parts in flight:
+    found while uploading (an Adaptive, the default) or fixed (`max_parts_in_flight` a number,
+    or `concurrency` given: then 16 unless said), so 50 builds never open more connections than
+    it allows; each build sends at most `concurrency` parts at once (default: the whole budget).
+    Builds start
     in order and the next one starts while the budget still has room, so they finish one after
     another. A failing build does not stop the others: its result carries the error.
 
@@ -106,7 +118,18 @@ async def upload_many(
                 f"no project for {item.path}: pass project_id= or UploadItem(..., project_id=...)"
             )
         groups.setdefault(checks.check_id("project", target), []).append(index)
-    asked = checks.check_count("max_parts_in_flight", max_parts_in_flight)
+    tuner: Adaptive | None = None
+    if isinstance(max_parts_in_flight, Adaptive):
+        tuner = max_parts_in_flight
+        asked = tuner.ceiling
+    elif max_parts_in_flight is None and concurrency is None:
+        tuner = Adaptive()
+        asked = tuner.ceiling
+    else:
+        asked = checks.check_count(
+            "max_parts_in_flight",
+            DEFAULT_MAX_PARTS_IN_FLIGHT if max_parts_in_flight is None else max_parts_in_flight,
+        )
     # What the process may still open decides how many parts and builds are in flight at
     # once (macOS starts at 256 files): fewer than asked rather than "Too many open files"
     # half-way; too few for one build is said before anything is sent.
@@ -139,10 +162,20 @@ async def upload_many(
         for index, result in zip(indexes, done, strict=True):
             results[index] = result
 
-    async with asyncio.TaskGroup() as group:
+    async with _steered(tuner, budget, fitted), asyncio.TaskGroup() as group:
         for target, indexes in groups.items():
             group.create_task(one_project(target, indexes))
     return [result for result in results if result is not None]
+
+
+def _steered(
+    tuner: Adaptive | None, budget: Budget, ceiling: int
+) -> "contextlib.AbstractAsyncContextManager[None]":
+    """The tuner steering the budget for the call (within `ceiling`, what the open files
+    allow), or nothing: a fixed budget."""
+    if tuner is None:
+        return contextlib.nullcontext()
+    return tuner.running(budget, ceiling)
 
 
 def _item(value: object) -> UploadItem:

@@ -32,7 +32,7 @@ from asyncclient.errors import (
     reason_phrase,
 )
 from asyncclient.models import Build, BuildList, UploadedPart
-from asyncclient.upload._budget import Budget, ProgressSink, Share, Window
+from asyncclient.upload._budget import Budget, Flow, ProgressSink, Share, Window
 from asyncclient.upload._hashing import Hasher
 from asyncclient.upload._journal import Journal, journal_name
 from asyncclient.upload._preflight import Source
@@ -88,7 +88,7 @@ class Upload:
         self.source = source
         self.label = label
         self.on_wait = on_wait
-        self.sink = ProgressSink(source.size, progress)
+        self.sink = ProgressSink(source.size, progress, ctx.budget)
         self.sha256 = source.sha256
         self.parts_sent = 0
         self.bytes_sent = 0
@@ -178,6 +178,7 @@ class Upload:
             bytes_sent=self.bytes_sent,
             elapsed=time.perf_counter() - started,
             info=self.source.info,
+            parts_in_flight=min(self.ctx.concurrency, self.ctx.budget.limit),
         )
 
     def _identity(self) -> dict[str, Any]:
@@ -447,9 +448,17 @@ class Upload:
                 number = queue.popleft()
                 length = self._length(number, part_bytes)
                 offset = (number - 1) * part_bytes
-                body = PartBody(path, offset, length, progress=self.sink.add, file=shared)
-                async with budget.slot((self.index, number)):
-                    uploaded = await session.upload_part(build_id, number, body)
+                flow = Flow(self.sink.add)
+                flow.body = PartBody(
+                    path,
+                    offset,
+                    length,
+                    progress=flow.add,
+                    file=shared,
+                    on_retry=budget.retried,
+                )
+                async with budget.slot((self.index, number), flow):
+                    uploaded = await session.upload_part(build_id, number, flow.body)
                 etags[number] = uploaded.etag
                 self.parts_sent += 1
                 self.bytes_sent += length

@@ -107,6 +107,8 @@ class UploadResult:
         bytes_sent: Bytes sent by this call.
         elapsed: Seconds the upload took.
         info: What the pre-flight read from the app.
+        parts_in_flight: Parts allowed in flight across the call as this build finished: the
+            number the adaptive default had settled on, or the fixed limit.
     """
 
     path: Path
@@ -122,6 +124,7 @@ class UploadResult:
     bytes_sent: int = 0
     elapsed: float = 0.0
     info: AppInfo | None = None
+    parts_in_flight: int = 0
 
     @property
     def ok(self) -> bool:

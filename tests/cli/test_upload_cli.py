@@ -123,6 +123,7 @@ async def test_upload_json_lists_the_builds_and_each_file(
         "resumed": False,
         "verified": True,
         "sha256": build["sha256"],
+        "partsInFlight": 4,
     }
 
 
