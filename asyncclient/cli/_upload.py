@@ -42,10 +42,9 @@ FILE is an Android .apk, a zipped iOS Simulator .app (Name.app.zip) or the .app 
 (zipped on the fly). Each file is checked locally first: nothing is sent for a file that is
 not an app. Parts go up in parallel, as many as the link rewards (from 4, up to 64: more
 while throughput rises with them, fewer when it does not or the service asks to slow down;
---concurrency or --max-parts-in-flight fix the number); an interrupted upload (Ctrl-C, a
-killed CI job) resumes
-where it stopped when the same command runs again. With several files, one failing does not
-stop the others.
+--concurrency or --max-parts-in-flight fix the number). An interrupted upload (Ctrl-C, a
+killed CI job) resumes where it stopped when the same command runs again. With several
+files, one failing does not stop the others.
 
 exit codes: 0 every file uploaded, 2 bad input (nothing sent for it), 3 the service refused
 (a rejected build prints what the devices cannot run), 4 the service could not be reached,

@@ -101,9 +101,9 @@ async def upload_many(
     found while uploading (an Adaptive, the default) or fixed (`max_parts_in_flight` a number,
     or `concurrency` given: then 16 unless said), so 50 builds never open more connections than
     it allows; each build sends at most `concurrency` parts at once (default: the whole budget).
-    Builds start
-    in order and the next one starts while the budget still has room, so they finish one after
-    another. A failing build does not stop the others: its result carries the error.
+    Builds start in order and the next one starts while the budget still has room, so they
+    finish one after another. A failing build does not stop the others: its result carries the
+    error.
 
     progress(path, done_bytes, total_bytes) follows every build unless the item has its own
     (done, total) callback; on_result(result) is called as each build finishes. Cancelling the

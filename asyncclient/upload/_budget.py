@@ -22,15 +22,13 @@ class Budget:
     """At most `limit` parts in flight across every upload sharing it.
 
     Waiters are served by priority (build order, then part number), not arrival, so the builds of
-    upload_builds finish one after another instead of all at the very end. `sent` counts the
-    bytes the parts handed to their connections; an Adaptive moves `limit` (resize) and hears
-    of pushback (on_pushback).
+    upload_builds finish one after another instead of all at the very end. An Adaptive reads
+    what the parts carried (sample), moves `limit` (resize) and hears of pushback (on_pushback).
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.in_flight = 0
-        self.sent = 0
         # The parts going out now, and what the parts done since the last sample carried:
         # what an Adaptive measures (sample()).
         self.flows: set[Flow] = set()
@@ -65,11 +63,6 @@ class Budget:
         self.flows.discard(flow)
         if done and len(self._ended) < 4096:
             self._ended.append(flow.sample(now, whole=True))
-
-    def count(self, delta: int) -> None:
-        """Bytes handed to a connection (a retry's winding back is not counted)."""
-        if delta > 0:
-            self.sent += delta
 
     def retried(self, status: int | None, wait: float) -> None:
         """An attempt of a part failed and will be tried again: 429 and 503 (the service asks
@@ -260,19 +253,16 @@ class ProgressSink:
     A callback that raises is not called again; its error fails the upload after the part.
     """
 
-    __slots__ = ("budget", "callback", "done", "error", "total")
+    __slots__ = ("callback", "done", "error", "total")
 
-    def __init__(self, total: int, callback: Progress | None, budget: Budget | None = None) -> None:
+    def __init__(self, total: int, callback: Progress | None) -> None:
         self.total = total
         self.done = 0
         self.callback = callback
-        self.budget = budget
         self.error: Exception | None = None
 
     def add(self, delta: int) -> None:
         self.done += delta
-        if self.budget is not None:
-            self.budget.count(delta)
         self.emit()
 
     def set(self, done: int) -> None:

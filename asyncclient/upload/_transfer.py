@@ -88,7 +88,7 @@ class Upload:
         self.source = source
         self.label = label
         self.on_wait = on_wait
-        self.sink = ProgressSink(source.size, progress, ctx.budget)
+        self.sink = ProgressSink(source.size, progress)
         self.sha256 = source.sha256
         self.parts_sent = 0
         self.bytes_sent = 0

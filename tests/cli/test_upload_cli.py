@@ -360,6 +360,41 @@ def test_plain_output_reports_each_quarter_of_a_big_file_once() -> None:
     ]
 
 
+def test_progress_says_the_parts_in_flight_while_they_are_found() -> None:
+    """The quarter lines say the adaptive number as it is now; a fixed number is not repeated
+    there. The line that says a file is done says what it settled on."""
+    import io
+
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._upload_progress import QUARTERS_FROM, Lines, done_line
+    from asyncclient.models import Build
+    from asyncclient.upload import Adaptive, UploadResult
+
+    err = io.StringIO()
+    tuner = Adaptive()
+    lines = Lines(Output(stdout=io.StringIO(), stderr=err), [Path("big.apk")], tuner)
+    total = QUARTERS_FROM * 4
+    report = lines.progress_for(0)
+    report(0, total)
+    report(total // 4 + 1, total)
+    tuner.current = 24  # as the tuner moves it
+    report(total // 2 + 1, total)
+    quarter, half = err.getvalue().splitlines()[1:]
+    assert quarter.startswith("  big.apk: 25% (64.0 MiB of 256.0 MiB, ")
+    assert quarter.endswith(" s, 4 parts in flight)")
+    assert half.endswith(" s, 24 parts in flight)")
+    fixed = io.StringIO()
+    plain = Lines(Output(stdout=io.StringIO(), stderr=fixed), [Path("big.apk")])
+    plain.progress_for(0)(0, total)
+    plain.progress_for(0)(total // 4 + 1, total)
+    assert "in flight" not in fixed.getvalue()
+    build = Build(id="ab_1", status="ready", app_id="com.example.shop", size=total)
+    settled = UploadResult(Path("big.apk"), build=build, parts_sent=32, parts_in_flight=24)
+    assert done_line(settled).endswith(", 24 parts in flight")
+    single = UploadResult(Path("big.apk"), build=build, parts_sent=1, parts_in_flight=4)
+    assert "in flight" not in done_line(single)
+
+
 # --- rates ---------------------------------------------------------------------------------------
 
 
