@@ -213,7 +213,7 @@ async def _upload_items(
         concurrency=concurrency,
         skip_existing=bool(skip_existing),
         journal_dir=_journal_dir(journal_dir),
-        window=Window(windowed) if windowed else None,
+        window=Window(windowed, budget, LOOKAHEAD) if windowed else None,
     )
     results: list[UploadResult | None] = [None] * len(items)
     sources: list[Source | None] = [None] * len(items)

@@ -190,12 +190,22 @@ class Window:
     build starts only while that is below `limit`, so few builds are open at once.
 
     The window is the one owner of that count: each build holds a `Share` of it (share()),
-    and only a share changes it."""
+    and only a share changes it. With `follows`, the limit is also at most `lookahead` times
+    that budget's limit as it is now (an adaptive one: a few builds open while few parts go)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, limit: int, follows: Budget | None = None, lookahead: int = 2) -> None:
+        self._cap = limit
+        self._follows = follows
+        self._lookahead = lookahead
         self.outstanding = 0
         self._room = asyncio.Event()
+
+    @property
+    def limit(self) -> int:
+        follows = self._follows
+        if follows is None:
+            return self._cap
+        return max(1, min(self._cap, self._lookahead * follows.limit))
 
     def share(self) -> "Share":
         """A build's share, holding no part yet."""
