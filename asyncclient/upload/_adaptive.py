@@ -145,7 +145,8 @@ class Adaptive:
 
     The number starts at `start`, rises while the measured throughput keeps rising with it and
     falls when it does not, when the service answers 429 or 503, or when a part times out;
-    never below `floor` nor above `ceiling`. One instance serves one call at a time.
+    never below `floor` nor above `ceiling`. One instance serves one call at a time (a second
+    call given it while the first runs raises ValidationError).
 
     Attributes:
         current: Parts allowed in flight now.
@@ -180,6 +181,10 @@ class Adaptive:
     async def running(self, budget: Budget, ceiling: int | None = None) -> AsyncIterator[None]:
         """Steer `budget` while the block runs (the call's uploads), within `ceiling` when the
         call allows fewer (the open-files limit)."""
+        if self._budget is not None:
+            raise ValidationError(
+                "this Adaptive is steering another upload call: give each call its own"
+            )
         top = self.ceiling if ceiling is None else max(1, min(self.ceiling, ceiling))
         floor = min(self.floor, top)
         self._rule = Rule(self.start, floor, top)

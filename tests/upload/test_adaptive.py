@@ -5,6 +5,7 @@ its own, so every figure is exact and the same on a busy machine."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import socket
@@ -363,3 +364,28 @@ def test_a_part_that_cannot_read_its_queue_assumes_a_full_send_buffer(tmp_path: 
     assert flow.carried() == 0
     flow.add(-(3 << 20))  # a retried attempt starts again
     assert flow.written == 0
+
+
+async def test_one_adaptive_steers_one_call_at_a_time(svc: FakeService, tmp_path: Path) -> None:
+    apk = apk_of(tmp_path / "shop.apk", parts=8)
+    other = apk_of(tmp_path / "other.apk", parts=2)
+    svc.conditions = NetworkConditions(part_bandwidth=500_000)
+    shared = Adaptive()
+    going = asyncio.Event()
+    item = UploadItem(apk, progress=lambda done, total: going.set())
+    async with AsyncSession(svc.edit_key, svc.url) as session:
+        first = asyncio.create_task(
+            session.upload_builds([item], project_id=svc.project_id, max_parts_in_flight=shared)
+        )
+        await going.wait()  # the first call's parts are going: it holds the Adaptive
+        with pytest.raises(ValidationError, match="give each call its own"):
+            await session.upload_builds(
+                [other], project_id=svc.project_id, max_parts_in_flight=shared
+            )
+        (result,) = await first
+        assert result.ok
+        svc.conditions = NetworkConditions()
+        (again,) = await session.upload_builds(
+            [other], project_id=svc.project_id, max_parts_in_flight=shared
+        )
+        assert again.ok  # free again once the first call is over
