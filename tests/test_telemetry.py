@@ -259,3 +259,18 @@ async def test_a_signed_links_query_never_reaches_a_span(
     )
     for span in spans:
         assert "s3cr3t-sig" not in str(dict(span.attributes or {}).get("asyncclient.file", ""))
+
+
+def test_a_provider_named_in_the_environment_is_seen_as_soon_as_it_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The environment's names are read again whenever a variable is set or removed."""
+    from asyncclient._client import _telemetry
+
+    name = "OTEL_PYTHON_TRACER_PROVIDER"
+    monkeypatch.delenv(name, raising=False)
+    assert not _telemetry._in_environ(name)
+    monkeypatch.setenv(name, "sdk_tracer_provider")
+    assert _telemetry._in_environ(name)
+    monkeypatch.delenv(name)
+    assert not _telemetry._in_environ(name)
