@@ -278,18 +278,28 @@ async def test_rate_limit_buckets_only_known_keys(
     assert len(service._plan._buckets) == 1
 
 
+PART = 64 * 1024
+
+
+async def shaped(
+    factory: FakeServiceFactory, clients: Callable[..., Http], conditions: NetworkConditions
+) -> tuple[FakeService, Http]:
+    """The small seed's service in parts of PART bytes under `conditions`, and a run key's
+    client of it."""
+    service = await factory(
+        SMALL_SEED, clock="manual", settings=ServiceSettings(part_bytes=PART), conditions=conditions
+    )
+    return service, clients(service, "k-run")
+
+
 async def test_latency_and_part_bandwidth(
     fake_service_factory: FakeServiceFactory,
     clients: Callable[..., Http],
 ) -> None:
-    part = 64 * 1024
-    service = await fake_service_factory(
-        SMALL_SEED,
-        clock="manual",
-        settings=ServiceSettings(part_bytes=part),
-        conditions=NetworkConditions(latency_ms=40, part_bandwidth=400_000),
+    part = PART
+    _, client = await shaped(
+        fake_service_factory, clients, NetworkConditions(latency_ms=40, part_bandwidth=400_000)
     )
-    client = clients(service, "k-run")
     began = time.monotonic()
     await client.get("/api/v1/runs")
     assert time.monotonic() - began >= 0.04
@@ -337,14 +347,10 @@ async def test_the_link_is_shared_by_every_upload(
     fake_service_factory: FakeServiceFactory,
     clients: Callable[..., Http],
 ) -> None:
-    part = 64 * 1024
-    service = await fake_service_factory(
-        SMALL_SEED,
-        clock="manual",
-        settings=ServiceSettings(part_bytes=part),
-        conditions=NetworkConditions(link_bandwidth=512 * 1024),
+    part = PART
+    service, client = await shaped(
+        fake_service_factory, clients, NetworkConditions(link_bandwidth=512 * 1024)
     )
-    client = clients(service, "k-run")
     builds = [
         (
             await client.post(
