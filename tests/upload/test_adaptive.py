@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncclient import AsyncSession
 from asyncclient._local._bodies import PartBody, _queue_reader
@@ -389,3 +391,34 @@ async def test_one_adaptive_steers_one_call_at_a_time(svc: FakeService, tmp_path
             [other], project_id=svc.project_id, max_parts_in_flight=shared
         )
         assert again.ok  # free again once the first call is over
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    bounds=st.tuples(st.integers(1, 8), st.integers(1, 128), st.integers(1, 200)),
+    events=st.lists(
+        st.one_of(
+            st.floats(min_value=0, allow_nan=False),  # a measure, infinity included
+            st.tuples(st.just("pushback"), st.floats(min_value=0, allow_nan=False)),
+        ),
+        max_size=60,
+    ),
+)
+def test_whatever_is_measured_the_number_stays_within_its_bounds(
+    bounds: tuple[int, int, int], events: list[Any]
+) -> None:
+    """Measures of any size (nothing, infinity), and pushback with any wait (a Retry-After the
+    service chose): the number never leaves [floor, ceiling] and is always whole."""
+    floor, extra, start = bounds
+    ceiling = floor + extra
+    rule = Rule(start, floor, ceiling)
+    now = 0.0
+    for event in events:
+        now += 0.5
+        if isinstance(event, tuple):
+            level = rule.pushback(now, event[1])
+        else:
+            level = rule.measured(event, now)
+        assert isinstance(level, int)
+        assert floor <= level <= ceiling
+        assert level == rule.level
