@@ -93,14 +93,17 @@ async def test_four_processes_upload_one_file(
     big_apk: Path, tmp_path: Path, repetitions: int | None
 ) -> None:
     expected = sha256(big_apk)
-    # 4 MB/s per part: one upload takes about two seconds, so that the four processes, started
-    # together but up to a second apart on a busy machine, all find it under way (one that
-    # starts after it ended uploads the file again: the lock keeps overlapping uploads apart).
-    async with slow_service(part_bandwidth=4_000_000) as svc:
+    # 2 MB/s per part and 4 parts at once (fixed: the number found while uploading would reach
+    # 12 and end in half a second): one upload takes about three seconds, so that the four
+    # processes, started together but up to a second apart on a busy machine, all find it under
+    # way (one that starts after it ended uploads the file again: the lock keeps overlapping
+    # uploads apart).
+    async with slow_service(part_bandwidth=2_000_000) as svc:
         env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
+        command = ["upload", svc.project_id, str(big_apk), "--concurrency", "4"]
         for repetition in repeat(repetitions, 3):
             svc.reset_requests()
-            results = await run_all([["upload", svc.project_id, str(big_apk)]] * 4, env)
+            results = await run_all([command] * 4, env)
             for code, _, err in results:
                 assert code == 0, f"repetition {repetition}: {err}"
             ids = {out.strip() for _, out, _ in results}
