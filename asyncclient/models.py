@@ -53,7 +53,7 @@ FINAL_STATUSES: Final = frozenset(
 """The statuses after which a run changes no more (when the service sends no `final`)."""
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Build:
     """An uploaded app build. project_id and sha256 are only in the single view (get_build).
 

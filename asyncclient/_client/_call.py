@@ -40,6 +40,9 @@ class Exchange:
         return wire.request_id_of(self.headers)
 
 
+_NOT_YET: Exchange = Exchange(0)  # read, never written: what a call is before its attempts
+
+
 class Call:
     """One logical request: what every attempt sends, set once (its operation's row, the URL,
     body, headers, hooks and the telemetry looked up once), and its attempts: how many were
@@ -52,12 +55,14 @@ class Call:
         "headers",
         "last",
         "meters",
+        "method",
         "operation",
         "params",
         "path",
         "prepare",
         "retries",
         "tracer",
+        "transfer",
         "url",
     )
 
@@ -75,6 +80,9 @@ class Call:
         retries: int | None = None,
     ) -> None:
         self.operation = operation
+        self.method = operation.method
+        # A part upload or a file download: timed by idle time, not by a total.
+        self.transfer = operation.streams
         self.url = url
         self.path = path
         self.params = params
@@ -84,17 +92,11 @@ class Call:
         self.consume = consume
         self.retries = retries
         # OpenTelemetry's tracer and instruments when an SDK is set up (_telemetry).
-        if _telemetry.ENABLED:
-            self.tracer: Any = _telemetry.tracer()
-            self.meters: _telemetry.Instruments | None = _telemetry.instruments()
-        else:
-            self.tracer = self.meters = None
+        self.tracer: Any
+        self.meters: _telemetry.Instruments | None
+        self.tracer, self.meters = _telemetry.observers()
         self.attempts = 0
-        self.last = Exchange(0)
-
-    @property
-    def method(self) -> str:
-        return self.operation.method
+        self.last = _NOT_YET  # each attempt makes its own
 
     @property
     def op(self) -> str:
@@ -103,11 +105,6 @@ class Call:
     @property
     def idempotent(self) -> bool:
         return self.operation.retry_safe
-
-    @property
-    def transfer(self) -> bool:
-        """A part upload or a file download: timed by idle time, not by a total."""
-        return self.operation.streams
 
     @property
     def request_id(self) -> str | None:

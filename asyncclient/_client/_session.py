@@ -8,6 +8,7 @@ with the docstring users read, on the one public class.
 import os
 from collections.abc import (
     Callable,
+    Coroutine,
     Iterable,
     Mapping,
     Sequence,
@@ -349,7 +350,7 @@ class AsyncSession:
         """Close the connections (a client_session passed in is left open)."""
         await self._t.close()
 
-    async def _call(
+    def _call(
         self,
         name: str,
         decode: Callable[[Any], T],
@@ -361,11 +362,11 @@ class AsyncSession:
         headers: Mapping[str, str] | None = None,
         retries: int | None = None,
         ids: Mapping[str, str] | None = None,
-    ) -> T:
+    ) -> Coroutine[Any, Any, T]:
         """One operation of the table (asyncclient._core._operations): its method and path, with the
-        path's ids filled in, retried and timed as its row says."""
+        path's ids filled in, retried and timed as its row says; the coroutine to await."""
         operation = OPERATIONS[name]
-        return await self._t.request(
+        return self._t.request(
             operation,
             operation.path_for(**(ids or {})),
             params=params,

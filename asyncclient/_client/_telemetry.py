@@ -45,6 +45,7 @@ __all__ = [
     "error_type",
     "inject",
     "instruments",
+    "observers",
     "operation",
     "start_attempt",
     "traced",
@@ -76,15 +77,38 @@ _environ_size = -1
 _environ_names: frozenset[str] = frozenset()
 
 
-def _in_environ(name: str) -> bool:
-    """`name in os.environ`, from the names as they were when the environment last changed
-    size (a variable set or removed): os.environ's own test raises and catches a KeyError,
-    2.3 us, twice a request while no provider is set."""
+def _in_environ(*names: str) -> bool:
+    """Whether any of `names` is in os.environ, from the names as they were when the
+    environment last changed size (a variable set or removed): os.environ's own test raises
+    and catches a KeyError, 2.3 us, twice a request while no provider is set."""
     global _environ_size, _environ_names
     size = len(os.environ)
     if size != _environ_size:
         _environ_names, _environ_size = frozenset(os.environ), size
-    return name in _environ_names
+    return not _environ_names.isdisjoint(names)
+
+
+_NOBODY: Final = (None, None)
+# The API's two globals, read directly (an API without them is asked the long way).
+_GLOBALS_KNOWN: Final = ENABLED and all(
+    hasattr(module, name)
+    for module, name in ((trace, "_TRACER_PROVIDER"), (metrics._internal, "_METER_PROVIDER"))
+)
+
+
+def observers() -> tuple[Any, Instruments | None]:
+    """The tracer and the metric instruments of a call, each None while no SDK is set up:
+    one look at both providers on every request."""
+    if not ENABLED:
+        return _NOBODY
+    if (
+        _GLOBALS_KNOWN
+        and trace._TRACER_PROVIDER is None
+        and metrics._internal._METER_PROVIDER is None
+        and not _in_environ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+    ):
+        return _NOBODY
+    return tracer(), instruments()
 
 
 def tracer() -> Any:

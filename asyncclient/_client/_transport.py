@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
 
 import aiohttp
@@ -22,6 +22,7 @@ from asyncclient._client._call import Call, Exchange
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
+from asyncclient._client._slots import Slots
 from asyncclient._core import _bounds as bounds
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
@@ -153,9 +154,9 @@ class Transport:
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
-        # Our own session: only the socket's connect is aiohttp's to time; the request's
-        # deadline starts once the attempt has one of the pool's slots (_slots).
-        self._own_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        # Our own session: aiohttp's pool never waits (an attempt first takes one of our
+        # slots, _slots), so its total runs from then; the socket's connect is timed apart.
+        self._own_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._pool_timeout = pool_timeout
         self._outages = Outages(outage_threshold, retry.deadline, retry.now)
         self._transfer_timeout = aiohttp.ClientTimeout(
@@ -168,7 +169,7 @@ class Transport:
         # when asyncio.run (or any runner) shuts that loop down (see _bind).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: Slots | None = None
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
@@ -178,10 +179,10 @@ class Transport:
         # aiohttp exceptions: every request asks for the answer itself.
         self._request_options: dict[str, Any] = {
             "allow_redirects": False,
-            "raise_for_status": False,
             **network.request_options(),
         }
         if client_session is not None:
+            self._request_options["raise_for_status"] = False
             self._request_options["timeout"] = self._timeout
         self._transfer_options = {**self._request_options, "timeout": self._transfer_timeout}
 
@@ -240,7 +241,7 @@ class Transport:
         self._loop = _running_loop()
         # As many slots as connections: a request waits here, not in aiohttp's pool, so that
         # the wait is not the service's doing: not timed, never retried (pool_timeout bounds it).
-        self._slots = asyncio.Semaphore(self._connection_limit)
+        self._slots = Slots(self._connection_limit)
         closer = _close_at_loop_end(http)
         step = closer.asend(None)  # registers it with the loop (the firstiter hook) ...
         with contextlib.suppress(StopIteration):
@@ -288,7 +289,7 @@ class Transport:
             retries=retries,
         )
 
-    async def request(
+    def request(
         self,
         operation: Operation,
         path: str,
@@ -300,16 +301,23 @@ class Transport:
         decode: Callable[[Any], T],
         retries: int | None = None,
         ids: Mapping[str, str] | None = None,
-    ) -> T:
+    ) -> Coroutine[Any, Any, T]:
         """Send one request of `operation` (with retries, as its row allows) and decode its
         JSON answer with `decode`; with OpenTelemetry, in a span named after the operation
-        (asyncclient._client._telemetry) holding `ids`."""
+        (asyncclient._client._telemetry) holding `ids`. A plain function handing back the
+        coroutine to await: one frame less on every call."""
         if json is not None:
             body = _dumps(json)
             headers = {**(headers or {}), "Content-Type": "application/json"}
         call = self.call(
             operation, path, params=params, body=body, headers=headers, retries=retries
         )
+        return self._decoded(call, decode, ids)
+
+    async def _decoded(
+        self, call: Call, decode: Callable[[Any], T], ids: Mapping[str, str] | None
+    ) -> T:
+        operation = call.operation
         if call.tracer is not None:
             with _telemetry.operation(call.tracer, operation.name, ids) as current:
                 try:
@@ -337,15 +345,21 @@ class Transport:
     async def run(self, call: Call) -> Any:
         """Attempt the call, retrying each attempt that returns a Retry, with the policy's waits;
         on giving up, raise the public error with the number of attempts made."""
-        retries = self._max_retries if call.retries is None else call.retries
         outages = self._outages
+        policy = self._retry
+        started = policy.now()
         try:
-            result = await retrying(
-                lambda: self._attempt(call),
-                self._retry,
-                retries,
-                on_retry=functools.partial(self._retried, call),
-            )
+            # The first attempt outside the retry loop: nearly every call ends with it.
+            result = await self._attempt(call)
+            if isinstance(result, Retry):
+                result = await retrying(
+                    lambda: self._attempt(call),
+                    policy,
+                    self._max_retries if call.retries is None else call.retries,
+                    on_retry=functools.partial(self._retried, call),
+                    first=result,
+                    started=started,
+                )
         except BaseException as error:
             if isinstance(error, ApiError | TransportError):
                 error.attempts = call.attempts
@@ -408,13 +422,25 @@ class Transport:
         slots = self._slots
         if slots is None:
             return await self._send(call, http)
+        if not slots.take_now():
+            await self._wait_for_slot(call, slots)
+        try:
+            call.last.phase = "waiting for the answer"
+            if call.tracer or call.meters or requests_log.isEnabledFor(_DEBUG):
+                return await self._send(call, http)
+            return await self._exchange(call, http, call.headers)
+        finally:
+            slots.give()
+
+    async def _wait_for_slot(self, call: Call, slots: Slots) -> None:
+        """Wait for one of the pool's slots, within pool_timeout."""
         call.last.phase = WAITING_FOR_CONNECTION
         if self._pool_timeout is None:
-            await slots.acquire()
+            await slots.take()
         else:
             try:
                 async with asyncio.timeout(self._pool_timeout):
-                    await slots.acquire()
+                    await slots.take()
             except TimeoutError:
                 # The pool stayed full: nothing went out, and retrying would only queue again.
                 raise TransportError(
@@ -426,11 +452,6 @@ class Transport:
                     attempts=call.attempts,
                     kind="pool_timeout",
                 ) from None
-        try:
-            call.last.phase = "waiting for the answer"
-            return await self._send(call, http)
-        finally:
-            slots.release()
 
     async def _send(self, call: Call, http: aiohttp.ClientSession) -> Any:
         """The request of one attempt, on `http` (see _attempt), observed when anything
@@ -508,9 +529,9 @@ class Transport:
             data, headers = sending.data, sending.headers
             if sending.timer is not None:
                 deadline = sending.timer
-        elif self._owns_http:
-            deadline = asyncio.timeout(self._timeout_s)  # from now: the slot is had
-        options = self._transfer_options if call.transfer else self._request_options
+            options = self._transfer_options
+        else:
+            options = self._request_options
         try:
             async with (
                 deadline,

@@ -58,6 +58,8 @@ def is_id(kind: str, value: object) -> bool:
 def check_id(kind: str, value: object, param: str | None = None) -> str:
     """Return value when it looks like an id of `kind`, else raise ValidationError saying why."""
     prefix = ID_PREFIXES[kind]
+    if type(value) is str and value.startswith(prefix) and _ID_TAIL.fullmatch(value, len(prefix)):
+        return value
     name = param or f"{kind}_id"
     if not isinstance(value, str):
         raise ValidationError(

@@ -7,6 +7,7 @@ No I/O and no imports from the package: a leaf.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Final, Literal
@@ -21,6 +22,12 @@ Capability = Literal["any", "run", "edit"]
 Resource = Literal["builds", "runs", "endpoints"]
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+@functools.cache
+def _template(path: str) -> str:
+    """The path as a str.format template: `{file:.+}` (aiohttp's route syntax) as `{file}`."""
+    return _PARAM.sub(lambda match: "{" + match.group(1) + "}", path)
 
 
 @attrs.frozen
@@ -67,7 +74,7 @@ class Operation:
 
     def path_for(self, **params: str) -> str:
         """The path below API_PREFIX with each placeholder replaced by its (quoted) value."""
-        return _PARAM.sub(lambda match: params[match.group(1)], self.path)
+        return _template(self.path).format_map(params)
 
 
 _TABLE: Final = (

@@ -251,28 +251,36 @@ async def retrying(
     retries: int,
     *,
     on_retry: Callable[[Retry], object] | None = None,
+    first: Retry | None = None,
+    started: float | None = None,
 ) -> T:
     """Await attempt() until it returns an answer; a Retry it returns asks for another
     attempt, up to `retries` more (an outage: until the policy's deadline), after the policy's
     wait. When they run out, the Retry's error is raised (its cause kept; after an outage it
     says how long it was retried). on_retry(retry): each failure that will be retried, its wait
     chosen (`retry.wait`), before the wait (the caller logs and counts it). A final error
-    attempt() raises, CancelledError included, goes through untouched.
+    attempt() raises, CancelledError included, goes through untouched. A caller that made
+    the first attempt itself passes its Retry as `first`, with the time it began (`started`).
 
     The loop is backoff's predicate mode (`backoff.on_predicate`): it calls the attempt, and
     while the outcome is a Retry asks the policy's wait generator for the wait, which ends
     when the attempts have run out. The first attempt is made before that loop is set up (a
     call that succeeds at once, nearly every call, never sets it up: about 10 us a call,
     bench_session); a Retry from it is handed to the loop as the loop's first outcome."""
-    started = policy.now()
-    outcome = await attempt()
-    if not isinstance(outcome, Retry):
-        return outcome
+    if first is None:
+        started = policy.now()
+        outcome = await attempt()
+        if not isinstance(outcome, Retry):
+            return outcome
+    else:
+        outcome = first
+        if started is None:
+            started = policy.now()
     sleep = policy.own_sleep()
-    first: list[T | Retry] = [outcome]
+    pending: list[T | Retry] = [outcome]
 
     async def attempts() -> T | Retry:
-        return first.pop() if first else await attempt()
+        return pending.pop() if pending else await attempt()
 
     async def on_backoff(details: Any) -> None:
         retry: Retry = details["value"]
