@@ -4,6 +4,7 @@ The emulator runs in a separate process, so time.process_time() here measures on
     .venv/bin/python benchmarks/bench_session.py [--calls 5000] [--rounds 5] [--concurrency 8]
     .venv/bin/python benchmarks/bench_session.py --networks tls     # over HTTPS only
     .venv/bin/python benchmarks/bench_session.py --telemetry sdk    # OpenTelemetry's SDK on
+    .venv/bin/python benchmarks/bench_session.py --instructions 800  # under valgrind, exact
 
 By default it measures over plain HTTP, then over HTTPS (the emulator with a throwaway CA; both
 sides trust it), each side by side.
@@ -11,6 +12,11 @@ sides trust it), each side by side.
 Both sides send the same headers over a connector with the same limit, read the body and parse
 the JSON; the session also validates the id, runs its retry wrapper and builds a Build. Rounds
 alternate which side goes first; the figure is the median CPU per call over the rounds.
+
+--instructions N counts the CPU instructions of N calls instead of timing them: each side runs in
+a process of its own under valgrind's cachegrind, once with N calls and once with none, and the
+difference over N is its instructions per call. The count does not move from run to run (the
+CPU figures move by 10 %), though it leaves out what the caches cost.
 
 --telemetry sdk sets up OpenTelemetry's SDK as an application would (a tracer provider with a
 batch span processor, a meter provider with a reader), exporting to nowhere so that only the
@@ -155,7 +161,93 @@ def telemetry_on() -> None:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
+async def _calls_alone(url: str, key: str, build_id: str, side: str, calls: int) -> None:
+    """`calls` calls of one side after the same warm-up, for --instructions."""
+    limit = 64
+    async with AsyncSession(key, url, connection_limit=limit, proxy="direct") as session:
+        agent = session._t.headers["User-Agent"]
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "User-Agent": agent,
+            "Accept": "application/json",
+        }
+        target = f"{url}/api/v1/builds/{build_id}"
+        timeout = aiohttp.ClientTimeout(total=30.0, connect=10.0)
+        connector = aiohttp.TCPConnector(limit=limit)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+
+            async def bare() -> object:
+                async with http.get(target, headers=headers, allow_redirects=False) as resp:
+                    return json.loads(await resp.read())["build"]
+
+            async def ours() -> object:
+                return await session.get_build(build_id)
+
+            call = ours if side == "ours" else bare
+            for _ in range(50):
+                await call()
+            if calls:
+                await _drive(call, calls, 8)
+
+
+def instructions(url: str, key: str, calls: int) -> None:
+    """Instructions per call of each side, counted by valgrind (see the docstring)."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (apt install valgrind)")
+
+    async def newest() -> str:
+        async with AsyncSession(key, url, proxy="direct") as probe:
+            return (await probe.list_builds("p_demo")).builds[0].id
+
+    build_id = asyncio.run(newest())
+    counted: dict[tuple[str, int], int] = {}
+    for side in ("bare", "ours"):
+        for n in (0, calls):
+            done = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=cachegrind",
+                    "--cache-sim=no",
+                    "--cachegrind-out-file=/dev/null",
+                    sys.executable,
+                    __file__,
+                    "--count-side",
+                    side,
+                    "--calls",
+                    str(n),
+                    "--url",
+                    url,
+                    "--key",
+                    key,
+                    "--build-id",
+                    build_id,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+            assert found is not None, done.stderr[-500:]
+            counted[side, n] = int(found.group(1).replace(",", ""))
+    per = {side: (counted[side, calls] - counted[side, 0]) / calls for side in ("bare", "ours")}
+    print(f"\n{calls} get_build calls over plain HTTP, concurrency 8 (instructions per call)")
+    print(f"bare aiohttp   {per['bare']:9,.0f}")
+    print(f"AsyncSession   {per['ours']:9,.0f}")
+    print(f"ratio          {per['ours'] / per['bare']:9.3f}x")
+
+
 def main(args: argparse.Namespace) -> None:
+    if args.count_side:
+        asyncio.run(_calls_alone(args.url, args.key, args.build_id, args.count_side, args.calls))
+        return
+    if args.instructions:
+        with Emulator() as emu:
+            instructions(emu.url, emu.run_key, args.instructions)
+        return
     if args.telemetry == "sdk":
         telemetry_on()
         print("OpenTelemetry SDK on: spans and metrics made (exported nowhere)")
@@ -182,4 +274,8 @@ if __name__ == "__main__":
         "--telemetry", choices=("off", "sdk"), default="off", help="OpenTelemetry's SDK on or off"
     )
     parser.add_argument("--build-id", help="build to fetch (default: the newest of p_demo)")
+    parser.add_argument(
+        "--instructions", type=int, metavar="N", help="count instructions of N calls (valgrind)"
+    )
+    parser.add_argument("--count-side", choices=("bare", "ours"), help=argparse.SUPPRESS)
     main(parser.parse_args())
