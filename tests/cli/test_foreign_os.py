@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
@@ -89,29 +90,72 @@ def slow_service(part_bandwidth: int = 16_000_000) -> FakeService:
     )
 
 
+async def _read_waiting(
+    proc: asyncio.subprocess.Process,
+    index: int,
+    error: bytearray,
+    waiting: set[int],
+    gate: asyncio.Event,
+) -> None:
+    """Read the process's stderr into `error`; once three processes say they wait for another
+    upload of the file, open the gate."""
+    assert proc.stderr is not None
+    async for line in proc.stderr:
+        error += line
+        if b"waiting for another upload of big.apk" in line:
+            waiting.add(index)
+            if len(waiting) == 3:
+                gate.set()
+
+
 async def test_four_processes_upload_one_file(
-    big_apk: Path, tmp_path: Path, repetitions: int | None
+    big_apk: Path, tmp_path: Path, repetitions: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = sha256(big_apk)
-    # 2 MB/s per part and 4 parts at once (fixed: the number found while uploading would reach
-    # 12 and end in half a second): one upload takes about three seconds, so that the four
-    # processes, started together but up to a second apart on a busy machine, all find it under
-    # way (one that starts after it ended uploads the file again: the lock keeps overlapping
-    # uploads apart).
-    async with slow_service(part_bandwidth=2_000_000) as svc:
-        env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
-        command = ["upload", svc.project_id, str(big_apk), "--concurrency", "4"]
+    async with slow_service() as svc:
+        # The first upload's Complete is held until the three others wait on its lock, so no
+        # process can start after it ended, however far apart a busy machine starts them.
+        store = svc.backend.build_store
+        complete, gate = store.complete_upload, asyncio.Event()
+
+        async def held_complete(*args: Any, **kwargs: Any) -> Any:
+            await gate.wait()
+            return await complete(*args, **kwargs)
+
+        monkeypatch.setattr(store, "complete_upload", held_complete)
+        env = {**os.environ, **env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
         for repetition in repeat(repetitions, 3):
             svc.reset_requests()
-            results = await run_all([command] * 4, env)
-            for code, _, err in results:
-                assert code == 0, f"repetition {repetition}: {err}"
-            ids = {out.strip() for _, out, _ in results}
+            gate.clear()
+            procs = [
+                await asyncio.create_subprocess_exec(
+                    *windows_command("upload", svc.project_id, str(big_apk)),
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                for _ in range(4)
+            ]
+            waiting: set[int] = set()
+            errors: list[bytearray] = [bytearray() for _ in procs]
+            async with asyncio.timeout(120):  # a bound on a hang, not a measure of speed
+                await asyncio.gather(
+                    *(
+                        _read_waiting(proc, i, errors[i], waiting, gate)
+                        for i, proc in enumerate(procs)
+                    )
+                )
+                outs = [await proc.communicate() for proc in procs]
+            for proc, error in zip(procs, errors, strict=True):
+                assert proc.returncode == 0, f"repetition {repetition}: {error.decode()}"
+            assert len(waiting) == 3, [e.decode() for e in errors]
+            ids = {out.decode().strip() for out, _ in outs}
             assert len(ids) == 1, ids  # one build: the others waited and took it
             build = svc.backend.builds[ids.pop()]
             assert build.status == "ready"
             assert build.sha256 == expected
             assert len(svc.requests_for("complete_upload")) == 1
+            assert len(svc.requests_for("start_upload")) == 1
     assert list((tmp_path / "state" / "uploads").glob("*.json")) == []
 
 
