@@ -83,6 +83,7 @@ class Settings:
     max_failures: int = 0  # 0: no fail-fast
     junit: str = ""
     ctrf: str = ""
+    allure_results: str = ""
     html: str = ""
     download_failed: str = ""
     quarantine: str = ""
@@ -203,6 +204,7 @@ def _settings(
         max_failures=_count(get("max-failures"), names["max-failures"], "tests (1 or more)"),
         junit=get("junit").strip(),
         ctrf=get("ctrf").strip(),
+        allure_results=get("allure-results").strip(),
         html=get("html").strip(),
         download_failed=get("download-failed").strip(),
         quarantine=get("quarantine").strip(),
@@ -230,6 +232,7 @@ SETTINGS: Final = (
     "max-failures",
     "junit",
     "ctrf",
+    "allure-results",
     "html",
     "download-failed",
     "quarantine",
@@ -346,6 +349,7 @@ def run_arguments(
         ("--mode", settings.mode),
         ("--junit", settings.junit),
         ("--ctrf", settings.ctrf),
+        ("--allure-results", settings.allure_results),
         ("--html", settings.html),
         ("--download-failed", settings.download_failed),
         ("--quarantine", settings.quarantine),
@@ -440,6 +444,7 @@ def run(
         "device-minutes": "0.0",
         "junit": "",
         "ctrf": "",
+        "allure-results": "",
         "html": "",
     }
     try:
@@ -480,6 +485,11 @@ def run(
             "device-minutes": f"{counted.device_seconds / 60:.1f}",
             "junit": settings.junit if settings.junit and (cwd / settings.junit).is_file() else "",
             "ctrf": settings.ctrf if settings.ctrf and (cwd / settings.ctrf).is_file() else "",
+            "allure-results": (
+                settings.allure_results
+                if settings.allure_results and (cwd / settings.allure_results).is_dir()
+                else ""
+            ),
             "html": settings.html if settings.html and (cwd / settings.html).is_file() else "",
         }
     )
@@ -527,7 +537,8 @@ def gitlab_dotenv_text(outputs: Mapping[str, str], spill: Path | None = None) ->
     values = {
         f"ASYNCCLIENT_{name.upper().replace('-', '_')}": value
         for name, value in outputs.items()
-        if name not in ("junit", "ctrf", "html") and _DOTENV_VALUE.fullmatch(value)
+        if name not in ("junit", "ctrf", "allure-results", "html")
+        and _DOTENV_VALUE.fullmatch(value)
     }
     text = "".join(f"{key}={value}\n" for key, value in values.items())
     if len(text.encode()) <= DOTENV_LIMIT - 200 or spill is None:

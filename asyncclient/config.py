@@ -55,7 +55,16 @@ ALLOW_OUTSIDE_ENV: Final = "ASYNCCLIENT_ALLOW_OUTSIDE_PATHS"
 repository (the paths a command writes; a pull request can change that file)."""
 # The keys whose path a command writes to (reports, evidence, downloads).
 WRITTEN_PATHS: Final = frozenset(
-    {"junit", "html", "ctrf", "events", "download_failed", "download_dir", "write_quarantine"}
+    {
+        "junit",
+        "html",
+        "ctrf",
+        "allure_results",
+        "events",
+        "download_failed",
+        "download_dir",
+        "write_quarantine",
+    }
 )
 
 

@@ -289,6 +289,9 @@ async def test_the_gitlab_template_script_runs_the_loop(
     # t_pass 20 s, t_flaky 25 s twice, t_broken 30 s three times: 160 device seconds.
     assert float(dotenv["ASYNCCLIENT_DEVICE_MINUTES"]) == pytest.approx(160 / 60, abs=0.05)
     assert json.loads((project_dir / variables["ASYNCCLIENT_CTRF"]).read_text())["results"]
+    allure = project_dir / variables["ASYNCCLIENT_ALLURE_RESULTS"]
+    assert len(list(allure.glob("*-result.json"))) == 6  # 3 tests, 3 re-runs
+    assert "ASYNCCLIENT_ALLURE_RESULTS" not in dotenv
     assert dotenv["ASYNCCLIENT_BUILD_IDS"].startswith("ab_")
     assert "ASYNCCLIENT_JUNIT" not in dotenv  # the template's own variable stays as it was
     (start,) = service.requests_for("run_project")
@@ -345,10 +348,12 @@ def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
             "CI_JOB_ID": "6",
             "CI_COMMIT_SHA": "def",
             "ASYNCCLIENT_TIMEOUT": "900",
+            "ASYNCCLIENT_ALLURE_RESULTS": "out/allure",
         }
     )
     assert gitlab.label == "def"
     argv = ci.run_arguments(gitlab, ["ab_1"])
+    assert argv[argv.index("--allure-results") + 1] == "out/allure"
     assert argv[:5] == ["run", "project", "p_1", "--wait", "--json"]
     assert argv[argv.index("--timeout") + 1] == "900"
     assert "--stop-on-timeout" in argv

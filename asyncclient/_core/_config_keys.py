@@ -53,6 +53,7 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "fail_on_flaky": Key("bool", "--fail-on-flaky"),
     "junit": Key("path", "--junit"),
     "ctrf": Key("path", "--ctrf"),
+    "allure_results": Key("path", "--allure-results"),
     "events": Key("path", "--events"),
     "html": Key("path", "--html"),
     "download_failed": Key("path", "--download-failed"),

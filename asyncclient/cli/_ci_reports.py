@@ -31,8 +31,8 @@ async def report(
     out: Output,
 ) -> None:
     """Every report asked for, of the suite's report model (built once by the suite loop):
-    the summary, --json, --junit, --ctrf, --html, the step summary, and the evidence of the
-    runs that did not pass (--download-failed, read from `result`)."""
+    the summary, --json, --junit, --ctrf, --allure-results, --html, the step summary, and the
+    evidence of the runs that did not pass (--download-failed, read from `result`)."""
     from asyncclient._reports import junit as _junit
     from asyncclient._reports.text import summary_lines
 
@@ -64,6 +64,19 @@ async def report(
                 ctrf, job_report, evidence=evidence, evidence_dir=options.download_failed
             ),
         )
+    if options.allure_results:
+        from asyncclient._reports.allure import write_allure_results
+
+        folder = options.allure_results
+        _written(
+            out,
+            "Allure",
+            folder,
+            lambda: write_allure_results(
+                folder, job_report, evidence=evidence, evidence_dir=options.download_failed
+            ),
+            what="results",
+        )
     if html:
         from asyncclient._reports import html as _html_report
 
@@ -86,15 +99,17 @@ async def report(
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
 
 
-def _written(out: Output, kind: str, target: str, write: Callable[[], Path]) -> None:
-    """Write one report file, say where; a file that cannot be written fails the command."""
+def _written(
+    out: Output, kind: str, target: str, write: Callable[[], Path], what: str = "report"
+) -> None:
+    """Write one report, say where; a report that cannot be written fails the command."""
     try:
         path = write()
     except OSError as exc:
         raise CommandError(
-            f"cannot write the {kind} report {target}: {exc.strerror or exc}", EXIT_NOT_PASSED
+            f"cannot write the {kind} {what} {target}: {exc.strerror or exc}", EXIT_NOT_PASSED
         ) from exc
-    out.info(f"{kind} report: {path}")
+    out.info(f"{kind} {what}: {path}")
 
 
 def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["add_follow_options", "add_spending_options", "check_follow_options", "ids_from_text"]
 
 _DEFAULTS = attrs.fields(Follow)  # each option's default, written once in its record
+_ALLURE_HELP = "write Allure results into DIR (re-runs as retries, causes as categories)"
+_FOLDERS = ("--download-failed", "--allure-results")  # options naming a folder
 
 
 def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> Any:
@@ -54,6 +56,7 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         help="write a CTRF report (Common Test Report Format, JSON) to PATH: re-runs, flaky "
         "tests, durations, the runs' files as attachments, the device time",
     )
+    group.add_argument("--allure-results", metavar="DIR", help=_ALLURE_HELP)
     group.add_argument(
         "--retry-failed",
         type=int,
@@ -219,6 +222,7 @@ def check_follow_options(
                 ("--interval", options.interval),
                 ("--junit", options.junit),
                 ("--ctrf", options.ctrf),
+                ("--allure-results", options.allure_results),
                 ("--events", options.events),
                 ("--retry-failed", options.retry_failed),
                 ("--retry-strategy", options.retry_strategy != "rounds"),
@@ -282,22 +286,19 @@ def check_follow_options(
             require("the HTML report (--html)", "cli", "jinja2")
         except MissingExtraError as exc:
             raise CommandError(str(exc)) from None
-    for flag, value in (
-        ("--junit", options.junit),
-        ("--ctrf", options.ctrf),
-        ("--events", None if options.events == "-" else options.events),
-        ("--html", options.html),
-    ):
+    events = None if options.events == "-" else options.events
+    files = {"--junit": options.junit, "--ctrf": options.ctrf, "--events": events}
+    for flag, value in {**files, "--html": options.html}.items():
         if value:
             _check_report_path(flag, value)
     if options.events == "-" and read(Globals, args).json:
         raise CommandError(
             "--events - and --json both write to standard output: give --events a file"
         )
-    if options.download_failed:
-        folder = Path(options.download_failed)
-        if folder.exists() and not folder.is_dir():
-            raise CommandError(f"--download-failed {folder} is a file: give a folder")
+    folders = (options.download_failed, options.allure_results)
+    for flag, folder in zip(_FOLDERS, folders, strict=True):
+        if folder and Path(folder).exists() and not Path(folder).is_dir():
+            raise CommandError(f"{flag} {folder} is a file: give a folder")
     if options.fail_on_quarantined and not options.quarantine:
         raise CommandError("--fail-on-quarantined needs --quarantine FILE")
     if options.quarantine:

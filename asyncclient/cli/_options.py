@@ -92,6 +92,7 @@ class Follow:
     no_history: bool = False
     junit: str | None = None
     ctrf: str | None = None
+    allure_results: str | None = None
     events: str | None = None
     html: str | None = None
     download_failed: str | None = None

@@ -484,6 +484,43 @@ async def test_ctrf_and_the_cost_of_the_job(
     assert "Device time" in summary.read_text()
 
 
+async def test_allure_results_of_the_job(
+    svc: FakeService, run_cli: RunCli, env: dict[str, str], tmp_path: Path
+) -> None:
+    """--allure-results writes a result per run (re-runs as the test's retries), the
+    categories, the executor and the environment; it needs --wait and a folder."""
+    import json
+
+    folder = tmp_path / "allure-results"
+    result = await run_cli(
+        "run", "project", "p_ci", "--build", BUILD, "--wait", "--retry-failed", "1",
+        "--allure-results", str(folder), *FAST, env=env,
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    assert f"Allure results: {folder}" in result.stderr
+    found = [json.loads(p.read_text()) for p in folder.glob("*-result.json")]
+    ran = {run.id for t in ("t_pass", "t_flaky", "t_broken") for run in runs_of(svc, t)}
+    assert len(found) == len(ran) == 5
+    flaky = [r for r in found if r["fullName"] == "p_ci.t_flaky"]
+    assert len({r["historyId"] for r in flaky}) == 1
+    assert sorted(r["status"] for r in flaky) == ["failed", "passed"]
+    assert {p.name for p in folder.iterdir() if not p.name.endswith("-result.json")} == {
+        "categories.json",
+        "executor.json",
+        "environment.properties",
+    }
+    without = await run_cli("run", "project", "p_ci", "--allure-results", "a", env=env)
+    assert without.code == 2
+    assert "--allure-results need --wait" in without.stderr
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    refused = await run_cli(
+        "run", "project", "p_ci", "--wait", "--allure-results", str(a_file), env=env
+    )
+    assert refused.code == 2
+    assert f"--allure-results {a_file} is a file: give a folder" in refused.stderr
+
+
 async def test_ctrf_needs_wait_and_a_file_name(run_cli: RunCli, tmp_path: Path) -> None:
     env = {"ASYNCCLIENT_BASE_URL": "http://127.0.0.1:9", "ASYNCCLIENT_API_KEY": KEY}
     without = await run_cli("run", "project", "p_ci", "--ctrf", "c.json", env=env)

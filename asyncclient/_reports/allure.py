@@ -1,0 +1,353 @@
+"""Allure 2 results of a suite (`--allure-results DIR`), for `allure generate` and Allure TestOps.
+
+A result file per run of a test (its re-runs too; a copy stopped because another run passed is
+left out), the runs of a test sharing one `historyId` (the test id's), so that Allure shows the
+last as the test's result and the others as its retries, and follows the test across jobs for
+its history and trend. A quarantined test keeps its status, tagged `quarantined`, muted.
+`categories.json` holds the job's failure causes (each matching the messages of its failures),
+then Allure's two defaults; `executor.json` the CI run; `environment.properties` the suite.
+
+What the service sent goes through the one sanitiser (`_core._untrusted.line`), cut to
+`FIELD_LIMIT` characters; a link is kept only when it is http(s). The downloaded evidence is
+linked into the folder (a hard link, else a symbolic one), never copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from asyncclient._core._untrusted import clip, json_text, line
+from asyncclient._local._files import write_atomically
+from asyncclient._reports.model import Attempt, SuiteReport, TestReport
+from asyncclient._version import __version__
+
+__all__ = ["FIELD_LIMIT", "allure_results", "executor", "history_id", "write_allure_results"]
+
+FIELD_LIMIT: Final = 2000
+"""The longest message, trace, label, parameter or link (in characters) written; longer ones
+are cut, ending in an ellipsis."""
+
+# The report model's outcome of a run, in Allure's words.
+_STATUS: Final = {
+    "passed": "passed",
+    "failure": "failed",
+    "error": "broken",
+    "skipped": "skipped",
+    "not_final": "unknown",
+}
+# Allure's own categories, kept after ours (they are its defaults when there is no file).
+_DEFAULT_CATEGORIES: Final = (
+    {"name": "Product defects", "matchedStatuses": ["failed"]},
+    {"name": "Test defects", "matchedStatuses": ["broken"]},
+)
+
+
+def _text(value: object, limit: int = FIELD_LIMIT) -> str:
+    return clip(line(value), limit)
+
+
+def history_id(test_id: str) -> str:
+    """The test's id in Allure's history: the same in every job that runs the test."""
+    return hashlib.md5(f"asyncclient:{test_id}".encode(), usedforsecurity=False).hexdigest()
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else round(moment.timestamp() * 1000)
+
+
+def _message(attempt: Attempt) -> str:
+    if attempt.error and attempt.error[1]:
+        return _text(attempt.error[1])
+    return _text(attempt.headline or attempt.status)
+
+
+def _final_message(test: TestReport) -> str:
+    message = _message(test.final)
+    if test.fail_fast:
+        return _text(f"stopped by fail-fast (--max-failures); {message}")
+    return message
+
+
+def _times(attempt: Attempt, now: int) -> tuple[int, int]:
+    run = attempt.run
+    start = _ms(run.started_at) or _ms(run.created_at) or now
+    stop = _ms(run.finished_at) or max(start, now)
+    return start, max(start, stop)
+
+
+def _attachments(
+    attempt: Attempt,
+    saved: Mapping[str, Sequence[str]],
+    base: Path | None,
+    directory: Path,
+    linked: dict[str, str],
+) -> list[dict[str, str]]:
+    """The attempt's downloaded files, each linked into `directory` once (`linked`: path ->
+    the name given there)."""
+    found = []
+    for relative in saved.get(attempt.id, ()):
+        path = (base or Path()) / relative
+        if not path.is_file():
+            continue
+        name = linked.get(str(path))
+        if name is None:
+            name = f"{uuid.uuid4()}-attachment{path.suffix[:16]}"
+            _link(path, directory / name)
+            linked[str(path)] = name
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        found.append({"name": _text(path.name, 200), "source": name, "type": kind})
+    return found
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or one without hard links
+        os.symlink(source.resolve(), target)
+
+
+def _result(
+    test: TestReport,
+    attempt: Attempt,
+    suite: str,
+    times: tuple[int, int],
+    attachments: list[dict[str, str]],
+) -> dict[str, Any]:
+    final = attempt is test.final
+    run = attempt.run
+    status = _STATUS.get(attempt.outcome, "unknown")
+    details: dict[str, Any] = {}
+    if status != "passed":
+        details["message"] = _final_message(test) if final else _message(attempt)
+        trace = "\n".join(_text(check.line, 500) for check in attempt.checks)
+        if trace:
+            details["trace"] = clip(trace, FIELD_LIMIT)
+    if final and test.quarantine is not None:
+        details["muted"] = True
+    if final and test.flaky:
+        details["flaky"] = True
+    labels = [
+        {"name": "suite", "value": _text(suite, 200)},
+        {"name": "framework", "value": "asyncclient"},
+    ]
+    if run.project_id:
+        labels.append({"name": "parentSuite", "value": _text(run.project_id, 200)})
+    if run.mode:
+        labels.append({"name": "tag", "value": f"mode:{_text(run.mode, 100)}"})
+    if test.quarantine is not None:
+        labels.append({"name": "tag", "value": "quarantined"})
+    if attempt.reused is not None:
+        labels.append({"name": "tag", "value": "reused"})
+    if final and test.cause is not None:
+        labels.append({"name": "tag", "value": f"cause:{_text(test.cause.label, 200)}"})
+    parameters = [
+        {"name": "build", "value": _text(run.build_id or "", 200)},
+        {"name": "mode", "value": _text(run.mode or "", 100)},
+    ]
+    result: dict[str, Any] = {
+        "uuid": str(uuid.uuid4()),
+        "historyId": history_id(test.test_id),
+        "testCaseId": history_id(test.test_id),
+        "fullName": _text(f"{suite}.{test.test_id}", 400),
+        "name": _text(test.title or test.test_id, 400),
+        "status": status,
+        "statusDetails": details,
+        "stage": "finished",
+        "start": times[0],
+        "stop": times[1],
+        "labels": labels,
+        "parameters": parameters,
+        "links": [],
+        "attachments": attachments,
+        "steps": [],
+    }
+    if attempt.safe_link:
+        result["links"].append({"name": "run", "url": clip(attempt.safe_link), "type": "link"})
+    if test.quarantine is not None and final:
+        result["description"] = _text(f"quarantined: {test.quarantine}")
+    return result
+
+
+def _quoted(text: str) -> str:
+    """`text` as a Java regex that matches it alone (quoted, an E-quote inside kept)."""
+    return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
+
+
+def _categories(report: SuiteReport, finals: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each failure cause of the job (its category, then what its failures said) as a category
+    matching its failures' messages (quoted for Java's regex), then Allure's defaults."""
+    found: dict[str, set[str]] = {}
+    for cause in report.causes:
+        messages = {finals[test_id] for test_id in cause.tests if test_id in finals}
+        if messages:
+            said = cause.example.headline or cause.example.status
+            name = _text(f"{cause.label}: {said}", 200)
+            found.setdefault(name, set()).update(messages)
+    categories: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "matchedStatuses": ["failed", "broken"],
+            "messageRegex": "|".join(_quoted(message) for message in sorted(found[name])),
+        }
+        for name in sorted(found)
+    ]
+    return [*categories, *_DEFAULT_CATEGORIES]
+
+
+_SAFE_URL: Final = re.compile(r"https?://[^\s]+")
+
+
+def executor(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The CI run for executor.json: GitHub Actions, GitLab CI, else the machine."""
+
+    def get(name: str, limit: int = 200) -> str:
+        return _text(environ.get(name, ""), limit)
+
+    def url(text: str) -> str | None:
+        return text if _SAFE_URL.fullmatch(text) else None
+
+    if environ.get("GITHUB_ACTIONS") == "true":
+        server, repository, run_id = (
+            get("GITHUB_SERVER_URL"),
+            get("GITHUB_REPOSITORY"),
+            get("GITHUB_RUN_ID"),
+        )
+        build = url(f"{server}/{repository}/actions/runs/{run_id}") if server and run_id else None
+        number = get("GITHUB_RUN_NUMBER")
+        found: dict[str, Any] = {
+            "name": "GitHub Actions",
+            "type": "github",
+            "url": url(server),
+            "buildName": f"{get('GITHUB_WORKFLOW')} #{number}".strip(),
+            "buildUrl": build,
+        }
+    elif environ.get("GITLAB_CI") == "true":
+        number = get("CI_PIPELINE_IID")
+        found = {
+            "name": "GitLab CI",
+            "type": "gitlab",
+            "url": url(get("CI_SERVER_URL")),
+            "buildName": f"{get('CI_JOB_NAME')} #{number}".strip(),
+            "buildUrl": url(get("CI_JOB_URL", 400)) or url(get("CI_PIPELINE_URL", 400)),
+        }
+    else:
+        number = ""
+        found = {"name": "asyncclient", "type": "asyncclient", "buildName": "local"}
+    if number.isdigit():
+        found["buildOrder"] = int(number)
+    return {key: value for key, value in found.items() if value}
+
+
+def _properties(values: Mapping[str, str]) -> str:
+    """Java properties text: each key and value escaped as java.util.Properties reads them."""
+
+    def escape(text: str, key: bool) -> str:
+        out = []
+        for index, char in enumerate(text):
+            if char in "\\=:#!" or (char == " " and (key or index == 0)):
+                out.append("\\" + char)
+            elif ord(char) < 0x20 or ord(char) > 0x7E:
+                out.append(f"\\u{ord(char):04x}")
+            else:
+                out.append(char)
+        return "".join(out)
+
+    return "".join(f"{escape(k, True)}={escape(v, False)}\n" for k, v in values.items())
+
+
+def allure_results(
+    report: SuiteReport,
+    directory: Path,
+    *,
+    evidence: Mapping[str, Sequence[str]] | None = None,
+    evidence_dir: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+) -> dict[str, bytes]:
+    """The files of the results folder (name -> bytes), the evidence linked into `directory`
+    as it goes."""
+    at = round((now or datetime.now(UTC)).timestamp() * 1000)
+    base = Path(evidence_dir) if evidence_dir is not None else None
+    saved = evidence or {}
+    linked: dict[str, str] = {}
+    files: dict[str, bytes] = {}
+    finals: dict[str, str] = {}
+
+    def add(result: dict[str, Any]) -> None:
+        text = json_text(json.dumps(result, ensure_ascii=False))
+        files[f"{result['uuid']}-result.json"] = text.encode("utf-8")
+
+    for test in report.tests:
+        counted = [a for a in test.attempts if not a.stopped or a is test.final]
+        final_times = _times(test.final, at)
+        for attempt in counted:
+            start, stop = _times(attempt, at)
+            if attempt is not test.final and start >= final_times[0]:
+                # Allure takes the run that started last as the test's result: the verdict.
+                start = final_times[0] - 1
+                stop = min(stop, final_times[1])
+            attachments = _attachments(attempt, saved, base, directory, linked)
+            add(_result(test, attempt, report.name, (start, max(start, stop)), attachments))
+        if test.final.outcome != "passed":
+            finals[test.test_id] = _final_message(test)
+    for test_id, reason in report.skipped:
+        add(
+            {
+                "uuid": str(uuid.uuid4()),
+                "historyId": history_id(test_id),
+                "testCaseId": history_id(test_id),
+                "fullName": _text(f"{report.name}.{test_id}", 400),
+                "name": _text(test_id, 400),
+                "status": "skipped",
+                "statusDetails": {"message": _text(reason or "not started")},
+                "stage": "finished",
+                "start": at,
+                "stop": at,
+                "labels": [
+                    {"name": "suite", "value": _text(report.name, 200)},
+                    {"name": "framework", "value": "asyncclient"},
+                ],
+            }
+        )
+    files["categories.json"] = json_text(
+        json.dumps(_categories(report, finals), ensure_ascii=False, indent=2)
+    ).encode("utf-8")
+    files["executor.json"] = json.dumps(
+        executor(os.environ if environ is None else environ), indent=2
+    ).encode("utf-8")
+    files["environment.properties"] = _properties(
+        {
+            "suite": _text(report.name, 200),
+            "asyncclient": __version__,
+            "outcome": "passed" if report.passed else "failed",
+            "counts": _text(report.counts, 400),
+        }
+    ).encode("ascii")
+    return files
+
+
+def write_allure_results(
+    directory: str | os.PathLike[str],
+    report: SuiteReport,
+    *,
+    evidence: Mapping[str, Sequence[str]] | None = None,
+    evidence_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write allure_results() into `directory` (made if missing), each file whole (a temp file
+    renamed); files already there (earlier jobs' results, `history/`) are left as they are."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in allure_results(
+        report, folder, evidence=evidence, evidence_dir=evidence_dir
+    ).items():
+        write_atomically(folder / name, data)
+    return folder
