@@ -385,3 +385,61 @@ async def test_an_inline_quarantine_array_is_refused_with_exit_2_before_any_run(
     assert "quarantine is an inline array; write its entries as [[quarantine]] tables" in line
     assert sent == 0
     assert q.read_text() == inline
+
+
+async def test_allure_renders_a_real_job_with_the_counts_it_reported(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """A job with a reused, a flaky, a failed and a quarantined test, written as Allure
+    results and rendered by Allure's own command line: its counts are the job's, the flaky
+    test's failed run is its retry, the quarantined one is muted; the next job, given the
+    report's history, has a trend of two points."""
+    import shutil
+
+    from test_allure import generate
+
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    tests = {
+        "t_flaky": {"title": "Flaky", "durationSeconds": 15, "flakyRuns": 1},
+        "t_quarantined": {"title": "Known", "outcome": "failed", "durationSeconds": 10},
+    }
+    quarantine = tmp_path / "quarantine.toml"
+    quarantine.write_text(
+        '[[quarantine]]\ntest = "t_quarantined"\nreason = "known"\nuntil = 2099-01-01\n'
+    )
+    async with FakeService(seed(**tests), speed=SPEED) as svc:
+        env = env_of(svc)
+        first = await upload(run_cli, svc, apk)
+        earlier = await run_cli("run", "test", "t_pass", "--build", first, "--wait", *FAST, env=env)
+        assert earlier.code == 0, earlier.stderr
+        again = await upload(run_cli, svc, apk)
+        jobs = []
+        for number in (1, 2):
+            folder = tmp_path / f"results{number}"
+            with svc.hold("t_pass"):  # queued until reuse stops it, however slow the machine
+                job = await run_cli(
+                    "run", "project", "p_dt", "--build", again, "--wait", "--json",
+                    "--reuse-passed", "7", "--retry-failed", "1", "--quarantine",
+                    str(quarantine), "--allure-results", str(folder), *FAST, env=env,
+                )  # fmt: skip
+            assert job.code == 1, job.stderr  # t_broken failed
+            jobs.append((job, folder))
+    (job, folder), (_, next_folder) = jobs
+    entries = {entry["testId"]: entry for entry in job.json()}
+    assert "reused" in entries["t_pass"]
+    assert entries["t_flaky"]["flaky"] is True
+    assert entries["t_quarantined"]["quarantined"] is True
+    shown = generate(folder, tmp_path / "report1")
+    statistic = shown["summary"]["statistic"]
+    # The job: t_pass (reused) and t_flaky passed, t_broken and t_quarantined failed.
+    assert (statistic["passed"], statistic["failed"], statistic["total"]) == (2, 2, 4)
+    results = [json.loads(p.read_text()) for p in folder.glob("*-result.json")]
+    muted = [r for r in results if r["statusDetails"].get("muted")]
+    assert [r["fullName"] for r in muted] == ["p_dt.t_quarantined"]
+    assert {r["status"] for r in results if r["fullName"] == "p_dt.t_flaky"} == {
+        "failed",
+        "passed",
+    }
+    shutil.copytree(tmp_path / "report1" / "history", next_folder / "history")
+    trend = generate(next_folder, tmp_path / "report2")["history-trend"]
+    assert len(trend) == 2
