@@ -139,7 +139,7 @@ def _result(
         {"name": "suite", "value": _text(suite, 200)},
         {"name": "framework", "value": "asyncclient"},
     ]
-    if run.project_id:
+    if run.project_id and run.project_id != suite:  # `run test` and `watch`: under the project
         labels.append({"name": "parentSuite", "value": _text(run.project_id, 200)})
     if run.mode:
         labels.append({"name": "tag", "value": f"mode:{_text(run.mode, 100)}"})
