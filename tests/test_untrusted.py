@@ -251,6 +251,41 @@ def test_the_ctrf_report_keeps_the_services_text_and_shows_no_control(
 
 
 @fuzz
+@given(hostile, hostile, hostile)
+def test_allure_results_show_the_services_text_as_bounded_lines_with_no_control(
+    title: str, headline: str, reason: str
+) -> None:
+    """Allure results: every file valid (JSON, Java properties in ASCII), each text of the
+    service one line with nothing a terminal or a CI log acts on, within FIELD_LIMIT."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from asyncclient._reports import allure as _allure
+
+    run = _run(title, headline, reason)
+    report = _model.runs_report([run], skipped=[("t_2", reason)])
+    with tempfile.TemporaryDirectory() as folder:
+        files = _allure.allure_results(report, Path(folder), environ={})
+    for name, data in files.items():
+        text = data.decode("utf-8")
+        assert not _controls(text, newlines=True)
+        _no_workflow_command(text)
+        if name.endswith(".json"):
+            json.loads(text)
+        else:
+            assert text.isascii()
+    for name, data in files.items():
+        if name.endswith("-result.json"):
+            result = json.loads(data)
+            details = result["statusDetails"]
+            for text in (result["name"], details.get("message", "")):
+                assert "\n" not in text  # one line each
+                assert len(text) <= _allure.FIELD_LIMIT
+            assert len(details.get("trace", "")) <= _allure.FIELD_LIMIT
+
+
+@fuzz
 @given(hostile, hostile)
 def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     test_id: str, status: str
