@@ -9,42 +9,28 @@ import json
 import os
 import shutil
 import subprocess
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from test_time_and_cost import run as timed_run
 
 from asyncclient._reports import allure as _allure
 from asyncclient._reports import model as _model
-from asyncclient.models import Run, RunStatus
+from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult
 from asyncclient.spend import Reuse
 
 REPO = Path(__file__).resolve().parent.parent
 ALLURE = REPO / ".ci" / ".node" / "node_modules" / ".bin" / "allure"
-T0 = datetime(2026, 11, 28, 9, 0, 0, tzinfo=UTC)
 SHA = "a" * 64
 
 
 def run(run_id: str, test_id: str, status: str, *, at: float = 0, **fields: Any) -> Run:
-    created = T0 + timedelta(seconds=at)
-    started = created + timedelta(seconds=5)
-    fields.setdefault("link", f"https://svc.example/runs/{run_id}")
-    return Run(
-        id=run_id,
-        status=RunStatus(status),
-        test_id=test_id,
-        test_title=f"Title of {test_id}",
-        final=True,
-        duration_ms=60_000,
-        created_at=created,
-        started_at=started,
-        finished_at=started + timedelta(seconds=60),
-        project_id="p_shop",
-        build_id="ab_1",
-        mode="auto",
-        **fields,
+    """A final run of 60 s (tests/test_time_and_cost.py's) in project p_shop, build ab_1."""
+    return timed_run(
+        run_id, test_id, status, at=at, project_id="p_shop", build_id="ab_1", mode="auto", **fields
     )
 
 
@@ -119,7 +105,7 @@ def test_the_services_text_is_one_safe_bounded_line_and_only_web_links_are_kept(
     tmp_path: Path,
 ) -> None:
     hostile = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07\n::error::pwned " + "x" * 5000
-    bad = run("j_9", "t_bad", "failed", headline=hostile, link="javascript:alert(1)")
+    bad = attrs.evolve(run("j_9", "t_bad", "failed", headline=hostile), link="javascript:x")
     report = _model.suite_report(SuiteResult((Attempts("t_bad", (bad,)),)), name="p\u202eshop")
     _allure.write_allure_results(tmp_path, report)
     text = next(tmp_path.glob("*-result.json")).read_text()
