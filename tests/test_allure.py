@@ -234,3 +234,31 @@ def test_allures_own_command_line_renders_the_counts_the_job_reported(tmp_path: 
     trend = generate(second, tmp_path / "report2")["history-trend"]
     assert len(trend) == 2
     assert [point["data"]["passed"] for point in trend] == [3, 3]
+
+
+def test_without_links_the_evidence_is_copied_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where neither a hard nor a symbolic link may be made (another file system, a Windows
+    user without the symlink right), the file is copied, and the results still written."""
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refused)
+    monkeypatch.setattr(os, "symlink", refused)
+    evidence = tmp_path / "evidence" / "j_4"
+    evidence.mkdir(parents=True)
+    (evidence / "01.png").write_bytes(b"\x89PNG")
+    folder = tmp_path / "allure-results"
+    _allure.write_allure_results(
+        folder,
+        _model.suite_report(job(), name="p_shop"),
+        evidence={"j_4": ["j_4/01.png"]},
+        evidence_dir=tmp_path / "evidence",
+    )
+    (attached,) = [a for r in results(folder) for a in r["attachments"]]
+    copied = folder / attached["source"]
+    assert copied.read_bytes() == b"\x89PNG"
+    assert not copied.is_symlink()
+    assert not os.path.samefile(copied, evidence / "01.png")

@@ -9,7 +9,8 @@ then Allure's two defaults; `executor.json` the CI run; `environment.properties`
 
 What the service sent goes through the one sanitiser (`_core._untrusted.line`), cut to
 `FIELD_LIMIT` characters; a link is kept only when it is http(s). The downloaded evidence is
-linked into the folder (a hard link, else a symbolic one), never copied.
+linked into the folder (a hard link, else a symbolic one; a copy only where neither is
+allowed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import mimetypes
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -109,10 +111,17 @@ def _attachments(
 
 
 def _link(source: Path, target: Path) -> None:
+    """`target` names `source`: a hard link, else a symbolic one (another file system), else
+    (neither allowed, as for a Windows user without the symlink right) a copy."""
     try:
         os.link(source, target)
-    except OSError:  # another file system, or one without hard links
+        return
+    except OSError:
+        pass
+    try:
         os.symlink(source.resolve(), target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _result(
