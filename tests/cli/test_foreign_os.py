@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from commands_support import CHECKOUT_FILES, env_for, finished_run, plain_get, seed
+from commands_support import (
+    ANDROID_BUILD,
+    CHECKOUT_FILES,
+    env_for,
+    finished_run,
+    plain_get,
+    seed,
+)
 from commands_support import run_all as shared_run_all
 from tiers import repeat
 
@@ -283,3 +290,32 @@ async def test_processes_read_the_repositorys_categories_file_as_it_is_replaced(
     ((code, _, err),) = second
     assert code == 2
     assert "regex '(a+)+$' refused" in err
+
+
+async def test_allure_results_with_the_evidence_under_windows_rules(tmp_path: Path) -> None:
+    """`run test --wait --download-failed --allure-results` under Windows' rules: the
+    failed run's result, its evidence attached (linked, or copied where no link may be
+    made), every file whole."""
+    import json
+
+    async with FakeService(seed(), speed=1000.0) as svc:
+        env = {**env_for(svc), "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}
+        evidence, folder = tmp_path / "evidence", tmp_path / "allure-results"
+        ((code, _, err),) = await run_all(
+            [
+                [
+                    "run", "test", "t_checkout", "--build", ANDROID_BUILD, "--wait",
+                    "--interval", "0.02", "--download-failed", str(evidence),
+                    "--allure-results", str(folder),
+                ]
+            ],
+            env,
+        )  # fmt: skip
+    assert code == 1, err  # t_checkout fails
+    (result,) = [json.loads(p.read_text()) for p in folder.glob("*-result.json")]
+    assert result["status"] == "failed"
+    attached = {a["name"]: (folder / a["source"]).read_bytes() for a in result["attachments"]}
+    saved = {p.name: p.read_bytes() for p in evidence.rglob("*") if p.is_file()}
+    assert attached
+    assert attached == {name: saved[name] for name in attached}
+    assert not [p for p in folder.iterdir() if p.name.endswith((".tmp", ".part"))]
