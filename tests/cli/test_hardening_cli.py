@@ -163,6 +163,7 @@ def _repository(tmp_path: Path, config: str, name: str = "asyncclient.toml") -> 
         ('[profiles.ci.run]\nhtml = "a/../../../x.html"\n', "run.html = 'a/../../../x.html' leads"),
         ('[run]\nevents = ".git/config"\n', "run.events = '.git/config' is inside the repo"),
         ('[run]\njunit = "sub/.hg/hgrc"\n', "run.junit = 'sub/.hg/hgrc' is inside the re"),
+        ('[run]\nallure_results = "../victim"\n', "run.allure_results = '../victim' leads out"),
     ],
 )  # fmt: skip
 async def test_a_project_file_cannot_write_outside_its_repository(
