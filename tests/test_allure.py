@@ -172,6 +172,17 @@ def test_the_executor_is_the_ci_run(tmp_path: Path) -> None:
         "buildOrder": 5,
     }
     assert _allure.executor({})["name"] == "asyncclient"
+    # A number past a Java long (Allure's build order) is left out, not written.
+    assert "buildOrder" not in _allure.executor({**github, "GITHUB_RUN_NUMBER": "9" * 30})
+
+
+def test_a_runs_link_is_one_line_with_its_controls_shown(tmp_path: Path) -> None:
+    linked = attrs.evolve(run("j_1", "t_ok", "passed"), link="https://svc.example/a\n\x1b[2Jb")
+    _allure.write_allure_results(tmp_path, _model.runs_report([linked]))
+    (result,) = results(tmp_path)
+    assert result["links"] == [
+        {"name": "run", "url": "https://svc.example/a \\x1b[2Jb", "type": "link"}
+    ]
 
 
 def test_evidence_is_linked_into_the_folder_not_copied(tmp_path: Path) -> None:

@@ -286,6 +286,35 @@ def test_allure_results_show_the_services_text_as_bounded_lines_with_no_control(
 
 
 @fuzz
+@given(hostile, hostile, hostile, st.one_of(hostile, st.integers(0, 10**40).map(str)), hostile)
+def test_allures_executor_takes_the_cis_variables_as_data(
+    server: str, repository: str, workflow: str, number: str, link: str
+) -> None:
+    """executor.json from a CI's variables (a fork's workflow name, a forged server URL): one
+    line each, links only http(s) with no space or control, the build order a Java long."""
+    import json
+    import re
+
+    from asyncclient._reports import allure as _allure
+
+    for environ in (
+        {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": server, "GITHUB_REPOSITORY": repository,
+         "GITHUB_RUN_ID": "7", "GITHUB_RUN_NUMBER": number, "GITHUB_WORKFLOW": workflow},
+        {"GITLAB_CI": "true", "CI_SERVER_URL": server, "CI_JOB_URL": link,
+         "CI_PIPELINE_URL": link, "CI_PIPELINE_IID": number, "CI_JOB_NAME": workflow},
+    ):  # fmt: skip
+        found = _allure.executor(environ)
+        text = json.dumps(found, ensure_ascii=False)
+        assert not _controls(text)
+        for key in ("url", "buildUrl"):
+            if key in found:
+                assert re.fullmatch(r"https?://\S+", found[key]), found[key]
+                assert not _controls(found[key])
+        assert 0 <= found.get("buildOrder", 0) < 2**63
+        assert "\n" not in found["buildName"]
+
+
+@fuzz
 @given(hostile, hostile)
 def test_the_event_stream_keeps_the_services_text_and_shows_no_control(
     test_id: str, status: str

@@ -67,9 +67,7 @@ def _ms(moment: datetime | None) -> int | None:
 
 
 def _message(attempt: Attempt) -> str:
-    if attempt.error and attempt.error[1]:
-        return _text(attempt.error[1])
-    return _text(attempt.headline or attempt.status)
+    return _text(attempt.message)
 
 
 def _final_message(test: TestReport) -> str:
@@ -180,7 +178,7 @@ def _result(
         "steps": [],
     }
     if attempt.safe_link:
-        result["links"].append({"name": "run", "url": clip(attempt.safe_link), "type": "link"})
+        result["links"].append({"name": "run", "url": _text(attempt.safe_link), "type": "link"})
     if test.quarantine is not None and final:
         result["description"] = _text(f"quarantined: {test.quarantine}")
     return result
@@ -251,7 +249,7 @@ def executor(environ: Mapping[str, str]) -> dict[str, Any]:
     else:
         number = ""
         found = {"name": "asyncclient", "type": "asyncclient", "buildName": "local"}
-    if number.isdigit():
+    if number.isdigit() and len(number) <= 15:  # a Java long, whatever the CI says
         found["buildOrder"] = int(number)
     return {key: value for key, value in found.items() if value}
 

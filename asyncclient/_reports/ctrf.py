@@ -50,12 +50,6 @@ def _epoch_ms(moment: datetime | None) -> int | None:
     return None if moment is None else round(moment.timestamp() * 1000)
 
 
-def _message(attempt: Attempt) -> str:
-    if attempt.error and attempt.error[1]:
-        return attempt.error[1]
-    return attempt.headline or attempt.status
-
-
 def _trace(attempt: Attempt) -> str:
     return "\n".join(check.line for check in attempt.checks)
 
@@ -94,7 +88,7 @@ def _attempt(
         "attempt": attempt.number,
         "status": _STATUS.get(attempt.outcome, "other"),
         "duration": _ms(attempt.seconds),
-        "message": _message(attempt),
+        "message": attempt.message,
     }
     trace = _trace(attempt)
     if trace:
@@ -132,7 +126,7 @@ def _test(
     _timed(entry, final)
     if final.outcome != "passed":
         entry["message"] = (
-            f"quarantined: {test.quarantine}; {_message(final)}" if excused else _message(final)
+            f"quarantined: {test.quarantine}; {final.message}" if excused else final.message
         )
         if test.fail_fast:
             entry["message"] = f"stopped by fail-fast (--max-failures); {entry['message']}"

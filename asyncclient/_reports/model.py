@@ -124,6 +124,14 @@ class Attempt:
     def passed(self) -> bool:
         return self.outcome == "passed"
 
+    @property
+    def message(self) -> str:
+        """What the run said, as sent: its error's message, else its headline, else its
+        status (the message of a report's failure)."""
+        if self.error and self.error[1]:
+            return self.error[1]
+        return self.headline or self.status
+
     def fields(self) -> dict[str, Any]:
         """The `summary` object of a run in `--json`: what the reports read from it, in one
         shape whatever the service's dialect."""
