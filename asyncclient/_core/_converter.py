@@ -192,13 +192,23 @@ _INLINE: Final[dict[Any, tuple[str, str]]] = {
 }
 
 
+def _read(hook: Any, call: str) -> str:
+    """The expression that gives what `call` (the hook on `v`) gives, inline where it can."""
+    if hook in _INLINE:
+        test, expression = _INLINE[hook]
+        return f"{expression} if {test} else {call}"
+    passes = _AS_IS.get(hook)
+    if passes is None:
+        return call
+    return "v" if passes == "True" else f"v if {passes} else {call}"
+
+
 def _structure_fn(
     cls: type[Any], conv: cattrs.Converter, hooks: Mapping[str, Callable[[Any, Any], Any]]
 ) -> Callable[[Mapping[str, Any], Any], Any]:
     """cls from its camelCase object: what cattrs' make_dict_structure_fn makes (a missing key
     leaves the field's default, a missing required key is a KeyError, other keys are ignored),
-    with a value that its hook would keep as it is not passed through the hook (every call
-    structures some: about half the time of Get a build's answer)."""
+    with a value that its hook would keep as it is not passed through the hook."""
     attrs.resolve_types(cls)
     names: dict[str, Any] = {"__cls": cls, "__missing": attrs.NOTHING}
     lines = [f"def structure_{cls.__name__}(o, _=None):", "    get = o.get"]
@@ -210,15 +220,7 @@ def _structure_fn(
         hook = hooks.get(field.name) or conv.get_structure_hook(field.type)
         names[f"__h{index}"], names[f"__t{index}"] = hook, field.type
         key, value = repr(camel(field.name)), f"__a{index}"
-        passes = _AS_IS.get(hook)
-        convert = f"{value} = v if {passes} else __h{index}(v, __t{index})"
-        if hook in _INLINE:
-            test, expression = _INLINE[hook]
-            convert = f"{value} = {expression} if {test} else __h{index}(v, __t{index})"
-        elif passes is None:
-            convert = f"{value} = __h{index}(v, __t{index})"
-        elif passes == "True":
-            convert = f"{value} = v"
+        convert = f"{value} = {_read(hook, f'__h{index}(v, __t{index})')}"
         if field.default is attrs.NOTHING:
             lines += [f"    v = o[{key}]", f"    {convert}"]
         else:
