@@ -709,7 +709,9 @@ class AsyncSession:
             # Cut to what was asked (the service's default 50 when no limit was given; the
             # API's maximum, 200, for a service that chose otherwise), whatever it answers.
             within = read_runs_within(limit if limit is not None else checks.LIST_LIMIT_MAX)
-            return await self._call("list_runs", within, params=params, retries=retries)
+            # A test's runs serve that test: in a traced job, under its span.
+            served = {"test_id": test_id} if test_id is not None else None
+            return await self._call("list_runs", within, params=params, retries=retries, ids=served)
         if limit is not None:
             checks.check_limit(limit)
         wanted = checks.check_run_ids(ids)

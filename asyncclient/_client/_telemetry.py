@@ -21,6 +21,7 @@ nothing is made: every function here is a no-op that costs a check of a module g
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -39,6 +40,7 @@ else:
 __all__ = [
     "DURATION",
     "ENABLED",
+    "PARENTS",
     "RETRIES",
     "Instruments",
     "end_attempt",
@@ -63,6 +65,12 @@ _UNKNOWN: Final = object()
 # Made once per provider: the provider is kept beside what was made of it, so an id reused
 # by a later provider (tests set up a fresh SDK each) is never taken for the old one.
 _tracers: dict[int, tuple[Any, Any]] = {}
+
+PARENTS: contextvars.ContextVar[Callable[[Mapping[str, Any]], Any] | None] = contextvars.ContextVar(
+    "asyncclient_parents", default=None
+)
+"""While a job is traced (asyncclient.suite._trace): the span an operation with these ids
+belongs under (a run's, a test's), or None for the current one (the job's)."""
 _instruments: dict[int, tuple[Any, Instruments]] = {}
 
 
@@ -202,8 +210,11 @@ def operation(found: Any, name: str, ids: Mapping[str, Any] | None = None) -> It
     """An INTERNAL span `asyncclient.NAME` around the block, made by `found` (what tracer()
     gave); ids become `asyncclient.<name>` attributes; an exception sets `error.type` and the
     error status."""
+    parents = PARENTS.get()
+    parent = None if parents is None or not ids else parents(ids)
     with found.start_as_current_span(
         f"asyncclient.{name}",
+        context=None if parent is None else trace.set_span_in_context(parent),
         kind=SpanKind.INTERNAL,
         record_exception=True,
         set_status_on_exception=False,

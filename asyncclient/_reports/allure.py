@@ -19,7 +19,6 @@ import hashlib
 import json
 import mimetypes
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -210,48 +209,26 @@ def _categories(report: SuiteReport, finals: Mapping[str, str]) -> list[dict[str
     return [*categories, *_DEFAULT_CATEGORIES]
 
 
-_SAFE_URL: Final = re.compile(r"https?://[^\s]+")
-
-
 def executor(environ: Mapping[str, str]) -> dict[str, Any]:
     """The CI run for executor.json: GitHub Actions, GitLab CI, else the machine."""
+    from asyncclient._core._ci_run import ci_run
 
-    def get(name: str, limit: int = 200) -> str:
-        return _text(environ.get(name, ""), limit)
-
-    def url(text: str) -> str | None:
-        return text if _SAFE_URL.fullmatch(text) else None
-
-    if environ.get("GITHUB_ACTIONS") == "true":
-        server, repository, run_id = (
-            get("GITHUB_SERVER_URL"),
-            get("GITHUB_REPOSITORY"),
-            get("GITHUB_RUN_ID"),
-        )
-        build = url(f"{server}/{repository}/actions/runs/{run_id}") if server and run_id else None
-        number = get("GITHUB_RUN_NUMBER")
-        found: dict[str, Any] = {
-            "name": "GitHub Actions",
-            "type": "github",
-            "url": url(server),
-            "buildName": f"{get('GITHUB_WORKFLOW')} #{number}".strip(),
-            "buildUrl": build,
-        }
-    elif environ.get("GITLAB_CI") == "true":
-        number = get("CI_PIPELINE_IID")
-        found = {
-            "name": "GitLab CI",
-            "type": "gitlab",
-            "url": url(get("CI_SERVER_URL")),
-            "buildName": f"{get('CI_JOB_NAME')} #{number}".strip(),
-            "buildUrl": url(get("CI_JOB_URL", 400)) or url(get("CI_PIPELINE_URL", 400)),
-        }
+    run = ci_run(environ)
+    if run.system == "github":
+        name, build_url = f"{run.pipeline} #{run.run_number}", run.run_url
+    elif run.system == "gitlab":
+        name, build_url = f"{run.job} #{run.run_number}", run.job_url or run.run_url
     else:
-        number = ""
-        found = {"name": "asyncclient", "type": "asyncclient", "buildName": "local"}
-    if number.isdigit() and len(number) <= 15:  # a Java long, whatever the CI says
-        found["buildOrder"] = int(number)
-    return {key: value for key, value in found.items() if value}
+        return {"name": "asyncclient", "type": "asyncclient", "buildName": "local"}
+    found: dict[str, Any] = {
+        "name": run.title,
+        "type": run.system,
+        "url": run.server,
+        "buildName": name.strip(),
+        "buildUrl": build_url,
+        "buildOrder": run.build_order,  # a Java long, whatever the CI says
+    }
+    return {key: value for key, value in found.items() if value is not None and value != ""}
 
 
 def _properties(values: Mapping[str, str]) -> str:

@@ -524,6 +524,7 @@ class SuiteReport:
     quarantine_given: bool = False  # whether a quarantine was given (it may name no test here)
     fail_on_quarantined: bool = False
     causes: tuple[Cause, ...] = ()  # the job's failures grouped by cause, the largest first
+    trace_id: str | None = None  # the job's OpenTelemetry trace (32 hex digits), when traced
 
     @property
     def cost(self) -> Cost:

@@ -75,6 +75,8 @@ def summary_lines(report: SuiteReport) -> list[str]:
         if test.not_rerun:
             lines.append(f"{indent}not re-run: {test.not_rerun} (--rerun-known re-runs it)")
     lines += report.notes
+    if report.trace_id:
+        lines.append(f"trace {report.trace_id}")
     cost = report.cost
     if cost.runs:
         lines.append(cost.line())

@@ -141,6 +141,8 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         entry["cause"] = test.cause.fields()
     if test.not_rerun:
         entry["notRerun"] = test.not_rerun
+    if report.trace_id is not None:  # the job's trace: from a failed test to its spans
+        entry["traceId"] = report.trace_id
     if test.flakiness_read:
         entry["history"] = flakiness_fields(test.flakiness)
     if report.reran:

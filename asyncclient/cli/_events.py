@@ -99,6 +99,7 @@ class Events:
             tests=len(report.tests) + len(report.skipped),
             **report.cost.fields(),
             causes=[cause.fields() for cause in report.causes],
+            **({"traceId": report.trace_id} if report.trace_id else {}),
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import (
     EXIT_NOT_PASSED,
@@ -27,7 +27,11 @@ from asyncclient.cli._follow_options import (
     ids_from_text,
 )
 from asyncclient.cli._output import Output, to_json
+from asyncclient.cli._telemetry import job_telemetry
 from asyncclient.spend.reuse import Started
+
+if TYPE_CHECKING:
+    from asyncclient.models import ProjectRunStart
 
 _TEST_EXAMPLES = """\
   asyncclient run test t_login                         # prints the run id
@@ -201,7 +205,10 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     if args.build:
         _check_ids("build", [args.build], "--build")
     options = check_follow_options(args, waiting=args.wait, out=out)
-    async with open_session(args) as session:
+    async with (
+        job_telemetry(out, args.test_id, waiting=args.wait) as job,
+        open_session(args) as session,
+    ):
         start = await session.run_test(
             args.test_id,
             mode=args.mode,
@@ -216,7 +223,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             return EXIT_OK
         overage = "  (beyond the plan's included runs)" if start.overage else ""
         out.info(f"started {start.run_id}  {args.test_id}  mode {start.mode or '?'}{overage}")
-        return await follow(
+        code = await follow(
             session,
             [start.run_id],
             options,
@@ -231,6 +238,9 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             idempotency_key=args.idempotency_key,
             starts=[Started(args.test_id, start.run_id, args.build, args.mode)],
         )
+        if job is not None:
+            job.exit_code = code
+        return code
 
 
 async def run_project(args: argparse.Namespace, out: Output) -> int:
@@ -239,7 +249,10 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
     _check_ids("project", [args.project_id], "PROJECT_ID")
     builds = _check_ids("build", args.build or [], "--build")
     options = check_follow_options(args, waiting=args.wait, out=out)
-    async with open_session(args) as session:
+    async with (
+        job_telemetry(out, args.project_id, project=args.project_id, waiting=args.wait) as job,
+        open_session(args) as session,
+    ):
         result = await session.run_project(
             args.project_id,
             mode=args.mode,
@@ -276,15 +289,26 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             idempotency_key=args.idempotency_key,
             starts=[Started(s.test_id, s.run_id, s.build_id, args.mode) for s in result.started],
         )
+        code = _project_verdict(code, result, args.project_id, options.allow_skipped, out)
+        if job is not None:
+            job.exit_code = code
+        return code
+
+
+def _project_verdict(
+    code: int, result: ProjectRunStart, project_id: str, allow_skipped: bool, out: Output
+) -> int:
+    """The exit code of a followed project: its runs' (`code`), then whether every test
+    started."""
     if code != EXIT_OK:
         return code
     # all() of no runs is True: a suite that did not (fully) run must not pass a CI job.
     if not result.started:
-        out.error(f"no test of {args.project_id} started: nothing ran")
+        out.error(f"no test of {project_id} started: nothing ran")
         return EXIT_NOT_PASSED
-    if result.skipped and not options.allow_skipped:
+    if result.skipped and not allow_skipped:
         out.error(
-            f"{len(result.skipped)} test(s) of {args.project_id} did not start (see above); "
+            f"{len(result.skipped)} test(s) of {project_id} did not start (see above); "
             "pass --allow-skipped to accept that"
         )
         return EXIT_NOT_PASSED
@@ -305,8 +329,8 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
             )
     run_ids = _check_ids("run", given, "RUN_ID")
     options = check_follow_options(args, waiting=True, out=out)
-    async with open_session(args) as session:
-        return await follow(
+    async with job_telemetry(out, "asyncclient watch") as job, open_session(args) as session:
+        code = await follow(
             session,
             run_ids,
             options,
@@ -315,3 +339,6 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
             stop_on_cancel=args.stop_on_interrupt,
             report_name="asyncclient watch",
         )
+        if job is not None:
+            job.exit_code = code
+        return code

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from asyncclient._client import _telemetry
 from asyncclient._core import _defaults as defaults
 from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
 from asyncclient.reruns import Reruns, remaining
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from asyncclient.models import ProjectRunStart, Run
     from asyncclient.reruns import SuiteResult
     from asyncclient.spend.reuse import Started
+    from asyncclient.suite._trace import JobTrace
     from asyncclient.watch import RunWatcher
 
 __all__ = ["SuiteRun"]
@@ -174,6 +176,8 @@ class SuiteRun:
         self._eta_at = -_ETA_EVERY
         self._eta_shown: JobEta | None = None
         self._failing: set[str] = set()  # the tests that failed for good (max_failures)
+        self.trace_id: str | None = None
+        """The job's OpenTelemetry trace id (32 hex digits), when traced."""
 
     # --- what a caller uses ---------------------------------------------------------------------
 
@@ -243,15 +247,36 @@ class SuiteRun:
             self._task = asyncio.ensure_future(self._guarded())
 
     async def _guarded(self) -> SuiteReport:
-        """The loop, its end told to every iterator however it ends."""
+        """The loop, its end told to every iterator however it ends; traced when an
+        OpenTelemetry SDK is set up (in the command's job trace, else in one of its own)."""
+        owned = self._traced()
         try:
-            return await self._run()
+            if owned is None:
+                return await self._run()
+            with owned:
+                return await self._run()
         except Exception as exc:
             self._error = exc
             raise
         finally:
             self._ended = True
             self._wake()
+
+    def _traced(self) -> JobTrace | None:
+        """Follow the loop's events in the current job trace (the command's), else in a new
+        one returned to be entered (None: no OpenTelemetry SDK is set up)."""
+        if not _telemetry.ENABLED:
+            return None
+        from asyncclient.suite._trace import JobTrace
+
+        job = JobTrace.current()
+        owned = None
+        if job is None:
+            owned = job = JobTrace.open(self.name)
+        if job is not None:
+            job.follow(self)
+            self.trace_id = job.trace_id
+        return owned
 
     async def __aenter__(self) -> SuiteRun:
         self._ensure_task()
@@ -659,6 +684,8 @@ class SuiteRun:
             expected=self.expected,
             history=self.history if self._history_read else None,
         )
+        if self.trace_id is not None:
+            self.report = attrs.evolve(self.report, trace_id=self.trace_id)
         return self.report
 
     # --- the ETA --------------------------------------------------------------------------------

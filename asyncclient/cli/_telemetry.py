@@ -1,0 +1,377 @@
+"""The command's job trace and its export, from the standard `OTEL_*` variables.
+
+`job_telemetry()` wraps a `--wait` job (run test, run project, watch): when the environment
+names an exporter or an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_EXPORTER`, ...),
+and no tracer provider is set up already, it sets up the OpenTelemetry SDK (the otel extra)
+with the OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL`: http/protobuf, or grpc where its
+package is installed) or the console one; the exporter reads its endpoint, headers, timeout
+and TLS files from the environment itself, the resource `OTEL_SERVICE_NAME` and
+`OTEL_RESOURCE_ATTRIBUTES` (service.name defaults to `asyncclient`). The job's span is
+current for the whole job (asyncclient.suite._trace).
+
+Exporting never changes the job: the exports run in the SDK's threads; at the end the
+command waits at most `EXPORT_BOUND` seconds for the last ones and, when any export failed,
+prints one warning line (the endpoint without credentials or query, never a header). The
+SDK's own log records go to the `asyncclient.telemetry` logger at DEBUG (`-v`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from asyncclient._core._untrusted import clip, line
+
+if TYPE_CHECKING:
+    from asyncclient.cli._output import Output
+    from asyncclient.suite._trace import JobTrace
+
+__all__ = ["EXPORT_BOUND", "Export", "asked", "job_telemetry", "start_export"]
+
+EXPORT_BOUND: Final = 5.0
+"""The longest the command waits at its end for the job's telemetry to be exported (s)."""
+
+_ASKING: Final = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+)
+_EXPORTERS: Final = ("otlp", "console", "none")
+_PROTOCOLS: Final = ("http/protobuf", "grpc")
+_LOG: Final = logging.getLogger("asyncclient.telemetry")
+
+
+def asked(environ: Mapping[str, str]) -> str | None:
+    """The variable that asks for an export (the first set of `_ASKING`), or None: with
+    none of them, or OTEL_SDK_DISABLED=true, the command exports nothing."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    return next((name for name in _ASKING if environ.get(name, "").strip()), None)
+
+
+def _endpoint(environ: Mapping[str, str], signal: str) -> str:
+    """Where `signal` (traces, metrics) goes, as shown in a warning: scheme, host, port and
+    path only."""
+    from urllib.parse import urlsplit
+
+    given = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
+    if not given:
+        base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+        given = base.rstrip("/") + f"/v1/{signal}"
+    try:
+        parts = urlsplit(given)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "the endpoint OTEL_EXPORTER_OTLP_ENDPOINT names (not a valid URL)"
+    return clip(line(f"{parts.scheme}://{host}{port}{parts.path}"), 200)
+
+
+class _Failures:
+    """What went wrong while exporting: the first reason kept (for the one warning)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def note(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+
+class _ToDebug(logging.Handler):
+    """The SDK's log records (an exporter's retries and failures): to asyncclient.telemetry
+    at DEBUG, never on stderr by themselves; an exporter's warning or worse counts as a
+    failure."""
+
+    def __init__(self, failures: _Failures) -> None:
+        super().__init__(logging.DEBUG)
+        self._failures = failures
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            message = clip(line(record.getMessage()), 300)
+            if record.levelno >= logging.WARNING and "export" in record.name:
+                self._failures.note("the collector could not be reached or refused the data")
+            _LOG.debug("%s: %s", record.name, message)
+
+
+def _watched_spans(inner: Any, failures: _Failures) -> Any:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Watched(SpanExporter):
+        def export(self, spans: Any) -> Any:
+            try:
+                result = inner.export(spans)
+            except Exception as exc:  # an exporter that raises: the job goes on
+                failures.note(f"the exporter failed ({type(exc).__name__})")
+                return SpanExportResult.FAILURE
+            if result != SpanExportResult.SUCCESS:
+                failures.note("the collector could not be reached or refused the data")
+            return result
+
+        def shutdown(self) -> None:
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return bool(inner.force_flush(timeout_millis))
+
+    return Watched()
+
+
+def _watched_metrics(inner: Any, failures: _Failures) -> Any:
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+
+    class Watched(MetricExporter):
+        def __init__(self) -> None:
+            super().__init__(
+                preferred_temporality=inner._preferred_temporality,
+                preferred_aggregation=inner._preferred_aggregation,
+            )
+
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> Any:
+            try:
+                result = inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            except Exception as exc:
+                failures.note(f"the exporter failed ({type(exc).__name__})")
+                return MetricExportResult.FAILURE
+            if result != MetricExportResult.SUCCESS:
+                failures.note("the collector could not be reached or refused the data")
+            return result
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return bool(inner.force_flush(timeout_millis=timeout_millis))
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+    return Watched()
+
+
+def _choice(environ: Mapping[str, str], names: tuple[str, ...], default: str) -> str:
+    for name in names:
+        value = environ.get(name, "").strip().lower()
+        if value:
+            return value.split(",")[0].strip()
+    return default
+
+
+def _exporter(signal: str, environ: Mapping[str, str]) -> tuple[Any, str | None]:
+    """The exporter of `signal` (traces, metrics) the environment names, or None, with the
+    reason when the one named cannot be made."""
+    kind = _choice(environ, (f"OTEL_{signal.upper()}_EXPORTER",), "otlp")
+    variable = f"OTEL_{signal.upper()}_EXPORTER"
+    if kind == "none":
+        return None, None
+    if kind not in _EXPORTERS:
+        shown = clip(line(kind), 40)
+        return None, f"{variable}={shown} is not one asyncclient sets up: otlp, console or none"
+    if kind == "console":  # stderr: standard output is the command's answer
+        if signal == "traces":
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+            return ConsoleSpanExporter(out=sys.stderr), None
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter(out=sys.stderr), None
+    protocol = _choice(
+        environ,
+        (f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        "http/protobuf",
+    )
+    if protocol not in _PROTOCOLS:
+        return None, (
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={clip(line(protocol), 40)} is not one asyncclient "
+            "exports with: http/protobuf or grpc"
+        )
+    package = "http" if protocol == "http/protobuf" else "grpc"
+    module = f"opentelemetry.exporter.otlp.proto.{package}"
+    which = "trace_exporter" if signal == "traces" else "metric_exporter"
+    name = "OTLPSpanExporter" if signal == "traces" else "OTLPMetricExporter"
+    try:
+        import importlib
+
+        found = getattr(importlib.import_module(f"{module}.{which}"), name)
+    except ImportError:
+        fix = (
+            "pip install 'asyncclient[otel]'"
+            if package == "http"
+            else "pip install opentelemetry-exporter-otlp-proto-grpc"
+        )
+        return None, f"the OTLP {protocol} exporter is not installed: {fix}"
+    try:
+        return found(), None
+    except Exception as exc:  # a bad OTEL_* value the exporter refuses
+        said = f"{type(exc).__name__}: {clip(line(exc), 200)}"
+        return None, f"the OTLP exporter could not be set up ({said})"
+
+
+class Export:
+    """The SDK set up from the environment; `close()` ends it within EXPORT_BOUND."""
+
+    def __init__(
+        self,
+        tracer_provider: Any,
+        meter_provider: Any,
+        failures: _Failures,
+        handler: logging.Handler,
+        endpoint: str,
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self._failures = failures
+        self._handler = handler
+        self.endpoint = endpoint
+
+    async def close(self, out: Output) -> None:
+        """Export what is left (waiting at most EXPORT_BOUND seconds), put the global
+        providers back, and say in one line when anything could not be exported."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        def shut() -> None:
+            for provider in (self.tracer_provider, self.meter_provider):
+                if provider is not None:
+                    with contextlib.suppress(Exception):
+                        provider.shutdown()
+            with contextlib.suppress(RuntimeError):  # the loop closed: no one waits now
+                loop.call_soon_threadsafe(done.set)
+
+        # A thread of its own that the process does not wait for: a collector that never
+        # answers costs EXPORT_BOUND, not the exporter's timeout and retries.
+        threading.Thread(target=shut, name="asyncclient-otel-exit", daemon=True).start()
+        timed_out = False
+        try:
+            async with asyncio.timeout(EXPORT_BOUND):
+                await done.wait()
+        except TimeoutError:
+            timed_out = True
+        _forget_providers(self.tracer_provider, self.meter_provider)
+        logging.getLogger("opentelemetry").removeHandler(self._handler)
+        logging.getLogger("opentelemetry").propagate = True
+        reason = f"no answer within {EXPORT_BOUND:g} s" if timed_out else self._failures.reason
+        if reason is not None:
+            out.warning(
+                f"the job's OpenTelemetry data could not all be exported to {self.endpoint} "
+                f"({reason}); the job's result and reports are unchanged"
+            )
+
+
+def _forget_providers(tracer_provider: Any, meter_provider: Any) -> None:
+    """The API's globals back to unset (main() may run again in this process: tests, an
+    embedding program), when they are still ours."""
+    from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_internal
+    from opentelemetry.util._once import Once
+
+    if tracer_provider is not None and getattr(trace, "_TRACER_PROVIDER", None) is tracer_provider:
+        trace._TRACER_PROVIDER = None
+        trace._TRACER_PROVIDER_SET_ONCE = Once()
+    found = getattr(metrics_internal, "_METER_PROVIDER", None)
+    if meter_provider is not None and found is meter_provider:
+        metrics_internal._METER_PROVIDER = None
+        metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+
+
+def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Export | None:
+    """The SDK set up as the environment asks (None: it asks for nothing, an application set
+    up its own, or it cannot be set up: then one warning line says why)."""
+    environ = os.environ if environ is None else environ
+    variable = asked(environ)
+    if variable is None:
+        return None
+    from asyncclient._client import _telemetry
+
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        out.warning(
+            f"{variable} is set but the OpenTelemetry SDK is not installed: pip install "
+            "'asyncclient[otel]'; the job runs without its trace"
+        )
+        return None
+    assert _telemetry.ENABLED
+    from opentelemetry import metrics, trace
+
+    if getattr(trace, "_TRACER_PROVIDER", None) is not None or _telemetry._in_environ(
+        "OTEL_PYTHON_TRACER_PROVIDER"
+    ):
+        return None  # the application's (opentelemetry-instrument's) SDK exports
+    failures = _Failures()
+    handler = _ToDebug(failures)
+    sdk_logger = logging.getLogger("opentelemetry")
+    sdk_logger.addHandler(handler)
+    sdk_logger.propagate = False  # its records never reach stderr by themselves
+    try:
+        resource = Resource.create()
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": "asyncclient"}))
+    except Exception as exc:  # a malformed OTEL_RESOURCE_ATTRIBUTES
+        _LOG.debug("resource: %s", type(exc).__name__)
+        resource = Resource({"service.name": "asyncclient"})
+    problems: list[str] = []
+    tracer_provider = meter_provider = None
+    spans, problem = _exporter("traces", environ)
+    if problem:
+        problems.append(problem)
+    if spans is not None:
+        tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        tracer_provider.add_span_processor(BatchSpanProcessor(_watched_spans(spans, failures)))
+        trace.set_tracer_provider(tracer_provider)
+    points, problem = _exporter("metrics", environ)
+    if problem and problem not in problems:
+        problems.append(problem)
+    if points is not None:
+        reader = PeriodicExportingMetricReader(_watched_metrics(points, failures))
+        meter_provider = MeterProvider(
+            resource=resource, metric_readers=[reader], shutdown_on_exit=False
+        )
+        metrics.set_meter_provider(meter_provider)
+    for problem in problems[:1]:
+        out.warning(f"{problem}; the job runs without exporting it")
+    if tracer_provider is None and meter_provider is None:
+        sdk_logger.removeHandler(handler)
+        sdk_logger.propagate = True
+        return None
+    return Export(tracer_provider, meter_provider, failures, handler, _endpoint(environ, "traces"))
+
+
+@contextlib.asynccontextmanager
+async def job_telemetry(
+    out: Output, name: str, *, project: str | None = None, waiting: bool = True
+) -> AsyncIterator[JobTrace | None]:
+    """A `--wait` job's trace (and its export, when the environment asks), the job's span
+    current inside; yields the JobTrace (None: nothing is traced, as when not `waiting`).
+    The caller gives it the command's exit code (`JobTrace.exit_code`)."""
+    if not waiting:
+        yield None
+        return
+    export = start_export(out)
+    try:
+        from asyncclient._client import _telemetry
+
+        job = None
+        if _telemetry.ENABLED:
+            from asyncclient.suite._trace import JobTrace
+
+            job = JobTrace.open(name, project=project)
+        if job is None:
+            yield None
+        else:
+            with job:
+                yield job
+    finally:
+        if export is not None:
+            await export.close(out)

@@ -1,0 +1,129 @@
+"""A suite job's figures as OpenTelemetry metrics, for a dashboard that groups jobs by project:
+device seconds (all, and re-runs'), queue waits, runs, tests by verdict, failed and flaky tests
+per job, jobs and how long they took.
+
+Units by the OpenTelemetry naming rules (seconds as `s`, counts as `{run}`, `{test}`,
+`{job}`). Points carry low-cardinality attributes only: the project, the CI's pipeline name,
+the run's kind, mode (the API's three) and outcome, the test's verdict and whether it is
+quarantined, the job's status; never a test, run or build id, a pipeline run or a commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from asyncclient._client import _telemetry
+
+if TYPE_CHECKING:
+    from asyncclient._reports.model import SuiteReport
+
+__all__ = ["MODES", "JobMeters", "job_meters", "record_job"]
+
+MODES: Final = ("auto", "cold", "warm")  # the API's modes: a bounded set of values
+
+
+class JobMeters:
+    """The job's instruments, made once per meter provider (units by the OpenTelemetry naming
+    rules: seconds as `s`, counts as `{run}`, `{test}`, `{job}`)."""
+
+    def __init__(self, meter: Any) -> None:
+        self.device = meter.create_counter(
+            "asyncclient.device.time", unit="s", description="Device seconds the runs took."
+        )
+        self.rerun_device = meter.create_counter(
+            "asyncclient.rerun.device.time",
+            unit="s",
+            description="Device seconds of re-runs, copies and new tests' repeats.",
+        )
+        self.queue = meter.create_histogram(
+            "asyncclient.run.queue.duration",
+            unit="s",
+            description="Seconds a run waited for a device.",
+        )
+        self.runs = meter.create_counter(
+            "asyncclient.runs", unit="{run}", description="Runs that ended."
+        )
+        self.tests = meter.create_counter(
+            "asyncclient.tests", unit="{test}", description="Tests by their verdict."
+        )
+        self.failed = meter.create_histogram(
+            "asyncclient.job.failed_tests",
+            unit="{test}",
+            description="Tests that did not pass, one value per job.",
+        )
+        self.flaky = meter.create_histogram(
+            "asyncclient.job.flaky_tests",
+            unit="{test}",
+            description="Tests that were flaky, one value per job.",
+        )
+        self.jobs = meter.create_counter(
+            "asyncclient.jobs", unit="{job}", description="Jobs by their outcome."
+        )
+        self.duration = meter.create_histogram(
+            "asyncclient.job.duration", unit="s", description="How long a job took."
+        )
+
+
+_meters: dict[int, tuple[Any, JobMeters]] = {}
+
+
+def job_meters() -> JobMeters | None:
+    if not _telemetry.ENABLED or _telemetry.instruments() is None:
+        return None
+    from opentelemetry import metrics
+
+    from asyncclient._version import __version__
+
+    provider = metrics.get_meter_provider()
+    known = _meters.get(id(provider))
+    if known is None or known[0] is not provider:
+        made = JobMeters(provider.get_meter("asyncclient", __version__))
+        known = _meters[id(provider)] = (provider, made)
+    return known[1]
+
+
+def record_job(
+    meters: JobMeters,
+    report: SuiteReport | None,
+    status: str,
+    seconds: float,
+    common: Mapping[str, str],
+) -> None:
+    """One job's points: `common` (the project, the pipeline's name) on each; without a
+    report (the job ended before it), the job's count and duration only."""
+    meters.jobs.add(1, {**common, "test.suite.run.status": status})
+    meters.duration.record(seconds, {**common, "test.suite.run.status": status})
+    if report is None:
+        return
+    failed = flaky = 0
+    for test in report.tests:
+        failed += not test.final.passed
+        flaky += test.flaky
+        meters.tests.add(
+            1,
+            {
+                **common,
+                "asyncclient.test.outcome": test.outcome,
+                "asyncclient.test.quarantined": test.quarantine is not None,
+            },
+        )
+        for attempt in test.attempts:
+            point = {**common, "asyncclient.run.kind": attempt.kind}
+            mode = attempt.run.mode
+            if mode in MODES:
+                point["asyncclient.run.mode"] = mode
+            took = attempt.seconds or 0.0
+            if attempt.reused is None:
+                meters.runs.add(1, {**point, "asyncclient.run.outcome": attempt.outcome})
+                if took:
+                    meters.device.add(took, point)
+                    if attempt.kind != "run":
+                        meters.rerun_device.add(took, point)
+            if attempt.queue_seconds is not None:
+                meters.queue.record(attempt.queue_seconds, point)
+    if report.skipped:
+        skipped = {**common, "asyncclient.test.outcome": "not_started"}
+        meters.tests.add(len(report.skipped), skipped)
+    meters.failed.record(failed, common)
+    meters.flaky.record(flaky, common)

@@ -1,0 +1,377 @@
+"""A job's trace and metrics, as a fleet's backend receives them: the command, configured only
+by the standard OTEL_* variables, sends them through the real OTLP exporter (HTTP/protobuf) to
+a receiver in the test that decodes them with OpenTelemetry's own protobuf package.
+
+The span tree (job, a test each, a run each under its test), every attribute by its
+convention's name, the requests under the run they served, the trace id in --json and the
+summary, low-cardinality metric points; and a dead collector changing nothing but one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from asyncclient.testing import FakeService
+from asyncclient.testing.builders import build_apk
+from tests.cli.test_spend_cli import FAST, SPEED, env_of, seed, upload
+
+RunCli = Callable[..., Awaitable[Any]]
+
+GITHUB = {
+    "GITHUB_ACTIONS": "true",
+    "GITHUB_WORKFLOW": "e2e",
+    "GITHUB_RUN_ID": "9001",
+    "GITHUB_RUN_NUMBER": "77",
+    "GITHUB_JOB": "devices",
+    "GITHUB_SERVER_URL": "https://github.com",
+    "GITHUB_REPOSITORY": "acme/shop",
+    "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+    "GITHUB_REF": "refs/pull/17/merge",
+    "GITHUB_HEAD_REF": "feature/\x1b[31mred",
+}
+
+
+@attrs.define
+class Span:
+    name: str
+    span_id: str
+    parent_id: str
+    trace_id: str
+    attributes: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]]
+    status: int
+
+
+def _value(any_value: Any) -> Any:
+    kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in any_value.array_value.values]
+    return getattr(any_value, kind) if kind else None
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {pair.key: _value(pair.value) for pair in pairs}
+
+
+@attrs.define
+class Receiver:
+    """An OTLP/HTTP receiver: what it was sent, decoded."""
+
+    url: str = ""
+    spans: list[Span] = attrs.Factory(list)
+    resources: list[dict[str, Any]] = attrs.Factory(list)
+    points: list[tuple[str, str, dict[str, Any], Any]] = attrs.Factory(list)
+    requests: int = 0
+
+    async def traces(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        message = trace_service_pb2.ExportTraceServiceRequest()
+        message.ParseFromString(await request.read())
+        for resource_spans in message.resource_spans:
+            self.resources.append(_attributes(resource_spans.resource.attributes))
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(
+                        Span(
+                            span.name,
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            span.trace_id.hex(),
+                            _attributes(span.attributes),
+                            [(e.name, _attributes(e.attributes)) for e in span.events],
+                            span.status.code,
+                        )
+                    )
+        answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        return web.Response(body=answer, content_type="application/x-protobuf")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        message = metrics_service_pb2.ExportMetricsServiceRequest()
+        message.ParseFromString(await request.read())
+        for resource_metrics in message.resource_metrics:
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    kind = metric.WhichOneof("data")
+                    for point in getattr(metric, kind).data_points:
+                        value = point.sum if kind == "histogram" else point.as_double
+                        if kind == "sum" and point.WhichOneof("value") == "as_int":
+                            value = point.as_int
+                        self.points.append(
+                            (metric.name, metric.unit, _attributes(point.attributes), value)
+                        )
+        answer = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+        return web.Response(body=answer, content_type="application/x-protobuf")
+
+    def named(self, name: str) -> list[Span]:
+        return [span for span in self.spans if span.name == name]
+
+    def children(self, parent: Span, name: str | None = None) -> list[Span]:
+        return [
+            span
+            for span in self.spans
+            if span.parent_id == parent.span_id and (name is None or span.name == name)
+        ]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    found = Receiver()
+    app = web.Application()
+    app.router.add_post("/v1/traces", found.traces)
+    app.router.add_post("/v1/metrics", found.metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    found.url = f"http://127.0.0.1:{port}"
+    try:
+        yield found
+    finally:
+        await runner.cleanup()
+
+
+def otel_env(endpoint: str) -> dict[str, str]:
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-honeycomb-team=secret-team-key",
+        "OTEL_SERVICE_NAME": "shop-e2e",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=ci",
+    }
+
+
+TESTS = {
+    "t_flaky": {"title": "Flaky", "durationSeconds": 15, "flakyRuns": 1},
+    "t_quarantined": {"title": "Known", "outcome": "failed", "durationSeconds": 10},
+}
+
+
+async def _job(run_cli: RunCli, tmp_path: Path, svc: FakeService, extra_env: dict[str, str]) -> Any:
+    """Job 1 passes t_pass on a build; job 2, on the same bytes uploaded again, reuses it, re-runs
+    t_flaky (passes) and t_broken (fails again), and quarantines t_quarantined."""
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    quarantine = tmp_path / "quarantine.toml"
+    quarantine.write_text(
+        '[[quarantine]]\ntest = "t_quarantined"\nreason = "known"\nuntil = 2099-01-01\n'
+    )
+    env = env_of(svc)
+    first = await upload(run_cli, svc, apk)
+    earlier = await run_cli("run", "test", "t_pass", "--build", first, "--wait", *FAST, env=env)
+    assert earlier.code == 0, earlier.stderr
+    again = await upload(run_cli, svc, apk)
+    with svc.hold("t_pass"):  # queued until reuse stops it, however slow the machine
+        return await run_cli(
+            "run", "project", "p_dt", "--build", again, "--wait", "--json",
+            "--reuse-passed", "7", "--retry-failed", "1", "--quarantine", str(quarantine),
+            "--download-failed", str(tmp_path / "evidence"), *FAST,
+            env={**env, **GITHUB, **extra_env},
+        )  # fmt: skip
+
+
+async def test_a_jobs_trace_reaches_an_otlp_receiver_as_one_tree_by_the_conventions(
+    run_cli: RunCli, tmp_path: Path, receiver: Receiver
+) -> None:
+    async with FakeService(seed(**TESTS), speed=SPEED) as svc:
+        job = await _job(run_cli, tmp_path, svc, otel_env(receiver.url))
+    assert job.code == 1, job.stderr  # t_broken failed
+    assert "warning" not in job.stderr, job.stderr
+    (root,) = receiver.named("asyncclient.job")
+    assert root.parent_id == ""
+    # The trace id, in --json and the summary, is the job's.
+    entries = {entry["testId"]: entry for entry in job.json()}
+    assert {entry["traceId"] for entry in entries.values()} == {root.trace_id}
+    assert f"trace {root.trace_id}" in job.stderr.splitlines()
+    assert {span.trace_id for span in receiver.spans} == {root.trace_id}
+    # The job: the test conventions, the CI's pipeline and the change, sanitised.
+    attributes = root.attributes
+    assert attributes["test.suite.name"] == "p_dt"
+    assert attributes["test.suite.run.status"] == "failure"
+    assert attributes["cicd.pipeline.name"] == "e2e"
+    assert attributes["cicd.pipeline.run.id"] == "9001"
+    assert attributes["cicd.pipeline.run.url.full"] == (
+        "https://github.com/acme/shop/actions/runs/9001"
+    )
+    assert attributes["cicd.pipeline.task.name"] == "devices"
+    assert attributes["vcs.repository.url.full"] == "https://github.com/acme/shop"
+    assert attributes["vcs.ref.head.name"] == "feature/\\x1b[31mred"
+    assert attributes["vcs.ref.head.revision"] == GITHUB["GITHUB_SHA"]
+    assert attributes["vcs.change.id"] == "17"
+    assert attributes["asyncclient.project.id"] == "p_dt"
+    assert (attributes["asyncclient.tests"], attributes["asyncclient.tests.failed"]) == (4, 2)
+    assert attributes["asyncclient.tests.flaky"] == 1
+    assert root.status == 2  # STATUS_CODE_ERROR
+    resource = receiver.resources[0]
+    assert resource["service.name"] == "shop-e2e"
+    assert resource["deployment.environment.name"] == "ci"
+    # A span per test, under the job, by the test conventions.
+    tests = {span.attributes["test.case.name"]: span for span in receiver.children(root)
+             if span.name == "asyncclient.test"}  # fmt: skip
+    assert set(tests) == {"t_pass", "t_broken", "t_flaky", "t_quarantined"}
+    statuses = {name: span.attributes["test.case.result.status"] for name, span in tests.items()}
+    assert statuses == {"t_pass": "pass", "t_flaky": "pass", "t_broken": "fail",
+                        "t_quarantined": "fail"}  # fmt: skip
+    assert tests["t_flaky"].attributes["asyncclient.test.flaky"] is True
+    assert tests["t_flaky"].attributes["asyncclient.test.attempts"] == 2
+    assert tests["t_pass"].attributes["asyncclient.test.reused"] is True
+    assert tests["t_quarantined"].attributes["asyncclient.test.quarantined"] is True
+    assert tests["t_broken"].attributes["asyncclient.failure.cause"]
+    assert tests["t_broken"].attributes["asyncclient.failure.kind"] == "app"
+    # A run each under its test: its status, mode, kind, queue and device seconds, link.
+    runs = {name: receiver.children(span, "asyncclient.run") for name, span in tests.items()}
+    assert {name: len(found) for name, found in runs.items()} == {
+        "t_pass": 1, "t_broken": 2, "t_flaky": 2, "t_quarantined": 2
+    }  # fmt: skip
+    kinds = sorted(run.attributes["asyncclient.run.kind"] for run in runs["t_flaky"])
+    assert kinds == ["rerun", "run"]
+    passed = next(r for r in runs["t_flaky"] if r.attributes["asyncclient.run.status"] == "passed")
+    assert passed.attributes["asyncclient.run.device.seconds"] == pytest.approx(15, abs=1)
+    assert passed.attributes["asyncclient.run.queue.seconds"] >= 0
+    assert passed.attributes["asyncclient.run.link"].startswith("http")
+    assert "?" not in passed.attributes["asyncclient.run.link"]
+    # The requests under the run they served: reuse's stop of t_pass's run, the evidence of
+    # t_broken's runs; a re-run's start under its test; the batched polls under the job.
+    (reused,) = runs["t_pass"]
+    assert reused.attributes["asyncclient.run.reused"] is True
+    assert [s.name for s in receiver.children(reused)] == ["asyncclient.stop_run"]
+    for run in runs["t_broken"]:
+        downloads = receiver.children(run, "asyncclient.download_run_file")
+        assert downloads, run.attributes
+        assert all(receiver.children(d, "GET") for d in downloads)
+    assert [s.name for s in receiver.children(tests["t_flaky"])].count("asyncclient.run_test") == 1
+    for name, span in tests.items():  # each test's history, read once, under the test
+        reads = receiver.children(span, "asyncclient.list_runs")
+        assert len(reads) == 1, name
+        assert reads[0].attributes["asyncclient.test_id"] == name
+    polls = [s for s in receiver.named("asyncclient.list_runs") if "," in
+             next((c.attributes["url.full"] for c in receiver.children(s)), "")]  # fmt: skip
+    assert polls
+    assert all(poll.parent_id == root.span_id for poll in polls)
+    start = receiver.children(root, "asyncclient.run_project")
+    assert len(start) == 1
+    # No key, header or signature anywhere in what was sent.
+    sent = json.dumps([attrs.asdict(s) for s in receiver.spans])
+    for secret in ("dt-run", "secret-team-key", "X-Signature", "signature="):
+        assert secret not in sent
+
+
+async def test_the_metrics_carry_only_low_cardinality_attributes(
+    run_cli: RunCli, tmp_path: Path, receiver: Receiver
+) -> None:
+    async with FakeService(seed(**TESTS), speed=SPEED) as svc:
+        job = await _job(run_cli, tmp_path, svc, otel_env(receiver.url))
+    assert job.code == 1, job.stderr
+    names = {(name, unit) for name, unit, _, _ in receiver.points}
+    for expected in (
+        ("asyncclient.device.time", "s"),
+        ("asyncclient.rerun.device.time", "s"),
+        ("asyncclient.run.queue.duration", "s"),
+        ("asyncclient.runs", "{run}"),
+        ("asyncclient.tests", "{test}"),
+        ("asyncclient.job.failed_tests", "{test}"),
+        ("asyncclient.job.flaky_tests", "{test}"),
+        ("asyncclient.jobs", "{job}"),
+        ("asyncclient.job.duration", "s"),
+        ("http.client.request.duration", "s"),
+    ):
+        assert expected in names
+    allowed = {
+        "asyncclient.project.id", "cicd.pipeline.name", "asyncclient.run.kind",
+        "asyncclient.run.mode", "asyncclient.run.outcome", "asyncclient.test.outcome",
+        "test.suite.run.status", "asyncclient.test.quarantined",
+    }  # fmt: skip
+    ours = [p for p in receiver.points if p[0].startswith("asyncclient.") and
+            not p[0].startswith("asyncclient.client.")]  # fmt: skip
+    for name, _, attributes, _ in ours:
+        assert set(attributes) <= allowed, (name, attributes)
+        assert attributes["asyncclient.project.id"] == "p_dt"
+        assert attributes["cicd.pipeline.name"] == "e2e"
+
+    def total(name: str, **where: str | bool) -> float:
+        return sum(
+            value
+            for found, _, attributes, value in receiver.points
+            if found == name
+            and all(attributes.get(f"asyncclient.{k.replace('_', '.')}") is v
+                    if isinstance(v, bool) else
+                    attributes.get(f"asyncclient.{k.replace('_', '.')}") == v
+                    for k, v in where.items())
+        )  # fmt: skip
+
+    assert total("asyncclient.tests", test_outcome="flaky") == 1
+    assert total("asyncclient.tests", test_outcome="failed") == 2
+    assert total("asyncclient.tests", test_outcome="failed", test_quarantined=True) == 1
+    assert total("asyncclient.job.failed_tests") == 2
+    assert total("asyncclient.jobs") == 1
+    # t_broken and t_quarantined 10 s twice, t_flaky 15 s twice; the reused run: none.
+    assert total("asyncclient.device.time") == pytest.approx(70, abs=3)
+    assert total("asyncclient.rerun.device.time") == pytest.approx(35, abs=2)
+    assert total("asyncclient.runs") == 6
+
+
+@pytest.fixture
+async def black_hole() -> AsyncIterator[int]:
+    """A port that takes connections and never answers (a collector that hangs)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def take(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(take, "127.0.0.1", 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("collector", ["refused", "hangs"])
+async def test_a_dead_collector_changes_nothing_but_one_warning_line(
+    run_cli: RunCli, tmp_path: Path, black_hole: int, collector: str
+) -> None:
+    """The job with its collector gone (a port nothing listens on) or hanging (it takes the
+    connection, never answers): the exit code and the --json verdicts are the job's, one
+    warning line, no traceback, no secret. A hanging one is given up after EXPORT_BOUND
+    (the exporter alone would wait its 10 s timeout, then retry)."""
+    port = _closed_port() if collector == "refused" else black_hole
+    async with FakeService(seed(**TESTS), speed=SPEED) as svc:
+        job = await _job(run_cli, tmp_path, svc, otel_env(f"http://127.0.0.1:{port}"))
+    assert job.code == 1, job.stderr
+    verdicts = {e["testId"]: (e["status"], e.get("flaky"), e.get("quarantined"))
+                for e in job.json()}  # fmt: skip
+    assert verdicts == {
+        "t_pass": ("cancelled", False, False),  # stopped: reused
+        "t_broken": ("failed", False, False),
+        "t_flaky": ("passed", True, False),
+        "t_quarantined": ("failed", False, True),
+    }
+    warnings = [line for line in job.stderr.splitlines() if "opentelemetry" in line.lower()]
+    assert len(warnings) == 1, job.stderr
+    assert [line for line in job.stderr.splitlines() if line.startswith("warning")] == warnings
+    assert warnings[0].startswith("warning: the job's OpenTelemetry data could not all be")
+    assert f"http://127.0.0.1:{port}/v1/traces" in warnings[0]
+    if collector == "hangs":
+        assert "(no answer within 5 s)" in warnings[0]
+    assert "Traceback" not in job.stderr
+    assert "secret-team-key" not in job.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,258 @@
+"""A suite job's trace in the library (asyncclient.suite._trace), the CI's run read from its
+variables (asyncclient._core._ci_run), and the command's export set up from OTEL_* variables
+(asyncclient.cli._telemetry): the tree a service embedding run_suite gets, hostile text kept
+one line and bounded, and an export that never holds the command past its bound.
+
+The whole job through the real OTLP exporter is tests/cli/test_fleet_trace_cli.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+from test_telemetry import Telemetry, _reset_globals, children, otel  # noqa: F401
+
+from asyncclient import AsyncSession
+from asyncclient._core._ci_run import ci_run, pipeline_attributes
+from asyncclient._core._untrusted import _SHOWN
+from asyncclient.cli._output import Output
+from asyncclient.models import Run
+from asyncclient.suite import SuitePolicy
+from asyncclient.suite._events import RunFinished, RunStarted
+from asyncclient.suite._trace import VALUE_LIMIT, JobTrace
+from asyncclient.testing import FakeService
+
+APP = {"project": "p_lib", "target": "web", "url": "https://shop.example.com"}
+SEED = {
+    "projects": [{"id": "p_lib", "plan": "paid", "includedRuns": 100000}],
+    "keys": [{"key": "lib-run", "capability": "run", "projects": ["p_lib"]}],
+    "tests": [
+        {"id": "t_ok", **APP, "durationSeconds": 4},
+        {"id": "t_flaky", **APP, "durationSeconds": 6, "flakyRuns": 1},
+    ],
+}
+
+
+def _named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name == name]
+
+
+async def test_a_service_running_a_suite_gets_the_jobs_trace_without_the_command(
+    otel: Telemetry,  # noqa: F811
+) -> None:
+    policy = SuitePolicy(retry_failed=1, interval=0.02)
+    async with (
+        FakeService(SEED, speed=100.0) as svc,
+        AsyncSession(base_url=svc.url, api_key="lib-run") as session,
+    ):
+        report = await session.run_suite("p_lib", policy=policy).result()
+    spans = otel.finished()
+    (job,) = _named(spans, "asyncclient.job")
+    assert job.parent is None
+    assert report.trace_id == f"{job.context.trace_id:032x}"
+    assert job.attributes is not None
+    assert job.attributes["test.suite.name"] == "p_lib"
+    assert job.attributes["test.suite.run.status"] == "success"
+    assert job.attributes["asyncclient.project.id"] == "p_lib"
+    tests = {s.attributes["test.case.name"]: s for s in children(spans, job)
+             if s.name == "asyncclient.test" and s.attributes}  # fmt: skip
+    assert set(tests) == {"t_ok", "t_flaky"}
+    flaky_runs = [s for s in children(spans, tests["t_flaky"]) if s.name == "asyncclient.run"]
+    assert len(flaky_runs) == 2
+    # The suite's start under the job; the re-run's start under its test.
+    assert [s.name for s in children(spans, job)].count("asyncclient.run_project") == 1
+    assert "asyncclient.run_test" in [s.name for s in children(spans, tests["t_flaky"])]
+    assert {s.context.trace_id for s in spans} == {job.context.trace_id}
+
+
+async def test_without_an_sdk_no_trace_is_made_and_the_report_has_no_trace_id() -> None:
+    _reset_globals()
+    async with (
+        FakeService(SEED, speed=100.0) as svc,
+        AsyncSession(base_url=svc.url, api_key="lib-run") as session,
+    ):
+        report = await session.run_suite("p_lib", policy=SuitePolicy(interval=0.02)).result()
+    assert report.trace_id is None
+    assert JobTrace.open("p_lib") is None
+
+
+_hostile = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=2000)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    run_id=_hostile, test_id=_hostile, status=_hostile, mode=_hostile, link=_hostile,
+    headline=_hostile,
+)  # fmt: skip
+@example(run_id="j_1", test_id="t_1", status="failed", mode="cold", link="http://[", headline="")
+def test_whatever_the_service_sends_each_attribute_is_one_bounded_line(
+    otel: Telemetry,  # noqa: F811
+    run_id: str,
+    test_id: str,
+    status: str,
+    mode: str,
+    link: str,
+    headline: str,
+) -> None:
+    from asyncclient._reports.model import read_attempt
+
+    otel.spans.clear()
+    job = JobTrace.open("p_x", environ={})
+    assert job is not None
+    with job:
+        for number, page in enumerate(("https://service.example.com/runs/1?sig=" + link, link)):
+            run = Run(
+                id=f"{run_id}{number}", status=status, test_id=test_id, mode=mode,
+                link=page, source={"failureSummary": headline},
+            )  # fmt: skip
+            job.observe(RunStarted(run.id, test_id, 1))
+            job.observe(RunFinished(read_attempt(run, 1)))
+    names = [span.name for span in otel.finished()]
+    assert names.count("asyncclient.run") == 2
+    for span in otel.finished():
+        for key, value in (span.attributes or {}).items():
+            for text in value if isinstance(value, tuple) else (value,):
+                if isinstance(text, str):
+                    assert len(text) <= 2 * VALUE_LIMIT, key
+                    assert not _SHOWN.search(text), (key, text)
+                    assert "\n" not in text, key
+                    assert "sig=" not in text, key
+
+
+def test_the_ci_run_from_github_gitlab_and_the_plain_environment() -> None:
+    github = ci_run(
+        {
+            "GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": "e2e", "GITHUB_RUN_ID": "5",
+            "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/shop",
+            "GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main",
+            "GITHUB_REF_TYPE": "branch",
+        }
+    )  # fmt: skip
+    assert (github.pipeline, github.run_id, github.ref, github.change) == ("e2e", "5", "main", "")
+    assert github.run_url == "https://github.com/acme/shop/actions/runs/5"
+    gitlab = ci_run(
+        {
+            "GITLAB_CI": "true", "CI_PROJECT_PATH": "acme/shop", "CI_PIPELINE_ID": "88",
+            "CI_PIPELINE_URL": "https://gitlab.example.com/acme/shop/-/pipelines/88",
+            "CI_PROJECT_URL": "https://gitlab.example.com/acme/shop",
+            "CI_REPOSITORY_URL": "https://gitlab-ci-token:glcbt-SECRET@gitlab.example.com/a.git",
+            "CI_COMMIT_REF_NAME": "main", "CI_COMMIT_SHA": "abc", "CI_MERGE_REQUEST_IID": "3",
+            "CI_JOB_URL": "https://user:pass@gitlab.example.com/acme/shop/-/jobs/1",
+        }
+    )  # fmt: skip
+    attributes = pipeline_attributes(gitlab, {})
+    assert attributes["cicd.pipeline.name"] == "acme/shop"
+    assert attributes["cicd.pipeline.run.id"] == "88"
+    assert attributes["vcs.change.id"] == "3"
+    assert "SECRET" not in repr(attributes)
+    assert "pass@" not in repr(attributes)
+    assert "cicd.pipeline.task.run.url.full" not in attributes  # it held credentials
+    plain = pipeline_attributes(
+        ci_run({}),
+        {"OTEL_RESOURCE_ATTRIBUTES": "cicd.pipeline.name=nightly,cicd.pipeline.run.id=12,"
+         "service.name=x,vcs.ref.head.name=feature%2Fa"},
+    )  # fmt: skip
+    assert plain == {
+        "cicd.pipeline.name": "nightly",
+        "cicd.pipeline.run.id": "12",
+        "vcs.ref.head.name": "feature/a",
+    }
+
+
+@pytest.fixture
+def no_sdk() -> Iterator[None]:
+    _reset_globals()
+    yield
+    _reset_globals()
+
+
+def _output() -> tuple[Output, io.StringIO]:
+    stderr = io.StringIO()
+    return Output(stdout=io.StringIO(), stderr=stderr), stderr
+
+
+@pytest.mark.usefixtures("no_sdk")
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({}, None),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:1"}, None),
+        (
+            {"OTEL_TRACES_EXPORTER": "zipkin", "OTEL_METRICS_EXPORTER": "none"},
+            "warning: OTEL_TRACES_EXPORTER=zipkin is not one asyncclient sets up: otlp, console "
+            "or none; the job runs without exporting it",
+        ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:1",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            },
+            "warning: OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not one asyncclient exports with: "
+            "http/protobuf or grpc; the job runs without exporting it",
+        ),
+    ],
+)
+def test_what_the_environment_asks_is_set_up_or_refused_in_one_line(
+    environ: dict[str, str], said: str | None
+) -> None:
+    from asyncclient.cli._telemetry import start_export
+
+    out, stderr = _output()
+    assert start_export(out, environ) is None
+    assert stderr.getvalue().splitlines() == ([said] if said else [])
+
+
+class _Hanging:
+    """A provider whose shutdown waits for a collector that never answers."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def shutdown(self) -> None:
+        self.release.wait(60)
+
+
+@pytest.mark.usefixtures("no_sdk")
+async def test_a_collector_that_never_answers_holds_the_end_only_for_the_bound() -> None:
+    """The end of the export is given EXPORT_BOUND and then left to a daemon thread: close()
+    returns (without the bound it would wait for the provider), in one warning line."""
+    import logging
+
+    from asyncclient.cli._telemetry import Export, _Failures, _ToDebug
+
+    hanging = _Hanging()
+    failures = _Failures()
+    handler = _ToDebug(failures)
+    logging.getLogger("opentelemetry").addHandler(handler)
+    export = Export(hanging, None, failures, handler, "http://127.0.0.1:9/v1/traces")
+    out, stderr = _output()
+    try:
+        await asyncio.wait_for(export.close(out), 60)
+    finally:
+        hanging.release.set()
+    assert stderr.getvalue().splitlines() == [
+        "warning: the job's OpenTelemetry data could not all be exported to "
+        "http://127.0.0.1:9/v1/traces (no answer within 5 s); the job's result and reports are "
+        "unchanged"
+    ]
+    assert handler not in logging.getLogger("opentelemetry").handlers
+
+
+def test_attributes_of_a_job_never_hold_a_link_with_credentials() -> None:
+    found: dict[str, Any] = pipeline_attributes(
+        ci_run({"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://u:p@github.com",
+                "GITHUB_REPOSITORY": "a/b", "GITHUB_RUN_ID": "1"}),
+        {},
+    )  # fmt: skip
+    assert all("u:p" not in str(value) for value in found.values())
+    assert "cicd.pipeline.run.url.full" not in found
