@@ -596,7 +596,9 @@ if [ "$1" = "-I" ] && [ "$2" = "-m" ] && [ "$3" = "venv" ]; then
   mkdir -p "$4/bin"
   cat > "$4/bin/python" <<'INNER'
 #!/usr/bin/env bash
-if [ "$2" = "-m" ] && [ "$3" = "pip" ]; then env > "$PIP_ENV_FILE"; exit 0; fi
+if [ "$2" = "-m" ] && [ "$3" = "pip" ]; then
+  env > "$PIP_ENV_FILE"; printf '%s\n' "$@" > "$PIP_ENV_FILE.args"; exit 0
+fi
 exec "$REAL_PYTHON" "$@"
 INNER
   chmod +x "$4/bin/python"
@@ -664,6 +666,35 @@ async def test_the_actions_steps_run_the_actions_own_code_and_keep_the_key_from_
                                  {**env, "INPUT_PROJECT": "p_flaky"}, work)  # fmt: skip
     assert control == 3
     assert marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("otel", "installed"),
+    [({}, "[cli]"), ({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com"}, "[cli,otel]")],
+)
+async def test_the_action_installs_the_otel_extra_when_the_steps_variables_ask_for_it(
+    tmp_path: Path, otel: dict[str, str], installed: str
+) -> None:
+    """The install step, as the runner runs it with the caller's step env: the otel extra
+    only when an OpenTelemetry export is asked for (the job then exports its trace)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(_FAKE_PYTHON)
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update({
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
+        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(tmp_path / "output"), **otel,
+    })  # fmt: skip
+    (step,) = [step for step in _action_steps() if step.get("id") == "install"]
+    inputs = {"project": "p_demo", "api-key": KEY}
+    env.update({k: _expand(str(v), inputs, {}) for k, v in step["env"].items()})
+    code, log = await _run_bash([_expand(step["run"], inputs, {})], env, tmp_path)
+    assert code == 0, log
+    args = (tmp_path / "pip-env.args").read_text().splitlines()
+    assert args[-1] == f"{ROOT}{installed}"
 
 
 def _read_outputs(text: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ summary, low-cardinality metric points; and a dead collector changing nothing bu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -20,10 +21,10 @@ import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from test_spend_cli import FAST, SPEED, env_of, seed, upload
 
 from asyncclient.testing import FakeService
 from asyncclient.testing.builders import build_apk
-from tests.cli.test_spend_cli import FAST, SPEED, env_of, seed, upload
 
 RunCli = Callable[..., Awaitable[Any]]
 
@@ -124,8 +125,9 @@ class Receiver:
         ]
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
+@contextlib.asynccontextmanager
+async def otlp_receiver() -> AsyncIterator[Receiver]:
+    """A Receiver listening on a free loopback port until the block ends."""
     found = Receiver()
     app = web.Application()
     app.router.add_post("/v1/traces", found.traces)
@@ -140,6 +142,12 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield found
     finally:
         await runner.cleanup()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with otlp_receiver() as found:
+        yield found
 
 
 def otel_env(endpoint: str) -> dict[str, str]:

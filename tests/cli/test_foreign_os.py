@@ -319,3 +319,28 @@ async def test_allure_results_with_the_evidence_under_windows_rules(tmp_path: Pa
     assert attached
     assert attached == {name: saved[name] for name in attached}
     assert not [p for p in folder.iterdir() if p.name.endswith((".tmp", ".part"))]
+
+
+async def test_a_jobs_trace_is_exported_under_windows_rules(tmp_path: Path) -> None:
+    """`run test --wait` with OTEL_EXPORTER_OTLP_ENDPOINT under Windows' rules: the SDK and
+    the OTLP exporter set up and ended there too, the job's spans reach the receiver, and its
+    trace id is the one --json gives."""
+    import json
+
+    from test_fleet_trace_cli import otlp_receiver
+
+    async with otlp_receiver() as found, FakeService(seed(), speed=1000.0) as svc:
+        env = {**env_for(svc), "OTEL_EXPORTER_OTLP_ENDPOINT": found.url}
+        ((code, out, err),) = await run_all(
+            [["run", "test", "t_checkout", "--build", ANDROID_BUILD, "--wait", "--json",
+              "--interval", "0.02"]],
+            env,
+        )  # fmt: skip
+        spans = list(found.spans)
+    assert code == 1, err  # t_checkout fails
+    assert "warning" not in err, err
+    (job,) = [span for span in spans if span.name == "asyncclient.job"]
+    assert job.attributes["test.suite.name"] == "t_checkout"
+    assert [entry["traceId"] for entry in json.loads(out)] == [job.trace_id]
+    names = [span.name for span in spans]
+    assert (names.count("asyncclient.test"), names.count("asyncclient.run")) == (1, 1)
