@@ -242,7 +242,7 @@ async def test_a_collector_that_never_answers_holds_the_end_only_for_the_bound()
         hanging.release.set()
     assert stderr.getvalue().splitlines() == [
         "warning: the job's OpenTelemetry data could not all be exported to "
-        "http://127.0.0.1:9/v1/traces (no answer within 5 s); the job's result and reports are "
+        "http://127.0.0.1:9/v1/traces (no answer within 4.5 s); the job's result and reports are "
         "unchanged"
     ]
     assert handler not in logging.getLogger("opentelemetry").handlers

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EXPORT_BOUND", "Export", "asked", "job_telemetry", "start_export"]
 
-EXPORT_BOUND: Final = 5.0
-"""The longest the command waits at its end for the job's telemetry to be exported (s)."""
+EXPORT_BOUND: Final = 4.5
+"""The longest the command waits at its end for the job's telemetry to be exported (s): with
+ending the SDK and the process, a collector that never answers costs the job under 5 s."""
 
 _ASKING: Final = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -74,15 +75,41 @@ def _endpoint(environ: Mapping[str, str], signal: str) -> str:
     return clip(line(f"{parts.scheme}://{host}{port}{parts.path}"), 200)
 
 
+_UNREACHABLE: Final = "the collector could not be reached"
+_REFUSED: Final = "the collector could not be reached or refused the data"
+
+
 class _Failures:
-    """What went wrong while exporting: the first reason kept (for the one warning)."""
+    """What went wrong while exporting: the first reason kept (for the one warning), and
+    whether the latest request found the collector there (None: none made yet; False: the
+    end does not wait for it)."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self.up: bool | None = None
 
     def note(self, reason: str) -> None:
-        if self.reason is None:
+        if self.reason is None or self.reason == _REFUSED:
             self.reason = reason
+
+    def session(self) -> Any:
+        """A requests session for the OTLP/HTTP exporters that counts connection failures."""
+        import requests
+
+        failures = self
+
+        class Counting(requests.Session):
+            def request(self, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    answer = super().request(*args, **kwargs)
+                except requests.ConnectionError:
+                    failures.up = False
+                    failures.note(_UNREACHABLE)
+                    raise
+                failures.up = True
+                return answer
+
+        return Counting()
 
 
 class _ToDebug(logging.Handler):
@@ -98,7 +125,7 @@ class _ToDebug(logging.Handler):
         with contextlib.suppress(Exception):
             message = clip(line(record.getMessage()), 300)
             if record.levelno >= logging.WARNING and "export" in record.name:
-                self._failures.note("the collector could not be reached or refused the data")
+                self._failures.note(_REFUSED)
             _LOG.debug("%s: %s", record.name, message)
 
 
@@ -113,7 +140,7 @@ def _watched_spans(inner: Any, failures: _Failures) -> Any:
                 failures.note(f"the exporter failed ({type(exc).__name__})")
                 return SpanExportResult.FAILURE
             if result != SpanExportResult.SUCCESS:
-                failures.note("the collector could not be reached or refused the data")
+                failures.note(_REFUSED)
             return result
 
         def shutdown(self) -> None:
@@ -142,7 +169,7 @@ def _watched_metrics(inner: Any, failures: _Failures) -> Any:
                 failures.note(f"the exporter failed ({type(exc).__name__})")
                 return MetricExportResult.FAILURE
             if result != MetricExportResult.SUCCESS:
-                failures.note("the collector could not be reached or refused the data")
+                failures.note(_REFUSED)
             return result
 
         def force_flush(self, timeout_millis: float = 10_000) -> bool:
@@ -162,7 +189,9 @@ def _choice(environ: Mapping[str, str], names: tuple[str, ...], default: str) ->
     return default
 
 
-def _exporter(signal: str, environ: Mapping[str, str]) -> tuple[Any, str | None]:
+def _exporter(
+    signal: str, environ: Mapping[str, str], failures: _Failures
+) -> tuple[Any, str | None]:
     """The exporter of `signal` (traces, metrics) the environment names, or None, with the
     reason when the one named cannot be made."""
     kind = _choice(environ, (f"OTEL_{signal.upper()}_EXPORTER",), "otlp")
@@ -206,7 +235,7 @@ def _exporter(signal: str, environ: Mapping[str, str]) -> tuple[Any, str | None]
         )
         return None, f"the OTLP {protocol} exporter is not installed: {fix}"
     try:
-        return found(), None
+        return (found(session=failures.session()) if package == "http" else found()), None
     except Exception as exc:  # a bad OTEL_* value the exporter refuses
         said = f"{type(exc).__name__}: {clip(line(exc), 200)}"
         return None, f"the OTLP exporter could not be set up ({said})"
@@ -246,18 +275,25 @@ class Export:
                 loop.call_soon_threadsafe(done.set)
 
         # A thread of its own that the process does not wait for: a collector that never
-        # answers costs EXPORT_BOUND, not the exporter's timeout and retries.
+        # answers costs EXPORT_BOUND, not the exporter's timeout and retries; one that is not
+        # there (a refused connection) costs no more than finding that out again.
         threading.Thread(target=shut, name="asyncclient-otel-exit", daemon=True).start()
         timed_out = False
-        try:
-            async with asyncio.timeout(EXPORT_BOUND):
-                await done.wait()
-        except TimeoutError:
-            timed_out = True
+        deadline = loop.time() + EXPORT_BOUND
+        while not done.is_set() and self._failures.up is not False:
+            left = deadline - loop.time()
+            if left <= 0:
+                timed_out = True
+                break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, 0.05)):
+                    await done.wait()
         _forget_providers(self.tracer_provider, self.meter_provider)
         logging.getLogger("opentelemetry").removeHandler(self._handler)
         logging.getLogger("opentelemetry").propagate = True
-        reason = f"no answer within {EXPORT_BOUND:g} s" if timed_out else self._failures.reason
+        reason = self._failures.reason
+        if timed_out and reason != _UNREACHABLE:
+            reason = f"no answer within {EXPORT_BOUND:g} s"
         if reason is not None:
             out.warning(
                 f"the job's OpenTelemetry data could not all be exported to {self.endpoint} "
@@ -323,14 +359,14 @@ def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Expor
         resource = Resource({"service.name": "asyncclient"})
     problems: list[str] = []
     tracer_provider = meter_provider = None
-    spans, problem = _exporter("traces", environ)
+    spans, problem = _exporter("traces", environ, failures)
     if problem:
         problems.append(problem)
     if spans is not None:
         tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         tracer_provider.add_span_processor(BatchSpanProcessor(_watched_spans(spans, failures)))
         trace.set_tracer_provider(tracer_provider)
-    points, problem = _exporter("metrics", environ)
+    points, problem = _exporter("metrics", environ, failures)
     if problem and problem not in problems:
         problems.append(problem)
     if points is not None:
