@@ -200,6 +200,15 @@ def _output() -> tuple[Output, io.StringIO]:
             "warning: OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not one asyncclient exports with: "
             "http/protobuf or grpc; the job runs without exporting it",
         ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:1",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_METRICS_EXPORTER": "none",
+            },
+            "warning: the OTLP grpc exporter is not installed: pip install "
+            "opentelemetry-exporter-otlp-proto-grpc; the job runs without exporting it",
+        ),
     ],
 )
 def test_what_the_environment_asks_is_set_up_or_refused_in_one_line(

@@ -387,3 +387,21 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def test_the_console_exporter_writes_on_stderr_and_leaves_stdout_to_the_answer(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """OTEL_TRACES_EXPORTER=console: the spans on stderr, --json on stdout still one JSON
+    document (a CI step that pipes it keeps working)."""
+    async with FakeService(seed(), speed=SPEED) as svc:
+        env = env_of(svc)
+        build = await upload(run_cli, svc, build_apk(tmp_path / "shop.apk", version_code=7))
+        job = await run_cli(
+            "run", "test", "t_pass", "--build", build, "--wait", "--json", *FAST,
+            env={**env, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"},
+        )  # fmt: skip
+    assert job.code == 0, job.stderr
+    (entry,) = job.json()
+    assert '"name": "asyncclient.job"' in job.stderr
+    assert entry["traceId"] in job.stderr.replace("0x", "")
