@@ -265,3 +265,30 @@ def test_attributes_of_a_job_never_hold_a_link_with_credentials() -> None:
     )  # fmt: skip
     assert all("u:p" not in str(value) for value in found.values())
     assert "cicd.pipeline.run.url.full" not in found
+
+
+@pytest.mark.parametrize("broken", ["open", "observe", "end"])
+async def test_a_trace_that_fails_never_fails_the_suite(
+    otel: Telemetry,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    broken: str,
+) -> None:
+    """The SDK (or our trace) raising while the job is made, followed or ended: the suite's
+    report is the same as untraced."""
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the SDK broke")
+
+    target = {"open": "open", "observe": "_observe", "end": "end"}[broken]
+    monkeypatch.setattr(JobTrace, target, fail)
+    async with (
+        FakeService(SEED, speed=100.0) as svc,
+        AsyncSession(base_url=svc.url, api_key="lib-run") as session,
+    ):
+        policy = SuitePolicy(retry_failed=1, interval=0.02)
+        report = await session.run_suite("p_lib", policy=policy).result()
+    assert report.passed
+    assert {test.test_id: test.outcome for test in report.tests} == {
+        "t_ok": "passed",
+        "t_flaky": "flaky",
+    }

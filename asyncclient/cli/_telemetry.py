@@ -394,7 +394,11 @@ async def job_telemetry(
     if not waiting:
         yield None
         return
-    export = start_export(out)
+    try:
+        export = start_export(out)
+    except Exception as exc:  # an SDK or exporter that fails to start: the job runs as it is
+        out.warning(f"OpenTelemetry could not be set up ({type(exc).__name__}): no trace")
+        export = None
     try:
         from asyncclient._client import _telemetry
 
@@ -402,7 +406,8 @@ async def job_telemetry(
         if _telemetry.ENABLED:
             from asyncclient.suite._trace import JobTrace
 
-            job = JobTrace.open(name, project=project)
+            with contextlib.suppress(Exception):
+                job = JobTrace.open(name, project=project)
         if job is None:
             yield None
         else:

@@ -166,7 +166,10 @@ class JobTrace:
             cancelled = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
             self._status = ABORTED if cancelled else FAILURE
             self.job.set_attribute("error.type", _telemetry.error_type(exc))
-        self.end()
+        try:
+            self.end()
+        except Exception:  # the trace is a courtesy: the job's own outcome stands
+            _LOG.debug("the job's trace could not be ended", exc_info=True)
 
     def _parent_for(self, ids: Mapping[str, Any]) -> Any:
         run_id = ids.get("run_id")
