@@ -56,8 +56,8 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._core._bounds import digits
 from asyncclient._core._checks import derived_key, is_id, switch
+from asyncclient._values._bounds import digits
 from asyncclient.failures import CATEGORIES_FILE
 
 __all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]

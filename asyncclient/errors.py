@@ -1,5 +1,6 @@
 """The exceptions asyncclient raises: one root, one class per condition (the tree below).
-A leaf: it imports nothing of the package; asyncclient._core._responses maps error answers onto it.
+It imports nothing of the package but, for its annotations, the types of asyncclient.apps
+and asyncclient.models; asyncclient._core._responses maps error answers onto it.
 Over 400 lines: the whole tree in one file, each class with what it carries, so that a caller
 reads every error it may catch in one place.
 

@@ -17,7 +17,7 @@ from typing import Final
 
 import attrs
 
-from asyncclient._core import _bounds as bounds
+from asyncclient._values import _bounds as bounds
 from asyncclient.errors import AsyncClientError
 from asyncclient.flakiness import RunLister
 from asyncclient.models import Run

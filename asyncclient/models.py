@@ -7,8 +7,8 @@ from typing import Any, Final
 
 import attrs
 
-from asyncclient._core import _bounds, _lenient
-from asyncclient._core._lenient import Requirement
+from asyncclient._values import _bounds, _lenient
+from asyncclient._values._lenient import Requirement
 
 __all__ = [
     "FINAL_STATUSES",
@@ -308,8 +308,8 @@ class Run:
         """Whether the run passed (its status, read leniently)."""
         return self.status_kind == RunStatus.PASSED
 
-    # Readers of the fields whose shape the API spec leaves open (asyncclient._core._lenient): each
-    # gives the same answer whichever shape the service chose, computed when asked.
+    # Readers of the fields whose shape the API spec leaves open (asyncclient._values._lenient):
+    # each gives the same answer whichever shape the service chose, computed when asked.
 
     @property
     def requirement_results(self) -> tuple[Requirement, ...]:

@@ -152,7 +152,7 @@ def test_a_builds_size_and_an_eta_stay_within_sense() -> None:
      ("\u00b2", None), ("\uff19", None), ("9" * 17, None), (True, None), (None, None), ([], None)],
 )  # fmt: skip
 def test_the_one_reader_of_counts(sent: object, read: int | None) -> None:
-    from asyncclient._core._bounds import count
+    from asyncclient._values._bounds import count
 
     assert count(sent) == read
 

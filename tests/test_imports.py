@@ -119,9 +119,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 # The layers, lowest first (ARCHITECTURE.md draws them). A module may import its own layer and
 # the ones below, never one above: lazy imports inside functions and type-only ones included.
 LAYERS = (
-    # values: the public records and the error tree, app files, and the rules without I/O
+    # values: the public records and the error tree, app files, and the readers they use
     ("asyncclient._version", "asyncclient.errors", "asyncclient.models", "asyncclient.apps",
-     "asyncclient._core"),
+     "asyncclient._values"),
+    # the rules without I/O: the operations, the checks, the wire, the retry policy, decoding
+    ("asyncclient._core",),
     # this machine: files, locks, limits, bodies read from disk
     ("asyncclient._local",),
     # the workflows the session hands work to, and the configuration files
@@ -156,7 +158,7 @@ TOP_LEVEL_LIMIT = 12
 def test_the_layers_are_folders_and_few_modules_sit_at_the_top() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= TOP_LEVEL_LIMIT, top
-    for package in ("_core", "_local", "_client"):
+    for package in ("_values", "_core", "_local", "_client"):
         doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))
         assert doc is not None
         assert "May import" in doc, f"asyncclient.{package} must say what it may import"
@@ -367,11 +369,23 @@ def _names_used(module: str) -> set[str]:
         "Retry",
         "RetryPolicy",
         "classify",
-        "retrying",
     ],
 )
 def test_the_retry_policy_is_one_module(name: str) -> None:
     assert _defining(name) == {"asyncclient._core._retry"}
+
+
+def test_the_rules_wait_for_nothing() -> None:
+    """_core holds values and rules: no module of it sleeps or runs backoff's loop; the
+    retry loop that waits is the client's (asyncclient._client._retrying)."""
+    waiting = [
+        name
+        for name in MODULES
+        if name.startswith("asyncclient._core.")
+        and re.search(r"(asyncio|time)\.sleep\(|backoff\.on_", MODULES[name].read_text())
+    ]
+    assert waiting == []
+    assert _defining("retrying") == {"asyncclient._client._retrying"}
 
 
 def test_the_transport_and_the_watcher_ask_the_same_classify() -> None:

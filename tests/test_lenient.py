@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from asyncclient._core import _lenient as lenient
 from asyncclient._core._responses import error_from_response
+from asyncclient._values import _lenient as lenient
 from asyncclient.errors import BuildRejectedError, NotStartedError
 
 

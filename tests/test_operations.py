@@ -3,6 +3,9 @@ session's methods and the emulator's routes all agree with it."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from asyncclient import AsyncSession
@@ -10,15 +13,38 @@ from asyncclient._core._operations import API_PREFIX, OPERATIONS, op
 from asyncclient.testing import OPERATIONS as FAULTABLE
 from asyncclient.testing import FakeService
 
-SPEC_TOOLS = {
-    "list_builds", "get_build", "delete_build", "run_test", "run_project", "list_runs",
-    "get_run", "stop_run", "list_endpoints", "add_endpoint", "delete_endpoint",
-}  # fmt: skip
+SPEC = Path(__file__).parent / "data" / "api-spec.md"  # a copy of the service's API spec
+_LINE = re.compile(
+    r"^#### (?P<title>.+)\n\n- (?P<method>[A-Z]+) (?P<path>/\S+)\. "
+    r"(?:Tool: (?P<tool>\w+)|REST only)\.",
+    re.M,
+)
 
 
-def test_the_tools_are_the_specs() -> None:
-    assert {name for name, operation in OPERATIONS.items() if operation.tool} == SPEC_TOOLS
-    assert len(OPERATIONS) == 15
+def _shape(path: str) -> str:
+    """A path with its placeholders unnamed: `/builds/{}` for `{buildId}` and `{build_id}`."""
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def spec_operations() -> dict[tuple[str, str], tuple[str, str | None]]:
+    """Each operation the spec lists, by (method, path shape): its heading and its tool."""
+    found = {
+        (m["method"], _shape(m["path"])): (m["title"], m["tool"])
+        for m in _LINE.finditer(SPEC.read_text())
+    }
+    assert len(found) >= 10, "the spec's operations were not read: did its layout change?"
+    return found
+
+
+def test_the_table_is_the_specs_operations_and_tools() -> None:
+    """Every operation of the spec is a row (its method, path, heading and tool), and every
+    row is one of the spec's: nothing hand-written to update when the spec grows."""
+    spec = spec_operations()
+    table = {
+        (row.method, _shape(API_PREFIX + row.path)): (row.title, row.name if row.tool else None)
+        for row in OPERATIONS.values()
+    }
+    assert table == spec
 
 
 @pytest.mark.parametrize("name", list(OPERATIONS))

@@ -157,9 +157,9 @@ def test_a_failing_requirement_shows_its_reason_in_every_report(
 
 from front_support import figures  # noqa: E402
 
-from asyncclient._core import _bounds  # noqa: E402
 from asyncclient._reports import ctrf as _ctrf  # noqa: E402
 from asyncclient._reports import html as _html  # noqa: E402
+from asyncclient._values import _bounds  # noqa: E402
 
 odd_numbers = (
     st.integers(min_value=-(10**400), max_value=10**400)

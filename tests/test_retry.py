@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from asyncclient._core._retry import Retry, RetryPolicy, recorded_retry_waits, retrying
+from asyncclient._client._retrying import recorded_retry_waits, retrying
+from asyncclient._core._retry import Retry, RetryPolicy
 from asyncclient.errors import ServerError, TransportError
 
 

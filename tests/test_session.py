@@ -43,7 +43,7 @@ from asyncclient import (
     ValidationError,
     __version__,
 )
-from asyncclient._core._lenient import run_status_kind
+from asyncclient._values._lenient import run_status_kind
 from asyncclient.testing import (
     FakeService,
     Fault,

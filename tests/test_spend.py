@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from asyncclient import AsyncSession
-from asyncclient._core._lenient import build_sha256_of
+from asyncclient._values._lenient import build_sha256_of
 from asyncclient.models import Run, RunStatus
 from asyncclient.reruns import Attempts, SuiteResult
 from asyncclient.spend import (

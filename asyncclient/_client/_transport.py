@@ -22,14 +22,15 @@ from asyncclient._client._call import Call, Exchange
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
+from asyncclient._client._retrying import retrying
 from asyncclient._client._slots import Slots
-from asyncclient._core import _bounds as bounds
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
-from asyncclient._core._retry import Retry, RetryPolicy, classify, retrying
+from asyncclient._core._retry import Retry, RetryPolicy, classify
 from asyncclient._local._bodies import Body, Outgoing, outgoing, retrying_body
+from asyncclient._values import _bounds as bounds
 from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
 
 __all__ = ["Transport"]

@@ -10,8 +10,8 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from asyncclient._core import _bounds as bounds
-from asyncclient._core._lenient import start_lists
+from asyncclient._values import _bounds as bounds
+from asyncclient._values._lenient import start_lists
 from asyncclient.models import (
     Build,
     BuildList,
@@ -112,7 +112,7 @@ def _required_str(value: Any, _type: Any = None) -> str:
 
 
 def _lenient_int(value: Any, _type: Any = None) -> int | None:
-    # Every count, size and millisecond figure: bounded (asyncclient._core._bounds).
+    # Every count, size and millisecond figure: bounded (asyncclient._values._bounds).
     if type(value) is int and 0 <= value <= bounds.MAX_COUNT:
         return value
     return bounds.count(value)

@@ -17,8 +17,8 @@ from asyncclient._core._converter import (
     structure_started,
     structure_status,
 )
-from asyncclient._core._lenient import decode_error_body, rejection_problems, start_lists
 from asyncclient._core._wire import API_PREFIX, excerpt, parse_retry_after, request_id_of
+from asyncclient._values._lenient import decode_error_body, rejection_problems, start_lists
 from asyncclient.errors import (
     ApiError,
     BadRequestError,
@@ -220,7 +220,7 @@ def error_from_response(
 ) -> ApiError:
     """The ApiError for an error answer, whatever shape its body has (sans I/O: no raise).
 
-    The body is read by asyncclient._core._lenient.decode_error_body: nested, flat, `{"error":
+    The body is read by asyncclient._values._lenient.decode_error_body: nested, flat, `{"error":
     "text"}` and `{"errors": [...]}` bodies, details inside the error or beside it, and plain
     text or HTML pages (a proxy's) all give a code (when there is one) and a message.
     """
@@ -304,8 +304,8 @@ def structure_error_details(
     err: "BuildRejectedError | NotStartedError", details: Mapping[str, Any]
 ) -> None:
     """Attach the typed extras of build_rejected / not_started / empty errors, leniently: the
-    readers of asyncclient._core._lenient find them under any usual key, inside the error or beside
-    it; a part of another shape is left at its default rather than hiding the error itself."""
+    readers of asyncclient._values._lenient find them under any usual key, inside the error or
+    beside it; a part of another shape is left at its default rather than hiding the error."""
     if isinstance(err, BuildRejectedError):
         err.problems = rejection_problems(details, message=err.message)
         build = details.get("build")

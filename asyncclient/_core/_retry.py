@@ -1,41 +1,14 @@
-"""The retry policy, all of it: which failures are tried again (classify), how long to wait
-before the next attempt (RetryPolicy), and the loop that does it (retrying), run by the
-`backoff` library (the python-backoff distribution). Change the policy here and nowhere else:
-the transport and the run watcher's sweeps both ask classify().
-
-classify() sorts a failure into one of three verdicts. "retry": worth another attempt, counted
-against the tries (408, 429, a 5xx other than 502/503/504, a dropped or timed-out transfer of
-an idempotent request). "outage": the service looks down or restarting (no connection, a
-connection it dropped, 502/503/504), retried until the policy's deadline rather than for a
-number of tries, so that a call in flight rides out a deploy. "permanent": retrying cannot help
-(a 4xx, a TLS or certificate failure, a host name that does not resolve, a request that may
-have reached the service and is not safe to send twice).
-
-Each attempt returns its outcome to one loop: its answer, or a `Retry` (the error, the
-service's Retry-After, whether it is an outage's); a final error it raises. The loop is
-backoff's predicate mode. What is ours in it is what backoff leaves to its user: the wait
-generator, which receives each Retry and answers with its Retry-After, exact and capped, or else
-with backoff's own exponential step under its full jitter, and ends when the attempts have run
-out (the tries counted, an outage's against the deadline); and the `on_backoff` handler, which
-hands each retry to its caller (the transport logs, counts and watches for outages with it).
-The first attempt is made before backoff's loop is set up (most calls need no other), and its
-Retry is that loop's first outcome. No outage retry starts past the deadline, nor waits past
-it.
-
-The one thing backoff cannot do is sleep with anything but `asyncio.sleep`. So when a sleep of
-one's own is given (`AsyncSession(sleep=...)`, or `asyncclient.testing.recorded_retry_waits()`
-for every session of a test, so tests never wait), the handler awaits it with the wait chosen,
-and backoff's own sleep is told 0 (it still yields to the event loop once).
-"""
+"""The retry policy: which failures are tried again (classify: "retry", "outage" or
+"permanent") and how long to wait before the next attempt (RetryPolicy, whose wait generator
+also ends the attempts). The loop that waits is asyncclient._client._retrying; the transport
+and the run watcher's sweeps both ask classify()."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator
-from typing import Any, Final, Literal, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Final, Literal, Protocol
 
 import aiohttp
 import attrs
@@ -46,6 +19,7 @@ from asyncclient.errors import ApiError, TransportError
 
 __all__ = [
     "DEFAULT_RETRY_DEADLINE",
+    "DEFAULT_SLEEP",
     "OUTAGE_STATUSES",
     "RETRYABLE_STATUSES",
     "RETRY_DEADLINE_ENV",
@@ -54,11 +28,9 @@ __all__ = [
     "Sleep",
     "Verdict",
     "classify",
-    "recorded_retry_waits",
-    "retrying",
+    "is_retry",
 ]
 
-T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -156,7 +128,7 @@ class Retry:
     wait: float = 0.0
 
 
-def _is_retry(outcome: object) -> bool:
+def is_retry(outcome: object) -> bool:
     return isinstance(outcome, Retry)
 
 
@@ -172,7 +144,7 @@ class _DefaultSleep:
         self.clock: Callable[[], float] | None = None
 
 
-_DEFAULT: Final = _DefaultSleep()
+DEFAULT_SLEEP: Final = _DefaultSleep()
 
 
 @attrs.frozen
@@ -199,7 +171,7 @@ class RetryPolicy:
     clock: Callable[[], float] | None = None
 
     def now(self) -> float:
-        return (self.clock or _DEFAULT.clock or time.monotonic)()
+        return (self.clock or DEFAULT_SLEEP.clock or time.monotonic)()
 
     def waits(
         self,
@@ -242,124 +214,4 @@ class RetryPolicy:
 
     def own_sleep(self) -> Sleep | None:
         """The sleep to await in place of backoff's asyncio.sleep, if any."""
-        return self.sleep or _DEFAULT.sleep
-
-
-async def retrying(
-    attempt: Callable[[], Awaitable[T | Retry]],
-    policy: RetryPolicy,
-    retries: int,
-    *,
-    on_retry: Callable[[Retry], object] | None = None,
-    first: Retry | None = None,
-    started: float | None = None,
-) -> T:
-    """Await attempt() until it returns an answer; a Retry it returns asks for another
-    attempt, up to `retries` more (an outage: until the policy's deadline), after the policy's
-    wait. When they run out, the Retry's error is raised (its cause kept; after an outage it
-    says how long it was retried). on_retry(retry): each failure that will be retried, its wait
-    chosen (`retry.wait`), before the wait (the caller logs and counts it). A final error
-    attempt() raises, CancelledError included, goes through untouched. A caller that made
-    the first attempt itself passes its Retry as `first`, with the time it began (`started`).
-
-    The loop is backoff's predicate mode (`backoff.on_predicate`): it calls the attempt, and
-    while the outcome is a Retry asks the policy's wait generator for the wait, which ends
-    when the attempts have run out. The first attempt is made before that loop is set up (a
-    call that succeeds at once, nearly every call, never sets it up: about 10 us a call,
-    bench_session); a Retry from it is handed to the loop as the loop's first outcome."""
-    if first is None:
-        started = policy.now()
-        outcome = await attempt()
-        if not isinstance(outcome, Retry):
-            return outcome
-    else:
-        outcome = first
-        if started is None:
-            started = policy.now()
-    sleep = policy.own_sleep()
-    pending: list[T | Retry] = [outcome]
-
-    async def attempts() -> T | Retry:
-        return pending.pop() if pending else await attempt()
-
-    async def on_backoff(details: Any) -> None:
-        retry: Retry = details["value"]
-        if on_retry is not None:
-            on_retry(retry)
-        if sleep is not None:
-            await sleep(retry.wait)
-
-    tried = backoff.on_predicate(
-        policy.waits,
-        _is_retry,
-        max_tries=None,  # the wait generator ends when the attempts have run out
-        jitter=None,  # the wait generator jitters, and never a Retry-After
-        on_backoff=on_backoff,
-        logger=None,  # on_retry logs; the error itself is raised, not logged
-        own_sleep=sleep is not None,
-        started=started,
-        retries=retries,
-    )(attempts)
-    outcome = await tried()
-    if isinstance(outcome, Retry):  # the attempts ran out
-        error = outcome.error
-        if outcome.outage and policy.deadline and retries > 0:
-            _say_how_long(error, policy.now() - started)
-        raise error from error.__cause__
-    return outcome
-
-
-def _say_how_long(error: BaseException, seconds: float) -> None:
-    """End the error's message with how long the outage was retried."""
-    note = f"; retried for {seconds:.1f} s (retry deadline)"
-    message = str(error) + note
-    if hasattr(error, "message") and isinstance(error.message, str) and hasattr(error, "detail"):
-        error.message = message  # TransportError keeps its message as an attribute too
-    error.args = (message, *error.args[1:])
-    error.retried_for = seconds  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def recorded_retry_waits(
-    on_wait: Callable[[float], Awaitable[None]] | None = None,
-) -> Iterator[list[float]]:
-    """Within the block, every session without a sleep of its own records its retry waits in
-    the list yielded instead of sleeping (it still yields to the event loop once). Time goes
-    on by each wait for the task that waited, as if it had slept, so a retry deadline is
-    reached after the waits that would reach it. on_wait(elapsed): awaited after each wait,
-    with the waiting task's total so far (to bring a service back at a given time, say).
-
-    Args:
-        on_wait: Awaited after each wait with the waiting task's total so far.
-
-    Yields:
-        The list the waits are recorded in, in seconds.
-    """
-    recorded: list[float] = []
-    per_task: dict[object, float] = {}
-    base = time.monotonic()
-
-    def key() -> object:
-        try:
-            return asyncio.current_task()
-        except RuntimeError:
-            return None
-
-    async def record(seconds: float) -> None:
-        recorded.append(seconds)
-        task = key()
-        per_task[task] = per_task.get(task, 0.0) + seconds
-        await asyncio.sleep(0)
-        if on_wait is not None:
-            await on_wait(per_task[task])
-
-    def clock() -> float:
-        return base + per_task.get(key(), 0.0) + (time.monotonic() - base)
-
-    previous, _DEFAULT.sleep = _DEFAULT.sleep, record
-    previous_clock, _DEFAULT.clock = _DEFAULT.clock, clock
-    try:
-        yield recorded
-    finally:
-        _DEFAULT.sleep = previous
-        _DEFAULT.clock = previous_clock
+        return self.sleep or DEFAULT_SLEEP.sleep

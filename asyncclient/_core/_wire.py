@@ -11,9 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
-from asyncclient._core._bounds import digits
 from asyncclient._core._checks import ID_PREFIXES
 from asyncclient._core._operations import API_PREFIX
+from asyncclient._values._bounds import digits
 from asyncclient.errors import ValidationError
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from asyncclient._core import _lenient
+from asyncclient._values import _lenient
 from asyncclient.models import Requirement, Run
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from asyncclient._core import _bounds as bounds
 from asyncclient._reports import (
     RunResult,
     counts_line,
@@ -34,6 +33,7 @@ from asyncclient._reports import (
     suite_notes,
     title,
 )
+from asyncclient._values import _bounds as bounds
 from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
 

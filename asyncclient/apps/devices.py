@@ -1,7 +1,7 @@
 """What the devices can run: an app's minimum OS, architectures and ABIs against a device
 profile, as problems (it cannot run) and warnings (it runs only in part)."""
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.apps._values import ANDROID, IOS, AppInfo, Compatibility, DeviceProfile, Problem
 
 

@@ -10,8 +10,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from asyncclient._core._checks import LIST_LIMIT_MAX
-from asyncclient._core._lenient import run_status_kind, text
 from asyncclient._core._suggest import did_you_mean
+from asyncclient._values._lenient import run_status_kind, text
 from asyncclient.cli._common import (
     EXIT_OK,
     CommandError,
@@ -268,7 +268,7 @@ def _error_text(run: Run) -> str | None:
 
 def _requirements_text(run: Run) -> str | None:
     """A count per outcome, then each check that did not pass with its reason (read from any
-    of the shapes services send, see asyncclient._core._lenient)."""
+    of the shapes services send, see asyncclient._values._lenient)."""
     checks = run.requirement_results
     if not checks:
         return None

@@ -22,7 +22,7 @@ from typing import Final
 
 import attrs
 
-from asyncclient._core._lenient import error_fields
+from asyncclient._values._lenient import error_fields
 from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories, Category
 from asyncclient.models import FINAL_STATUSES, Run
 

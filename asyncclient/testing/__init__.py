@@ -9,7 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from asyncclient._core._retry import recorded_retry_waits
+    from asyncclient._client._retrying import recorded_retry_waits
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._hold import Hold
     from asyncclient.testing._http import RequestRecord
@@ -37,7 +37,7 @@ _LAZY = {
     "demo_seed": "asyncclient.testing._seed_load",
     "demo_seed_data": "asyncclient.testing._seed_load",
     "load_seed": "asyncclient.testing._seed_load",
-    "recorded_retry_waits": "asyncclient._core._retry",
+    "recorded_retry_waits": "asyncclient._client._retrying",
 }
 
 __all__ = [

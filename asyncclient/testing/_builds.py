@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.apps import Problem
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._build_files import (

@@ -11,7 +11,7 @@ import zlib
 
 import attrs
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 
 __all__ = [
     "RangeNotSatisfiable",

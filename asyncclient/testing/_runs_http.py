@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.testing._auth import ApiKey
 from asyncclient.testing._backend import Backend
 from asyncclient.testing._errors import ServiceError, invalid

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.testing._demo_seed import DEMO
 from asyncclient.testing._seed import (
     HISTORY_STATUSES,

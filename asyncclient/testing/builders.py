@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 
 __all__ = ["build_apk", "build_app_dir", "build_app_zip"]
 

@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.errors import ValidationError
 
 __all__ = ["DIRECT", "PROXY_ENV", "Proxy", "bypasses", "resolve_proxy"]

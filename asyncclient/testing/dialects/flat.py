@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from asyncclient._core._bounds import digits
+from asyncclient._values._bounds import digits
 from asyncclient.testing._builds import BuildRejected
 from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing.dialects.base import Check, Dialect
