@@ -292,3 +292,23 @@ async def test_a_trace_that_fails_never_fails_the_suite(
         "t_ok": "passed",
         "t_flaky": "flaky",
     }
+
+
+def test_the_guides_metric_table_is_the_instrument_table() -> None:
+    """docs/guides/see-the-fleet.md lists each instrument the job makes, by name and unit."""
+    import re
+    from pathlib import Path
+
+    from asyncclient.suite._job_metrics import INSTRUMENTS
+
+    page = (Path(__file__).parent.parent / "docs" / "guides" / "see-the-fleet.md").read_text()
+    table = page.split("### The metrics", 1)[1].split("\n\n", 2)[1]
+    shown = {
+        name
+        for row in table.splitlines()[2:]
+        for name in re.findall(r"`(asyncclient\.[a-z_.]+)`", row.split("|")[1])
+    }
+    assert shown == {name for _, _, name, _, _ in INSTRUMENTS}
+    for _, kind, name, unit, _ in INSTRUMENTS:
+        (row,) = [row for row in table.splitlines() if f"`{name}`" in row.split("|")[1]]
+        assert f"{kind}, `{unit}`" in row, name

@@ -18,51 +18,46 @@ from asyncclient._client import _telemetry
 if TYPE_CHECKING:
     from asyncclient._reports.model import SuiteReport
 
-__all__ = ["MODES", "JobMeters", "job_meters", "record_job"]
+__all__ = ["INSTRUMENTS", "MODES", "JobMeters", "job_meters", "record_job"]
 
 MODES: Final = ("auto", "cold", "warm")  # the API's modes: a bounded set of values
 
 
+# Each instrument: its attribute here, counter or histogram, name, unit, description.
+INSTRUMENTS: Final = (
+    ("device", "counter", "asyncclient.device.time", "s", "Device seconds the runs took."),
+    ("rerun_device", "counter", "asyncclient.rerun.device.time", "s",
+     "Device seconds of re-runs, copies and new tests' repeats."),
+    ("queue", "histogram", "asyncclient.run.queue.duration", "s",
+     "Seconds a run waited for a device."),
+    ("runs", "counter", "asyncclient.runs", "{run}", "Runs that ended."),
+    ("tests", "counter", "asyncclient.tests", "{test}", "Tests by their verdict."),
+    ("failed", "histogram", "asyncclient.job.failed_tests", "{test}",
+     "Tests that did not pass, one value per job."),
+    ("flaky", "histogram", "asyncclient.job.flaky_tests", "{test}",
+     "Tests that were flaky, one value per job."),
+    ("jobs", "counter", "asyncclient.jobs", "{job}", "Jobs by their outcome."),
+    ("duration", "histogram", "asyncclient.job.duration", "s", "How long a job took."),
+)  # fmt: skip
+
+
 class JobMeters:
-    """The job's instruments, made once per meter provider (units by the OpenTelemetry naming
-    rules: seconds as `s`, counts as `{run}`, `{test}`, `{job}`)."""
+    """The job's instruments (INSTRUMENTS), made once per meter provider."""
+
+    device: Any
+    rerun_device: Any
+    queue: Any
+    runs: Any
+    tests: Any
+    failed: Any
+    flaky: Any
+    jobs: Any
+    duration: Any
 
     def __init__(self, meter: Any) -> None:
-        self.device = meter.create_counter(
-            "asyncclient.device.time", unit="s", description="Device seconds the runs took."
-        )
-        self.rerun_device = meter.create_counter(
-            "asyncclient.rerun.device.time",
-            unit="s",
-            description="Device seconds of re-runs, copies and new tests' repeats.",
-        )
-        self.queue = meter.create_histogram(
-            "asyncclient.run.queue.duration",
-            unit="s",
-            description="Seconds a run waited for a device.",
-        )
-        self.runs = meter.create_counter(
-            "asyncclient.runs", unit="{run}", description="Runs that ended."
-        )
-        self.tests = meter.create_counter(
-            "asyncclient.tests", unit="{test}", description="Tests by their verdict."
-        )
-        self.failed = meter.create_histogram(
-            "asyncclient.job.failed_tests",
-            unit="{test}",
-            description="Tests that did not pass, one value per job.",
-        )
-        self.flaky = meter.create_histogram(
-            "asyncclient.job.flaky_tests",
-            unit="{test}",
-            description="Tests that were flaky, one value per job.",
-        )
-        self.jobs = meter.create_counter(
-            "asyncclient.jobs", unit="{job}", description="Jobs by their outcome."
-        )
-        self.duration = meter.create_histogram(
-            "asyncclient.job.duration", unit="s", description="How long a job took."
-        )
+        for attribute, kind, name, unit, description in INSTRUMENTS:
+            make = meter.create_counter if kind == "counter" else meter.create_histogram
+            setattr(self, attribute, make(name, unit=unit, description=description))
 
 
 _meters: dict[int, tuple[Any, JobMeters]] = {}
