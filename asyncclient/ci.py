@@ -33,10 +33,6 @@ What the step hands on is written so that nothing in it can forge more: GitHub o
 `name<<DELIMITER` form with a random delimiter, the GitLab dotenv report one checked line per
 value (ids and counts only; a list that would pass GitLab's 5,120-byte limit goes to a file
 beside it, `asyncclient-outputs.json`, which the dotenv names).
-
-Over 400 lines: the settings of both CI systems, the key made from them, the loop, and the
-outputs each system reads are one contract with action.yml and the template; split, each half
-would have to know the other's names.
 """
 
 from __future__ import annotations

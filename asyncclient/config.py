@@ -16,8 +16,6 @@ file (committed, shared) and accepted in the user file only when nobody else can
 
 A project file may only name the paths a command writes (reports, evidence, downloads) inside
 its repository: a pull request can change it (ALLOW_OUTSIDE_ENV lifts the rule for a job).
-Over 400 lines: finding the files, reading them (bad bytes, nesting, types, secrets, paths)
-and resolving what wins are one set of rules that every message names the same way.
 """
 
 from __future__ import annotations

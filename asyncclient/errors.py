@@ -1,8 +1,6 @@
 """The exceptions asyncclient raises: one root, one class per condition (the tree below).
 It imports nothing of the package but, for its annotations, the types of asyncclient.apps
 and asyncclient.models; asyncclient._core._responses maps error answers onto it.
-Over 400 lines: the whole tree in one file, each class with what it carries, so that a caller
-reads every error it may catch in one place.
 
     AsyncClientError
      +-- ValidationError          (also ValueError) input refused locally, before any request

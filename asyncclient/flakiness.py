@@ -30,9 +30,6 @@ are read, so no more than 8 listings are held at once. At most 1 + 200 x 5 reque
 
 Slower builds come from the same runs: a test is slower when its runs on its newest build take
 more than a fifth and 5 s longer (the medians) than on its earlier builds, in one mode.
-
-Over 400 lines: one history read and the pure analyses of it (state, flaky builds, slower
-builds) share its definitions and its bounds; cut apart, each would read the runs again.
 """
 
 from __future__ import annotations

@@ -15,9 +15,6 @@ is not re-run (`keep`), unless the caller asks (`rerun_known`).
 
     result = await wait_with_retries(session, run_ids, retry_failed=2)
     result.passed, result.flaky, result.failed   # tests, each with every attempt
-
-Over 400 lines: the policy and the result it makes (each test's attempts, the flaky and the
-quarantined, the verdict) are one concern that the CLI, the MCP server and users' code share.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Follow many test runs at once: batched `list_runs(ids=...)` sweeps with an adaptive pace.
 
 RunWatcher (made by `session.watch_runs`) yields each status change; `session.wait_for_runs`
-waits on one. Over 400 lines for one concern: the pure pace and tracking cores (_Pacer, _Tracker)
-sit beside the watcher that drives them, so the whole sweep logic reads in one place.
+waits on one; the pace and the tracking are pure cores (_Pacer, _Tracker) beside it.
 """
 
 from __future__ import annotations

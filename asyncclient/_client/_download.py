@@ -1,12 +1,8 @@
-"""Downloading a run file: streamed to `<dest>.part`, resumed with Range/If-Range, and renamed
-to its name only once whole.
-
-The partial file and its validator (`<dest>.part.etag`) never follow a link: each is opened with
-O_NOFOLLOW, a new one is created with O_EXCL after whatever stood at its name is removed (a
-removed link leaves its target alone), and a partial file is resumed only when it is a regular
-file with no other name (a hard link would let the download append to someone else's file). The
-final rename replaces whatever is at the destination's name, a link included, without writing
-through it."""
+"""Downloading a run file: streamed to `<dest>.part`, resumed with Range/If-Range, renamed to
+its name once whole; one process writes a file, the others wait for it and take it. The
+partial file and its validator never follow a link (O_NOFOLLOW, O_EXCL, a regular file with
+one name only), and the final rename replaces a link without writing through it.
+"""
 
 import contextlib
 import os
@@ -58,7 +54,7 @@ async def download_to(
         )
     path = operation.path_for(run_id=run_id, file=rel)
     download = _Download(target, transport.api + path)
-    call = transport.call(
+    call = transport.make_call(
         operation,
         path,
         # Byte counts and ranges are of the stored file: no compression on the way.
@@ -70,7 +66,7 @@ async def download_to(
     if lock is None:
         return target  # another process wrote it while this one waited
     try:
-        await transport.run(call)
+        await transport.send_handling_retries(call)
         await download.finish()
     except BaseException:
         lock.release(None)

@@ -1,17 +1,7 @@
-"""Outages, told once: the `asyncclient.outage` logger of a session.
-
-A failure that looks like the service being away (no connection, a dropped one, 502, 503,
-504: asyncclient._core._retry.classify's "outage") starts a streak; any answer from the service ends
-it. Only a streak that lasts longer than the session's `outage_threshold` (2 s by default) is
-an outage: one WARNING says since when and what fails, once, however many calls wait (said by a
-failure past the threshold, or by a timer at the threshold while calls wait between sparse
-attempts); when a
-call that lived through it comes through, one INFO line says how long it lasted. A blip a retry
-fixes within the threshold, the few per cent of 503s and dropped connections a busy service
-gives, says nothing (the `asyncclient.retries` logger has each retry at DEBUG).
-
-Time is the retry policy's clock (RetryPolicy.now), so tests that record their waits instead of
-sleeping (asyncclient.testing.recorded_retry_waits) see outages of the length they simulate.
+"""Outages, told once on the `asyncclient.outage` logger: failures that look like the service
+being away (classify's "outage") start a streak that any answer ends; one past the session's
+`outage_threshold` is one WARNING, and its end one INFO line with how long it lasted. Time is
+the retry policy's clock, so recorded waits (tests) make outages of the length they simulate.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """AsyncSession: one method per operation of the service: check the input, call, structure.
 The request core (transport, retries) is asyncclient._client._transport; downloads
 asyncclient._client._download.
-Over 400 lines for one concern: a method per operation of the table (_core._operations) and
-the upload, watch and suite entry points, each with the docstring users read.
 """
 
 import os

@@ -1,21 +1,8 @@
-"""OpenTelemetry, by its semantic conventions for HTTP clients, when `opentelemetry-api` is
-importable (the `otel` extra) and the application has set up an SDK.
-
-Spans: each operation of the session is an INTERNAL span named after it
-(`asyncclient.get_build`, `asyncclient.upload_build`, ...) with the ids it touched, the attempts
-it made and, on failure, `error.type`. Each attempt of a request under it (a part upload and a
-download too) is a CLIENT span named after its method (`GET`), with `http.request.method`,
-`url.full` (no credentials), `server.address` and `server.port` from its start,
-`http.response.status_code`, `error.type` (the status as a string, or the exception's
-fully-qualified type) and `http.request.resend_count` on a resend; the request carries that
-span's own W3C `traceparent`, so the service tells a retry from the first try.
-
-Metrics: `http.client.request.duration` (a histogram in seconds, one value per attempt, with
-the method, status, error type and server attributes) and `asyncclient.client.retries` (a
-counter, one per retry, by `asyncclient.operation` and `asyncclient.retry.reason`).
-
-Without the package, or while the global providers are the API's placeholders (no SDK set up),
-nothing is made: every function here is a no-op that costs a check of a module global.
+"""OpenTelemetry by the HTTP client conventions, when `opentelemetry-api` is there and an SDK
+is set up: an INTERNAL span per operation (`asyncclient.get_build`), a CLIENT span per attempt
+carrying its own `traceparent`, `http.client.request.duration` and `asyncclient.client.retries`;
+in a traced job (`PARENTS`) an operation's span goes under the run or test it served. With no
+SDK every function is a no-op that costs a check of a module global.
 """
 
 from __future__ import annotations

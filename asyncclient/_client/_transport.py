@@ -1,8 +1,7 @@
-"""The request core: one aiohttp session with the service's headers and timeouts, one attempt
-of a request (errors mapped onto the error tree), and the retry loop around the attempts.
-Over 400 lines: one attempt is one control flow (the body going out, the answer coming in
-within its limit, each failure mapped and classed as retryable or not); the pieces that stand
-alone live elsewhere (_local._bodies, _network.bounded, _core._retry, _core._responses)."""
+"""The request core, each step named for what it handles: request -> make_call (the Call) ->
+_send_and_decode -> send_handling_retries (the loop of _client._retrying) ->
+_send_handling_pool (a slot of the pool) -> _send_observed (span, metric, DEBUG line) ->
+_send_single_request (the body out, the answer in within its limit, a failure mapped)."""
 
 import asyncio
 import contextlib
@@ -263,7 +262,7 @@ class Transport:
         # The loop ended (asyncio.run returned): its shutdown closed the connections.
         self._http, self._closer, self._loop, self._slots = None, None, None, None
 
-    def call(
+    def make_call(
         self,
         operation: Operation,
         path: str,
@@ -310,24 +309,24 @@ class Transport:
         if json is not None:
             body = _dumps(json)
             headers = {**(headers or {}), "Content-Type": "application/json"}
-        call = self.call(
+        call = self.make_call(
             operation, path, params=params, body=body, headers=headers, retries=retries
         )
-        return self._decoded(call, decode, ids)
+        return self._send_and_decode(call, decode, ids)
 
-    async def _decoded(
+    async def _send_and_decode(
         self, call: Call, decode: Callable[[Any], T], ids: Mapping[str, str] | None
     ) -> T:
         operation = call.operation
         if call.tracer is not None:
             with _telemetry.operation(call.tracer, operation.name, ids) as current:
                 try:
-                    raw: bytes = await self.run(call)
+                    raw: bytes = await self.send_handling_retries(call)
                 finally:
                     if current.is_recording():
                         current.set_attribute("asyncclient.attempts", call.attempts)
         else:
-            raw = await self.run(call)
+            raw = await self.send_handling_retries(call)
         try:
             return decode(_parsed(raw, operation.name) if raw else None)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
@@ -343,7 +342,7 @@ class Transport:
                 request_id=call.request_id,
             ) from exc
 
-    async def run(self, call: Call) -> Any:
+    async def send_handling_retries(self, call: Call) -> Any:
         """Attempt the call, retrying each attempt that returns a Retry, with the policy's waits;
         on giving up, raise the public error with the number of attempts made."""
         outages = self._outages
@@ -351,10 +350,10 @@ class Transport:
         started = policy.now()
         try:
             # The first attempt outside the retry loop: nearly every call ends with it.
-            result = await self._attempt(call)
+            result = await self._send_handling_pool(call)
             if isinstance(result, Retry):
                 result = await retrying(
-                    lambda: self._attempt(call),
+                    lambda: self._send_handling_pool(call),
                     policy,
                     self._max_retries if call.retries is None else call.retries,
                     on_retry=functools.partial(self._retried, call),
@@ -410,7 +409,7 @@ class Transport:
                 },
             )
 
-    async def _attempt(self, call: Call) -> Any:
+    async def _send_handling_pool(self, call: Call) -> Any:
         """One attempt, and its outcome: the body (or what call.consume made of the answer), or
         a Retry for a failure worth another attempt; the public error, raised, for one that is
         not. On our own session it first waits for a slot of the pool (pool_timeout bounds the
@@ -422,14 +421,14 @@ class Transport:
             http = self.ensure_http()
         slots = self._slots
         if slots is None:
-            return await self._send(call, http)
+            return await self._send_observed(call, http)
         if not slots.take_now():
             await self._wait_for_slot(call, slots)
         try:
             call.last.phase = "waiting for the answer"
             if call.tracer or call.meters or requests_log.isEnabledFor(_DEBUG):
-                return await self._send(call, http)
-            return await self._exchange(call, http, call.headers)
+                return await self._send_observed(call, http)
+            return await self._send_single_request(call, http, call.headers)
         finally:
             slots.give()
 
@@ -454,12 +453,12 @@ class Transport:
                     kind="pool_timeout",
                 ) from None
 
-    async def _send(self, call: Call, http: aiohttp.ClientSession) -> Any:
-        """The request of one attempt, on `http` (see _attempt), observed when anything
+    async def _send_observed(self, call: Call, http: aiohttp.ClientSession) -> Any:
+        """The request of one attempt, on `http` (see _send_handling_pool), observed when anything
         observes it: its CLIENT span, its duration metric, its DEBUG line."""
         tracer, meters = call.tracer, call.meters
         if tracer is None and meters is None and not requests_log.isEnabledFor(_DEBUG):
-            return await self._exchange(call, http, call.headers)
+            return await self._send_single_request(call, http, call.headers)
         started = time.perf_counter()
         headers = call.headers
         span = None
@@ -472,14 +471,14 @@ class Transport:
             headers = _telemetry.inject(headers, span)
         raised: BaseException | None = None
         try:
-            return await self._exchange(call, http, headers)
+            return await self._send_single_request(call, http, headers)
         except BaseException as exc:
             raised = exc
             raise
         finally:
-            self._observed(call, span, meters, started, raised)
+            self._record_attempt(call, span, meters, started, raised)
 
-    def _observed(
+    def _record_attempt(
         self,
         call: Call,
         span: Any,
@@ -516,7 +515,7 @@ class Transport:
         if requests_log.isEnabledFor(_DEBUG):
             self._log_attempt(call, status, error, seconds)
 
-    async def _exchange(
+    async def _send_single_request(
         self, call: Call, http: aiohttp.ClientSession, headers: Mapping[str, str]
     ) -> Any:
         """The request of one attempt with `headers`, its answer read and mapped."""

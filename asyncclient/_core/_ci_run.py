@@ -1,10 +1,7 @@
-"""Which CI run this is, from the CI's own variables: GitHub Actions, GitLab CI, or none.
-
-Read for the places that name the run: Allure's executor.json, and the job's trace and
-metrics (`pipeline_attributes()`: the `cicd.*` and `vcs.*` attributes). A CI's variables are
-input like any other (a branch name is chosen by whoever pushed it): each value is one line
-through the sanitiser, cut to a stated size; a link is kept only when it is http(s), without
-a user name, password, query or fragment.
+"""Which CI run this is, from GitHub Actions' or GitLab CI's own variables, for Allure's
+executor.json and a job's `cicd.*` and `vcs.*` attributes (`pipeline_attributes`). The CI's
+variables are input like any other: each value one sanitised line, cut to a stated size; a link
+kept only when it is http(s) without credentials, query or fragment.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The defaults the library, the command and the tool server share, each defined once here (a
-leaf with no imports, so that the command's start-up stays light while its `--help` shows the
-same number the library uses). The public names stay where users read them
-(`asyncclient.watch.DEFAULT_INTERVAL`, `asyncclient.upload.DEFAULT_CONCURRENCY`, ...); they are
-these values. The public signatures write the numbers as literals, for the reader of help()
-and of the API pages, and a test holds each equal to its value here."""
+"""The defaults the library, the command and the tool server share, each defined once; a leaf
+with no imports, so the command's `--help` shows the library's number without loading it. The
+public names (`asyncclient.watch.DEFAULT_INTERVAL`, ...) are these values; a test holds the
+literals in the public signatures equal to them.
+"""
 
 from typing import Final
 

@@ -1,12 +1,7 @@
-"""File names every platform can store: what the client writes under a name the service gave
-(a run's video and screenshots, the evidence folder, the HTML report's files) is named the same
-on Linux, macOS and Windows, inside the folder it was asked to write in.
-
-Windows refuses `<>:"/\\|?*` and the control characters in a name, drops a trailing dot or
-space (a file Explorer then cannot open), and keeps the device names (`CON`, `NUL`, `COM1`, ...,
-with any extension) for devices; a colon names an NTFS stream. macOS and Linux refuse only `/`
-and NUL, but a name is made safe for all three at once, so that a report written on one runner
-reads the same on another.
+"""File names every platform can store, for what the client writes under a name the service
+gave (a run's files, the evidence folder, the report's files): Windows' forbidden characters,
+trailing dots and spaces, device names (`CON`, `COM1`) and NTFS streams made safe, so a report
+written on one runner reads the same on another, inside the folder it was asked to write in.
 """
 
 import unicodedata

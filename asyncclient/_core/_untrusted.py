@@ -1,32 +1,8 @@
-"""The one sanitiser for text the service sent (titles, reasons, headlines, error messages, ids),
-and for a repository's or a CI's text, on its way to a person or a CI system.
-
-What the service sends is data, never control. Every human or CI surface takes its text from
-here:
-
-- `line()`: one line of text. Runs of whitespace (new lines included) fold to one space, so a
-  one-line field never starts a new line; every other C0 or C1 control character, DEL, and the
-  bidirectional overrides (the "Trojan Source" characters) are shown as escapes (`\\x1b`,
-  `\\u202e`) instead of being passed through, so no escape sequence, bell, hyperlink (OSC 8) or
-  reordering reaches a terminal or a log.
-- `cell()`: a table cell: `line()` and `guard()`.
-- `block()`: text of several lines (our own output, into which service text was put): each line
-  as `line()` makes it, and `guard()` over each.
-- `guard()`: a whole output line that a CI system reads. GitHub Actions runs a line that starts
-  with `::` (after leading spaces) as a workflow command, and one holding `##[` anywhere as a
-  command of the older form; such a line gets a backslash (`\\::error`, `##\\[`), so it is
-  shown, never run. The command itself prints no workflow command, so this costs it nothing.
-- `markdown()`: text for Markdown (the GitHub step summary): `line()`, then every character
-  that could start Markdown of its own backslash-escaped, so links, images, emphasis, HTML,
-  autolinks, mentions and math from a title are shown as the text they are.
-- `json_text()`: JSON output, which keeps the service's text as sent: the characters JSON leaves
-  raw but a terminal acts on (DEL, C1, bidi overrides, the Unicode line separators) and `##[`
-  are written as JSON `\\u` escapes (`\\u0085`), which decode to the same text.
-- `clip()`: a long text cut to a stated size, marked with an ellipsis.
-- `workflow_data()` / `workflow_property()`: GitHub's own escapes for a workflow command's data
-  and properties (`::add-mask::`).
-
-A leaf: imports nothing of the package, so the error tree and the models may use it.
+"""The one sanitiser of text the service, a repository or a CI sent, on its way to a person or
+a CI system: `line()` (one line, controls and bidi overrides shown as escapes), `cell()`,
+`block()`, `guard()` (a line a CI never runs as a workflow command), `markdown()`,
+`json_text()`, `clip()`, and GitHub's workflow escapes. docs/security.md says what each
+stops. A leaf: it imports nothing of the package.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Request bodies, and how each attempt sends them: PartBody, a slice of a file sent by sendfile
-or read with aiofiles; `part_body()`, the one check of a part before any request; the idle
-timer that watches a transfer's body while it goes out; and `outgoing()`, which turns a
-transfer's body into what aiohttp sends for one attempt (its headers, Content-Type included,
-its timer, what to close afterwards), so the transport knows bodies only as `Body`.
-
-Over 400 lines: a part is made, checked and sent here and nowhere else (sendfile, the aiofiles
-fallback, the payload aiohttp writes, the timer), one path a reader follows in one file."""
+"""Request bodies and how each attempt sends them: PartBody (a slice of a file, by sendfile or
+aiofiles), `part_body()` (the one check of a part before any request), the idle timer of a
+transfer's body, and `outgoing()` (what aiohttp sends for one attempt: headers, timer, what
+to close after), so the transport knows bodies only as `Body`.
+"""
 
 import asyncio
 import contextlib

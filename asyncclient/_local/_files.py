@@ -1,12 +1,7 @@
-"""Renaming and removing files the way every platform allows.
-
-Windows refuses to rename, replace or remove a file that any process holds open, and another
-program may hold one for a moment (a virus scanner, an indexer, a viewer showing the report).
-So the client never does so with a file it holds open itself, and where another program may,
-it tries again for a short, bounded time, as pip does (pip._internal.utils.filesystem:
-`replace` and `adjacent_tmp_file`, retried for about a second), then says in one line that the
-file is in use. write_atomically() writes a file whole through a temp file beside it: a reader
-never sees half of it (the reports, the quarantine file).
+"""Renaming and removing files the way every platform allows: never a file we hold open (as
+Windows refuses), retried for about a second when another program holds it (as pip does),
+then one line saying it is in use; write_atomically() writes a file whole through a temp file
+beside it, so a reader never sees half of it.
 """
 
 import asyncio

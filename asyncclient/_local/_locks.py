@@ -1,27 +1,7 @@
-"""Locks between processes: one per upload journal and one per downloaded file, so that jobs
-sharing a machine (same user, same state folder, often the same working folder) wait for each
-other instead of writing the same files at once.
-
-A lock is a small file in the state folder, never in an output folder, locked with what the
-operating system offers: `fcntl.flock` on Linux and macOS, `msvcrt.locking` of one byte far
-past the record (so the record stays readable) on Windows. Either way the operating system
-drops the lock when its process dies, however it dies, so no lock outlives its holder.
-
-The holder writes its pid into the file (for "waiting for ... (pid N)") and, when it lets go,
-its outcome (a build id, a file's size). A waiter that then gets the lock reads that last word
-and does not do the work again. Where a file can be removed while it is open (POSIX), the holder
-removes the name while still holding the lock, so that the state folder keeps no lock files and
-a waiter left with the old file reads its last word from it; a lock is held only on a file that
-is still at its name (checked after each lock), so a removed name never lets two holders in.
-Where it cannot (Windows refuses to remove a file another process holds open), the file stays
-for the next one, and nothing is removed or renamed while open.
-
-Why our own and not filelock or portalocker: the waiter must read the holder's pid and outcome
-from the lock file, which filelock's native lock neither writes nor keeps (its pid is only for
-the soft, marker-file fallback), and on Windows both lock the file's first bytes, which makes
-them unreadable to the waiter; and a wait must poll without a thread so that Ctrl-C cancels it
-at once. It is about two hundred lines, tested with real processes, on POSIX and under
-Windows' rules (tests/foreign_os.py).
+"""Locks between processes, one per upload journal and per downloaded file, in the state folder:
+`fcntl.flock`, or on Windows `msvcrt.locking` of one byte past the record; the system drops a
+lock with its process. The holder writes its pid and then its outcome, which a waiter reads
+instead of doing the work again (why not filelock: ARCHITECTURE.md, "Ours, and why").
 """
 
 import asyncio

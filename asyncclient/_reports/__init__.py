@@ -1,11 +1,7 @@
-"""Reports on finished runs for people and CI.
-
-This module is the reports' wording: how a run's status, outcome, duration and requirements
-read, how runs are counted, what a test's history and quarantine say. `model` reads a suite once
-through it into the one report model; each renderer draws that model: `text` (the terminal's
-summary), `markdown` (the GitHub step summary), `junit` (JUnit XML), `html` (the --html page,
-drawn by report.html.j2); `--json` (asyncclient.cli) and the tool server's `wait_for_runs` read
-the same records. Pure functions (no I/O) plus small writers."""
+"""The reports' wording: how a run's status, outcome, duration and requirements read, how runs
+are counted, what a test's history and quarantine say. `model` reads a suite once into the
+report model; the renderers (`text`, `markdown`, `junit`, `ctrf`, `allure`, `html`) draw it.
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Allure 2 results of a suite (`--allure-results DIR`), for `allure generate` and Allure TestOps.
-
-A result file per run of a test (its re-runs too; a copy stopped because another run passed is
-left out), the runs of a test sharing one `historyId` (the test id's), so that Allure shows the
-last as the test's result and the others as its retries, and follows the test across jobs for
-its history and trend. A quarantined test keeps its status, tagged `quarantined`, muted.
-`categories.json` holds the job's failure causes (each matching the messages of its failures),
-then Allure's two defaults; `executor.json` the CI run; `environment.properties` the suite.
-
-What the service sent goes through the one sanitiser (`_core._untrusted.line`), cut to
-`FIELD_LIMIT` characters; a link is kept only when it is http(s). The downloaded evidence is
-linked into the folder (a hard link, else a symbolic one; a copy only where neither is
-allowed).
+"""Allure 2 results of a suite (`--allure-results DIR`): a result per run, a test's runs under
+one historyId (the last its result, the others its retries), quarantined tests muted,
+`categories.json` from the failure causes, `executor.json`, `environment.properties`. The
+service's text through the sanitiser, cut to FIELD_LIMIT; the evidence linked, not copied.
 """
 
 from __future__ import annotations

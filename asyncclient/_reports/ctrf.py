@@ -1,14 +1,7 @@
-"""The CTRF report of a suite (`--ctrf FILE`): Common Test Report Format, the JSON document the
-`ctrf` npm package's schema describes (specVersion 0.0.0), which CTRF's GitHub, Slack and
-dashboard reporters read. Renders the report model (`model.SuiteReport`).
-
-One test per test of the suite, its last run the verdict: `retries` and `retryAttempts` carry
-its earlier attempts, `flaky` a test that passed on a re-run; a quarantined test that did not
-pass (and does not fail the job) is `skipped` with its reason, its own status in `rawStatus`;
-a test the service did not start is `skipped` with the service's reason. The run's files (its
-video and screenshots, as the service lists them, or the paths they were downloaded to) are
-attachments. The job's device time is in `results.summary.extra`; each test's run id, link,
-mode and cost in its `extra`.
+"""The CTRF report of a suite (`--ctrf FILE`), as the `ctrf` npm package's schema describes it:
+a test per test, its last run the verdict, earlier attempts as `retries`, `flaky` when it
+passed on a re-run, a quarantined failure or a test not started `skipped` with its reason,
+the run's files as attachments, the job's device time in `results.summary.extra`.
 """
 
 from __future__ import annotations

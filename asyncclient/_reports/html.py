@@ -1,9 +1,6 @@
-"""The HTML report of a suite (`--html PATH`): one self-contained page, inline CSS, no script,
-nothing loaded from another host; one article per test with its attempts. Renders the report
-model (`model.SuiteReport`): the template reads its records.
-
-Everything the service sent is text to the template, escaped by Jinja2's autoescaping: a reason
-holding `<script>` shows those characters. The page is written to a temporary name and renamed.
+"""The HTML report of a suite (`--html PATH`): one self-contained page (inline CSS, no script,
+nothing from another host), an article per test with its attempts, drawn by report.html.j2
+with autoescaping (the service's text is shown as text), written to a temp name and renamed.
 """
 
 from __future__ import annotations

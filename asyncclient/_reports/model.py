@@ -1,15 +1,7 @@
-"""The one model every report renders: a suite of tests, each with its attempts, each attempt a
-run read once through the reports' wording (status, outcome, headline, duration, failed
-requirements, links, captures), with the test's quarantine and history beside it.
-
-Built once per report (`suite_report` from a SuiteResult, `runs_report` from plain runs); the
-terminal summary (`text`), the GitHub step summary (`markdown`), `--json`, JUnit (`junit`), the
-HTML page (`html`) and the tool server's `wait_for_runs` verdict each render it. A new report
-field: a field here, and each renderer that shows it.
-
-Over 400 lines: the records (a check, an attempt, a test with its cost and trend, the suite)
-and the one reading of a suite into them stay together, so that what every report shows is
-defined in one file.
+"""The one model every report renders: a suite of tests, each with its attempts, each attempt
+a run read once through the reports' wording, with the test's cost, quarantine, history and
+cause. Built once (`suite_report`, `runs_report`); the text and step summaries, `--json`,
+JUnit, CTRF, Allure, HTML and the tool server's `wait_for_runs` render it.
 """
 
 from __future__ import annotations

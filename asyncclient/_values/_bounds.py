@@ -1,9 +1,6 @@
-"""The one bounded reader of the service's numbers and nesting.
-
-Every count, size, duration and time the service sends is read here: a whole number within
-`MAX_COUNT` (ASCII digits only, when sent as text), a duration within `MAX_RUN_SECONDS`, a
-time from 2000 to 2100; anything else is None, "unknown", never an overflow later. A parsed
-answer nested deeper than `MAX_DEPTH` is cut there, so no reader or report recurses without end.
+"""The one bounded reader of the service's numbers and nesting: a whole number within
+MAX_COUNT (ASCII digits only), a duration within MAX_RUN_SECONDS, a time from 2000 to 2100,
+else None; an answer nested deeper than MAX_DEPTH is cut there.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Lenient readers for every part of an answer whose shape the API spec leaves open.
-
-A service may send a run's requirements, captures, verdict, files and error details, or an error
-body, in one of many shapes ("dialects"). Each reader here turns any of them into what the models,
-reports and CLI need, never raises, and keeps an unknown shape as compact text rather than nothing.
-Pure functions of JSON values: no I/O, nothing of the package but `asyncclient.apps.Problem`.
-Over 400 lines for one concern: every open shape's reader, and the words and keys services use,
-kept together so that what the client understands of any dialect is read in one place.
+"""Lenient readers for every part of an answer whose shape the API spec leaves open (a run's
+requirements, captures, verdict, files and error, an error body): each turns any dialect's
+shape into what the models, reports and CLI need, never raises, and keeps an unknown shape as
+compact text. Pure functions of JSON values.
 """
 
 from __future__ import annotations

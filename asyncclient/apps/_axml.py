@@ -1,18 +1,7 @@
-"""A quick reading of a compiled AndroidManifest.xml: the attributes of <manifest>, of its first
-<uses-sdk> and of its first <application>, and nothing else.
-
-apkInspector decodes the whole document, every string and every element, before anything can be
-read from it: 1.3 ms for a manifest of 100 activities (21 KB) and 4.9 ms for 400 (82 KB) on the
-machine this was measured on, paid by the pre-flight for every apk of a batch and by the
-emulator for every upload it checks. Here the chunks are walked by their headers, a string is
-decoded only when an element's name or an attribute needs it, and the walk stops once the three
-elements are found: about the same few tens of microseconds at any size.
-
-It reads only the manifest shapes Android's own tools write. Anything else (a chunk whose sizes
-do not add up, a second string pool, attributes of an unusual size, a string that does not
-decode, the first element not <manifest>) raises UnusualManifest, and apps.py reads that
-manifest with apkInspector, which has the tolerance and the error messages for damaged and
-tampered files.
+"""A quick reading of a compiled AndroidManifest.xml: the attributes of <manifest>, its first
+<uses-sdk> and its first <application>, walking chunks by their headers and decoding only the
+strings it needs (bench_apps.py: tens of microseconds at any size). A shape Android's tools do
+not write raises UnusualManifest, and android.py reads the file with apkInspector instead.
 """
 
 import struct

@@ -1,9 +1,6 @@
 """What every command shares: global options, sessions, running a command, its refusals
-(CommandError) and its one-line errors, Ctrl-C. How commands write is asyncclient.cli._output;
-the exit codes and the wording of the library's errors are asyncclient._core._wording, which the MCP
-tool server shares.
-
-Kept free of aiohttp and rich imports at module level so that parsing arguments stays quick.
+(CommandError), one-line errors and Ctrl-C; kept free of aiohttp and rich at import time so
+that parsing stays quick. Output is `_output`; exit codes and error wording `_core._wording`.
 """
 
 from __future__ import annotations

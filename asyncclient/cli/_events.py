@@ -1,28 +1,7 @@
-"""`--events FILE` (`-`: standard output): what happens while runs are followed, as JSON Lines,
-written as it happens. A stable interface (docs/reference/events.md has the schema): every
-line is one object with `"event"` and `"time"` (UTC, ISO 8601 with milliseconds); fields are
-only ever added.
-
-    run_started    runId, testId, attempt                      (each first run, at the start)
-    rerun_started  runId, testId, attempt                      (each re-run, as it starts)
-    repeat_started runId, testId, attempt                      (a new test's repeat)
-    copy_started   runId, testId, attempt                      (a known-flaky test's copy)
-    reused         runId, testId, earlierRunId, earlierLink, earlierBuildId, sha256,
-                   finishedAt, savedSeconds                    (a run stopped for a pass)
-    new_tests      tests, repeats                              (the tests seen first here)
-    run_status     runId, testId, attempt, status              (a change of status only)
-    run_finished   runId, testId, attempt, status, outcome, durationSeconds, queueSeconds,
-                   kind (not a first run), stoppedBy (stopped: another run passed)
-    copies_stopped testId, passedRunId, stopped, notStopped   (the first pass stops the rest)
-    start_refused  testId, reason                              (a re-run or copy not started)
-    budget_reached testId, budgetSeconds, spentSeconds         (--retry-budget is spent)
-    eta            seconds, p90Seconds, slowest                (when it moves by a tenth)
-    fail_fast      tests, stopped                              (--max-failures stopped runs)
-    job_finished   exitCode, passed, counts, tests, deviceSeconds, rerunDeviceSeconds,
-                   queueSeconds, runs, overageRuns, causes     (the last line)
-
-The service's text reaches the file only as JSON values, with what a terminal or a CI log acts
-on written as escapes (the file is often tailed, or is standard output).
+"""`--events FILE` (`-`: standard output): what happens while runs are followed, as JSON Lines
+written as it happens, each line an object with `event` and `time`; fields are only ever
+added (docs/reference/events.md is the schema). The service's text goes in only as JSON
+values, with what a terminal acts on written as escapes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The command line's options as typed records, each read from the parsed line once.
-
-argparse gives a namespace whose attributes depend on the command (`serve` has no --base-url,
-`watch` no --wait); the code past the parser reads these records instead, each field typed and
-with its default written once, here. `read(Record, args)` takes each field the command's parser
-defined (after the configuration files filled in what the line left unset) and the field's
-default for the others.
+"""The command line's options as typed records (Globals, Connection, Follow), each field typed
+with its default written once: `read(Record, args)` takes each field the command's parser
+defined (after the configuration files filled in what the line left unset), else its default.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""The command's job trace and its export, from the standard `OTEL_*` variables.
-
-`job_telemetry()` wraps a `--wait` job (run test, run project, watch): when the environment
-names an exporter or an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_EXPORTER`, ...),
-and no tracer provider is set up already, it sets up the OpenTelemetry SDK (the otel extra)
-with the OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL`: http/protobuf, or grpc where its
-package is installed) or the console one; the exporter reads its endpoint, headers, timeout
-and TLS files from the environment itself, the resource `OTEL_SERVICE_NAME` and
-`OTEL_RESOURCE_ATTRIBUTES` (service.name defaults to `asyncclient`). The job's span is
-current for the whole job (asyncclient.suite._trace).
-
-Exporting never changes the job: the exports run in the SDK's threads; at the end the
-command waits at most `EXPORT_BOUND` seconds for the last ones and, when any export failed,
-prints one warning line (the endpoint without credentials or query, never a header). The
-SDK's own log records go to the `asyncclient.telemetry` logger at DEBUG (`-v`).
+"""A `--wait` job's trace and its export, set up from the standard OTEL_* variables (the OTLP
+exporter over http/protobuf or grpc, or the console) unless an SDK is already set up. The
+exports run in the SDK's threads; at the end the command waits at most EXPORT_BOUND, not at
+all once the collector is found gone, and says in one line what could not be exported.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
-"""Failure categories: what a failure was (the device farm lost the device, a staging service
-was down, the app's own bug), and whether it is the infrastructure's or the app's.
-
-Kept in the repository and reviewed like code, as TOML, one table per category, tried in the
-file's order (the first that matches wins), then the built-in ones:
-
-```toml
-[[category]]
-name = "device farm lost the device"
-kind = "infrastructure"            # or "app"
-match = "lost its connection"      # a substring, case-insensitive; or regex = "..."
-statuses = ["error", "failed"]     # optional: only runs that ended so
-```
-
-`match` and `regex` are tried on the failure's text as a person reads it (`failure_text`: the
-headline, the error, each failed check's name and reason). Built in, after the file's: a run
-that ended in `error` or `inconclusive` is the infrastructure's, any other failure the app's.
-
-The file is an input from the repository, read like the quarantine file: bounded, each problem
-named in one line. A regex that could backtrack catastrophically (a quantifier inside a
-quantifier, alternatives that overlap under one, a back-reference) is refused when the file is
-read, before any request: Python's engine backtracks, and a failure's text is the service's.
+"""Failure categories from the repository's reviewed `failure-categories.toml` (a `[[category]]`
+per category: name, kind infrastructure or app, `match` or `regex`, optional statuses), the
+first match wins, then the built-in ones (error and inconclusive are the infrastructure's).
+Read bounded, each problem one line; a regex that could backtrack catastrophically is refused
+before any request (docs/guides/why-it-failed.md).
 """
 
 from __future__ import annotations

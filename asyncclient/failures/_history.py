@@ -1,10 +1,6 @@
 """Failures grouped by cause across jobs: a project's failed runs over a window, read with the
-same bounded listings as the flakiness report (asyncclient.flakiness), clustered by signature
-and ranked by how many runs, tests and builds each cause hit.
-
-    report = await session.failure_clusters("p_demo", days=14)
-    for found in report.clusters:
-        print(found.count, len(found.tests), found.category.name, found.signature)
+flakiness report's bounded listings, clustered by signature and ranked by how many runs,
+tests and builds each cause hit (`session.failure_clusters("p_demo", days=14)`).
 """
 
 from __future__ import annotations

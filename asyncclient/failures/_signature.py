@@ -1,14 +1,7 @@
-"""A failure's signature, and the clusters of runs that share one (twelve failures may be one
-outage).
-
-A run's **signature** is its status, then its headline, its error (code and message) and each
-failed check's name and reason, each made general: URLs, times, ids, hex, quoted values and
-numbers become `<url>`, `<time>`, `<id>`, `<hex>`, `<q>` and `<n>`, case and spaces are
-evened out, and the whole is cut to SIGNATURE_LIMIT characters. The spec gives these fields no
-structure, so they are read as text, leniently. `signature()` and `cluster()` are pure.
-
-    signature(run)   # 'failed | the voucher was accepted but the total did not change | ...'
-    cluster(runs)    # [Cluster(signature, status, tests, run_ids, first, last, example), ...]
+"""A failure's signature and the clusters of runs that share one: the run's status, headline,
+error and failed checks, made general (URLs, times, ids, hex, quoted values and numbers become
+`<url>`, `<time>`, `<id>`, `<hex>`, `<q>`, `<n>`), evened out and cut to SIGNATURE_LIMIT.
+`signature()` and `cluster()` are pure.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Keeping every tool result within a budget of characters, and saying what was left out.
-
-An agent reads every character a tool returns, so no result may grow with what the service
-holds. The rules, used by every tool:
-
-- a list the agent asked for (builds, runs, endpoints) keeps as many whole items as fit, in
-  order; the tool says how many it left out and how to ask for them;
-- anything else too long (a run's requirements, captures, a hostile service's megabyte of
-  text) is cut level by level: long texts first shortened, long lists and maps kept to their
-  first entries, until the result fits;
-- each cut is named in the result's `leftOut` notes, in one line per kind of cut.
-
-The budget counts the characters of the result's JSON text, which the structured content
-mirrors exactly. Pure functions: no I/O, no SDK.
+"""Every tool result within a budget of characters (of its JSON text), saying what it left out:
+a list keeps the whole items that fit and says how to ask for the rest; anything else is cut
+level by level (long texts, then long lists and maps) until it fits, each kind of cut one line
+in `leftOut`. Pure functions.
 """
 
 from __future__ import annotations

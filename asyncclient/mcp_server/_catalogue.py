@@ -1,9 +1,8 @@
-"""Every tool the server offers, as one table derived from the API's operation table
-(asyncclient._core._operations): the spec's tools come from their operations' rows (resource,
-whether they read, whether they destroy); the server's own tools (upload_build, wait_for_runs,
-flaky_tests, failure_clusters, verify_fix, download_run_file) are rows here, each placed after
-the operation it follows. The tool lists, toolsets and annotations are read from this table
-alone."""
+"""Every tool the server offers, one table: the spec's tools from their operations' rows
+(_core._operations: resource, reads, destructive) and the server's own tools (upload_build,
+wait_for_runs, download_run_file, flaky_tests, failure_clusters, verify_fix) as rows here;
+the tool lists, toolsets and annotations are read from it alone.
+"""
 
 from __future__ import annotations
 

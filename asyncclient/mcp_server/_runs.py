@@ -1,7 +1,6 @@
 """The runs toolset: run_test, run_project, list_runs, get_run, stop_run, wait_for_runs and
-verify_fix, with flaky_tests and failure_clusters from _history. Over 400 lines: seven tools,
-each with the schema and description an agent reads as its documentation; what they share lives
-in _base and _wait."""
+verify_fix, with flaky_tests and failure_clusters from _history; what they share lives in
+_base and _wait."""
 
 from __future__ import annotations
 

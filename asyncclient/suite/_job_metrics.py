@@ -1,11 +1,7 @@
-"""A suite job's figures as OpenTelemetry metrics, for a dashboard that groups jobs by project:
-device seconds (all, and re-runs'), queue waits, runs, tests by verdict, failed and flaky tests
-per job, jobs and how long they took.
-
-Units by the OpenTelemetry naming rules (seconds as `s`, counts as `{run}`, `{test}`,
-`{job}`). Points carry low-cardinality attributes only: the project, the CI's pipeline name,
-the run's kind, mode (the API's three) and outcome, the test's verdict and whether it is
-quarantined, the job's status; never a test, run or build id, a pipeline run or a commit.
+"""A suite job's figures as OpenTelemetry metrics (INSTRUMENTS: device and re-run seconds,
+queue waits, runs, tests, failed and flaky tests per job, jobs and their duration), with
+low-cardinality attributes only: the project, the pipeline's name, the run's kind, mode and
+outcome, the test's verdict and quarantine, the job's status; never an id or a commit.
 """
 
 from __future__ import annotations

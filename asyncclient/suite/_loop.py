@@ -1,13 +1,6 @@
-"""The suite loop: follow a suite's runs to each test's verdict, starting and stopping runs as
-the policy says, and tell what happens as typed events.
-
-The policy decides (SuitePolicy); the loop starts, stops and records (reruns.Reruns keeps the
-record); observers (the command's progress, its event stream, a service's websocket) only read
-the events. The tests' earlier runs are read once a job and serve the ETA, reuse, new tests,
-hedging, the trend and the failing tests' flakiness.
-
-Over 400 lines: the loop's steps (start, watch, re-run at once, stop the losers, fail fast,
-reuse, hedge, the ETA, the report) act on one record of the job and are one concern.
+"""The suite loop: follows a suite's runs to each test's verdict, starting and stopping runs as
+the policy says (re-runs in rounds or at once, copies, fail-fast, reuse, new tests, the ETA),
+recording them in one Reruns and telling what happens as typed events that observers read.
 """
 
 from __future__ import annotations

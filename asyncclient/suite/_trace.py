@@ -1,13 +1,8 @@
-"""A suite job as one OpenTelemetry trace by the CI/CD and test semantic conventions
-(docs/guides/see-the-fleet.md lists every name), made from the suite loop's events: the job
-(`asyncclient.job`), current while it runs, so the start and the batched polls are under it;
-a span per test under it (`asyncclient.test`); a span per run under its test
-(`asyncclient.run`), with the requests made for that run under it (`_telemetry.PARENTS`).
-Its figures go to the metrics (`_job_metrics`).
-
-Every value the service or the CI sent is one line through the sanitiser, cut to
-`VALUE_LIMIT` characters; a link loses its query (a signature is a secret). Without the otel
-extra, or with no SDK set up, `JobTrace.open()` is None and nothing is made.
+"""A suite job as one OpenTelemetry trace by the CI/CD and test conventions, made from the
+loop's events: the job's span (current while it runs), a span per test, a span per run under
+its test with the requests made for that run under it (`_telemetry.PARENTS`). The service's
+and the CI's text through the sanitiser, bounded (`_trace_attributes`). Without an SDK,
+`JobTrace.open()` is None.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Builds: their state and the rules of an upload (start, parts, complete), listing, deletion.
 
 No HTTP here: `_builds_http` parses each request and calls the `BuildStore` (through `Backend`).
-Just over 400 lines: the upload rules (parts, etags, completion, rejection) belong together.
 """
 
 from __future__ import annotations

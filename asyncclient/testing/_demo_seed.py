@@ -1,16 +1,7 @@
-"""The built-in demo seed, as the dict a JSON seed file would hold (camelCase).
-
-Data only: p_demo (paid), p_free (free) and p_new (paid: t_wishlist, a new test flaky on
-arrival), keys demo-run and demo-edit, their tests and builds, and two weeks of p_demo's history
-(finished runs on earlier builds): t_login and t_search stable, t_onboarding flaky on two builds,
-t_checkout broken since build 43.
-
-The history is also a labelled corpus of failures (each failed run's `label` says what caused
-it; the emulator never serves it): a shared outage across four tests four days ago, the device
-farm losing a device now and then (infrastructure, `error`), t_checkout's voucher bug and
-t_onboarding's missing Continue button (the app's), each with numbers, times and ids that vary
-from run to run. `asyncclient failures p_demo` groups them; tests/test_failures.py measures how
-well against the labels.
+"""The built-in demo seed, as a JSON seed file would hold it: p_demo, p_free and p_new, the keys
+demo-run and demo-edit, their tests and builds, and two weeks of p_demo's history (t_login and
+t_search stable, t_onboarding flaky, t_checkout broken), whose failures carry a `label` of their
+cause, a corpus tests/test_failures.py measures the grouping against.
 """
 
 from typing import Any

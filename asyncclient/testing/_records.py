@@ -1,9 +1,6 @@
 """The emulator's records, which hold each other (a project its tests, builds, runs and
-endpoints; a test its runs; a run its test; an endpoint the runs that called it), in one module
-so that no module needs another's types: the stores (`_builds`, `_runs`, `_endpoints`) and the
-shared state (`_state`) all import them from here.
-
-A run's status is a function of the clock: no task moves it along.
+endpoints; a run its test), in one module so the stores and the shared state import them from
+here. A run's status is a function of the clock: no task moves it along.
 """
 
 from __future__ import annotations

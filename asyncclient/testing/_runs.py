@@ -1,7 +1,6 @@
 """Runs: their states (a function of the clock), how they start, list, stop, and their files.
 
 No HTTP here: `_runs_http` parses each request and calls the `RunStore` (through `Backend`).
-Just over 400 lines: how a run starts (modes, builds, plans) and how it moves are one story.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Reading a seed: from a .json or .toml file, a dict of the same (camelCase) shape, or the demo.
-
-`load_seed` checks a seed completely and reports the first problem in one line naming the file.
-
-Over 400 lines: every key of every table is checked here, each problem named with its file
-and place, so that a bad seed fails with one line instead of deep in the emulator.
+"""Reading a seed (a .json or .toml file, a dict of the same camelCase shape, or the demo):
+`load_seed` checks every key of every table and names the first problem in one line with its
+file and place, so a bad seed fails at once instead of deep in the emulator.
 """
 
 import copy

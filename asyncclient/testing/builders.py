@@ -1,8 +1,6 @@
 """Write real, valid test apps: an Android .apk with a compiled manifest, an iOS Simulator .app.
 
 Used by the tests, the demo and the benchmarks; an optional filler asset makes big apps in chunks.
-Over 400 lines for one concern: the binary formats (Android's compiled XML, Mach-O headers, the
-zip layouts) are written byte by byte here, so that no SDK is needed to make a real app.
 """
 
 import hashlib

@@ -1,19 +1,9 @@
-"""The resume journal: per build file, the build id, the part size, the etag of every part
-sent and the sha256 of the file up to each part's end, so that an interrupted upload sends only
-the parts still missing, and only when the file is still the one those parts came from.
-
-One file per upload, created once and then appended to: its first line holds the whole state
-(version, identity, build id, part size, etags, digests), each later line one part sent
-(`{"part", "etag", "prefixes"}`). Creating a file is the costly step on a busy disk (150 to
-250 us here, against 6 us for an append), and the old way, a new file renamed over the journal
-for every part, paid it on every part of every build. A crash can cut only the last line short:
-reading stops at the first line that is not whole JSON, so the journal is what its complete
-lines say.
-
-Never written through a link planted at its name: a journal is created anew (O_EXCL,
-O_NOFOLLOW), at its own name when nothing is there, else at a private temporary name renamed over
-it (a rename replaces a link, never writes through it); only a file this process created is
-appended to, through the descriptor it was created with. Read with O_NOFOLLOW."""
+"""The resume journal of one build file: its build id, part size, each part's etag and the
+file's sha256 up to each part's end, so an interrupted upload sends only the missing parts of
+the same file. Its first line holds the state, each later line one part (an append, not a new
+file per part); reading stops at the first line that is not whole JSON. Created with O_EXCL and
+O_NOFOLLOW, appended only through the descriptor that created it.
+"""
 
 import contextlib
 import errno

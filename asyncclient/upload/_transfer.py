@@ -1,8 +1,5 @@
 """One build's upload: resume or start, the parts in parallel within the budget, complete, and
 the checksum compared with the service's.
-
-Over 400 lines because resuming is one decision: the journal's proofs, the service's parts and
-the final checksum must be read together, and splitting them would scatter that one judgement.
 """
 
 import asyncio

@@ -1,19 +1,7 @@
-"""How requests reach the service: the proxy, the TLS trust and the client certificate, and
-one-line descriptions of what went wrong on the way, each with its fix.
-
-Resolved once per session (`Network.resolve`) and used by the transport for every request, so
-the library, the CLI and the MCP server reach the service the same way:
-
-- proxy: `proxy=` (or `ASYNCCLIENT_PROXY`) wins; otherwise the variables curl and pip read:
-  `https_proxy`/`HTTPS_PROXY` for an https service, `http_proxy`/`HTTP_PROXY` for http, then
-  `all_proxy`/`ALL_PROXY`, each skipped for hosts that `no_proxy`/`NO_PROXY` names. The word
-  `direct` connects directly whatever the environment says.
-- trust: the system's certificates (OpenSSL's defaults, so `SSL_CERT_FILE`/`SSL_CERT_DIR` work),
-  plus the CAs of `ca_file=` (or `ASYNCCLIENT_CA_FILE`).
-- client certificate: `client_cert=` (PEM, may hold the key too) and `client_key=`.
-
-A proxy's user name and password are never shown: every message names it as
-`http://user:***@host:port`.
+"""How requests reach the service: the proxy (`proxy=`, ASYNCCLIENT_PROXY, then curl's and
+pip's variables and NO_PROXY; `direct`), the TLS trust (the system's, plus `ca_file=`), the
+client certificate, and one line with its fix for what went wrong on the way. Resolved once
+per session; a proxy's password is never shown (`http://user:***@host:port`).
 """
 
 from __future__ import annotations

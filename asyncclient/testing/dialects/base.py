@@ -4,9 +4,6 @@
 open made as the README lists them. Another dialect subclasses it and overrides only the hooks
 for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers
 (`testing._builds_http`, `_runs_http`, ...) never build a JSON body themselves.
-
-Over 400 lines for one concern: every hook a dialect may override is here, each with the
-docstring (its arguments and what it returns) a dialect's author reads.
 """
 
 from __future__ import annotations
