@@ -10,6 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient.cli._common import (
     EXIT_NOT_PASSED,
     EXIT_OK,
@@ -26,6 +28,7 @@ from asyncclient.cli._follow_options import (
     check_follow_options,
     ids_from_text,
 )
+from asyncclient.cli._options import Connection, read
 from asyncclient.cli._output import Output, to_json
 from asyncclient.cli._telemetry import job_telemetry
 from asyncclient.spend.reuse import Started
@@ -88,6 +91,36 @@ _WATCH_DESCRIPTION = """\
 Follow runs until every one is final, then print each verdict and exit 0 when all
 passed. Ctrl-C stops watching; with --stop-on-interrupt it stops the runs too.
 """ + _EXIT_CODES.format(ok="every run passed", not_passed=_NOT_PASSED)
+
+
+@attrs.frozen(kw_only=True)
+class RunTestOptions:
+    """`run test`'s own options (the shared ones are Globals, Connection and Follow)."""
+
+    test_id: str
+    mode: str | None = None
+    build: str | None = None
+    idempotency_key: str | None = None
+    wait: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class RunProjectOptions:
+    """`run project`'s own options."""
+
+    project_id: str
+    mode: str | None = None
+    build: list[str] | None = None
+    idempotency_key: str | None = None
+    wait: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class WatchOptions:
+    """`watch`'s own options."""
+
+    run_ids: list[str]
+    stop_on_interrupt: bool = False
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -201,42 +234,44 @@ def _check_ids(kind: str, values: Sequence[str], flag: str) -> list[str]:
 
 
 async def run_test(args: argparse.Namespace, out: Output) -> int:
-    _check_ids("test", [args.test_id], "TEST_ID")
-    if args.build:
-        _check_ids("build", [args.build], "--build")
-    options = check_follow_options(args, waiting=args.wait, out=out)
+    opts = read(RunTestOptions, args)
+    base_url = read(Connection, args).base_url
+    _check_ids("test", [opts.test_id], "TEST_ID")
+    if opts.build:
+        _check_ids("build", [opts.build], "--build")
+    options = check_follow_options(args, waiting=opts.wait, out=out)
     async with (
-        job_telemetry(out, args.test_id, waiting=args.wait) as job,
+        job_telemetry(out, opts.test_id, waiting=opts.wait) as job,
         open_session(args) as session,
     ):
         start = await session.run_test(
-            args.test_id,
-            mode=args.mode,
-            build_id=args.build,
-            idempotency_key=args.idempotency_key,
+            opts.test_id,
+            mode=opts.mode,
+            build_id=opts.build,
+            idempotency_key=opts.idempotency_key,
         )
-        if not args.wait:
+        if not opts.wait:
             if out.json_mode:
                 out.json(to_json(start))
             else:
                 out.data(start.run_id)
             return EXIT_OK
         overage = "  (beyond the plan's included runs)" if start.overage else ""
-        out.info(f"started {start.run_id}  {args.test_id}  mode {start.mode or '?'}{overage}")
+        out.info(f"started {start.run_id}  {opts.test_id}  mode {start.mode or '?'}{overage}")
         code = await follow(
             session,
             [start.run_id],
             options,
             out,
-            base_url=args.base_url,
+            base_url=base_url,
             stop_on_cancel=True,
-            report_name=args.test_id,
-            tests={start.run_id: args.test_id},
+            report_name=opts.test_id,
+            tests={start.run_id: opts.test_id},
             overage=[start.run_id] if start.overage is True else [],
-            mode=args.mode,
-            build_id=args.build,
-            idempotency_key=args.idempotency_key,
-            starts=[Started(args.test_id, start.run_id, args.build, args.mode)],
+            mode=opts.mode,
+            build_id=opts.build,
+            idempotency_key=opts.idempotency_key,
+            starts=[Started(opts.test_id, start.run_id, opts.build, opts.mode)],
         )
         if job is not None:
             job.exit_code = code
@@ -246,26 +281,28 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
 async def run_project(args: argparse.Namespace, out: Output) -> int:
     from asyncclient._reports import plain_text
 
-    _check_ids("project", [args.project_id], "PROJECT_ID")
-    builds = _check_ids("build", args.build or [], "--build")
-    options = check_follow_options(args, waiting=args.wait, out=out)
+    opts = read(RunProjectOptions, args)
+    base_url = read(Connection, args).base_url
+    _check_ids("project", [opts.project_id], "PROJECT_ID")
+    builds = _check_ids("build", opts.build or [], "--build")
+    options = check_follow_options(args, waiting=opts.wait, out=out)
     async with (
-        job_telemetry(out, args.project_id, project=args.project_id, waiting=args.wait) as job,
+        job_telemetry(out, opts.project_id, project=opts.project_id, waiting=opts.wait) as job,
         open_session(args) as session,
     ):
         result = await session.run_project(
-            args.project_id,
-            mode=args.mode,
+            opts.project_id,
+            mode=opts.mode,
             build_id=builds[0] if len(builds) == 1 else None,
             build_ids=builds if len(builds) > 1 else None,
-            idempotency_key=args.idempotency_key,
+            idempotency_key=opts.idempotency_key,
         )
         # Skipped tests are part of the answer, not progress: shown even with --quiet.
         for skipped in result.skipped:
             out.always(
                 f"skipped {skipped.test_id}: {plain_text(skipped.reason) or 'no reason given'}"
             )
-        if not args.wait:
+        if not opts.wait:
             if out.json_mode:
                 out.json(to_json(result))
             else:
@@ -279,17 +316,17 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             [started.run_id for started in result.started],
             options,
             out,
-            base_url=args.base_url,
+            base_url=base_url,
             stop_on_cancel=True,
-            report_name=args.project_id,
+            report_name=opts.project_id,
             skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
             tests={started.run_id: started.test_id for started in result.started},
-            mode=args.mode,
+            mode=opts.mode,
             build_id=builds[0] if len(builds) == 1 else None,
-            idempotency_key=args.idempotency_key,
-            starts=[Started(s.test_id, s.run_id, s.build_id, args.mode) for s in result.started],
+            idempotency_key=opts.idempotency_key,
+            starts=[Started(s.test_id, s.run_id, s.build_id, opts.mode) for s in result.started],
         )
-        code = _project_verdict(code, result, args.project_id, options.allow_skipped, out)
+        code = _project_verdict(code, result, opts.project_id, options.allow_skipped, out)
         if job is not None:
             job.exit_code = code
         return code
@@ -316,7 +353,9 @@ def _project_verdict(
 
 
 async def watch(args: argparse.Namespace, out: Output) -> int:
-    given = list(args.run_ids)
+    opts = read(WatchOptions, args)
+    base_url = read(Connection, args).base_url
+    given = list(opts.run_ids)
     if "-" in given:
         if given.count("-") > 1:
             raise CommandError("give - once: it reads every run id from standard input")
@@ -335,8 +374,8 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
             run_ids,
             options,
             out,
-            base_url=args.base_url,
-            stop_on_cancel=args.stop_on_interrupt,
+            base_url=base_url,
+            stop_on_cancel=opts.stop_on_interrupt,
             report_name="asyncclient watch",
         )
         if job is not None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
+
+import attrs
 
 from asyncclient._core._suggest import did_you_mean
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command
+from asyncclient.cli._options import Globals, read
 from asyncclient.cli._output import Output, format_time
 
 _EXAMPLES = """\
@@ -21,6 +24,38 @@ _EXAMPLES = """\
   asyncclient serve --latency-ms 50 --part-bandwidth 100000000 \\
       --error-rate 0.1 --fault-ops upload_part
 """
+
+
+@attrs.frozen(kw_only=True)
+class ServeOptions:
+    """`serve`'s options, read once from its parsed line; the parser's defaults are these."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    seed: str | None = None
+    speed: float = 10.0
+    dialect: str | None = None
+    part_bytes: int | None = None
+    max_bytes: int | None = None
+    tls: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    require_client_cert: bool = False
+    client_ca: str | None = None
+    latency_ms: float = 0.0
+    part_bandwidth: float | None = None
+    link_bandwidth: float | None = None
+    error_rate: float = 0.0
+    rate_limit_rate: float = 0.0
+    drop_rate: float = 0.0
+    retry_after: float = 1.0
+    fault_ops: str | None = None
+    rate_limit_per_key: float | None = None
+    fault_seed: int = 0
+
+
+_DEFAULT: Final = ServeOptions()
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -37,15 +72,20 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
     p.set_defaults(ends_on_signal=True)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument(
-        "--port", type=int, default=8080, help="port (default %(default)s; 0 picks a free one)"
+        "--host", default=_DEFAULT.host, help="address to listen on (default %(default)s)"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=_DEFAULT.port,
+        help="port (default %(default)s; 0 picks a free one)",
     )
     p.add_argument("--seed", metavar="FILE", help="a JSON or TOML seed file (default: demo seed)")
     p.add_argument(
         "--speed",
         type=float,
-        default=10.0,
+        default=_DEFAULT.speed,
         help="service seconds per wall second (default %(default)g: a 60 s run takes 6 s); service "
         "time starts at the wall clock's now and runs this many times faster",
     )
@@ -82,7 +122,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--require-client-cert)",
     )
     net = p.add_argument_group("network conditions (all off by default)")
-    net.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
+    net.add_argument(
+        "--latency-ms", type=float, default=_DEFAULT.latency_ms, help="added to every request"
+    )
     net.add_argument(
         "--part-bandwidth", type=float, help="bytes per second cap on each part upload"
     )
@@ -91,17 +133,31 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         type=float,
         help="bytes per second cap on every upload together: one link all connections share",
     )
-    net.add_argument("--error-rate", type=float, default=0.0, help="fraction answered 500/503")
-    net.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered 429")
     net.add_argument(
-        "--drop-rate", type=float, default=0.0, help="fraction whose connection drops mid-body"
+        "--error-rate", type=float, default=_DEFAULT.error_rate, help="fraction answered 500/503"
     )
-    net.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429s (s)")
+    net.add_argument(
+        "--rate-limit-rate",
+        type=float,
+        default=_DEFAULT.rate_limit_rate,
+        help="fraction answered 429",
+    )
+    net.add_argument(
+        "--drop-rate",
+        type=float,
+        default=_DEFAULT.drop_rate,
+        help="fraction whose connection drops mid-body",
+    )
+    net.add_argument(
+        "--retry-after", type=float, default=_DEFAULT.retry_after, help="Retry-After of 429s (s)"
+    )
     net.add_argument(
         "--fault-ops", help="comma-separated operations the random faults apply to (default all)"
     )
     net.add_argument("--rate-limit-per-key", type=float, help="requests per second per key")
-    net.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
+    net.add_argument(
+        "--fault-seed", type=int, default=_DEFAULT.fault_seed, help="seed of the fault dice"
+    )
 
 
 async def serve(args: argparse.Namespace, out: Output) -> int:
@@ -113,27 +169,30 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
         ServiceSettings,
     )
 
+    json_mode = read(Globals, args).json
+    opts = read(ServeOptions, args)
+
     for flag, value in (
-        ("--error-rate", args.error_rate),
-        ("--rate-limit-rate", args.rate_limit_rate),
-        ("--drop-rate", args.drop_rate),
+        ("--error-rate", opts.error_rate),
+        ("--rate-limit-rate", opts.rate_limit_rate),
+        ("--drop-rate", opts.drop_rate),
     ):
         if not 0.0 <= value <= 1.0:
             raise CommandError(f"{flag} {value} is not a fraction: give a number from 0 to 1")
-    if args.speed <= 0:
-        raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
-    if args.tls and not args.tls_cert:
+    if opts.speed <= 0:
+        raise CommandError(f"--speed {opts.speed} must be above 0 (1 is real time)")
+    if opts.tls and not opts.tls_cert:
         from asyncclient._core._extras import require
 
         require("serve --tls", "tls", "trustme")  # before the port is taken
     settings_kwargs: dict[str, Any] = {}
-    if args.part_bytes:
-        settings_kwargs["part_bytes"] = args.part_bytes
-    if args.max_bytes:
-        settings_kwargs["max_bytes"] = args.max_bytes
+    if opts.part_bytes:
+        settings_kwargs["part_bytes"] = opts.part_bytes
+    if opts.max_bytes:
+        settings_kwargs["max_bytes"] = opts.max_bytes
     fault_ops = None
-    if args.fault_ops:
-        fault_ops = frozenset(op.strip() for op in args.fault_ops.split(",") if op.strip())
+    if opts.fault_ops:
+        fault_ops = frozenset(op.strip() for op in opts.fault_ops.split(",") if op.strip())
         unknown = sorted(fault_ops - OPERATIONS)
         if unknown:
             known = sorted(OPERATIONS)
@@ -143,46 +202,46 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
             )
     try:
         conditions = NetworkConditions(
-            latency_ms=args.latency_ms,
-            part_bandwidth=args.part_bandwidth,
-            link_bandwidth=args.link_bandwidth,
-            error_rate=args.error_rate,
-            rate_limit_rate=args.rate_limit_rate,
-            drop_rate=args.drop_rate,
-            retry_after=args.retry_after,
+            latency_ms=opts.latency_ms,
+            part_bandwidth=opts.part_bandwidth,
+            link_bandwidth=opts.link_bandwidth,
+            error_rate=opts.error_rate,
+            rate_limit_rate=opts.rate_limit_rate,
+            drop_rate=opts.drop_rate,
+            retry_after=opts.retry_after,
             ops=fault_ops,
-            rate_limit_per_key=args.rate_limit_per_key,
-            seed=args.fault_seed,
+            rate_limit_per_key=opts.rate_limit_per_key,
+            seed=opts.fault_seed,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     try:
         service = FakeService(
-            seed=args.seed,
-            host=args.host,
-            port=args.port,
-            speed=args.speed,
+            seed=opts.seed,
+            host=opts.host,
+            port=opts.port,
+            speed=opts.speed,
             settings=ServiceSettings(**settings_kwargs),
             conditions=conditions,
-            dialect=args.dialect,
-            tls=args.tls,
-            tls_cert=args.tls_cert,
-            tls_key=args.tls_key,
-            tls_ca=args.tls_ca,
-            require_client_cert=args.require_client_cert,
-            client_ca=args.client_ca,
+            dialect=opts.dialect,
+            tls=opts.tls,
+            tls_cert=opts.tls_cert,
+            tls_key=opts.tls_key,
+            tls_ca=opts.tls_ca,
+            require_client_cert=opts.require_client_cert,
+            client_ca=opts.client_ca,
         )
         await service.start()
     except (SeedError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(
-            f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another --port"
+            f"cannot listen on {opts.host}:{opts.port}: {exc.strerror}; choose another --port"
         ) from exc
     try:
         info = service.seed_info()
         started_at = service.clock.started_at
-        if args.json:
+        if json_mode:
             out.json(
                 {
                     "baseUrl": service.url,
@@ -190,23 +249,23 @@ async def serve(args: argparse.Namespace, out: Output) -> int:
                     "clientCertFile": _path(service.client_cert_file),
                     "dialect": service.dialect.name,
                     **info,
-                    "speed": args.speed,
+                    "speed": opts.speed,
                     "serviceTimeStart": service.clock.started_at_iso,
                 }
             )
         else:
             out.data(
-                f"Test-Run Service emulator on {service.url}  (speed x{args.speed:g}, "
+                f"Test-Run Service emulator on {service.url}  (speed x{opts.speed:g}, "
                 f"dialect {service.dialect.name})"
             )
-            out.data(f"  {_time_note(started_at, args.speed)}")
+            out.data(f"  {_time_note(started_at, opts.speed)}")
             first_key = info["keys"][0]["key"] if info["keys"] else "KEY"
             out.data(f"  export ASYNCCLIENT_BASE_URL={service.url} ASYNCCLIENT_API_KEY={first_key}")
             if service.ca_file is not None:
                 out.data(f"  export ASYNCCLIENT_CA_FILE={service.ca_file}")
             if service.client_cert_file is not None:
                 out.data(f"  export ASYNCCLIENT_CLIENT_CERT={service.client_cert_file}")
-            elif service.tls and (args.require_client_cert or args.client_ca):
+            elif service.tls and (opts.require_client_cert or opts.client_ca):
                 out.data("  clients must present a certificate from --client-ca (--client-cert)")
             for project in info["projects"]:
                 out.data(f"  project {project['id']}  {project['name']}  ({project['plan']} plan)")
