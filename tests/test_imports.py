@@ -454,6 +454,35 @@ def test_the_command_reads_its_options_from_typed_records() -> None:
     assert readers == []
 
 
+# The functions that build the options: parsing, the configuration files written into the
+# parsed line, and dispatch to the command's handler.
+_OPTION_BUILDERS = {"main", "apply_config", "_run_handler", "read"}
+
+
+def test_no_command_reads_the_parsed_line_but_through_its_record() -> None:
+    """Each command reads its options from a typed record built once (`read(Record, args)`);
+    no `args.NAME` read anywhere else in the command or the tool server."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith(("asyncclient.cli", "asyncclient.mcp_server")):
+            continue
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if function.name in _OPTION_BUILDERS:
+                continue
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "args"
+                    and isinstance(node.ctx, ast.Load)
+                ):
+                    found.append(f"{name}.{function.name}: args.{node.attr}")
+    assert found == []
+
+
 def test_the_public_signatures_show_the_shared_defaults() -> None:
     # The public signatures keep their numbers as literals, for the reader of help() and the
     # API pages (which show a default as written); each is the one _core._defaults defines.

@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient.cli._common import EXIT_OK, add_command, add_group, check_id, open_session
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output, format_size, format_time, to_json
 
 if TYPE_CHECKING:
@@ -34,6 +37,20 @@ _DELETE_EXAMPLES = """\
   asyncclient builds delete ab_456
   ASYNCCLIENT_API_KEY=$EDIT_KEY asyncclient builds delete ab_456 --json
 """
+
+
+@attrs.frozen(kw_only=True)
+class ListBuildsOptions:
+    """`builds list`'s options."""
+
+    project_id: str
+
+
+@attrs.frozen(kw_only=True)
+class BuildOptions:
+    """`builds get` and `builds delete`'s options."""
+
+    build_id: str
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -72,7 +89,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def list_builds(args: argparse.Namespace, out: Output) -> int:
-    project_id = check_id(args.project_id, "project")
+    opts = read(ListBuildsOptions, args)
+    project_id = check_id(opts.project_id, "project")
     async with open_session(args) as session:
         result = await session.list_builds(project_id)
     if out.json_mode:
@@ -100,7 +118,8 @@ async def list_builds(args: argparse.Namespace, out: Output) -> int:
 
 
 async def get_build(args: argparse.Namespace, out: Output) -> int:
-    build_id = check_id(args.build_id, "build")
+    opts = read(BuildOptions, args)
+    build_id = check_id(opts.build_id, "build")
     async with open_session(args) as session:
         build = await session.get_build(build_id)
     if out.json_mode:
@@ -131,7 +150,8 @@ async def get_build(args: argparse.Namespace, out: Output) -> int:
 
 
 async def delete_build(args: argparse.Namespace, out: Output) -> int:
-    build_id = check_id(args.build_id, "build")
+    opts = read(BuildOptions, args)
+    build_id = check_id(opts.build_id, "build")
     async with open_session(args) as session:
         await session.delete_build(build_id)
     if out.json_mode:

@@ -231,15 +231,18 @@ def run_handler(args: argparse.Namespace) -> int:
     the cleanup left undone (Output.note_on_forced_exit). A command whose normal end is a
     signal (`serve`: its parser sets `ends_on_signal`) ends with 0 instead.
     """
-    out = Output(json_mode=args.json, quiet=args.quiet)
+    from asyncclient.cli._options import Globals, read
     from asyncclient.errors import ValidationError
+
+    given = read(Globals, args)
+    out = Output(json_mode=given.json, quiet=given.quiet)
 
     try:
         level = asked_level(args)
     except ValidationError as exc:  # the one-line error, exit 2
         print(block(f"error: {exc}"), file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
-    log_handler = setup_logging(args.verbose, quiet=args.quiet, level=level)
+    log_handler = setup_logging(given.verbose, quiet=given.quiet, level=level)
     try:
         return _run_handler(args, out)
     finally:

@@ -12,9 +12,12 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import attrs
 
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output
 
 _EXAMPLES = """\
@@ -37,6 +40,19 @@ What to run next, against a real service:
 Or keep playing locally: `asyncclient serve`, then point the commands above at it."""
 
 
+@attrs.frozen(kw_only=True)
+class DemoOptions:
+    """`demo`'s options; the parser's defaults are these."""
+
+    speed: float = 30.0
+    dialect: str = "asyncclient"
+    tls: bool = False
+    output: str | None = None
+
+
+_DEFAULT: Final = DemoOptions()
+
+
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = add_command(
         sub,
@@ -53,13 +69,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--speed",
         type=float,
-        default=30.0,
+        default=_DEFAULT.speed,
         help="emulator seconds per wall second (default %(default)g: the tour takes about 5 s)",
     )
     p.add_argument(
         "--dialect",
         metavar="NAME",
-        default="asyncclient",
+        default=_DEFAULT.dialect,
         help="how the emulator fills what the API spec leaves open: asyncclient (default), "
         "flat or enveloped; the client reads each the same",
     )
@@ -78,18 +94,23 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def demo(args: argparse.Namespace, out: Output) -> int:
-    if args.speed <= 0:
-        raise CommandError(f"--speed {args.speed} must be above 0 (1 is real time)")
+    opts = read(DemoOptions, args)
+    if opts.speed <= 0:
+        raise CommandError(f"--speed {opts.speed} must be above 0 (1 is real time)")
     from asyncclient import AsyncSession
     from asyncclient.testing import FakeService, ServiceSettings, get_dialect
 
     try:
-        dialect = get_dialect(args.dialect)
+        dialect = get_dialect(opts.dialect)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
 
-    keep_all = args.output is not None
-    folder = Path(args.output) if keep_all else Path(tempfile.mkdtemp(prefix="asyncclient-"))
+    keep_all = opts.output is not None
+    folder = (
+        Path(opts.output)
+        if opts.output is not None
+        else Path(tempfile.mkdtemp(prefix="asyncclient-"))
+    )
     folder.mkdir(parents=True, exist_ok=True)
     apk = folder / "shop.apk"
     screenshot: Path | None = None
@@ -98,10 +119,10 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     settings = ServiceSettings(part_bytes=4 << 20)
     try:
         async with FakeService(
-            speed=args.speed, settings=settings, dialect=dialect, tls=args.tls
+            speed=opts.speed, settings=settings, dialect=dialect, tls=opts.tls
         ) as service:
             out.info(
-                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{args.speed:g}, "
+                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{opts.speed:g}, "
                 f"dialect {dialect.name})."
             )
             if service.ca_file is not None:

@@ -10,6 +10,8 @@ import asyncio
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient._core import _defaults as defaults
 from asyncclient._core._wording import RunFile, file_path, run_files
 from asyncclient.cli._common import (
@@ -22,6 +24,7 @@ from asyncclient.cli._common import (
     describe_error,
     open_session,
 )
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output
 from asyncclient.errors import LocalFileError
 
@@ -39,6 +42,16 @@ _EXAMPLES = """\
   asyncclient download j_789 video.mp4 -o run.mp4
   asyncclient download j_789 "$(asyncclient runs get j_789 --json | jq -r .run.video)"
 """
+
+
+@attrs.frozen(kw_only=True)
+class DownloadOptions:
+    """`download`'s options."""
+
+    run_id: str
+    file: str | None = None
+    output: str | None = None
+    concurrency: int  # the parser gives it (DEFAULT_CONCURRENCY)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -78,14 +91,15 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def download(args: argparse.Namespace, out: Output) -> int:
-    run_id = check_id(args.run_id, "run")
-    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+    opts = read(DownloadOptions, args)
+    run_id = check_id(opts.run_id, "run")
+    if not 1 <= opts.concurrency <= MAX_CONCURRENCY:
         raise CommandError(
-            f"--concurrency {args.concurrency} is out of range: give 1 to {MAX_CONCURRENCY}"
+            f"--concurrency {opts.concurrency} is out of range: give 1 to {MAX_CONCURRENCY}"
         )
-    wanted = None if args.file is None else file_path(args.file, run_id)
+    wanted = None if opts.file is None else file_path(opts.file, run_id)
     key_source = api_key_source(args)
-    folder = Path(args.output or run_id)
+    folder = Path(opts.output or run_id)
     if wanted is None:
         _check_folder(folder)
     async with open_session(args) as session:
@@ -98,17 +112,18 @@ async def download(args: argparse.Namespace, out: Output) -> int:
             )
         files = run_files(run)
         if wanted is not None:
+            assert opts.file is not None  # what `wanted` was made of
             _check_wanted(run, files, wanted)
-            destination = _file_destination(args.output, wanted)
+            destination = _file_destination(opts.output, wanted)
             _make_parent(destination)
             # The session builds the URL from the text as given (its own parsing, as above).
-            path = await session.download_run_file(run_id, args.file.strip(), destination)
+            path = await session.download_run_file(run_id, opts.file.strip(), destination)
             saved = [(wanted, path)]
             if not out.json_mode:
                 out.data(str(path))
         else:
             saved = await _download_all(
-                session, out, run, files, folder, args.concurrency, key_source=key_source
+                session, out, run, files, folder, opts.concurrency, key_source=key_source
             )
     if out.json_mode:
         out.json(

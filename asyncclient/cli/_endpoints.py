@@ -9,6 +9,8 @@ import argparse
 import re
 from typing import Any
 
+import attrs
+
 from asyncclient._core._checks import (
     ENDPOINT_DESCRIPTION_MAX,
     ENDPOINT_HEADERS_MAX,
@@ -23,6 +25,7 @@ from asyncclient.cli._common import (
     check_id,
     open_session,
 )
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output, format_time, to_json
 
 # An HTTP header name (RFC 9110 token).
@@ -55,6 +58,33 @@ Needs a key that can also create and edit tests; using endpoints in runs needs a
 _DELETE_EXAMPLES = """\
   asyncclient endpoints delete ep_9                  # needs a key that can edit tests
 """
+
+
+@attrs.frozen(kw_only=True)
+class ListEndpointsOptions:
+    """`endpoints list`'s options."""
+
+    project_id: str
+
+
+@attrs.frozen(kw_only=True)
+class AddEndpointOptions:
+    """`endpoints add`'s options."""
+
+    project_id: str
+    name: str
+    description: str
+    url: str
+    method: str = "POST"
+    headers: list[str] = attrs.field(factory=list)
+    body_template: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DeleteEndpointOptions:
+    """`endpoints delete`'s options."""
+
+    endpoint_id: str
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -130,7 +160,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def list_endpoints(args: argparse.Namespace, out: Output) -> int:
-    project_id = check_id(args.project_id, "project")
+    opts = read(ListEndpointsOptions, args)
+    project_id = check_id(opts.project_id, "project")
     async with open_session(args) as session:
         endpoints = await session.list_endpoints(project_id)
     if out.json_mode:
@@ -151,13 +182,14 @@ async def list_endpoints(args: argparse.Namespace, out: Output) -> int:
 async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
     from asyncclient._core._checks import check_endpoint
 
-    project_id = check_id(args.project_id, "project")
-    name, description, url = args.name, args.description, args.url.strip()
-    method = args.method.strip().upper()
-    headers = parse_headers(args.headers)
+    opts = read(AddEndpointOptions, args)
+    project_id = check_id(opts.project_id, "project")
+    name, description, url = opts.name, opts.description, opts.url.strip()
+    method = opts.method.strip().upper()
+    headers = parse_headers(opts.headers)
     # The session's own check, before any request: its messages name the field (endpoint name,
     # description, url, method) without echoing the url or any header value.
-    check_endpoint(name, description, url, method, headers or None, args.body_template)
+    check_endpoint(name, description, url, method, headers or None, opts.body_template)
     async with open_session(args) as session:
         endpoint_id = await session.add_endpoint(
             project_id,
@@ -166,7 +198,7 @@ async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
             url,
             method=method,
             headers=headers or None,
-            body_template=args.body_template,
+            body_template=opts.body_template,
         )
     if out.json_mode:
         out.json({"id": endpoint_id})
@@ -178,7 +210,8 @@ async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
 
 
 async def delete_endpoint(args: argparse.Namespace, out: Output) -> int:
-    endpoint_id = check_id(args.endpoint_id, "endpoint")
+    opts = read(DeleteEndpointOptions, args)
+    endpoint_id = check_id(opts.endpoint_id, "endpoint")
     async with open_session(args) as session:
         await session.delete_endpoint(endpoint_id)
     if out.json_mode:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
 
 from asyncclient.cli._common import EXIT_OK, add_command, check_id, open_session
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
@@ -24,6 +27,26 @@ _EXAMPLES = """\
 
 # A quarantined test whose last this many runs all passed is a candidate to lift.
 LIFT_AFTER: int = 20
+
+
+@attrs.frozen(kw_only=True)
+class HistoryOptions:
+    """What `flaky` and `failures` read of a project's history (add_history_options)."""
+
+    project_id: str
+    tests: list[str] = attrs.field(factory=list)
+    days: float = 14.0
+    categories: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FlakyOptions:
+    """`flaky`'s own options."""
+
+    write_quarantine: str | None = None
+
+
+_HISTORY: Final = HistoryOptions(project_id="")
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -59,7 +82,7 @@ def add_history_options(p: argparse.ArgumentParser, categories: str) -> None:
     p.add_argument(
         "--days",
         type=float,
-        default=14.0,
+        default=_HISTORY.days,
         metavar="N",
         help="read the runs created in the last N days (default %(default)g)",
     )
@@ -85,14 +108,16 @@ def history_options(args: argparse.Namespace) -> tuple[str, list[str], float, Ca
     from asyncclient._core._checks import check_days
     from asyncclient.failures import find_categories
 
-    project_id = check_id(args.project_id, "project")
-    tests = [check_id(test, "test", "--test") for test in args.tests]
-    return project_id, tests, check_days(args.days), find_categories(args.categories)
+    given = read(HistoryOptions, args)
+    project_id = check_id(given.project_id, "project")
+    tests = [check_id(test, "test", "--test") for test in given.tests]
+    return project_id, tests, check_days(given.days), find_categories(given.categories)
 
 
 async def flaky(args: argparse.Namespace, out: Output) -> int:
     project_id, tests, days, categories = history_options(args)
-    if args.write_quarantine:
+    opts = read(FlakyOptions, args)
+    if opts.write_quarantine:
         from asyncclient._core._extras import require
 
         require("--write-quarantine", "cli", "tomlkit")  # before any request
@@ -113,8 +138,8 @@ async def flaky(args: argparse.Namespace, out: Output) -> int:
                 f"{test.test_id}: more runs in the last {days:g} days than one listing returns "
                 "(200): these figures are of its newest 200"
             )
-    if args.write_quarantine:
-        _write_quarantine(out, report, shown, args.write_quarantine)
+    if opts.write_quarantine:
+        _write_quarantine(out, report, shown, opts.write_quarantine)
     return EXIT_OK
 
 

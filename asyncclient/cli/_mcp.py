@@ -13,9 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from asyncclient._core import _defaults as defaults
 from asyncclient._core._checks import switch
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command, api_key_source, open_session
+from asyncclient.cli._options import Connection, Globals, read
 from asyncclient.cli._output import Output
 
 INSTALL_HINT = (
@@ -50,6 +53,21 @@ toolsets: builds (list_builds, get_build, upload_build, delete_build), runs (run
 run_project, list_runs, get_run, stop_run, wait_for_runs), endpoints (list_endpoints,
 add_endpoint, delete_endpoint), files (download_run_file); all is every tool.
 """
+
+
+@attrs.frozen(kw_only=True)
+class McpOptions:
+    """`mcp`'s own options (the API key and -v are the shared records')."""
+
+    http: str | None = None
+    http_token: str | None = attrs.field(default=None, repr=False)
+    toolsets: list[str] | None = None
+    tools: list[str] | None = None
+    exclude_tools: list[str] | None = None
+    read_only: bool | None = None
+    result_chars: int | None = None
+    download_dir: str = "."
+    poll_interval: float  # the parser gives it (DEFAULT_POLL_INTERVAL)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -202,7 +220,7 @@ def _load_server_module() -> Any:
 async def mcp(args: argparse.Namespace, out: Output) -> int:
     request_log = logging.getLogger("asyncclient")
     propagates = request_log.propagate
-    if args.verbose:
+    if read(Globals, args).verbose:
         # The request log already has its handler (--verbose): the SDK's root handler must not
         # print each line a second time.
         request_log.propagate = False
@@ -230,13 +248,13 @@ def _read_only(given: bool | None) -> bool:
     return read_only
 
 
-def choose_tools(server_module: Any, args: argparse.Namespace) -> tuple[tuple[str, ...], bool]:
+def choose_tools(server_module: Any, opts: McpOptions) -> tuple[tuple[str, ...], bool]:
     """The tools to offer from --toolsets, --tools, --exclude-tools, --read-only and their
     variables, and whether read-only; an unknown name is a one-line error naming the valid ones."""
-    toolsets, toolsets_from = _listed(args.toolsets, TOOLSETS_ENV, "--toolsets")
-    tools, tools_from = _listed(args.tools, TOOLS_ENV, "--tools")
-    exclude, exclude_from = _listed(args.exclude_tools, EXCLUDE_ENV, "--exclude-tools")
-    read_only = _read_only(args.read_only)
+    toolsets, toolsets_from = _listed(opts.toolsets, TOOLSETS_ENV, "--toolsets")
+    tools, tools_from = _listed(opts.tools, TOOLS_ENV, "--tools")
+    exclude, exclude_from = _listed(opts.exclude_tools, EXCLUDE_ENV, "--exclude-tools")
+    read_only = _read_only(opts.read_only)
     chosen = server_module.select_tools(
         toolsets=toolsets,
         tools=tools,
@@ -257,10 +275,10 @@ def _result_chars(value: int | None) -> int:
     return value
 
 
-def _http_token(args: argparse.Namespace, http: tuple[str, int] | None) -> str | None:
+def _http_token(opts: McpOptions, http: tuple[str, int] | None) -> str | None:
     """The bearer token the HTTP transport requires: --http-token, else the variable; refused
     (before anything is served) when missing off loopback, blank, or given without --http."""
-    token = args.http_token if args.http_token is not None else os.environ.get(HTTP_TOKEN_ENV)
+    token = opts.http_token if opts.http_token is not None else os.environ.get(HTTP_TOKEN_ENV)
     if token is not None:
         token = token.strip()
         if not token:
@@ -272,13 +290,13 @@ def _http_token(args: argparse.Namespace, http: tuple[str, int] | None) -> str |
                 "print(secrets.token_urlsafe())')"
             )
     if http is None:
-        if args.http_token is not None:
+        if opts.http_token is not None:
             raise CommandError("--http-token goes with --http (stdio needs no token)")
         return None
     host = http[0]
     if token is None and not is_loopback(host):
         raise CommandError(
-            f"--http {args.http} is not loopback: anyone who can reach it would act with the "
+            f"--http {opts.http} is not loopback: anyone who can reach it would act with the "
             f"API key; set a token with --http-token or {HTTP_TOKEN_ENV} (clients send "
             "Authorization: Bearer TOKEN), or serve on 127.0.0.1"
         )
@@ -286,21 +304,22 @@ def _http_token(args: argparse.Namespace, http: tuple[str, int] | None) -> str |
 
 
 async def _serve(args: argparse.Namespace, out: Output) -> int:
+    opts = read(McpOptions, args)
     server_module = _load_server_module()
-    http = None if args.http is None else parse_http(args.http)
-    token = _http_token(args, http)
-    download_dir = _download_dir(args.download_dir)
-    if not args.poll_interval > 0:
-        raise CommandError(f"--poll-interval {args.poll_interval:g} must be above 0 seconds")
-    tools, read_only = choose_tools(server_module, args)
-    result_chars = _result_chars(args.result_chars)
+    http = None if opts.http is None else parse_http(opts.http)
+    token = _http_token(opts, http)
+    download_dir = _download_dir(opts.download_dir)
+    if not opts.poll_interval > 0:
+        raise CommandError(f"--poll-interval {opts.poll_interval:g} must be above 0 seconds")
+    tools, read_only = choose_tools(server_module, opts)
+    result_chars = _result_chars(opts.result_chars)
     async with open_session(args) as session:
-        api_key = args.api_key or os.environ.get("ASYNCCLIENT_API_KEY", "")
+        api_key = read(Connection, args).api_key or os.environ.get("ASYNCCLIENT_API_KEY", "")
         options = server_module.ServerOptions(
             download_dir=download_dir,
             read_only=read_only,
             tools=tools,
-            poll_interval=args.poll_interval,
+            poll_interval=opts.poll_interval,
             key_source=api_key_source(args),
             secrets=[api_key.strip(), *session.network.secrets, *([token] if token else [])],
             result_chars=result_chars,

@@ -9,6 +9,8 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient.cli._common import (
     EXIT_NOT_PASSED,
     EXIT_OK,
@@ -18,6 +20,7 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output
 
 if TYPE_CHECKING:
@@ -48,6 +51,20 @@ exit codes:
   4    the service could not be reached
   5    the quarantine file could not be written
   130  interrupted (Ctrl-C): the runs still going are stopped"""
+
+
+@attrs.frozen(kw_only=True)
+class VerifyOptions:
+    """`quarantine verify`'s options, read once from its parsed line."""
+
+    tests: list[str]
+    runs: int  # the parser gives it (spend.verify.DEFAULT_RUNS)
+    build: str | None = None
+    mode: str | None = None
+    lift: str | None = None
+    timeout: float | None = None
+    interval: float | None = None
+    idempotency_key: str | None = None
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -112,41 +129,41 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
 
 
-def _check(args: argparse.Namespace) -> list[str]:
+def _check(opts: VerifyOptions) -> list[str]:
     """The tests, every option checked and the quarantine file read: before any request."""
     import math
 
     from asyncclient.errors import ValidationError
     from asyncclient.spend.verify import MAX_RUNS, check_verify
 
-    if not 1 <= args.runs <= MAX_RUNS:
-        raise CommandError(f"--runs {args.runs} is out of range: give 1 to {MAX_RUNS}")
+    if not 1 <= opts.runs <= MAX_RUNS:
+        raise CommandError(f"--runs {opts.runs} is out of range: give 1 to {MAX_RUNS}")
     try:
-        tests = check_verify(args.tests, args.runs)
+        tests = check_verify(opts.tests, opts.runs)
     except ValidationError as exc:
         raise CommandError(str(exc)) from None
-    if args.build:
+    if opts.build:
         from asyncclient._core._checks import check_id
 
-        check_id("build", args.build, "--build")
-    for flag, value in (("--timeout", args.timeout), ("--interval", args.interval)):
+        check_id("build", opts.build, "--build")
+    for flag, value in (("--timeout", opts.timeout), ("--interval", opts.interval)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
-    if args.lift:
+    if opts.lift:
         from asyncclient._core._extras import require
         from asyncclient.quarantine import check_liftable, load_quarantine
 
         require("--lift", "cli", "tomlkit")
 
-        listed = {entry.test for entry in load_quarantine(args.lift).entries}
+        listed = {entry.test for entry in load_quarantine(opts.lift).entries}
         try:
-            check_liftable(args.lift)
+            check_liftable(opts.lift)
         except (ValidationError, OSError) as exc:
             raise CommandError(str(exc)) from None
         missing = [test for test in tests if test not in listed]
         if missing:
             raise CommandError(
-                f"{', '.join(missing)} not in the quarantine file {args.lift}: nothing to lift; "
+                f"{', '.join(missing)} not in the quarantine file {opts.lift}: nothing to lift; "
                 "verify without --lift, or name the file that quarantines it"
             )
     return tests
@@ -155,12 +172,13 @@ def _check(args: argparse.Namespace) -> list[str]:
 async def verify(args: argparse.Namespace, out: Output) -> int:
     from asyncclient.spend.verify import verify_fix
 
-    tests = _check(args)
-    total = len(tests) * args.runs
+    opts = read(VerifyOptions, args)
+    tests = _check(opts)
+    total = len(tests) * opts.runs
     finished: set[str] = set()
 
     def started(test_id: str, run_id: str, number: int) -> None:
-        out.info(f"started {run_id}  {test_id}  run {number} of {args.runs}")
+        out.info(f"started {run_id}  {test_id}  run {number} of {opts.runs}")
 
     def changed(run: Run) -> None:
         if run.is_final and run.id not in finished:
@@ -174,17 +192,17 @@ async def verify(args: argparse.Namespace, out: Output) -> int:
         checks = await verify_fix(
             session,
             tests,
-            runs=args.runs,
-            build_id=args.build,
-            mode=args.mode,
-            idempotency_key=args.idempotency_key,
-            timeout=args.timeout,
-            interval=args.interval or 3.0,
+            runs=opts.runs,
+            build_id=opts.build,
+            mode=opts.mode,
+            idempotency_key=opts.idempotency_key,
+            timeout=opts.timeout,
+            interval=opts.interval or 3.0,
             on_start=started,
             on_run=changed,
             on_stopped=stopped,
         )
-    lifted = _lift(args.lift, checks, out) if args.lift else []
+    lifted = _lift(opts.lift, checks, out) if opts.lift else []
     if out.json_mode:
         out.json([{**check.fields(), "lifted": check.test_id in lifted} for check in checks])
     else:

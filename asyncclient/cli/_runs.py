@@ -9,6 +9,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient._core._checks import LIST_LIMIT_MAX
 from asyncclient._core._suggest import did_you_mean
 from asyncclient._values._lenient import run_status_kind, text
@@ -22,6 +24,7 @@ from asyncclient.cli._common import (
     describe_error,
     open_session,
 )
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output, format_time, to_json
 
 if TYPE_CHECKING:
@@ -50,6 +53,30 @@ _STOP_EXAMPLES = """\
   asyncclient runs stop j_1 j_2 j_3                  # several: one "RUN_ID STATUS" line each
 """
 _STOP_CONCURRENCY = 8  # stop requests in flight at once, as the run watcher sends them
+
+
+@attrs.frozen(kw_only=True)
+class ListRunsOptions:
+    """`runs list`'s options."""
+
+    project: str | None = None
+    test: str | None = None
+    status: str | None = None
+    limit: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetRunOptions:
+    """`runs get`'s options."""
+
+    run_id: str
+
+
+@attrs.frozen(kw_only=True)
+class StopRunsOptions:
+    """`runs stop`'s options."""
+
+    run_ids: list[str]
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -106,30 +133,31 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
     from asyncclient.errors import ValidationError
     from asyncclient.models import RunStatus
 
-    project_id = None if args.project is None else check_id(args.project, "project", "--project")
-    test_id = None if args.test is None else check_id(args.test, "test", "--test")
+    opts = read(ListRunsOptions, args)
+    project_id = None if opts.project is None else check_id(opts.project, "project", "--project")
+    test_id = None if opts.test is None else check_id(opts.test, "test", "--test")
     status = None
-    if args.status is not None:
+    if opts.status is not None:
         # Other spellings of a status (canceled, stopped, SUCCESS) mean a documented one: the
         # filter sends the spec's word.
-        status = run_status_kind(args.status.strip())
+        status = run_status_kind(opts.status.strip())
         known = [s.value for s in RunStatus]
         if status not in known:
             raise CommandError(
-                f"--status {args.status} is not a run status: use one of {', '.join(known)}"
+                f"--status {opts.status} is not a run status: use one of {', '.join(known)}"
                 + did_you_mean(status, known)
             )
-    if args.limit is not None:
+    if opts.limit is not None:
         try:
-            check_limit(args.limit)
+            check_limit(opts.limit)
         except ValidationError as exc:
             # The library's message speaks of limit= and test_id=: name the flag instead.
             raise CommandError(
-                f"--limit {args.limit} is out of range: give 1 to {LIST_LIMIT_MAX}"
+                f"--limit {opts.limit} is out of range: give 1 to {LIST_LIMIT_MAX}"
             ) from exc
     async with open_session(args) as session:
         runs = await session.list_runs(
-            test_id=test_id, project_id=project_id, status=status, limit=args.limit
+            test_id=test_id, project_id=project_id, status=status, limit=opts.limit
         )
     if out.json_mode:
         out.json({"runs": [to_json(run) for run in runs]})
@@ -155,7 +183,8 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
 
 
 async def get_run(args: argparse.Namespace, out: Output) -> int:
-    run_id = check_id(args.run_id, "run")
+    opts = read(GetRunOptions, args)
+    run_id = check_id(opts.run_id, "run")
     async with open_session(args) as session:
         run = await session.get_run(run_id)
     if out.json_mode:
@@ -168,7 +197,8 @@ async def get_run(args: argparse.Namespace, out: Output) -> int:
 
 
 async def stop_run(args: argparse.Namespace, out: Output) -> int:
-    run_ids = list(dict.fromkeys(check_id(run_id, "run") for run_id in args.run_ids))
+    opts = read(StopRunsOptions, args)
+    run_ids = list(dict.fromkeys(check_id(run_id, "run") for run_id in opts.run_ids))
     async with open_session(args) as session:
         if len(run_ids) == 1:
             (run_id,) = run_ids

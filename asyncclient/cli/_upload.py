@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from asyncclient._core import _defaults as defaults
 from asyncclient.cli._common import (
     EXIT_OK,
@@ -20,6 +22,7 @@ from asyncclient.cli._common import (
     describe_error,
     open_session,
 )
+from asyncclient.cli._options import read
 from asyncclient.cli._output import Output, format_size, to_json
 from asyncclient.cli._upload_progress import display_for
 
@@ -64,6 +67,25 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+@attrs.frozen(kw_only=True)
+class UploadOptions:
+    """`upload`'s options."""
+
+    project_id: str
+    files: list[str]
+    label: str | None = None
+    concurrency: int | None = None
+    max_parts_in_flight: int | None = None
+    skip_existing: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class InspectOptions:
+    """`inspect`'s options."""
+
+    file: str
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -120,14 +142,15 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 async def upload(args: argparse.Namespace, out: Output) -> int:
     from asyncclient.upload import Adaptive, UploadItem, default_journal_dir
 
-    project_id = check_id(args.project_id, "project")
-    files = [Path(name) for name in args.files]
-    fixed = args.concurrency is not None or args.max_parts_in_flight is not None
+    opts = read(UploadOptions, args)
+    project_id = check_id(opts.project_id, "project")
+    files = [Path(name) for name in opts.files]
+    fixed = opts.concurrency is not None or opts.max_parts_in_flight is not None
     tuner = None if fixed else Adaptive()
     display = display_for(out, files, tuner)
     items = [
         UploadItem(
-            path, args.label, display.progress_for(index), on_wait=display.waiting_for(index)
+            path, opts.label, display.progress_for(index), on_wait=display.waiting_for(index)
         )
         for index, path in enumerate(files)
     ]
@@ -137,9 +160,9 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
                 results = await session.upload_builds(
                     items,
                     project_id=project_id,
-                    max_parts_in_flight=tuner or args.max_parts_in_flight,
-                    concurrency=args.concurrency,
-                    skip_existing=args.skip_existing,
+                    max_parts_in_flight=tuner or opts.max_parts_in_flight,
+                    concurrency=opts.concurrency,
+                    skip_existing=opts.skip_existing,
                     on_result=display.finished,
                 )
             except asyncio.CancelledError:
@@ -221,7 +244,8 @@ async def inspect(args: argparse.Namespace, out: Output) -> int:
     from asyncclient.apps import DeviceProfile, check_compatibility
     from asyncclient.upload import inspect_build_file
 
-    local = await inspect_build_file(args.file)
+    opts = read(InspectOptions, args)
+    local = await inspect_build_file(opts.file)
     compatibility = check_compatibility(local.info, DeviceProfile())
     if out.json_mode:
         out.json(_inspect_json(local, compatibility))
