@@ -8,8 +8,20 @@ and asyncclient.models; asyncclient._core._responses maps error answers onto it.
      |                            the message names the `pip install 'asyncclient[...]'` to run
      +-- EventLoopError           one session used from two live event loops at once
      +-- TransportError           connection failed, dropped or timed out (after retries);
-     |                            .kind names a network failure (untrusted certificate, proxy...)
-     |    +-- ResponseTooLargeError   an answer over max_response_bytes   .limit
+     |    |                       a failure with a fix of its own is one of these (.kind):
+     |    +-- CertificateError            the certificate is not trusted ("untrusted")
+     |    |    +-- CertificateNameMismatchError   not valid for the host ("name_mismatch")
+     |    |    +-- CertificateExpiredError        out of its validity ("cert_expired")
+     |    +-- TLSError                    the TLS handshake failed ("tls")
+     |    |    +-- NotTLSError                    the address speaks plain HTTP ("not_tls")
+     |    |    +-- SpeaksTLSError                 http:// to a TLS service ("speaks_tls")
+     |    |    +-- ClientCertificateError         no or a refused client cert ("client_cert")
+     |    +-- ProxyError                  the proxy refused the tunnel ("proxy_refused")
+     |    |    +-- ProxyAuthError                 407: credentials ("proxy_auth")
+     |    |    +-- ProxyUnreachableError          no connection to it ("proxy_unreachable")
+     |    +-- PoolTimeoutError            no free connection in time ("pool_timeout")
+     |    +-- ResponseTooLargeError       an answer over max_response_bytes ("too_large")
+     |                            (KINDS maps each kind to its class)
      +-- ApiError                 the service answered with an error (after retries)
      |    +-- RedirectError           3xx, never followed   .location, .suggested_base_url
      |    +-- BadRequestError         400
@@ -32,7 +44,7 @@ and asyncclient.models; asyncclient._core._responses maps error answers onto it.
 import errno
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -40,23 +52,35 @@ if TYPE_CHECKING:
     from asyncclient.models import Build, Run, SkippedTest, StartedRun
 
 __all__ = [
+    "KINDS",
     "ApiError",
     "AsyncClientError",
     "BadRequestError",
     "BuildRejectedError",
+    "CertificateError",
+    "CertificateExpiredError",
+    "CertificateNameMismatchError",
     "ChecksumMismatchError",
+    "ClientCertificateError",
     "ConflictError",
     "EventLoopError",
     "LocalFileError",
     "MissingExtraError",
     "NotFoundError",
     "NotStartedError",
+    "NotTLSError",
     "PaymentRequiredError",
     "PermissionDeniedError",
+    "PoolTimeoutError",
+    "ProxyAuthError",
+    "ProxyError",
+    "ProxyUnreachableError",
     "RateLimitedError",
     "RedirectError",
     "ResponseTooLargeError",
     "ServerError",
+    "SpeaksTLSError",
+    "TLSError",
     "TransportError",
     "UnauthenticatedError",
     "UnknownRunsError",
@@ -111,13 +135,14 @@ class TransportError(AsyncClientError):
     """The service could not be reached, the connection broke, or the request timed out.
 
     Raised after the retries allowed for the request were used up; the aiohttp exception is
-    the `__cause__`. `kind` names a failure on the way to the service that retrying does not
-    mend, with `fix` saying what to change: "untrusted" (certificate not trusted),
-    "name_mismatch", "cert_expired", "client_cert", "not_tls", "speaks_tls", "tls",
-    "proxy_auth" (407), "proxy_refused", "proxy_unreachable"; "" for the others (refused,
-    dropped, timed out). `detail` is the message without the fix. `request_id`: the
-    service's id of the answer when one came (an answer too large, say), else None.
+    the `__cause__`. A failure on the way to the service that names its own fix is one of the
+    subclasses below (a certificate, TLS, a proxy, the pool, an answer too large), with
+    `fix` saying what to change and `kind` its name ("untrusted", "proxy_auth", ...; "" for
+    the others: refused, dropped, timed out). `detail` is the message without the fix.
+    `request_id`: the service's id of the answer when one came, else None.
     """
+
+    KIND: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -131,7 +156,7 @@ class TransportError(AsyncClientError):
         request_id: str | None = None,
     ) -> None:
         self.detail = message
-        self.kind = kind
+        self._kind = kind or type(self).KIND
         self.fix = fix
         self.request_id = request_id
         if request_id:
@@ -142,6 +167,12 @@ class TransportError(AsyncClientError):
         self.url = url
         self.attempts = attempts
 
+    @property
+    def kind(self) -> str:
+        """The failure's name ("untrusted", "proxy_auth", ...; "" for an ordinary one): its
+        class says the same (CertificateError, ProxyAuthError, ...)."""
+        return self._kind
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), (self.message,), self._state()))
 
@@ -150,16 +181,85 @@ class TransportError(AsyncClientError):
             "method": self.method,
             "url": self.url,
             "attempts": self.attempts,
-            "kind": self.kind,
+            "_kind": self.kind,
             "fix": self.fix,
             "detail": self.detail,
             "request_id": self.request_id,
         }
 
 
+class CertificateError(TransportError):
+    """The service's certificate is not trusted: give its CA (`ca_file`)."""
+
+    KIND = "untrusted"
+
+
+class CertificateNameMismatchError(CertificateError):
+    """The certificate is not valid for the host of the base URL (it names the ones it holds
+    when it can tell)."""
+
+    KIND = "name_mismatch"
+
+
+class CertificateExpiredError(CertificateError):
+    """The certificate is out of its validity (or this machine's clock is)."""
+
+    KIND = "cert_expired"
+
+
+class TLSError(TransportError):
+    """The TLS handshake with the service failed."""
+
+    KIND = "tls"
+
+
+class NotTLSError(TLSError):
+    """An https:// base URL whose address speaks plain HTTP."""
+
+    KIND = "not_tls"
+
+
+class SpeaksTLSError(TLSError):
+    """An http:// base URL whose address speaks HTTPS."""
+
+    KIND = "speaks_tls"
+
+
+class ClientCertificateError(TLSError):
+    """The service asked for a client certificate and got none, or refused the one sent."""
+
+    KIND = "client_cert"
+
+
+class ProxyError(TransportError):
+    """The proxy refused the tunnel to the service."""
+
+    KIND = "proxy_refused"
+
+
+class ProxyAuthError(ProxyError):
+    """The proxy wants credentials (407), or refused the ones in its address."""
+
+    KIND = "proxy_auth"
+
+
+class ProxyUnreachableError(ProxyError):
+    """No connection to the proxy itself."""
+
+    KIND = "proxy_unreachable"
+
+
+class PoolTimeoutError(TransportError):
+    """No free connection of the session's pool within `pool_timeout`: nothing went out."""
+
+    KIND = "pool_timeout"
+
+
 class ResponseTooLargeError(TransportError):
     """An answer larger than the session's max_response_bytes (`limit`): not read further and
     not retried, since the next answer would be as large."""
+
+    KIND = "too_large"
 
     def __init__(self, message: str, *, limit: int = 0, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -417,6 +517,26 @@ class UnknownRunsError(AsyncClientError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), (self.run_ids, self.runs), {}))
+
+
+KINDS: Mapping[str, type[TransportError]] = {
+    cls.KIND: cls
+    for cls in (
+        CertificateError,
+        CertificateNameMismatchError,
+        CertificateExpiredError,
+        TLSError,
+        NotTLSError,
+        SpeaksTLSError,
+        ClientCertificateError,
+        ProxyError,
+        ProxyAuthError,
+        ProxyUnreachableError,
+        PoolTimeoutError,
+        ResponseTooLargeError,
+    )
+}
+"""Each transport failure's kind and the class it is raised as."""
 
 
 def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
 
+from asyncclient._client._failures import verdict_of
 from asyncclient._core import _checks as checks
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
@@ -371,9 +372,9 @@ def test_transport_retry_decision() -> None:
     never_sent = aiohttp.ClientConnectorError(
         ConnectionKey("h", 1, False, True, None, None, None), ConnectionRefusedError()
     )
-    assert classify(dropped, idempotent=True) != "permanent"
-    assert classify(never_sent, idempotent=False) != "permanent"
-    assert classify(dropped, idempotent=False) == "permanent"
+    assert verdict_of(dropped, idempotent=True) != "permanent"
+    assert verdict_of(never_sent, idempotent=False) != "permanent"
+    assert verdict_of(dropped, idempotent=False) == "permanent"
 
 
 def test_is_id_is_check_ids_rule_without_the_message() -> None:

@@ -7,8 +7,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import socket
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
@@ -18,6 +16,7 @@ import orjson
 
 from asyncclient._client import _telemetry
 from asyncclient._client._call import Call, Exchange
+from asyncclient._client._failures import read_failure
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
@@ -30,7 +29,13 @@ from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify
 from asyncclient._local._bodies import Body, Outgoing, outgoing, retrying_body
 from asyncclient._values import _bounds as bounds
-from asyncclient.errors import ApiError, EventLoopError, ResponseTooLargeError, TransportError
+from asyncclient.errors import (
+    ApiError,
+    EventLoopError,
+    PoolTimeoutError,
+    ResponseTooLargeError,
+    TransportError,
+)
 
 __all__ = ["Transport"]
 
@@ -74,37 +79,6 @@ _dumps: Final = orjson.dumps
 
 # Stands in for the idle timer of a transfer's body on every other request.
 _NO_DEADLINE: Final = contextlib.nullcontext()
-
-
-def _describe(
-    exc: BaseException,
-    timeout: float,
-    connect_timeout: float | None,
-    *,
-    transfer: bool = False,
-    phase: str | None = None,
-) -> str:
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return f"could not connect within {connect_timeout:g} s (connect_timeout)"
-    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    ):
-        if isinstance(exc.os_error, socket.gaierror):
-            # The resolver's codes are negative (EAI_NONAME is -2): os.strerror knows none of
-            # them and says "Unknown error -2". aiohttp >= 3.10 raises ClientConnectorDNSError.
-            return f"cannot connect to {exc.host}:{exc.port} (the host name could not be resolved)"
-        errno = exc.os_error.errno
-        reason = os.strerror(errno) if errno else str(exc.os_error)
-        return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"
-    if transfer and isinstance(exc, TimeoutError):
-        # Only idle timers run on a transfer: aiohttp's sock_read, or our body's own.
-        return f"no data moved for {timeout:g} s (timeout)"
-    if isinstance(exc, TimeoutError) and not str(exc):
-        where = f", {phase}" if phase else ""
-        return f"no complete answer within {timeout:g} s (timeout{where})"
-    detail = str(exc)
-    name = type(exc).__name__
-    return f"{name}: {detail}" if detail else name
 
 
 WAITING_FOR_CONNECTION: Final = "waiting for a connection"
@@ -443,14 +417,13 @@ class Transport:
                     await slots.take()
             except TimeoutError:
                 # The pool stayed full: nothing went out, and retrying would only queue again.
-                raise TransportError(
+                raise PoolTimeoutError(
                     f"no free connection within {self._pool_timeout:g} s (pool_timeout): all "
                     f"{self._connection_limit} connections were busy with other calls "
                     f"({call.method} {call.target()}); raise connection_limit or pool_timeout",
                     method=call.method,
                     url=call.url,
                     attempts=call.attempts,
-                    kind="pool_timeout",
                 ) from None
 
     async def _send_observed(self, call: Call, http: aiohttp.ClientSession) -> Any:
@@ -582,7 +555,6 @@ class Transport:
             method=call.method,
             url=call.url,
             attempts=call.attempts,
-            kind="too_large",
             fix="if it is genuine, raise the limit with "
             + self._network.option_name("max_response_bytes", environment.MAX_RESPONSE_BYTES_ENV),
             limit=self._max_response_bytes,
@@ -603,32 +575,29 @@ class Transport:
         ):
             self._probed = True
             failure = await network.diagnose(exc, None)
-        tries = f", {call.attempts} attempts" if call.attempts > 1 else ""
-        reason = failure.reason if failure is not None else self._describe(exc, call)
-        error = TransportError(
-            f"{reason} ({call.method} {call.target()}{tries})",
-            method=call.method,
-            url=call.url,
-            attempts=call.attempts,
-            kind=failure.kind if failure is not None else "",
-            fix=failure.fix if failure is not None else "",
-        )
-        # aiohttp's own words may hold a proxy's address with its password: never chain them.
-        cause = None if any(secret in str(exc) for secret in network.secrets) else exc
-        verdict = classify(exc, idempotent=call.idempotent, named=failure)
-        if verdict == "permanent":
-            raise error from cause
-        error.__cause__ = cause
-        return Retry(error, outage=verdict == "outage")
-
-    def _describe(self, exc: BaseException, call: Call) -> str:
-        return _describe(
+        reading = read_failure(
             exc,
-            self._timeout_s,
-            self._connect_timeout_s,
+            failure,
+            idempotent=call.idempotent,
+            timeout=self._timeout_s,
+            connect_timeout=self._connect_timeout_s,
             transfer=call.transfer,
             phase=call.last.phase,
         )
+        tries = f", {call.attempts} attempts" if call.attempts > 1 else ""
+        error = reading.error(
+            f"{reading.reason} ({call.method} {call.target()}{tries})",
+            method=call.method,
+            url=call.url,
+            attempts=call.attempts,
+            fix=reading.fix,
+        )
+        # aiohttp's own words may hold a proxy's address with its password: never chain them.
+        cause = None if any(secret in str(exc) for secret in network.secrets) else exc
+        if reading.verdict == "permanent":
+            raise error from cause
+        error.__cause__ = cause
+        return Retry(error, outage=reading.verdict == "outage")
 
     def _log_attempt(self, call: Call, status: int, error: str | None, seconds: float) -> None:
         # The service's request id finds the call in its logs; a run start's Idempotency-Key

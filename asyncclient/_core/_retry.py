@@ -5,12 +5,10 @@ and the run watcher's sweeps both ask classify()."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
-import aiohttp
 import attrs
 import backoff
 
@@ -45,47 +43,15 @@ OUTAGE_STATUSES: Final = frozenset({502, 503, 504})
 DEFAULT_RETRY_DEADLINE: Final = defaults.RETRY_DEADLINE
 RETRY_DEADLINE_ENV: Final = "ASYNCCLIENT_RETRY_DEADLINE"
 
-# aiohttp failures worth another attempt; TLS and fingerprint failures will not heal by retrying.
-_RETRYABLE_TRANSPORT: Final = (
-    aiohttp.ClientConnectionError,
-    aiohttp.ClientPayloadError,
-    aiohttp.UploadAbortedError,
-    TimeoutError,
-)
-_PERMANENT_TRANSPORT: Final = (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)
-# Failures where the request surely never reached the service: it could not even connect.
-_NEVER_SENT: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
-# The service is down or restarting: nothing listens, or it dropped the connection.
-_OUTAGE_TRANSPORT: Final = (
-    aiohttp.ClientConnectorError,
-    aiohttp.ConnectionTimeoutError,
-    aiohttp.ServerDisconnectedError,
-    aiohttp.ClientOSError,
-)
 
-
-class Named(Protocol):
-    """What the network layer recognised in a failure (a TLS, proxy or certificate problem,
-    with its own fix): `permanent` when retrying cannot heal it."""
-
-    @property
-    def permanent(self) -> bool: ...
-
-
-def classify(
-    failure: BaseException | int, *, idempotent: bool = True, named: Named | None = None
-) -> Verdict:
+def classify(failure: BaseException | int, *, idempotent: bool = True) -> Verdict:
     """Whether a failure is worth another attempt: "retry", "outage" or "permanent".
 
     Args:
-        failure: An answer's HTTP status; an exception one attempt raised (aiohttp's, or a
-            TimeoutError); or an error of the tree a caller got back (the run watcher's
-            sweeps): an ApiError by its status, a TransportError as worth another sweep.
-        idempotent: The request may be sent twice. A request that is not is retried only
-            when it surely never reached the service (it could not connect).
-        named: What the network layer recognised in the failure, if anything: then never
-            an outage (the failure has a name and a fix of its own), and permanent when it
-            says so.
+        failure: An answer's HTTP status, or an error of the tree a caller got back (the run
+            watcher's sweeps): an ApiError by its status, a TransportError as worth another
+            sweep. An attempt's own exception is read by asyncclient._client._failures.
+        idempotent: The request may be sent twice (else an error status is permanent).
     """
     if isinstance(failure, int):
         if not idempotent or failure not in RETRYABLE_STATUSES:
@@ -95,23 +61,7 @@ def classify(
         return classify(failure.status, idempotent=idempotent)
     if isinstance(failure, TransportError):
         return "retry"
-    if (
-        not isinstance(failure, _RETRYABLE_TRANSPORT)
-        or isinstance(failure, _PERMANENT_TRANSPORT)
-        or _unresolved(failure)
-        or (named is not None and named.permanent)
-        or not (idempotent or isinstance(failure, _NEVER_SENT))
-    ):
-        return "permanent"
-    return "outage" if isinstance(failure, _OUTAGE_TRANSPORT) and named is None else "retry"
-
-
-def _unresolved(exc: BaseException) -> bool:
-    """A host name that does not resolve: a typo or a wrong address, not an outage; it fails
-    at once."""
-    return isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
-        exc.os_error, socket.gaierror
-    )
+    return "permanent"
 
 
 @attrs.define(eq=False)
