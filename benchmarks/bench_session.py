@@ -83,15 +83,7 @@ async def bench_session(
         return await _drive(lambda: session.get_build(build_id), calls, concurrency)
 
 
-async def bench_in_job(
-    url: str,
-    key: str,
-    build_id: str,
-    calls: int,
-    concurrency: int,
-    limit: int,
-    ca_file: str | None = None,
-) -> float:
+async def bench_in_job(*args: object) -> float:
     """bench_session inside a --wait job's telemetry, as the command runs its calls."""
     import io
 
@@ -100,7 +92,7 @@ async def bench_in_job(
 
     out = Output(quiet=True, stdout=io.StringIO(), stderr=io.StringIO())
     async with job_telemetry(out, "p_bench", project="p_bench"):
-        return await bench_session(url, key, build_id, calls, concurrency, limit, ca_file)
+        return await bench_session(*args)  # type: ignore[arg-type]
 
 
 async def bench_bare(
