@@ -262,7 +262,7 @@ class KeepingWriter:
 
 
 async def test_read_buffers_are_reused_only_when_nothing_holds_them(tmp_path: Path) -> None:
-    from asyncclient._local._bodies import _SPARE_BUFFERS, PartPayload
+    from asyncclient._local._bodies import _SPARE_BUFFERS, PartBodyPayload
 
     path = tmp_path / "app.apk"
     content = os.urandom(5 << 20)
@@ -273,7 +273,7 @@ async def test_read_buffers_are_reused_only_when_nothing_holds_them(tmp_path: Pa
             writer = KeepingWriter(keep=holds)
             body = PartBody(path, 1000, len(content) - 3000, file=shared)
             async with asyncio.timeout(None) as timer:
-                payload = PartPayload(body, None, timer, 30.0)
+                payload = PartBodyPayload(body, None, timer, 30.0)
                 await payload.write(writer)
                 await payload.release()
             sent = content[1000:-2000]

@@ -27,7 +27,7 @@ from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify
-from asyncclient._local._bodies import Body, Outgoing, outgoing, retrying_body
+from asyncclient._local._bodies import AttemptBody, Body, attempt_body, retrying_body
 from asyncclient._values import _bounds as bounds
 from asyncclient.errors import (
     ApiError,
@@ -495,10 +495,10 @@ class Transport:
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
-        sending: Outgoing | None = None
+        sending: AttemptBody | None = None
         deadline: contextlib.AbstractAsyncContextManager[Any] = _NO_DEADLINE
         if call.transfer:
-            sending = await outgoing(data, headers, self._timeout_s)
+            sending = await attempt_body(data, headers, self._timeout_s)
             data, headers = sending.data, sending.headers
             if sending.timer is not None:
                 deadline = sending.timer

@@ -1,6 +1,6 @@
 """Request bodies and how each attempt sends them: PartBody (a slice of a file, by sendfile or
 aiofiles), `part_body()` (the one check of a part before any request), the idle timer of a
-transfer's body, and `outgoing()` (what aiohttp sends for one attempt: headers, timer, what
+transfer's body, and `attempt_body()` (what aiohttp sends for one attempt: headers, timer, what
 to close after), so the transport knows bodies only as `Body`.
 """
 
@@ -24,11 +24,11 @@ from asyncclient.errors import ValidationError
 __all__ = [
     "CHUNK_SIZE",
     "TRANSFER_SLICE",
+    "AttemptBody",
     "Body",
-    "Outgoing",
     "PartBody",
-    "PartPayload",
-    "outgoing",
+    "PartBodyPayload",
+    "attempt_body",
     "part_body",
     "single",
     "watched",
@@ -142,7 +142,7 @@ class PartBody:
         return await _open_binary(self.path)
 
 
-class PartPayload(aiohttp.payload.Payload):
+class PartBodyPayload(aiohttp.payload.Payload):
     """One attempt at sending a PartBody, as aiohttp's request body.
 
     On a plain TCP connection the kernel sends the slice from the page cache (`loop.sendfile`):
@@ -429,7 +429,7 @@ async def _aiofiles_open(path: str) -> AsyncBufferedReader:
 Body: TypeAlias = "bytes | PartBody | None"
 
 
-class Outgoing:
+class AttemptBody:
     """A transfer's body as one attempt sends it: `data` for aiohttp, the `headers` with its
     length, the `timer` that watches it go out (None: no body to watch), and close() to call
     once the attempt is over, however it ended."""
@@ -443,7 +443,7 @@ class Outgoing:
         timer: asyncio.Timeout | None = None,
         *,
         stream: AsyncGenerator[Any, None] | None = None,
-        payload: "PartPayload | None" = None,
+        payload: "PartBodyPayload | None" = None,
     ) -> None:
         self.data = data
         self.headers = headers
@@ -461,7 +461,7 @@ class Outgoing:
             await self._payload.release()
 
 
-async def outgoing(data: Any, headers: Mapping[str, str], idle: float) -> Outgoing:
+async def attempt_body(data: Any, headers: Mapping[str, str], idle: float) -> AttemptBody:
     """What one attempt of a transfer sends: `data` (a Body, or an async generator of bytes)
     with `headers` and its Content-Type and Content-Length, its idle timer re-armed `idle`
     seconds ahead as each slice goes out (aiohttp's sock_read only watches the answer)."""
@@ -472,16 +472,16 @@ async def outgoing(data: Any, headers: Mapping[str, str], idle: float) -> Outgoi
         headers = {**headers, "Content-Type": _OCTETS, "Content-Length": str(data.length)}
         timer = asyncio.timeout(None)
         handle = None if data.file is not None else await data.open()
-        payload = PartPayload(data, handle, timer, idle)
-        return Outgoing(payload, headers, timer, payload=payload)
+        payload = PartBodyPayload(data, handle, timer, idle)
+        return AttemptBody(payload, headers, timer, payload=payload)
     if data is None:
-        return Outgoing(None, headers)
+        return AttemptBody(None, headers)
     if isinstance(data, bytes):
         headers = {**headers, "Content-Type": _OCTETS, "Content-Length": str(len(data))}
         data = single(data)
     timer = asyncio.timeout(None)
     stream = watched(data, timer, idle)
-    return Outgoing(stream, headers, timer, stream=stream)
+    return AttemptBody(stream, headers, timer, stream=stream)
 
 
 async def single(data: bytes) -> AsyncGenerator[bytes, None]:
