@@ -12,6 +12,7 @@ the figures are medians. The wait is asyncclient.cli._telemetry.EXPORT_BOUND (4.
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -89,11 +90,15 @@ def main(args: argparse.Namespace) -> None:
     with Emulator(speed=600.0) as emu:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ASYNCCLIENT_"))}
         base.update({"ASYNCCLIENT_BASE_URL": emu.url, "ASYNCCLIENT_API_KEY": emu.run_key})
-        apk = build_apk(scratch_dir("bench-export-") / "shop.apk")
-        build = subprocess.run(
-            [*COMMAND, "upload", "p_demo", str(apk), "--quiet"],
-            env=base, capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
+        scratch = scratch_dir("bench-export-")
+        try:
+            apk = build_apk(scratch / "shop.apk")
+            build = subprocess.run(
+                [*COMMAND, "upload", "p_demo", str(apk), "--quiet"],
+                env=base, capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         for round_no in range(args.rounds):
             order = list(cases.items())
             if round_no % 2:
