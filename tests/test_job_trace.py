@@ -232,9 +232,12 @@ class _Hanging:
 
 
 @pytest.mark.usefixtures("no_sdk")
-async def test_a_collector_that_never_answers_holds_the_end_only_for_the_bound() -> None:
+async def test_a_collector_that_never_answers_holds_the_end_only_for_the_bound(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     """The end of the export is given EXPORT_BOUND and then left to a daemon thread: close()
-    returns (without the bound it would wait for the provider), in one warning line."""
+    returns (without the bound it would wait for the provider), in one warning line; what the
+    exporter still logs while it retries stays off stderr until the thread ends."""
     import logging
 
     from asyncclient.cli._telemetry import Export, _Failures, _ToDebug
@@ -247,8 +250,15 @@ async def test_a_collector_that_never_answers_holds_the_end_only_for_the_bound()
     out, stderr = _output()
     try:
         await asyncio.wait_for(export.close(out), 60)
+        capfd.readouterr()
+        logging.getLogger("opentelemetry.exporter.otlp").warning("Transient error, retrying")
+        assert capfd.readouterr().err == ""
+        assert handler in logging.getLogger("opentelemetry").handlers
     finally:
         hanging.release.set()
+    for thread in threading.enumerate():
+        if thread.name == "asyncclient-otel-exit":
+            thread.join(30)
     assert stderr.getvalue().splitlines() == [
         "warning: the job's OpenTelemetry data could not all be exported to "
         "http://127.0.0.1:9/v1/traces (no answer within 4.5 s); the job's result and reports are "

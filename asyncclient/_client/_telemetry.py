@@ -34,6 +34,7 @@ __all__ = [
     "error_type",
     "inject",
     "instruments",
+    "made_for_meters",
     "observers",
     "operation",
     "start_attempt",
@@ -58,7 +59,7 @@ PARENTS: contextvars.ContextVar[Callable[[Mapping[str, Any]], Any] | None] = con
 )
 """While a job is traced (asyncclient.suite._trace): the span an operation with these ids
 belongs under (a run's, a test's), or None for the current one (the job's)."""
-_instruments: dict[int, tuple[Any, Instruments]] = {}
+_made: dict[tuple[int, Any], tuple[Any, Any]] = {}
 
 
 def _provider_set(module: Any, global_name: str, env: str) -> bool:
@@ -147,6 +148,15 @@ class Instruments:
 
 def instruments() -> Instruments | None:
     """The metric instruments of the global meter provider, or None while no SDK is set up."""
+    return made_for_meters(Instruments)
+
+
+M = TypeVar("M")
+
+
+def made_for_meters(kind: Callable[[Any], M]) -> M | None:
+    """`kind(meter)` of the global meter provider, made once per provider (the session's
+    Instruments, a job's JobMeters), or None while no SDK is set up."""
     if not ENABLED or not _provider_set(
         metrics._internal, "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"
     ):
@@ -154,13 +164,14 @@ def instruments() -> Instruments | None:
     provider = metrics.get_meter_provider()
     if isinstance(provider, metrics.NoOpMeterProvider):
         return None
-    known = _instruments.get(id(provider))
+    key = (id(provider), kind)
+    known = _made.get(key)
     if known is None or known[0] is not provider:
         from asyncclient._version import __version__
 
-        made = Instruments(provider.get_meter(_NAME, __version__))
-        known = _instruments[id(provider)] = (provider, made)
-    return known[1]
+        known = _made[key] = (provider, kind(provider.get_meter(_NAME, __version__)))
+    made: M = known[1]
+    return made
 
 
 def error_type(failure: BaseException) -> str:

@@ -234,6 +234,12 @@ class Cost:
             *(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True))
         )
 
+    @property
+    def extra_device_seconds(self) -> float:
+        """Device seconds beyond each test's first run: re-runs, copies and new tests'
+        repeats."""
+        return self.rerun_device_seconds + self.copy_device_seconds + self.repeat_device_seconds
+
     def fields(self) -> dict[str, float | int]:
         """Its shape in `--json`, the events and the CTRF report."""
         return {

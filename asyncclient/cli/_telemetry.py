@@ -256,10 +256,17 @@ class Export:
         done = asyncio.Event()
 
         def shut() -> None:
-            for provider in (self.tracer_provider, self.meter_provider):
-                if provider is not None:
-                    with contextlib.suppress(Exception):
-                        provider.shutdown()
+            try:
+                for provider in (self.tracer_provider, self.meter_provider):
+                    if provider is not None:
+                        with contextlib.suppress(Exception):
+                            provider.shutdown()
+            finally:
+                # Only now: an exporter still retrying past the bound keeps logging, and its
+                # records must stay on the DEBUG logger, never reach stderr.
+                sdk_logger = logging.getLogger("opentelemetry")
+                sdk_logger.removeHandler(self._handler)
+                sdk_logger.propagate = True
             with contextlib.suppress(RuntimeError):  # the loop closed: no one waits now
                 loop.call_soon_threadsafe(done.set)
 
@@ -278,8 +285,6 @@ class Export:
                 async with asyncio.timeout(min(left, 0.05)):
                     await done.wait()
         _forget_providers(self.tracer_provider, self.meter_provider)
-        logging.getLogger("opentelemetry").removeHandler(self._handler)
-        logging.getLogger("opentelemetry").propagate = True
         reason = self._failures.reason
         if timed_out and reason != _UNREACHABLE:
             reason = f"no answer within {EXPORT_BOUND:g} s"

@@ -56,22 +56,9 @@ class JobMeters:
             setattr(self, attribute, make(name, unit=unit, description=description))
 
 
-_meters: dict[int, tuple[Any, JobMeters]] = {}
-
-
 def job_meters() -> JobMeters | None:
-    if not _telemetry.ENABLED or _telemetry.instruments() is None:
-        return None
-    from opentelemetry import metrics
-
-    from asyncclient._version import __version__
-
-    provider = metrics.get_meter_provider()
-    known = _meters.get(id(provider))
-    if known is None or known[0] is not provider:
-        made = JobMeters(provider.get_meter("asyncclient", __version__))
-        known = _meters[id(provider)] = (provider, made)
-    return known[1]
+    """The job's instruments of the global meter provider, or None while no SDK is set up."""
+    return _telemetry.made_for_meters(JobMeters)
 
 
 def record_job(

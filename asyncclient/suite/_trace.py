@@ -327,12 +327,7 @@ class JobTrace:
                 "asyncclient.tests.flaky": sum(t.flaky for t in report.tests),
                 "asyncclient.runs": cost.runs,
                 "asyncclient.device.seconds": round(cost.device_seconds, 3),
-                "asyncclient.rerun.device.seconds": round(
-                    cost.rerun_device_seconds
-                    + cost.copy_device_seconds
-                    + cost.repeat_device_seconds,
-                    3,
-                ),
+                "asyncclient.rerun.device.seconds": round(cost.extra_device_seconds, 3),
                 "asyncclient.queue.seconds": round(cost.queue_seconds, 3),
             }
         )

@@ -326,6 +326,14 @@ async def test_the_metrics_carry_only_low_cardinality_attributes(
     assert total("asyncclient.device.time") == pytest.approx(70, abs=3)
     assert total("asyncclient.rerun.device.time") == pytest.approx(35, abs=2)
     assert total("asyncclient.runs") == 6
+    # The job's span says the same as its metrics (one definition of re-run device time).
+    (root,) = receiver.named("asyncclient.job")
+    assert root.attributes["asyncclient.rerun.device.seconds"] == pytest.approx(
+        total("asyncclient.rerun.device.time"), abs=0.01
+    )
+    assert root.attributes["asyncclient.device.seconds"] == pytest.approx(
+        total("asyncclient.device.time"), abs=0.01
+    )
 
 
 @pytest.fixture
