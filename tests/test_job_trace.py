@@ -162,6 +162,11 @@ def test_the_ci_run_from_github_gitlab_and_the_plain_environment() -> None:
         {"OTEL_RESOURCE_ATTRIBUTES": "cicd.pipeline.name=nightly,cicd.pipeline.run.id=12,"
          "service.name=x,vcs.ref.head.name=feature%2Fa"},
     )  # fmt: skip
+    assert pipeline_attributes(
+        ci_run({}),
+        {"OTEL_RESOURCE_ATTRIBUTES": "cicd.pipeline.run.url.full=javascript:alert(1),"
+         "vcs.repository.url.full=https://u:p@git.example.com/a"},
+    ) == {}  # fmt: skip
     assert plain == {
         "cicd.pipeline.name": "nightly",
         "cicd.pipeline.run.id": "12",
@@ -322,3 +327,31 @@ def test_the_guides_metric_table_is_the_instrument_table() -> None:
     for _, kind, name, unit, _ in INSTRUMENTS:
         (row,) = [row for row in table.splitlines() if f"`{name}`" in row.split("|")[1]]
         assert f"{kind}, `{unit}`" in row, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(given=_hostile, github=_hostile)
+def test_whatever_the_environment_says_the_pipeline_attributes_are_bounded_lines(
+    given: str, github: str
+) -> None:
+    """OTEL_RESOURCE_ATTRIBUTES and a CI's variables are input: whatever they hold, the job's
+    cicd.* and vcs.* attributes are bounded single lines, links http(s) without credentials."""
+    for environ in (
+        {"OTEL_RESOURCE_ATTRIBUTES": given},
+        {"OTEL_RESOURCE_ATTRIBUTES": f"cicd.pipeline.name={given},vcs.ref.head.name={given}"},
+        {"OTEL_RESOURCE_ATTRIBUTES": f"cicd.pipeline.run.url.full={given}"},
+        {"GITHUB_ACTIONS": "true", "GITHUB_WORKFLOW": github, "GITHUB_HEAD_REF": github,
+         "GITHUB_SERVER_URL": github, "GITHUB_REPOSITORY": github, "GITHUB_RUN_ID": github,
+         "GITHUB_REF": github},
+        {"GITLAB_CI": "true", "CI_PIPELINE_URL": github, "CI_JOB_URL": github,
+         "CI_PROJECT_URL": github, "CI_COMMIT_REF_NAME": github, "CI_MERGE_REQUEST_IID": github},
+    ):  # fmt: skip
+        found = pipeline_attributes(ci_run(environ), environ)
+        for key, value in found.items():
+            assert key.startswith(("cicd.pipeline.", "vcs."))
+            assert len(value) <= 2 * VALUE_LIMIT
+            assert not _SHOWN.search(value)
+            assert "\n" not in value
+            if key.endswith("url.full"):
+                assert value.startswith(("https://", "http://"))
+                assert "@" not in value.split("/")[2]
