@@ -135,11 +135,10 @@ def pipeline_attributes(run: CiRun, environ: Mapping[str, str]) -> dict[str, str
             key, sep, value = pair.partition("=")
             key = key.strip()
             if sep and key.startswith(("cicd.pipeline.", "vcs.")) and len(key) <= 64:
-                text = _one(unquote(value.strip()), 2 * VALUE_LIMIT)
+                text = unquote(value.strip())
                 # A link is kept only as any CI's is: http(s), no credentials or query.
-                given[_one(key, 64)] = (
-                    _url(text) if key.endswith("url.full") else text[:VALUE_LIMIT]
-                )
+                link = key.endswith("url.full")
+                given[_one(key, 64)] = _url(_one(text, 2 * VALUE_LIMIT)) if link else _one(text)
         return {key: value for key, value in given.items() if value}
     found = {
         "cicd.pipeline.name": run.pipeline,
