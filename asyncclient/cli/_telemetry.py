@@ -82,7 +82,8 @@ class _Failures:
             self.reason = reason
 
     def session(self) -> Any:
-        """A requests session for the OTLP/HTTP exporters that counts connection failures."""
+        """A requests session for the OTLP/HTTP exporters that notes whether the collector
+        answered (a refused or broken connection: it is not there)."""
         import requests
 
         failures = self
