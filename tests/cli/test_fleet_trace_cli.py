@@ -245,6 +245,8 @@ async def test_a_jobs_trace_reaches_an_otlp_receiver_as_one_tree_by_the_conventi
     assert kinds == ["rerun", "run"]
     passed = next(r for r in runs["t_flaky"] if r.attributes["asyncclient.run.status"] == "passed")
     assert passed.attributes["asyncclient.run.device.seconds"] == pytest.approx(15, abs=1)
+    assert passed.attributes["asyncclient.run.mode"] == entries["t_flaky"]["mode"]
+    assert passed.attributes["asyncclient.run.outcome"] == "passed"
     assert passed.attributes["asyncclient.run.queue.seconds"] >= 0
     assert passed.attributes["asyncclient.run.link"].startswith("http")
     assert "?" not in passed.attributes["asyncclient.run.link"]
