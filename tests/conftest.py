@@ -1,20 +1,25 @@
 """Shared fixtures: the emulator with the demo seed on a manual clock, sessions against it,
-waits recorded instead of slept, and real app files built with asyncclient.testing.builders."""
+waits recorded instead of slept, real app files built with asyncclient.testing.builders, and
+the `asyncclient` command run in-process (run_cli)."""
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import attrs
 import pytest
 from body_paths import BodyPath
 from hypothesis import HealthCheck, settings
 from network_support import NETWORK_KINDS, ForwardProxy, Network, ServeEmulator, forward_proxy
+from otel_support import otel  # noqa: F401  (the fixture, for every folder)
 
 from asyncclient import AsyncSession
+from asyncclient.cli import main
 from asyncclient.testing import DIALECTS, FakeService, demo_seed_data, recorded_retry_waits
 from asyncclient.testing.builders import build_apk
 
@@ -304,3 +309,48 @@ def body_path(
 
     monkeypatch.setattr(asyncio.BaseEventLoop, "sendfile", sendfile)
     return counts
+
+
+@attrs.frozen
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+class RunCli(Protocol):
+    def __call__(self, *argv: str, env: dict[str, str] | None = None) -> Awaitable[CliResult]: ...
+
+
+@pytest.fixture
+def run_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Awaitable[CliResult]]:
+    """`await run_cli("builds", "list", "p_demo", env={...})` -> CliResult.
+
+    The command runs its own event loop in a worker thread while the emulator serves on the
+    test's loop; pytest's capsys captures its output.
+
+    `env` sets ASYNCCLIENT_* variables for this call; unset ones are removed so the user's own
+    environment never leaks into a test.
+    """
+
+    async def run(*argv: str, env: dict[str, str] | None = None) -> CliResult:
+        for name in (
+            "ASYNCCLIENT_BASE_URL",
+            "ASYNCCLIENT_API_KEY",
+            "ASYNCCLIENT_LOG",
+            "GITHUB_STEP_SUMMARY",
+        ):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, list(argv))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

@@ -1,4 +1,4 @@
-"""A service for tests/test_history_memory.py, run as `python heavy_history_server.py
+"""A service for tests/across/test_history_memory.py, run as `python heavy_history_server.py
 TITLE_BYTES [TESTS]`: p_1 has TESTS tests (200); each test's listing holds 25 earlier runs
 whose titles are TITLE_BYTES long; the job's own runs are final at once. Prints its URL, then
 serves until stopped; GET /count says how many test listings it answered."""

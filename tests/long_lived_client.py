@@ -1,5 +1,5 @@
 """A service's process, as an application would run one: one AsyncSession shared by many
-concurrent calls for a long time. Run by tests/test_long_lived.py in its own Python:
+concurrent calls for a long time. Run by tests/across/test_long_lived.py in its own Python:
 
     python tests/long_lived_client.py BASE_URL KEY CALLS quiet|debug|soak
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from test_watch import ManualTime
+from clock_support import ManualTime
 
 from asyncclient import AsyncSession, ValidationError, wait_with_retries
 from asyncclient._core._checks import derived_key

@@ -5,15 +5,14 @@ emulator holds the runs (FakeService.hold) and an observer lets one go: no time 
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_support import ctrf_is_valid, junit_is_valid
 
 from asyncclient import AsyncSession, SuitePolicy, UnauthenticatedError, ValidationError
-from asyncclient._reports import junit as _junit
 from asyncclient.suite import (
     BudgetReached,
     CopiesStopped,
@@ -54,28 +53,6 @@ async def session(svc: FakeService) -> AsyncIterator[AsyncSession]:
 
 def runs_of(svc: FakeService, test_id: str) -> list[Any]:
     return [run for run in svc.backend.runs.values() if run.test.id == test_id]
-
-
-def ctrf_is_valid(report: Any) -> dict[str, Any]:
-    """The report's CTRF, valid against the CTRF schema (tests/data)."""
-    import json
-
-    import jsonschema
-
-    from asyncclient._reports.ctrf import ctrf_report
-
-    document = ctrf_report(report)
-    schema = json.loads((XSD.parent / "ctrf-schema-0.0.json").read_text())
-    jsonschema.Draft7Validator(schema).validate(document)
-    return document
-
-
-def junit_is_valid(report: Any) -> ET.Element:
-    import xmlschema
-
-    body = _junit.junit_xml(report).decode()
-    xmlschema.XMLSchema(XSD).validate(body)
-    return ET.fromstring(body)
 
 
 @pytest.mark.parametrize("strategy", ["rounds", "at-once"])

@@ -73,7 +73,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         tools = by_name((await client.list_tools()).tools)
 
     assert list(tools) == list(TOOLS)
-    from test_operations import spec_operations
+    from spec_support import spec_operations
 
     spec_tools = {tool for _, tool in spec_operations().values() if tool}
     # The spec's tools, then the server's own (the REST-only upload and download, made tools).

@@ -34,7 +34,7 @@ from asyncclient.testing.builders import build_apk, build_app_dir
 
 pytestmark = pytest.mark.docs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 

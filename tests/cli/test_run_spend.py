@@ -8,43 +8,12 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+
+from spend_support import FAST, SPEED, RunCli, env_of, seed, upload
 
 from asyncclient.testing import FakeService
 from asyncclient.testing.builders import build_apk
-
-RunCli = Callable[..., Awaitable[Any]]
-SPEED = 100.0
-FAST = ("--interval", "0.02")
-APP = {"project": "p_dt", "target": "android", "appId": "com.example.shop"}
-
-
-def seed(**extra_tests: dict[str, Any]) -> dict[str, Any]:
-    """p_dt: t_pass passes (20 s), t_broken always fails (10 s); more tests as given."""
-    tests = [
-        {"id": "t_pass", "title": "Passes", **APP, "durationSeconds": 20, "queuedSeconds": 5},
-        {"id": "t_broken", "title": "Always fails", **APP, "outcome": "failed",
-         "durationSeconds": 10, "queuedSeconds": 5},
-    ]  # fmt: skip
-    tests += [{"id": test_id, **APP, **fields} for test_id, fields in extra_tests.items()]
-    return {
-        "projects": [{"id": "p_dt", "plan": "paid", "includedRuns": 100000}],
-        "keys": [{"key": "dt-run", "capability": "run", "projects": ["p_dt"]}],
-        "tests": tests,
-    }
-
-
-def env_of(svc: FakeService) -> dict[str, str]:
-    return {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "dt-run"}
-
-
-async def upload(run_cli: RunCli, svc: FakeService, path: Path) -> str:
-    result = await run_cli("upload", "p_dt", str(path), "--json", env=env_of(svc))
-    assert result.code == 0, result.stderr
-    (build,) = result.json()["builds"]
-    return str(build["id"])
 
 
 async def test_a_pass_on_an_identical_build_is_reused_and_failures_run_again(
@@ -396,7 +365,7 @@ async def test_allure_renders_a_real_job_with_the_counts_it_reported(
     report's history, has a trend of two points."""
     import shutil
 
-    from test_allure import generate
+    from allure_support import generate
 
     apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
     tests = {

@@ -3,7 +3,7 @@ variables (asyncclient._core._ci_run), and the command's export set up from OTEL
 (asyncclient.cli._telemetry): the tree a service embedding run_suite gets, hostile text kept
 one line and bounded, and an export that never holds the command past its bound.
 
-The whole job through the real OTLP exporter is tests/cli/test_fleet_trace_cli.py.
+The whole job through the real OTLP exporter is tests/cli/test_telemetry.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
-from test_telemetry import Telemetry, _reset_globals, children, otel  # noqa: F401
+from otel_support import Telemetry, _reset_globals, children
 
 from asyncclient import AsyncSession
 from asyncclient._core._ci_run import ci_run, pipeline_attributes
@@ -46,7 +46,7 @@ def _named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
 
 
 async def test_a_service_running_a_suite_gets_the_jobs_trace_without_the_command(
-    otel: Telemetry,  # noqa: F811
+    otel: Telemetry,
 ) -> None:
     policy = SuitePolicy(retry_failed=1, interval=0.02)
     async with (
@@ -96,7 +96,7 @@ _hostile = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs
 )  # fmt: skip
 @example(run_id="j_1", test_id="t_1", status="failed", mode="cold", link="http://[", headline="")
 def test_whatever_the_service_sends_each_attribute_is_one_bounded_line(
-    otel: Telemetry,  # noqa: F811
+    otel: Telemetry,
     run_id: str,
     test_id: str,
     status: str,
@@ -284,7 +284,7 @@ def test_attributes_of_a_job_never_hold_a_link_with_credentials() -> None:
 
 @pytest.mark.parametrize("broken", ["open", "observe", "end"])
 async def test_a_trace_that_fails_never_fails_the_suite(
-    otel: Telemetry,  # noqa: F811
+    otel: Telemetry,
     monkeypatch: pytest.MonkeyPatch,
     broken: str,
 ) -> None:
@@ -316,7 +316,7 @@ def test_the_guides_metric_table_is_the_instrument_table() -> None:
 
     from asyncclient.suite._job_metrics import INSTRUMENTS
 
-    page = (Path(__file__).parent.parent / "docs" / "guides" / "see-the-fleet.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "guides" / "see-the-fleet.md").read_text()
     table = page.split("### The metrics", 1)[1].split("\n\n", 2)[1]
     shown = {
         name

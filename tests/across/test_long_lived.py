@@ -22,7 +22,7 @@ from network_support import read_serve_info
 # The slow tier (pytest -m slow): thousands of calls through real processes.
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
-CLIENT = Path(__file__).with_name("long_lived_client.py")
+CLIENT = Path(__file__).parents[1] / "long_lived_client.py"
 ROOT = CLIENT.parent.parent
 
 

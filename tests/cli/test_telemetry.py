@@ -10,18 +10,16 @@ summary, low-cardinality metric points; and a dead collector changing nothing bu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from test_spend_cli import FAST, SPEED, env_of, seed, upload
+from otlp_support import Receiver, otlp_receiver
+from spend_support import FAST, SPEED, env_of, seed, upload
 
 from asyncclient.testing import FakeService
 from asyncclient.testing.builders import build_apk
@@ -40,108 +38,6 @@ GITHUB = {
     "GITHUB_REF": "refs/pull/17/merge",
     "GITHUB_HEAD_REF": "feature/\x1b[31mred",
 }
-
-
-@attrs.define
-class Span:
-    name: str
-    span_id: str
-    parent_id: str
-    trace_id: str
-    attributes: dict[str, Any]
-    events: list[tuple[str, dict[str, Any]]]
-    status: int
-
-
-def _value(any_value: Any) -> Any:
-    kind = any_value.WhichOneof("value")
-    if kind == "array_value":
-        return [_value(v) for v in any_value.array_value.values]
-    return getattr(any_value, kind) if kind else None
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    return {pair.key: _value(pair.value) for pair in pairs}
-
-
-@attrs.define
-class Receiver:
-    """An OTLP/HTTP receiver: what it was sent, decoded."""
-
-    url: str = ""
-    spans: list[Span] = attrs.Factory(list)
-    resources: list[dict[str, Any]] = attrs.Factory(list)
-    points: list[tuple[str, str, dict[str, Any], Any]] = attrs.Factory(list)
-    requests: int = 0
-
-    async def traces(self, request: web.Request) -> web.Response:
-        self.requests += 1
-        message = trace_service_pb2.ExportTraceServiceRequest()
-        message.ParseFromString(await request.read())
-        for resource_spans in message.resource_spans:
-            self.resources.append(_attributes(resource_spans.resource.attributes))
-            for scope in resource_spans.scope_spans:
-                for span in scope.spans:
-                    self.spans.append(
-                        Span(
-                            span.name,
-                            span.span_id.hex(),
-                            span.parent_span_id.hex(),
-                            span.trace_id.hex(),
-                            _attributes(span.attributes),
-                            [(e.name, _attributes(e.attributes)) for e in span.events],
-                            span.status.code,
-                        )
-                    )
-        answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-        return web.Response(body=answer, content_type="application/x-protobuf")
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        self.requests += 1
-        message = metrics_service_pb2.ExportMetricsServiceRequest()
-        message.ParseFromString(await request.read())
-        for resource_metrics in message.resource_metrics:
-            for scope in resource_metrics.scope_metrics:
-                for metric in scope.metrics:
-                    kind = metric.WhichOneof("data")
-                    for point in getattr(metric, kind).data_points:
-                        value = point.sum if kind == "histogram" else point.as_double
-                        if kind == "sum" and point.WhichOneof("value") == "as_int":
-                            value = point.as_int
-                        self.points.append(
-                            (metric.name, metric.unit, _attributes(point.attributes), value)
-                        )
-        answer = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
-        return web.Response(body=answer, content_type="application/x-protobuf")
-
-    def named(self, name: str) -> list[Span]:
-        return [span for span in self.spans if span.name == name]
-
-    def children(self, parent: Span, name: str | None = None) -> list[Span]:
-        return [
-            span
-            for span in self.spans
-            if span.parent_id == parent.span_id and (name is None or span.name == name)
-        ]
-
-
-@contextlib.asynccontextmanager
-async def otlp_receiver() -> AsyncIterator[Receiver]:
-    """A Receiver listening on a free loopback port until the block ends."""
-    found = Receiver()
-    app = web.Application()
-    app.router.add_post("/v1/traces", found.traces)
-    app.router.add_post("/v1/metrics", found.metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    found.url = f"http://127.0.0.1:{port}"
-    try:
-        yield found
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture
@@ -365,8 +261,16 @@ async def test_a_dead_collector_changes_nothing_but_one_warning_line(
     warning line, no traceback, no secret. A hanging one is given up after EXPORT_BOUND
     (the exporter alone would wait its 10 s timeout, then retry)."""
     port = _closed_port() if collector == "refused" else black_hole
+    # The exporter's own give-up (8 s) comes after EXPORT_BOUND, and bounds the wait below.
+    env = {**otel_env(f"http://127.0.0.1:{port}"), "OTEL_EXPORTER_OTLP_TIMEOUT": "8"}
     async with FakeService(seed(**TESTS), speed=SPEED) as svc:
-        job = await _job(run_cli, tmp_path, svc, otel_env(f"http://127.0.0.1:{port}"))
+        job = await _job(run_cli, tmp_path, svc, env)
+    # The command's exit leaves the exporters retrying in a thread; a test process outlives
+    # it, so wait for it: its retries draw on `random`, which a later hypothesis test checks.
+    for thread in threading.enumerate():
+        if thread.name == "asyncclient-otel-exit":
+            await asyncio.to_thread(thread.join, 60)
+            assert not thread.is_alive()
     assert job.code == 1, job.stderr
     verdicts = {e["testId"]: (e["status"], e.get("flaky"), e.get("quarantined"))
                 for e in job.json()}  # fmt: skip

@@ -3,37 +3,13 @@ session's methods and the emulator's routes all agree with it."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
+from spec_support import _shape, spec_operations
 
 from asyncclient import AsyncSession
 from asyncclient._core._operations import API_PREFIX, OPERATIONS, op
 from asyncclient.testing import OPERATIONS as FAULTABLE
 from asyncclient.testing import FakeService
-
-SPEC = Path(__file__).parent / "data" / "api-spec.md"  # a copy of the service's API spec
-_LINE = re.compile(
-    r"^#### (?P<title>.+)\n\n- (?P<method>[A-Z]+) (?P<path>/\S+)\. "
-    r"(?:Tool: (?P<tool>\w+)|REST only)\.",
-    re.M,
-)
-
-
-def _shape(path: str) -> str:
-    """A path with its placeholders unnamed: `/builds/{}` for `{buildId}` and `{build_id}`."""
-    return re.sub(r"\{[^}]*\}", "{}", path)
-
-
-def spec_operations() -> dict[tuple[str, str], tuple[str, str | None]]:
-    """Each operation the spec lists, by (method, path shape): its heading and its tool."""
-    found = {
-        (m["method"], _shape(m["path"])): (m["title"], m["tool"])
-        for m in _LINE.finditer(SPEC.read_text())
-    }
-    assert len(found) >= 10, "the spec's operations were not read: did its layout change?"
-    return found
 
 
 def test_the_table_is_the_specs_operations_and_tools() -> None:

@@ -32,7 +32,7 @@ from asyncclient import (
 )
 from asyncclient.testing import FakeService, NetworkConditions, recorded_retry_waits
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 
 

@@ -27,7 +27,7 @@ TESTS = 200
 KEY = "history-key-5d1"
 
 
-SERVER = Path(__file__).with_name("heavy_history_server.py")
+SERVER = Path(__file__).parents[1] / "heavy_history_server.py"
 
 
 @attrs.define

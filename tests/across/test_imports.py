@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "asyncclient"
+PACKAGE = Path(__file__).resolve().parents[2] / "asyncclient"
 
 
 def module_name(path: Path) -> str:
@@ -535,3 +535,52 @@ def test_the_command_holds_no_round_logic() -> None:
             if isinstance(node, ast.Call)
         }
         assert not calls & {"run_test", "stop_run", "watch_runs", "Reruns", "suite_report"}, path
+
+
+TESTS = PACKAGE.parent / "tests"
+ACROSS = "across"  # suites across the house: hostile services, properties, rules, processes
+
+
+def module_named_by(test: Path) -> bool:
+    """tests/<package>/test_<module>[_<aspect>].py names asyncclient/<package>/<module>; a
+    folder or module may drop its leading underscore (tests/client is asyncclient/_client)."""
+    folder = PACKAGE
+    for part in test.relative_to(TESTS).parts[:-1]:
+        folder = next((folder / n for n in (part, f"_{part}") if (folder / n).is_dir()), None)
+        if folder is None:
+            return False
+    words = test.stem.removeprefix("test_").split("_")
+    names = ["_".join(words[: i + 1]) for i in range(len(words))]
+    return any(
+        name == folder.name.lstrip("_")
+        or any((folder / f).exists() for f in (f"{name}.py", f"_{name}.py", name, f"_{name}"))
+        for name in names
+    )
+
+
+def misnamed_tests(root: Path = TESTS) -> list[str]:
+    return sorted(
+        str(test.relative_to(root))
+        for test in root.rglob("test_*.py")
+        if test.relative_to(root).parts[0] not in (ACROSS, "data") and not module_named_by(test)
+    )
+
+
+def test_each_test_module_is_named_for_a_module_or_is_cross_cutting() -> None:
+    assert misnamed_tests() == []
+
+
+def test_the_name_check_sees_a_test_named_for_no_module() -> None:
+    assert module_named_by(TESTS / "client" / "test_failures.py")
+    assert module_named_by(TESTS / "cli" / "test_run_reruns.py")  # cli/_run.py, its re-runs
+    assert module_named_by(TESTS / "testing" / "test_testing.py")  # the package itself
+    assert not module_named_by(TESTS / "test_hardening.py")
+    assert not module_named_by(TESTS / "client" / "test_runs.py")
+    assert not module_named_by(TESTS / "nowhere" / "test_session.py")
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in *_support.py: a test module imported twice would run its fixtures
+    and module state twice."""
+    importing = re.compile(r"^\s*(?:from|import) test_\w+", re.M)
+    assert [str(t) for t in TESTS.rglob("*.py") if importing.search(t.read_text())] == []

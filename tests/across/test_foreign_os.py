@@ -2,7 +2,7 @@
 fcntl, none of the POSIX-only `os` functions, a byte-range msvcrt lock, and no rename or removal
 of a file any process holds open. Real processes against the emulator in this test's loop.
 
-Marked `processes`, like tests/cli/test_processes.py: run once, on the README's Python.
+Marked `processes`, like tests/across/test_processes.py: run once, on the README's Python.
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ async def test_a_jobs_trace_is_exported_under_windows_rules(tmp_path: Path) -> N
     trace id is the one --json gives."""
     import json
 
-    from test_fleet_trace_cli import otlp_receiver
+    from otlp_support import otlp_receiver
 
     async with otlp_receiver() as found, FakeService(seed(), speed=1000.0) as svc:
         env = {**env_for(svc), "OTEL_EXPORTER_OTLP_ENDPOINT": found.url}

@@ -434,7 +434,7 @@ async def test_ctrl_c_stops_the_runs_and_exits_130(svc: FakeService, tmp_path: P
     assert status_in_emulator(svc, run_id) == "cancelled"
     assert f"stopped 1 run(s): {run_id}" in rest.decode()
     # The interrupted job still leaves a report for an `if: always()` publish step, with the
-    # run as the service has it after the stop (tests/cli/test_interrupts.py has the rest).
+    # run as the service has it after the stop (tests/across/test_interrupts.py has the rest).
     suite = ET.parse(junit).getroot()
     cases = suite.findall(".//testcase")
     assert len(cases) == 1

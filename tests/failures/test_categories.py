@@ -386,7 +386,7 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
         report.counts
     )
     # JUnit still valid against Surefire's XSD, CTRF against its schema, each with the cause.
-    from test_suite import ctrf_is_valid, junit_is_valid
+    from report_support import ctrf_is_valid, junit_is_valid
 
     case = junit_is_valid(report).find(".//testcase[@name='Pay 0']")
     assert case is not None

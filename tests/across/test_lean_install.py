@@ -15,7 +15,7 @@ import pytest
 from asyncclient._core._extras import EXTRAS
 from asyncclient.testing import FakeService
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WITHOUT = str(ROOT / "tests" / "without_extras.py")
 NO_CLI = "error: the asyncclient command needs the cli extra (rich is not installed): "
 NO_CLI += "pip install 'asyncclient[cli]'"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from report_support import T0, run
 
 from asyncclient._reports import ctrf as _ctrf
 from asyncclient._reports import junit as _junit
@@ -23,28 +23,7 @@ from asyncclient.ci import tally
 from asyncclient.models import Run, RunStatus
 from asyncclient.reruns import Attempts, SuiteResult
 
-SCHEMA = json.loads((Path(__file__).parent / "data" / "ctrf-schema-0.0.json").read_text())
-T0 = datetime(2026, 11, 27, 9, 0, 0, tzinfo=UTC)
-
-
-def run(run_id: str, test_id: str, status: str, *, seconds: float = 60, queued: float = 5,
-        at: float = 0, **fields: Any) -> Run:  # fmt: skip
-    created = T0 + timedelta(seconds=at)
-    started = created + timedelta(seconds=queued)
-    final = status not in ("queued", "running")
-    return Run(
-        id=run_id,
-        status=RunStatus(status),
-        test_id=test_id,
-        test_title=f"Title of {test_id}",
-        final=final,
-        duration_ms=round(seconds * 1000) if final else None,
-        created_at=created,
-        started_at=started,
-        finished_at=started + timedelta(seconds=seconds) if final else None,
-        link=f"https://svc.example/runs/{run_id}",
-        **fields,
-    )
+SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "ctrf-schema-0.0.json").read_text())
 
 
 def job() -> SuiteResult:
@@ -186,7 +165,7 @@ def test_the_ci_step_hands_on_the_device_minutes() -> None:
     assert tally(answer).device_seconds == 300.0
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / ".ci" / ".node" / "node_modules"
 
 

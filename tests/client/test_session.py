@@ -618,7 +618,7 @@ async def test_unknown_id_is_not_found_in_one_line(session: AsyncSession) -> Non
 
 
 async def test_connection_refused_is_a_transport_error(waits: list[float]) -> None:
-    # retry_deadline=0: an outage counts against max_retries (tests/test_embedding.py has the
+    # retry_deadline=0: an outage counts against max_retries (tests/across/test_embedding.py has the
     # deadline's own behaviour).
     url = f"http://127.0.0.1:{_free_port()}"
     async with AsyncSession("k", url, max_retries=2, retry_deadline=0) as session:

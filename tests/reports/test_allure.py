@@ -8,13 +8,13 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from test_time_and_cost import run as timed_run
+from allure_support import generate
+from report_support import run as timed_run
 
 from asyncclient._reports import allure as _allure
 from asyncclient._reports import model as _model
@@ -22,13 +22,11 @@ from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult
 from asyncclient.spend import Reuse
 
-REPO = Path(__file__).resolve().parent.parent
-ALLURE = REPO / ".ci" / ".node" / "node_modules" / ".bin" / "allure"
 SHA = "a" * 64
 
 
 def run(run_id: str, test_id: str, status: str, *, at: float = 0, **fields: Any) -> Run:
-    """A final run of 60 s (tests/test_time_and_cost.py's) in project p_shop, build ab_1."""
+    """A final run of 60 s (tests/reports/test_model.py's) in project p_shop, build ab_1."""
     return timed_run(
         run_id, test_id, status, at=at, project_id="p_shop", build_id="ab_1", mode="auto", **fields
     )
@@ -200,29 +198,6 @@ def test_evidence_is_linked_into_the_folder_not_copied(tmp_path: Path) -> None:
     linked = folder / attached[0]["source"]
     assert linked.read_bytes() == b"\x00video"
     assert os.path.samefile(linked, video)  # the same file, not a copy
-
-
-def allure_command() -> Path:
-    if not (ALLURE.exists() and shutil.which("java")):
-        if os.environ.get("CI"):
-            pytest.fail("Allure's command line or Java is missing: .ci/run installs both")
-        pytest.skip("Java and `npm install --prefix .ci/.node allure-commandline` are needed")
-    return ALLURE
-
-
-def generate(results_dir: Path, report_dir: Path) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(allure_command()), "generate", str(results_dir), "-o", str(report_dir), "--clean"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    widgets = report_dir / "widgets"
-    return {
-        name: json.loads((widgets / f"{name}.json").read_text())
-        for name in ("summary", "history-trend", "categories")
-    }
 
 
 def test_allures_own_command_line_renders_the_counts_the_job_reported(tmp_path: Path) -> None:
