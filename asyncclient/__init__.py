@@ -30,9 +30,7 @@ from asyncclient.errors import (
     WatchTimeoutError,
 )
 
-# A library's logging: records go wherever the application sends them, and nowhere (not to
-# logging.lastResort on stderr) when it sets up nothing. The loggers, one per concern, are
-# asyncclient.requests, .retries, .outage, .watch, .upload, .apps and .mcp.
+# A library logs only where the application sends records.
 logging.getLogger("asyncclient").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
     from asyncclient.upload import UploadItem, UploadResult
     from asyncclient.watch import RunWatcher
 
-# Public name -> the module that defines it, imported on first access (PEP 562).
+# Public name -> its module, imported on first access (PEP 562).
 _LAZY = {
     "AsyncSession": "asyncclient._client._session",
     "PartBody": "asyncclient._local._bodies",

@@ -105,7 +105,7 @@ class Tally:
     flaky: int = 0
     failed: int = 0
     quarantined: int = 0
-    reused: int = 0  # of the passed: reused from an earlier pass on an identical build
+    reused: int = 0  # of the passed: reused from a pass on an identical build
     run_ids: tuple[str, ...] = ()
     device_seconds: float = 0.0  # every run of the job, re-runs included
 
@@ -299,7 +299,7 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
             quarantine = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             quarantine = "unreadable"  # the run command says why, in one line
-    # The failure categories decide which failures are re-run: the file where the job runs.
+    # The categories file where the job runs decides which failures re-run.
     categories = ""
     found = (cwd or Path.cwd()) / CATEGORIES_FILE
     if found.exists():
@@ -328,8 +328,7 @@ def idempotency_key(settings: Settings, build_ids: Sequence[str], cwd: Path | No
         },
         sort_keys=True,
     )
-    # The digest of the whole (the CI run, attempt and leg too) first: a service that keeps
-    # only a prefix of the key still tells every job and leg apart.
+    # The whole's digest first, for services keeping a prefix.
     return derived_key(settings.key_prefix, what, label=settings.key_prefix)
 
 
@@ -363,7 +362,7 @@ def run_arguments(
     if settings.max_failures:
         argv += ["--max-failures", str(settings.max_failures)]
     if settings.timeout:
-        # A CI job that gives up stops what it started: the runs do not go on unwatched.
+        # A CI job that gives up stops what it started.
         argv += ["--timeout", settings.timeout, "--stop-on-timeout"]
     if settings.fail_on_flaky:
         argv.append("--fail-on-flaky")
@@ -411,9 +410,7 @@ Command = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 def _asyncclient(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """The asyncclient command of this Python; its stdout captured, its stderr the job's."""
-    # -I: the workspace (a pull request's checkout, the working directory) is not put on
-    # sys.path, nor are PYTHON* variables or the user's site read: its own asyncclient/ folder
-    # never runs in place of this package.
+    # -I: the checkout's asyncclient/ never runs in our place.
     return subprocess.run(
         [sys.executable, "-I", "-m", "asyncclient", *argv],
         stdout=subprocess.PIPE,
@@ -457,7 +454,7 @@ def run(
         if settings.profile:
             argv += ["--profile", settings.profile]
         uploaded = command(argv)
-        # Only ids the API could have made reach the outputs: the service's text never does.
+        # Only ids the API could have made reach the outputs.
         build_ids = [word for word in uploaded.stdout.split() if is_id("build", word)]
         outputs["build-ids"] = " ".join(build_ids)
         if uploaded.returncode != 0:
@@ -574,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     environ = os.environ
     try:
-        # The step runs the asyncclient command: the cli extra, said before anything is sent.
+        # The step needs the cli extra: checked before sending.
         require("the CI step (python -m asyncclient.ci)", "cli")
     except MissingExtraError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

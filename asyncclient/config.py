@@ -357,7 +357,7 @@ def _layer(
                         keys[sub],
                         subvalue,
                         subline,
-                        # A path the command line gives instead is never written: no refusal.
+                        # A path given on the line is never written.
                         confine=confine and f"{name}.{sub}" not in given,
                     )
                     values.setdefault(f"{name}.{sub}", (checked, subline))
@@ -384,7 +384,7 @@ def _check_secret_file(path: Path, *, project: bool, line: int) -> None:
             "api_key_env"
         )
     if sys.platform == "win32":
-        return  # no POSIX modes: the file lives in the user's profile, guarded by its ACL
+        return  # no POSIX modes: the profile's ACL guards it
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ValidationError(

@@ -211,7 +211,7 @@ async def read_history(
                 return test_id, None
         kept = [slim(run) for run in runs if run.id not in left_out and run.test_id == test_id]
         others = sum(1 for run in runs if run.id not in left_out and run.test_id != test_id)
-        del runs  # the whole views (titles, checks, captures) go now: only the records stay
+        del runs  # the whole views go now; the records stay
         if others and not kept:
             why[test_id] = f"its listing held {others} runs of other tests and none of its own"
             return test_id, None

@@ -330,7 +330,7 @@ def _when(run: Run) -> float:
 
 
 def _one(test_id: str, runs: list[Run], truncated: bool, left_out: list[Run]) -> TestFlakiness:
-    if not runs:  # every run of it failed for the infrastructure: nothing to judge it by
+    if not runs:  # every run failed for infrastructure: nothing to judge
         title = max(left_out, key=_when).test_title
         return TestFlakiness(
             test_id=test_id,
@@ -357,7 +357,7 @@ def _one(test_id: str, runs: list[Run], truncated: bool, left_out: list[Run]) ->
         for build_runs in builds.values()
         if any(r.passed for r in build_runs) and any(not r.passed for r in build_runs)
     ]
-    # The builds in the order the test last ran on them; the last few decide "broken".
+    # Builds in the test's last order; the last few decide.
     latest = sorted(builds.values(), key=lambda build_runs: _when(build_runs[-1]))
     broken = all(not r.passed for build_runs in latest[-BROKEN_BUILDS:] for r in build_runs)
     state: State = "broken" if broken else "flaky" if flaky else "stable"
@@ -430,7 +430,7 @@ async def fetch_flakiness(
             raise ValueError("name the tests, or the project to find them in")
         requests += 1
         newest = await session.list_runs(project_id=project_id, limit=LISTING_LIMIT)
-        # Only ids the API could have made: the service's text is never taken as a test.
+        # Only API-shaped ids: text is never a test.
         wanted = list(
             dict.fromkeys(
                 r.test_id
@@ -449,9 +449,9 @@ async def fetch_flakiness(
             runs, truncated, count = await _history(
                 session, project_id, test_id, since, exclude, read_text=read_text
             )
-            if keep_runs:  # a small record each: 200 tests of 200 failed runs stay bounded
+            if keep_runs:  # a small record each: bounded
                 kept.extend(failure_record(run) for run in runs if not run.passed)
-            # Analysed at once: only the small result is kept, not the test's runs.
+            # Analysed at once; only the result is kept.
             cut = [test_id] if truncated else []
             return analyse(runs, since=since, truncated=cut, categories=categories), count
 

@@ -308,8 +308,7 @@ class Run:
         """Whether the run passed (its status, read leniently)."""
         return self.status_kind == RunStatus.PASSED
 
-    # Readers of the fields whose shape the API spec leaves open (asyncclient._values._lenient):
-    # each gives the same answer whichever shape the service chose, computed when asked.
+    # Open-shaped fields, read leniently when asked (_values._lenient).
 
     @property
     def requirement_results(self) -> tuple[Requirement, ...]:

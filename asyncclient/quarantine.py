@@ -197,7 +197,7 @@ def write_quarantine(
     _require_writer("writing the quarantine file (--write-quarantine)")
     import tomlkit
 
-    # A symlinked file is written where it points, as an editor does: the link stays a link.
+    # A symlinked file is written where it points: the link stays.
     where = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     entries = list(entries)
     for entry in entries:
@@ -217,8 +217,7 @@ def write_quarantine(
         return []
     tables = document.get("quarantine")
     if isinstance(tables, list) and not isinstance(tables, tomlkit.items.AoT):
-        # `quarantine = [...]`: an inline array. An empty one becomes the tables it would
-        # have held; one with entries is left for a person to turn into [[quarantine]] tables.
+        # An empty inline array becomes tables; others wait.
         if len(tables):
             raise ValidationError(
                 f"{Path(path)}: quarantine is an inline array; write its entries as "
@@ -273,7 +272,7 @@ def lift_quarantine(path: str | os.PathLike[str], tests: Iterable[str]) -> list[
     text = where.read_bytes().decode("utf-8")
     check_liftable(path, text)
     kept = _without_tables(text, wanted)
-    try:  # what is left must read back as the other entries, or nothing is written
+    try:  # must read back as the others, or no write
         left = [t.get("test") for t in tomllib.loads(kept).get("quarantine", [])]
     except (tomllib.TOMLDecodeError, AttributeError):
         left = None
@@ -325,8 +324,7 @@ def _without_tables(text: str, tests: set[str]) -> str:
         if first == 0:
             first = start  # the file's own comments, at its top
         drop.update(range(first, last))
-        # The blank line after it goes too, unless it parts a table above from what follows:
-        # no gap of two is left behind.
+        # Its blank line goes too, unless it parts tables.
         joins_content = first > 0 and _is_content(lines[first - 1])
         if last < len(lines) and not lines[last].strip() and not joins_content:
             drop.add(last)
@@ -365,7 +363,7 @@ def _save(path: str | os.PathLike[str], where: Path, document: Any) -> None:
     if not text.endswith("\n"):
         text += "\n"
     try:
-        # The result must read back as the entries it holds, or nothing is written.
+        # Must read back as its entries, or no write.
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - tomlkit writes valid TOML
         raise ValidationError(

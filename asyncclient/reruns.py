@@ -365,44 +365,37 @@ class Reruns:
         self.fail_on_flaky = fail_on_flaky
         self.quarantined = dict(quarantined or {})
         self.fail_on_quarantined = fail_on_quarantined
-        # Flaky on arrival: the tests found new (whoever read the history adds them), each
-        # repeated this many times at most, within this much device time.
+        # Flaky on arrival: new tests' repeats and their device time.
         self.new_test_runs = check_new_test_runs(new_test_runs)
         self.new_test_budget = BUDGET_SECONDS if new_test_budget is None else new_test_budget
         self.new_test_warn = new_test_warn
         self.new_tests: set[str] = set()
         self._repeated: dict[str, int] = {}  # entry -> repeats started
-        # Reuse: this job's runs stopped for an earlier pass on an identical build, by run id.
+        # Runs stopped for a pass on an identical build.
         self.reused: dict[str, Reuse] = {}
-        # The runs whose start said they are beyond the plan's included runs (the first ones
-        # are added by whoever started them, the re-runs here).
+        # Runs whose start said they are past the plan's included runs.
         self.overage: set[str] = set()
         # The runs a fail-fast stopped (--max-failures), added by whoever stopped them.
         self.fail_fast: set[str] = set()
         self._mode = mode
         self._build_id = build_id
-        # Each re-run's key is derived from this one: the same suite key gives the same re-run
-        # keys, so a command run again with its --idempotency-key starts no test twice.
+        # Re-run keys derive from this: no test starts twice.
         self._key = idempotency_key or f"asyncclient-{uuid.uuid4()}"
-        # One entry per run given at first (two runs of one test stay two entries), keyed by
-        # that run's id; a re-run is appended to the entry of the run it repeats.
+        # One entry per first run; its re-runs append.
         self._entries: dict[str, list[Run]] = {}
         self._entry_of: dict[str, str] = {}  # run id -> entry
         self._errors: dict[str, str] = {}  # entry -> why its re-run was refused
         self._rank: dict[str, int] = {}  # first run id -> its place in the result (order())
-        # Re-runs at once (`at-once`, `hedge`): a test's runs may overlap; the first pass stops
-        # the others, which are then not counted.
+        # at-once, hedge: runs overlap; the first pass stops others.
         self.at_once = at_once
         self._kind: dict[str, str] = {}  # run id -> rerun, repeat or copy (first runs: none)
         self.stopped: set[str] = set()  # runs stopped because another run of the test passed
-        # The device time re-runs and copies may take: each is reckoned at its test's usual
-        # duration when it starts, then at what it took once final.
+        # Device time re-runs may take, reckoned as they go.
         self.budget_seconds = budget_seconds
         self.usual_seconds: dict[str, float] = {}  # test id -> its runs' usual duration
         self._reckoned: dict[str, float] = {}  # run id of a re-run or copy -> seconds
         self._budget_spent: set[str] = set()  # entries refused a run by the budget
-        # What each failure was (its category), and the tests not re-run because they fail
-        # the same way as before on the same build (entry -> why).
+        # Failure categories, and tests not re-run (failed so before).
         self.categories = categories
         self._kept: dict[str, str] = {}
 
@@ -496,7 +489,7 @@ class Reruns:
             return None
         going = sum(1 for seen in attempts if not seen.is_final)
         left = self.runs_left(run)
-        # A copy still going is a chance already taken: only the runs beyond it start.
+        # A copy going is a chance taken.
         if going or not left:
             return None
         return run, left
@@ -620,7 +613,7 @@ class Reruns:
                 return None
         reckoned = self._reckoned.pop(f"?{key}", None)
         if started.run_id in self._entry_of:
-            # A service that merged two keys (or answered an old start): never a second verdict.
+            # A service that merged two keys: never a second verdict.
             self._errors.setdefault(
                 entry,
                 f"the service answered run {started.run_id} for a new start of {test_id}, "
@@ -701,7 +694,7 @@ class Reruns:
                 jobs.append(self._start_one(session, limit, run, key, kind))
         if self.budget_seconds is None:
             done = await asyncio.gather(*jobs)
-        else:  # one after another, so that each start is reckoned against the budget
+        else:  # one by one: each start is reckoned against the budget
             done = [await job for job in jobs]
         return [item for item in done if item is not None]
 
@@ -712,7 +705,7 @@ class Reruns:
         together = self.at_once and not repeats and len(runs) > 1
         decided_on = 0
         if together:
-            # The run that decides the verdict goes last, where every report reads it.
+            # The deciding run goes last, where every report reads it.
             counted = [r for r in runs if r.is_final and r.status_kind != "cancelled"]
             decider = next((r for r in counted if r.passed), None)
             decider = decider or next((r for r in runs if not r.is_final), None)

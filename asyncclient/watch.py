@@ -95,10 +95,7 @@ class WatchOptions(TypedDict, total=False):
 
 
 _structure_run: Final = structure_hook(Run)
-# Each (status, final) pair as sent, once: the one tuple every run in that state shares (100,000
-# runs hold a handful of tuples, not 100,000 more objects for the garbage collector to walk) and
-# whether it is final, read as a Run reads it. Bounded, in case a service sends a new word
-# every time.
+# Each (status, final) pair once, shared: fewer objects.
 _STATES: dict[tuple[Any, Any], tuple[tuple[Any, Any], bool]] = {}
 _STATES_MAX: Final = 256
 Raw = Mapping[str, Any]
@@ -118,11 +115,7 @@ def _state_of(pair: tuple[Any, Any]) -> tuple[tuple[Any, Any], bool]:
     return known
 
 
-# A kept run's empty lists become this (JSON has no tuples, so nothing else is one). An empty
-# list is an object the garbage collector walks, and so is a dict holding one, at every pass
-# over its generation; a dict built holding only strings, numbers, None and this is never
-# tracked at all. With 100,000 runs kept, the collector's passes over them were more than a
-# third of a first sweep's CPU. Turned back into [] when a Run is built.
+# Empty lists as (): plain dicts escape the collector.
 _NO_ITEMS: Final = ()
 
 
@@ -138,8 +131,7 @@ class _Tracker:
     def __init__(self, unknown_after: int) -> None:
         self.unknown_after = unknown_after
         self.order: dict[str, None] = {}  # every id ever watched, first-seen order
-        # The latest view of each run: the service's JSON until someone reads it as a Run
-        # (view()), then that Run. A first sweep over 100,000 runs builds no Run at all.
+        # Raw JSON until read as a Run (view()).
         self.views: dict[str, Run | Raw] = {}
         self.pending: dict[str, None] = {}  # ids the next sweep asks for (a dict keeps order)
         self.missing: dict[str, int] = {}  # consecutive answers that left the id out
@@ -184,7 +176,7 @@ class _Tracker:
                 continue
             if missing:
                 missing.pop(run_id, None)
-            # status and the final flag decide is_final, so comparing them is enough.
+            # status and final decide is_final.
             pair = (raw.get("status"), raw.get("final"))
             if states.get(run_id) == pair:
                 continue
@@ -466,7 +458,7 @@ class RunWatcher:
                 "for runs added later"
             )
         if self._tracker.add(ids):
-            # New runs deserve a prompt first look: the pace snaps back to the base interval.
+            # New runs deserve a prompt look: back to the base interval.
             delay = self._pacer.after_sweep(True)
             if self._started:
                 self._next_sweep_at = min(self._next_sweep_at, self._clock() + delay)
@@ -506,7 +498,7 @@ class RunWatcher:
             and self._stop_on_cancel
             and not self._stopping_done
         ):
-            # Cancelled while the consumer was busy with a yielded run, not inside __anext__.
+            # Cancelled while the consumer held a yielded run.
             await self._stop_pending(refresh=True)
         await self.aclose()
 
@@ -609,8 +601,7 @@ class RunWatcher:
         async def fetch(batch: Sequence[str]) -> list[Raw] | AsyncClientError:
             self.requests += 1
             try:
-                # retries=0: a 429 must reach the watcher, which pauses every batch for it.
-                # The ids were checked when they were added (CheckedIds): not again.
+                # retries=0: a 429 pauses every batch.
                 raw = await self._session.list_run_views(batch, retries=0)
             except AsyncClientError as exc:
                 return exc  # every batch's outcome is wanted: the error as a value
@@ -639,7 +630,7 @@ class RunWatcher:
             wait = result.retry_after if isinstance(result, ApiError) else None
             if wait is not None:
                 retry_after = max(retry_after or 0.0, wait)
-            # A 429 with a Retry-After is a pause, not a failure; a 5xx is a failure either way.
+            # 429 with Retry-After: a pause; 5xx: a failure.
             if wait is None or isinstance(result, ServerError):
                 transient = result
         if fatal is not None:
@@ -647,7 +638,7 @@ class RunWatcher:
             raise fatal
         now = self._clock()
         if retry_after is not None:
-            # The service's word, capped like the session caps it for its own retries.
+            # Capped as the session caps its own retries.
             retry_after = min(retry_after, self._session.max_retry_after)
             log.debug("asked to wait: every batch waits %.3f s", retry_after)
             self._paused_until = now + retry_after

@@ -29,8 +29,7 @@ class Exchange:
         self.number = number
         self.phase: str | None = None
         self.status = 0
-        # The answer's headers: its request id is read from them only when wanted (an error,
-        # a DEBUG line), not on every answer of a hot path.
+        # Read for the request id only when wanted.
         self.headers: Mapping[str, str] | None = None
         self.failure: BaseException | None = None
 
@@ -81,7 +80,7 @@ class Call:
     ) -> None:
         self.operation = operation
         self.method = operation.method
-        # A part upload or a file download: timed by idle time, not by a total.
+        # A part upload or download: timed by idle time.
         self.transfer = operation.streams
         self.url = url
         self.path = path

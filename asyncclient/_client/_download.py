@@ -45,7 +45,7 @@ async def download_to(
     rel = wire.run_file_path(run_id, file)
     target = Path(dest)
     if await aiofiles.os.path.isdir(target):
-        # The service's name for the file, made safe to store on any platform.
+        # The service's file name, made safe to store on any platform.
         target = target / safe_name(unquote(rel.rsplit("/", 1)[-1]))
     elif not await aiofiles.os.path.isdir(target.parent):
         raise ValidationError(
@@ -57,7 +57,7 @@ async def download_to(
     call = transport.make_call(
         operation,
         path,
-        # Byte counts and ranges are of the stored file: no compression on the way.
+        # Stored bytes: no compression on the way.
         headers={"Accept": "*/*", "Accept-Encoding": "identity"},
         prepare=download.prepare,
         consume=download.consume,
@@ -142,7 +142,7 @@ class _Download:
     async def _prepare(self, headers: Mapping[str, str]) -> Mapping[str, str]:
         self.validator = None
         size = await _resumable_size(self.part)
-        if size is None:  # a link, a folder, a second name of a file: not ours to extend
+        if size is None:  # a link, a folder, a second name: not ours to extend
             await self._discard()
             size = 0
         self.offset = size
@@ -151,7 +151,7 @@ class _Download:
         extra = {"Range": f"bytes={self.offset}-"}
         etag = await self._read_etag()
         if etag:
-            # If the file changed since, the service answers 200 with all of it.
+            # A changed file is answered 200 with all of it.
             extra["If-Range"] = self.validator = etag
         return {**headers, **extra}
 
@@ -175,8 +175,7 @@ class _Download:
                     f"{resp.headers.get('Content-Range')!r}"
                 )
             if self.validator is not None and resp.headers.get("ETag") != self.validator:
-                # A server that ignores If-Range sends the rest of a changed file: appending it
-                # to the old bytes would make a file that never existed. Start over, at once.
+                # If-Range ignored on a changed file: start over.
                 await self._discard()
                 return self._retry(
                     "the file changed since the partial download (another ETag) and the "
@@ -186,7 +185,7 @@ class _Download:
             self.total = content_range[2]
             mode: Literal["ab", "wb"] = "ab"
         else:
-            # 200: the whole file (a first attempt, or the file changed): start over.
+            # 200: the whole file (first attempt, or changed): start over.
             self.offset = 0
             self.total = resp.content_length
             mode = "wb"
@@ -216,8 +215,7 @@ class _Download:
             raise TransportError(
                 f"the download of {self.target.name} did not complete", method="GET", url=self.url
             )
-        # The .part file is closed by now: Windows renames no open file. A program holding
-        # the old file at the target's name (a viewer) is waited for a moment.
+        # Closed first: Windows renames no open file.
         await _files.areplace(self.part, self.target)
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(self.etag_file)

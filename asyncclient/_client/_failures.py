@@ -20,17 +20,15 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILURES", "Reading", "read_failure", "verdict_of"]
 
-# Each row: aiohttp's or the OS's failures, then the decision for a request that may be sent
-# twice, and for one that may not (it may have reached the service). The first row that
-# matches decides; a failure no row names is permanent. "outage": the service looks down or
-# restarting, retried until the retry deadline rather than for a number of tries.
+# Rows: failures, then verdicts when resending is safe, and not.
+# First match wins; none: permanent. Outages retry until the deadline.
 FAILURES: Final[tuple[tuple[tuple[type[BaseException], ...], Verdict, Verdict], ...]] = (
-    # TLS and a certificate's fingerprint do not heal by retrying; nor a name not resolved.
+    # TLS, fingerprints and unresolved names do not heal by retrying.
     ((aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch), "permanent", "permanent"),
     ((aiohttp.ClientConnectorDNSError, socket.gaierror), "permanent", "permanent"),
-    # Nothing listens, or no connection in time: the request surely never went out.
+    # Nothing listening, or no connection in time: nothing went out.
     ((aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError), "outage", "outage"),
-    # The service dropped the connection: down or restarting, but the request may have arrived.
+    # Dropped: down or restarting, but the request may have arrived.
     ((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError), "outage", "permanent"),
     # A transfer that broke or timed out midway.
     (
@@ -99,7 +97,7 @@ def _words(
         reason = os.strerror(errno) if errno else str(exc.os_error)
         return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"
     if transfer and isinstance(exc, TimeoutError):
-        # Only idle timers run on a transfer: aiohttp's sock_read, or our body's own.
+        # Only idle timers run on a transfer: sock_read or our body's.
         return f"no data moved for {timeout:g} s (timeout)"
     if isinstance(exc, TimeoutError) and not str(exc):
         where = f", {phase}" if phase else ""

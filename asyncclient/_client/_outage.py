@@ -49,8 +49,7 @@ class Outages:
         self._failures = 0
         self._told = False
         self._waiting: set[int] = set()  # the calls (ids) that met this streak and go on
-        # Fires at the threshold: a call waiting between sparse attempts (5 s apart, say)
-        # meets no failure at that moment, yet the service has been away for that long.
+        # Fires at the threshold, even between sparse attempts.
         self._timer: asyncio.TimerHandle | None = None
 
     def failed(self, call: int, reason: str, request: str) -> None:
@@ -100,10 +99,10 @@ class Outages:
             return
         if not answered:
             if not self._waiting and not self._told:
-                self._reset()  # the calls that saw the blip are gone: it says nothing more
+                self._reset()  # the calls that saw the blip are gone
             return
         if self._told and not lived and self._waiting:
-            return  # the calls that lived through it are about to come through: one of them says
+            return  # a surviving call is about to say so
         if self._told:
             seconds = max(self._now() - self.since, self._threshold)
             log.info(
@@ -116,8 +115,7 @@ class Outages:
         self._reset()
 
     def _reset(self) -> None:
-        # The calls still retrying join the next streak when they fail again; one that
-        # succeeds meanwhile is not looked for (since is None): nothing of it stays here.
+        # Retrying calls join the next streak; succeeded ones are forgotten.
         self.since = None
         self._told = False
         self._failures = 0

@@ -189,8 +189,7 @@ class AsyncSession:
         ```
     """
 
-    # How the messages name the network options; the command line's own subclass names its
-    # flags (--proxy, --ca-file, ...) instead.
+    # How messages name the network options (the CLI names flags).
     _option_names: ClassVar[Mapping[str, str] | None] = None
 
     def __init__(
@@ -552,7 +551,7 @@ class AsyncSession:
         try:
             await self._call(name, _ignore, ids=ids)
         except NotFoundError as exc:
-            # An earlier attempt may have deleted it before its answer was lost.
+            # An earlier attempt may have deleted it.
             if exc.attempts <= 1:
                 raise
 
@@ -704,10 +703,9 @@ class AsyncSession:
         if ids is None:
             if limit is not None:
                 params["limit"] = str(checks.check_limit(limit))
-            # Cut to what was asked (the service's default 50 when no limit was given; the
-            # API's maximum, 200, for a service that chose otherwise), whatever it answers.
+            # Cut to what was asked, whatever the service answers.
             within = read_runs_within(limit if limit is not None else checks.LIST_LIMIT_MAX)
-            # A test's runs serve that test: in a traced job, under its span.
+            # In a traced job, under its test's span.
             served = {"test_id": test_id} if test_id is not None else None
             return await self._call("list_runs", within, params=params, retries=retries, ids=served)
         if limit is not None:
@@ -761,7 +759,7 @@ class AsyncSession:
     async def _list_run_batch(
         self, batch: Sequence[str], filters: Mapping[str, str], retries: int | None
     ) -> list[Run]:
-        # No limit goes to the service: its default (50) covers a whole batch.
+        # No limit sent: the default 50 covers a batch.
         params = {**filters, "ids": ",".join(batch)}
         return await self._call("list_runs", read_runs_of(batch), params=params, retries=retries)
 
@@ -915,7 +913,7 @@ class AsyncSession:
         try:
             return await self._call("stop_run", read_status, ids={"run_id": run_id})
         except ConflictError as exc:
-            # Whatever its code: on a retry, a refusal means an earlier attempt stopped it.
+            # On a retry, a refusal means an earlier attempt stopped it.
             if exc.attempts <= 1:
                 raise
         return (await self.get_run(run_id)).status
@@ -1037,7 +1035,7 @@ class AsyncSession:
         endpoint_id = checks.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
 
-    # --- uploads and watching: the work lives in upload/ and watch.py -----------------------
+    # --- uploads and watching: upload/ and watch.py ---
 
     @_telemetry.traced("upload_build", "project_id")
     async def upload_build(
@@ -1324,7 +1322,7 @@ class AsyncSession:
         *,
         interval: float = 3.0,
         max_interval: float = 30.0,
-        # The deadline spans many sweeps and ends with stopping runs: asyncio.timeout cannot.
+        # The deadline spans sweeps and stopping: not asyncio.timeout.
         timeout: float | None = None,  # noqa: ASYNC109
         stop_on_timeout: bool = False,
         **options: Unpack[WatchOptions],

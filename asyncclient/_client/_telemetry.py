@@ -50,8 +50,7 @@ RETRIES: Final = "asyncclient.client.retries"
 _BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 _UNKNOWN: Final = object()
 
-# Made once per provider: the provider is kept beside what was made of it, so an id reused
-# by a later provider (tests set up a fresh SDK each) is never taken for the old one.
+# Made once per provider, kept beside it: ids get reused.
 _tracers: dict[int, tuple[Any, Any]] = {}
 
 PARENTS: contextvars.ContextVar[Callable[[Mapping[str, Any]], Any] | None] = contextvars.ContextVar(
@@ -85,7 +84,7 @@ def _in_environ(*names: str) -> bool:
 
 
 _NOBODY: Final = (None, None)
-# The API's two globals, read directly (an API without them is asked the long way).
+# The API's two globals, read directly.
 _GLOBALS_KNOWN: Final = ENABLED and all(
     hasattr(module, name)
     for module, name in ((trace, "_TRACER_PROVIDER"), (metrics._internal, "_METER_PROVIDER"))

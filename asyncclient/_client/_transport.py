@@ -39,8 +39,7 @@ from asyncclient.errors import (
 
 __all__ = ["Transport"]
 
-# One DEBUG record per attempt (requests) and per retry (retries), with their fields on the
-# record as well as in the message (see the embedding guide); outages: asyncclient._client._outage.
+# One DEBUG record per attempt and per retry.
 requests_log: Final = logging.getLogger("asyncclient.requests")
 retries_log: Final = logging.getLogger("asyncclient.retries")
 
@@ -55,7 +54,7 @@ def _short(reason: str) -> str:
 T = TypeVar("T")
 
 _DEBUG: Final = logging.DEBUG
-# orjson decodes run views about twice as fast as the stdlib: most of a watcher's CPU.
+# orjson: twice as fast on runs, a watcher's main cost.
 _loads: Final = orjson.loads
 answers_log: Final = logging.getLogger("asyncclient.answers")
 
@@ -63,7 +62,7 @@ answers_log: Final = logging.getLogger("asyncclient.answers")
 def _parsed(raw: bytes, operation: str) -> Any:
     """The JSON answer, nested at most bounds.MAX_DEPTH deep (said in one line when cut)."""
     value = _loads(raw)
-    # Fewer brackets than the depth allowed cannot nest deeper: the common answer skips the walk.
+    # Too few brackets to nest too deep: skip the walk.
     if raw.count(b"[") + raw.count(b"{") >= bounds.MAX_DEPTH:
         value, cut = bounds.cut_depth(value)
         if cut:
@@ -77,7 +76,7 @@ def _parsed(raw: bytes, operation: str) -> Any:
 
 _dumps: Final = orjson.dumps
 
-# Stands in for the idle timer of a transfer's body on every other request.
+# The idle timer's stand-in for requests without a body.
 _NO_DEADLINE: Final = contextlib.nullcontext()
 
 
@@ -128,8 +127,7 @@ class Transport:
         self._timeout_s = float(timeout)
         self._connect_timeout_s = connect_timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
-        # Our own session: aiohttp's pool never waits (an attempt first takes one of our
-        # slots, _slots), so its total runs from then; the socket's connect is timed apart.
+        # Our slots hold the waiting, so total starts at the send.
         self._own_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._pool_timeout = pool_timeout
         self._outages = Outages(outage_threshold, retry.deadline, retry.now)
@@ -139,8 +137,7 @@ class Transport:
         self._connection_limit = connection_limit
         self._http: aiohttp.ClientSession | None = client_session
         self._owns_http = client_session is None
-        # The loop our own aiohttp session lives on, and the async generator that closes it
-        # when asyncio.run (or any runner) shuts that loop down (see _bind).
+        # Our session's loop, and its closer at loop shutdown (_bind).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
         self._slots: Slots | None = None
@@ -148,9 +145,7 @@ class Transport:
         self._retry = retry
         self._closed = False
         self._api = self._base_url + wire.API_PREFIX
-        # Our own session carries the timeout; a borrowed one gets it on every request. A
-        # borrowed session made with raise_for_status=True would turn error answers into
-        # aiohttp exceptions: every request asks for the answer itself.
+        # Borrowed sessions: timeout per request, never raise for status.
         self._request_options: dict[str, Any] = {
             "allow_redirects": False,
             **network.request_options(),
@@ -197,10 +192,7 @@ class Transport:
                 raise RuntimeError("this AsyncSession is closed; create a new one")
             connector = aiohttp.TCPConnector(limit=self._connection_limit)
             http = aiohttp.ClientSession(connector=connector, timeout=self._own_timeout)
-            # aiohttp resends an idempotent request once, at once and unseen, when a reused
-            # connection drops (RFC 9112 9.3.1.1). Our loop already retries with backoff and
-            # counts every attempt (a DELETE's 404 after a retry means done), so a hidden
-            # second loop would only skew that; aiohttp's own test client turns it off too.
+            # No hidden resend: our loop counts every attempt.
             if hasattr(http, "_retry_connection"):
                 http._retry_connection = False
             self._http = http
@@ -213,13 +205,12 @@ class Transport:
         ends (asyncio.run, asyncio.Runner, pytest's loops), and its `finally` closes the
         connections on that loop, while it still runs: nothing is left unclosed."""
         self._loop = _running_loop()
-        # As many slots as connections: a request waits here, not in aiohttp's pool, so that
-        # the wait is not the service's doing: not timed, never retried (pool_timeout bounds it).
+        # Wait for a slot here: untimed, never retried.
         self._slots = Slots(self._connection_limit)
         closer = _close_at_loop_end(http)
         step = closer.asend(None)  # registers it with the loop (the firstiter hook) ...
         with contextlib.suppress(StopIteration):
-            step.send(None)  # ... and runs it to its yield, with no await on the way
+            step.send(None)  # ... and runs it to its yield, no await between
         self._closer = closer
 
     def _rebind(self) -> None:
@@ -323,7 +314,7 @@ class Transport:
         policy = self._retry
         started = policy.now()
         try:
-            # The first attempt outside the retry loop: nearly every call ends with it.
+            # The first attempt, outside the retry loop: most calls end here.
             result = await self._send_handling_pool(call)
             if isinstance(result, Retry):
                 result = await retrying(
@@ -338,7 +329,7 @@ class Transport:
             if isinstance(error, ApiError | TransportError):
                 error.attempts = call.attempts
             if outages.since is not None:
-                # An answer of the service, other than an outage's, says it is back.
+                # Any answer but an outage's says the service is back.
                 answered = isinstance(error, ApiError) and classify(error.status) != "outage"
                 outages.left(id(call), answered=answered, request=call.describe())
             raise
@@ -416,7 +407,7 @@ class Transport:
                 async with asyncio.timeout(self._pool_timeout):
                     await slots.take()
             except TimeoutError:
-                # The pool stayed full: nothing went out, and retrying would only queue again.
+                # Nothing went out; a retry would only queue again.
                 raise PoolTimeoutError(
                     f"no free connection within {self._pool_timeout:g} s (pool_timeout): all "
                     f"{self._connection_limit} connections were busy with other calls "
@@ -526,8 +517,7 @@ class Transport:
                 if 200 <= status < 300:
                     body = await read_bounded(resp, self._max_response_bytes, call, self._too_large)
                     return body
-                # Enough for the error's message; the rest is dropped as it arrives, and an
-                # error page over the limit is not fetched again by a retry.
+                # Enough for the message; the rest is dropped.
                 body = await read_bounded(
                     resp, self._max_response_bytes, call, self._too_large, keep=ERROR_BODY_LIMIT
                 )
@@ -592,7 +582,7 @@ class Transport:
             attempts=call.attempts,
             fix=reading.fix,
         )
-        # aiohttp's own words may hold a proxy's address with its password: never chain them.
+        # aiohttp's words may hold a proxy's password: never chain them.
         cause = None if any(secret in str(exc) for secret in network.secrets) else exc
         if reading.verdict == "permanent":
             raise error from cause
@@ -600,9 +590,7 @@ class Transport:
         return Retry(error, outage=reading.verdict == "outage")
 
     def _log_attempt(self, call: Call, status: int, error: str | None, seconds: float) -> None:
-        # The service's request id finds the call in its logs; a run start's Idempotency-Key
-        # (not a secret) ties the attempts of one start together; the proxy is shown without
-        # its password. Nothing else of the headers.
+        # Request id, Idempotency-Key, the proxy without password; nothing else.
         said = ""
         request_id = call.request_id if status else None
         if request_id:

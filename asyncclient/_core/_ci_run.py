@@ -136,7 +136,7 @@ def pipeline_attributes(run: CiRun, environ: Mapping[str, str]) -> dict[str, str
             key = key.strip()
             if sep and key.startswith(("cicd.pipeline.", "vcs.")) and len(key) <= 64:
                 text = unquote(value.strip())
-                # A link is kept only as any CI's is: http(s), no credentials or query.
+                # Links as any CI's: http(s), no credentials or query.
                 link = key.endswith("url.full")
                 given[_one(key, 64)] = _url(_one(text, 2 * VALUE_LIMIT)) if link else _one(text)
         return {key: value for key, value in given.items() if value}

@@ -36,7 +36,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Epoch numbers above this are taken as milliseconds (1e11 s is the year 5138).
+# Epoch numbers above this are milliseconds.
 _EPOCH_MS_THRESHOLD: Final = 1e11
 _KNOWN_STATUSES: Final = {status.value: status for status in RunStatus}
 
@@ -162,7 +162,7 @@ def _abis(value: Any, _type: Any = None) -> tuple[str, ...]:
 
 
 def _any_tuple(value: Any, _type: Any = None) -> tuple[Any, ...]:
-    # Items kept as sent; one lone value is a list of one.
+    # Items as sent; a lone value is a list of one.
     if value is None:
         return ()
     if isinstance(value, list | tuple):
@@ -179,14 +179,14 @@ def _register_exact(conv: cattrs.Converter, type_: Any, hook: Callable[[Any, Any
     conv.register_structure_hook_func(lambda candidate: candidate == type_, hook)
 
 
-# Values each hook would give back unchanged, tested inline rather than by a call.
+# Values each hook returns unchanged: tested inline.
 _AS_IS: Final[dict[Any, str]] = {
     _lenient_str: "v is None or type(v) is str",
     _required_str: "type(v) is str",
     _lenient_int: f"type(v) is int and 0 <= v <= {bounds.MAX_COUNT}",
     _as_is: "True",
 }
-# Values a hook turns into something else, for which an expression does the same.
+# Values a hook changes, where an expression does the same.
 _INLINE: Final[dict[Any, tuple[str, str]]] = {
     _any_tuple: ("type(v) is list", "tuple(v)"),
 }
@@ -269,7 +269,7 @@ def _make_converter() -> cattrs.Converter:
 
         return hook
 
-    # Build fields whose type the API spec leaves open: never refused, never dropped.
+    # Build fields the API spec leaves open: never refused, never dropped.
     open_fields: dict[type, dict[str, Callable[[Any, Any], Any]]] = {
         Build: {"status": _as_is, "abis": _abis, "warnings": _any_tuple},
         RunStart: {"overage": _as_is},
@@ -284,8 +284,7 @@ def _make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
         _register_exact(conv, tuple[cls, ...], tolerant_tuple(cls))  # type: ignore[valid-type]
 
-    # run_project's lists: started and skipped items read leniently (a reason sent as an
-    # object, a test as an object, other key names), see _lenient.start_lists.
+    # run_project's lists, read leniently (_lenient.start_lists).
     def project_run_start(value: Any, _type: Any) -> ProjectRunStart:
         if not isinstance(value, Mapping):
             raise TypeError(f"expected an object, got {type(value).__name__}")
@@ -293,7 +292,7 @@ def _make_converter() -> cattrs.Converter:
         return ProjectRunStart(_each(started, StartedRun, conv), _each(skipped, SkippedTest, conv))
 
     conv.register_structure_hook(ProjectRunStart, project_run_start)
-    # The endpoint list view is snake_case on the wire (the API spec says so).
+    # The endpoint list view is snake_case, per the spec.
     conv.register_structure_hook(Endpoint, make_dict_structure_fn(Endpoint, conv))
     conv.register_unstructure_hook(Endpoint, make_dict_unstructure_fn(Endpoint, conv))
     return conv

@@ -32,8 +32,7 @@ def resolve_api_key(
     key = key.strip()
     if not key:
         raise ValidationError(f"no API key: {hint or 'set ' + API_KEY_ENV} or pass {flag}")
-    # Checked here because a control character would otherwise surface as an aiohttp error
-    # at the first request; the message deliberately does not repeat the key.
+    # Else a control character surfaces as an aiohttp error later.
     if any(ch.isspace() or not ch.isprintable() or not ch.isascii() for ch in key):
         raise ValidationError(
             "the API key contains spaces or control characters: copy it again without them "
@@ -61,7 +60,7 @@ def resolve_base_url(
         parts = urlsplit(url)
         shown = _without_userinfo(url)
         if parts.username is not None or parts.password is not None:
-            # A password in the URL would end up in logs and messages: the key is the header.
+            # A password in the URL would reach logs: use the key.
             raise ValidationError(
                 f"{source} {shown} carries a user name or password: give the address alone "
                 f"(https://host[:port]) and the key with {key_flag} or {API_KEY_ENV}"
@@ -80,7 +79,7 @@ def resolve_base_url(
         )
     if parts.query or parts.fragment:
         raise ValidationError(f"{source} {shown} must not carry a query or fragment")
-    # People paste the API root; the paths below already carry the version prefix.
+    # People paste the API root; our paths carry the version.
     if url.endswith(API_PREFIX):
         url = url[: -len(API_PREFIX)]
     return url

@@ -16,7 +16,7 @@ from asyncclient.errors import MissingExtraError
 __all__ = ["EXTRAS", "require"]
 
 EXTRAS: Final[Mapping[str, tuple[str, ...]]] = {
-    # The command: its display (rich), its HTML report (jinja2), the quarantine writer.
+    # The command: display (rich), HTML report (jinja2), quarantine writer.
     "cli": ("rich", "jinja2", "tomlkit"),
     # The emulator's TLS: a throwaway CA and loopback certificates (serve --tls).
     "tls": ("trustme",),

@@ -14,7 +14,7 @@ _DEVICES: Final = frozenset(
     {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
     | {f"{port}{n}" for port in ("COM", "LPT") for n in (*"123456789", "¹", "²", "³")}
 )
-_MAX_BYTES: Final = 255  # a name's limit on the common file systems (NTFS: 255 UTF-16 units)
+_MAX_BYTES: Final = 255  # a name's limit on common file systems
 
 
 def safe_name(name: str) -> str:

@@ -155,7 +155,7 @@ def read_raw_runs(payload: Any) -> list[Mapping[str, Any]]:
     runs = payload["runs"]
     if not isinstance(runs, list):
         raise TypeError(f"expected a list of runs, got {type(runs).__name__}")
-    # Elements that are not objects with an id cannot be matched to a watched run; skip them.
+    # Elements without an id match no watched run.
     return [run for run in runs if isinstance(run, dict) and isinstance(run.get("id"), str)]
 
 
@@ -177,7 +177,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "build_rejected": BuildRejectedError,
     "not_started": NotStartedError,
     "empty": NotStartedError,
-    # A bad or missing key, whatever status the service chose for it (401 or 403).
+    # A bad or missing key, whether 401 or 403.
     "unauthenticated": UnauthenticatedError,
     "invalid_key": UnauthenticatedError,
     "invalid_api_key": UnauthenticatedError,

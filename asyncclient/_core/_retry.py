@@ -36,9 +36,9 @@ Sleep = Callable[[float], Awaitable[None]]
 
 Verdict = Literal["retry", "outage", "permanent"]
 
-# 408 and 429 say "try again later"; 5xx are the service's own faults.
+# 408 and 429: try later; 5xx: the service's fault.
 RETRYABLE_STATUSES: Final = frozenset({408, 429, *range(500, 600)})
-# The service is down or restarting, behind a gateway that says so.
+# Down or restarting, behind a gateway that says so.
 OUTAGE_STATUSES: Final = frozenset({502, 503, 504})
 DEFAULT_RETRY_DEADLINE: Final = defaults.RETRY_DEADLINE
 RETRY_DEADLINE_ENV: Final = "ASYNCCLIENT_RETRY_DEADLINE"
@@ -139,9 +139,9 @@ class RetryPolicy:
         (None: no end); an outage's do not count within the deadline, and retries=0 asks for
         one attempt whatever failed (the run watcher handles its own failures)."""
         retry = yield 0.0
-        # Made at the first failure, not on every call: most calls never fail.
+        # Made at the first failure: most calls never fail.
         steps = backoff.expo(base=2, factor=self.base, max_value=self.cap)
-        next(steps)  # backoff.expo's own priming value
+        next(steps)  # backoff.expo's priming value
         counted = 0  # failures that count against `retries`
         while True:
             if retries is not None:

@@ -11,8 +11,7 @@ from collections.abc import Iterable
 
 __all__ = ["closest", "did_you_mean"]
 
-# A word is shown back only when it is this close to a real choice: a value typed where a
-# choice goes may be a secret that followed a mistyped flag.
+# Shown back only when close: it may be a secret.
 DEFAULT_CUTOFF = 0.8
 
 

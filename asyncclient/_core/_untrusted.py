@@ -27,18 +27,15 @@ TITLE_LIMIT: Final = 500
 """The longest title or reason (in characters) kept by the bounded readers (the flakiness
 analysis, the quarantine writer); longer ones are cut, ending in an ellipsis."""
 
-# C0 controls but the whitespace ones, DEL, C1 (U+0080-U+009F), and the bidirectional marks,
-# embeddings, overrides and isolates, and the BOM / zero width no-break space.
+# C0 but whitespace, DEL, C1, bidi controls, the BOM.
 _SHOWN: Final = re.compile(
     "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
-# What str.split() treats as whitespace but a terminal may act on: folded to a space.
+# Whitespace a terminal may act on: folded to a space.
 _SPACES: Final = re.compile(r"\s+")
-# Spaces, and the colour codes rich draws with (our own), before a `::`.
+# Spaces and rich's colour codes before a `::`.
 _WORKFLOW_START: Final = re.compile(r"^((?:\s|\x1b\[[0-9;]*m)*)::")
-# What can start Markdown of its own inside a line: escapes, code, emphasis, links and images,
-# HTML and entities, table cells, strikethrough, autolinks (`https:`, `www.`, `a@b`), emoji
-# (`:x:`), mentions, issue references and math (`$`).
+# What can start Markdown inside a line.
 _MARKDOWN_ACTIVE: Final = re.compile(r"([\\`*_\[\]<>&|~:@!#$]|(?<=[wW]{3})\.)")
 _JSON_RAW: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -55,8 +52,7 @@ def line(value: object) -> str:
         return ""
     text = value if isinstance(value, str) else str(value)
     folded = " ".join(text.split())
-    # isprintable() is False for every control and format character: a plain title skips
-    # the substitution.
+    # Printable text skips the substitution.
     return folded if folded.isprintable() else _SHOWN.sub(_escape, folded)
 
 
@@ -90,8 +86,7 @@ def block(text: str) -> str:
 
 
 def _fold_inner(text: str) -> str:
-    # Within a line: every whitespace character but the space (CR, VT, FF, the separators,
-    # NEL, U+2028/U+2029) becomes a space; runs of plain spaces (our alignment) are kept.
+    # Other whitespace becomes a space; alignment stays.
     return "".join(" " if ch.isspace() else ch for ch in text) if not text.isprintable() else text
 
 

@@ -101,7 +101,7 @@ def run_file_path(run_id: str, file: object) -> str:
     parts = rel.split("/")
     if is_url(file):
         parts = [unquote(part) for part in parts]
-    # A decoded "/" or NUL would leave the folder given as dest, or not name a file at all.
+    # A decoded "/" or NUL would leave dest.
     if not rel or any(part in ("", ".", "..") or "/" in part or "\x00" in part for part in parts):
         raise ValidationError(f"{file!r} is not a run file path (for example screenshots/01.png)")
     return "/".join(segment(part) for part in parts)
@@ -141,7 +141,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except ValueError:
         pass
     else:
-        # Not RFC 9110, but some services send fractions; negatives and nan are nonsense.
+        # Fractions are tolerated; negatives and nan are not.
         return seconds if math.isfinite(seconds) and seconds >= 0 else None
     from email.utils import parsedate_to_datetime  # only dates need this import
 
@@ -174,7 +174,7 @@ def parse_unsatisfied_range(value: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-# Where services put the id of an answer (the first one found wins).
+# Where services put an answer's id (first wins).
 REQUEST_ID_HEADERS: Final = (
     "X-Request-Id",
     "Request-Id",
@@ -192,7 +192,7 @@ def _clean_request_id(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     value = value.strip()
-    # An id is short and printable: anything else is not shown (it could be a whole page).
+    # Ids are short and printable, or not shown.
     if not value or len(value) > 200 or not value.isprintable():
         return None
     return value

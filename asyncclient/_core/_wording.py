@@ -38,9 +38,9 @@ EXIT_NOT_PASSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_UNREACHABLE = 4
-EXIT_LOCAL_IO = 5  # a file on this machine could not be written: disk full, permissions, ...
+EXIT_LOCAL_IO = 5  # a local file could not be written
 EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader left
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
                 "use a key that can also create and edit tests (--api-key or ASYNCCLIENT_API_KEY)"
             )
         else:
-            # Some services answer 403 for an id of a project the key does not belong to.
+            # Some services answer 403 for another project's id.
             advice = "check the id, and that it belongs to one of this key's projects"
         return f"{exc}; {advice}", EXIT_REFUSED
     if isinstance(exc, errors.BuildRejectedError):
@@ -108,7 +108,7 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
     if isinstance(exc, errors.AsyncClientError):
         return str(exc), EXIT_REFUSED
     if isinstance(exc, OSError) and exc.strerror:
-        # A local file problem (a folder that cannot be created, a full disk, ...).
+        # A local file problem (a folder, a full disk).
         where = f" ({exc.filename})" if exc.filename else ""
         return f"{exc.strerror}{where}: fix it and run the same command again", EXIT_LOCAL_IO
     raise exc

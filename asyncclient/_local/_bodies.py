@@ -34,13 +34,11 @@ __all__ = [
     "watched",
 ]
 
-# A transfer's body is bytes of a file: its type, said once for a PartBody and bytes alike.
+# One type for a PartBody's bytes and plain bytes alike.
 _OCTETS: Final = "application/octet-stream"
 
 CHUNK_SIZE: Final = 1 << 20
-#: A transfer's body goes out in slices of at most this size; each slice written re-arms its idle
-#: timer. Each slice costs a socket write and a drain (64 KiB slices cost ~0.2 s of CPU per GB);
-#: at 256 KiB only a link slower than 256 KiB per `timeout` (8.7 kB/s at 30 s) counts as stalled.
+#: Each slice re-arms the idle timer (docs/performance.md).
 TRANSFER_SLICE: Final = 256 << 10
 
 
@@ -104,8 +102,7 @@ class PartBody:
         self.progress = progress
         self.file = file
         self.on_retry = on_retry
-        # The connection's send buffer (SO_SNDBUF) as the last attempt began; 0 unknown. The
-        # bytes up to it are taken at once, before the link has carried them.
+        # SO_SNDBUF at the last attempt (0: unknown): taken, not carried.
         self.send_buffer = 0
         self._socket: Any = None  # the attempt's connection, while it sends
         self._sent = 0
@@ -191,8 +188,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
         task = self._writer
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
-            # Wait for it to unwind (a loop turn or two) even if this wait is cancelled in
-            # turn: the file, maybe shared by other parts, must not be closed under a sendfile.
+            # Wait even if cancelled: a shared file outlives sendfile.
             interrupted = False
             while not task.done():
                 try:
@@ -250,8 +246,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
                 try:
                     sent = await loop.sendfile(transport, raw, offset, size, fallback=False)
                 except (RuntimeError, NotImplementedError) as exc:
-                    # SendfileNotAvailableError (a RuntimeError) is also what asyncio makes of
-                    # a connection that broke before a slice's first byte.
+                    # asyncio says this too for an early broken connection.
                     if offset != part.offset:
                         raise ConnectionResetError(
                             "the connection broke while the part was being sent"
@@ -259,9 +254,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
                     native = False  # refused (a loop or transport without it): read instead
                 else:
                     if sent < remaining:
-                        # Reading is paused during a sendfile: two loop turns let an answer
-                        # that came early (an error before the whole body) be read and end
-                        # the body. After the last slice aiohttp reads the answer anyway.
+                        # Two turns let an early error answer end the body.
                         await asyncio.sleep(0)
                         await asyncio.sleep(0)
             if not native:
@@ -308,9 +301,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
             try:
                 got: int = await _preadv(fd, [view], offset)
             finally:
-                # The worker thread's call may keep its arguments a moment after the answer:
-                # released views let go of the buffer, so _give_back sees who really holds it.
-                # (Still read into after a cancellation: kept, and never given back.)
+                # Release the views so _give_back sees who really holds the buffer.
                 with contextlib.suppress(BufferError):
                     view.release()
                     whole.release()
@@ -359,8 +350,7 @@ def _queue_reader(platform: str) -> Callable[[Any], int] | None:
 _send_queue = _queue_reader(sys.platform)
 
 
-# Read buffers free for reuse, each of CHUNK_SIZE bytes or more. A buffer goes back only when
-# nothing else refers to it: a transport that kept a slice of it to send later keeps it whole.
+# Spare read buffers, reused once no transport holds one.
 _SPARE_BUFFERS: list[bytearray] = []
 _SPARE_MAX: Final = 8
 
@@ -374,13 +364,13 @@ def _take_buffer(size: int) -> bytearray:
 
 
 def _give_back(buffer: bytearray) -> None:
-    # References: the caller's, this argument's, getrefcount's own. More: someone holds a view.
+    # The caller's, the argument's and getrefcount's own; more means a view.
     if sys.getrefcount(buffer) <= 3 and len(_SPARE_BUFFERS) < _SPARE_MAX:
         _SPARE_BUFFERS.append(buffer)
 
 
 _SENDFILE: Final = hasattr(os, "sendfile")
-# os.preadv in the default executor, as aiofiles runs every file call (aiofiles.os.wrap).
+# os.preadv in a thread, as aiofiles runs every file call.
 _preadv: Final = aiofiles.os.wrap(os.preadv) if hasattr(os, "preadv") else None
 
 
@@ -425,7 +415,7 @@ async def _aiofiles_open(path: str) -> AsyncBufferedReader:
     return await aiofiles.open(path, "rb")
 
 
-#: What a request may carry: bytes, a slice of a file, or nothing.
+#: What a request carries: bytes, a file slice, nothing.
 Body: TypeAlias = "bytes | PartBody | None"
 
 
@@ -452,8 +442,7 @@ class AttemptBody:
         self._payload = payload
 
     async def close(self) -> None:
-        # A stream still running belongs to aiohttp's writer task, whose cancellation unwinds
-        # it (closing the file); an idle one is closed here.
+        # aiohttp unwinds a running stream; an idle one closes here.
         stream = self._stream
         if stream is not None and not getattr(stream, "ag_running", False):
             await stream.aclose()
@@ -466,9 +455,7 @@ async def attempt_body(data: Any, headers: Mapping[str, str], idle: float) -> At
     with `headers` and its Content-Type and Content-Length, its idle timer re-armed `idle`
     seconds ahead as each slice goes out (aiohttp's sock_read only watches the answer)."""
     if isinstance(data, PartBody):
-        # An explicit length keeps aiohttp from chunked encoding; the body streams. The file
-        # is opened here, not in aiohttp's writer task, so it is closed by close() whatever
-        # becomes of that task (release() first stops a body still going out).
+        # A length avoids chunking; close() always closes the file.
         headers = {**headers, "Content-Type": _OCTETS, "Content-Length": str(data.length)}
         timer = asyncio.timeout(None)
         handle = None if data.file is not None else await data.open()
@@ -516,6 +503,6 @@ async def watched(
 
 
 def _reschedule(timer: asyncio.Timeout, when: float | None) -> None:
-    # An answer that came before the whole body (an early error) has already ended the timer.
+    # An early error answer has already ended the timer.
     with contextlib.suppress(RuntimeError):
         timer.reschedule(when)

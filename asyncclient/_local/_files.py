@@ -22,8 +22,7 @@ IN_USE_SECONDS: Final = 2.0
 _PAUSE: Final = 0.1
 
 
-# Windows' ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION and ERROR_LOCK_VIOLATION: what a
-# rename or removal of a file another process holds open fails with (as PermissionError).
+# What Windows says for a file another process holds open.
 _IN_USE: Final = frozenset({5, 32, 33})
 
 
@@ -104,8 +103,7 @@ def write_atomically(
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        # Closed first (Windows renames no open file); a viewer holding the old report open
-        # is waited for a moment.
+        # Closed first: Windows renames no open file.
         replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -113,5 +111,5 @@ def write_atomically(
     return target
 
 
-# Windows opens files in text mode unless told otherwise; elsewhere the flag does not exist.
+# Binary mode on Windows; elsewhere the flag is 0.
 _BINARY: Final = getattr(os, "O_BINARY", 0)

@@ -9,10 +9,9 @@ from asyncclient.errors import ValidationError
 
 __all__ = ["FILES_PER_BUILD", "fit_uploads", "open_files_left"]
 
-#: Descriptors one build in flight holds at most: the file (shared by its parts), the
-#: hashing thread's reading of it, its journal and its lock.
+#: A build in flight holds its file, hasher, journal and lock.
 FILES_PER_BUILD: Final = 4
-#: Kept free for everything else (the event loop, logs, a download, the interpreter).
+#: Kept free for the loop, logs and the interpreter.
 _RESERVE: Final = 32
 
 

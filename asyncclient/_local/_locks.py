@@ -43,7 +43,7 @@ _FIRST_POLL: Final = 0.02
 _MAX_POLL: Final = 0.25
 _PID_POLLS: Final = 5
 _RECORD_BYTES: Final = 4096
-# Where msvcrt locks its one byte: far past any record, so readers never meet the lock.
+# msvcrt's one locked byte, far past any record readers touch.
 _LOCK_OFFSET: Final = 1 << 30
 
 
@@ -173,8 +173,7 @@ class ProcessLock:
             with contextlib.suppress(OSError):
                 _write(fd, {"pid": os.getpid(), "done": outcome is not None, **(outcome or {})})
             if backend.removes_open_files:
-                # Removed while held: a process that opens the name from now on makes a new
-                # file, and one waiting on the old file reads the last word from it.
+                # Removed while held: waiters still read the last word.
                 with contextlib.suppress(OSError):
                     if _is_at(fd, self.path):
                         os.unlink(self.path)
@@ -184,8 +183,7 @@ class ProcessLock:
         finally:
             os.close(fd)  # the lock goes with the last descriptor
         if not backend.removes_open_files:
-            # Closed first: a file is removed only when no process holds it open; one that
-            # is waiting on it keeps it, and takes the last word from it.
+            # Closed first: where open files cannot be removed.
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
 
@@ -218,8 +216,7 @@ async def claim(
         fd = _open(path)
         try:
             if not backend.try_lock(fd):
-                # The holder writes its pid just after taking the lock: a few polls may pass
-                # before it is there to show.
+                # The pid lands just after the lock.
                 announced, waited = waited, True
                 delay, polls = _FIRST_POLL, 0
                 while not backend.try_lock(fd):
@@ -233,22 +230,20 @@ async def claim(
             last = _read(fd) if waited else {}
             if _is_at(fd, path):
                 if last.get("done"):
-                    # The holder this process waited for finished and left the file (it could
-                    # not remove it): its last word stands, for this one and the next.
+                    # The holder could not remove it: its word stands.
                     with contextlib.suppress(OSError):
                         backend.unlock(fd)
-                    # Removed after closing only where an open file cannot be removed: on
-                    # POSIX another process may have it open and locked by then.
+                    # Removed after closing only where open files cannot be removed.
                     leftover = not backend.removes_open_files
                     return Claim(None, last, True)
                 _write(fd, {"pid": os.getpid()})
                 lock, fd = ProcessLock(path, fd, backend), -1
                 return Claim(lock, None, waited)
-            # The holder released and removed this file: its last word is here.
+            # The holder removed this file: its last word is here.
             last = _read(fd)
             if last.get("done"):
                 return Claim(None, last, True)
-            # It gave up without finishing (or was killed): take the lock of the name now.
+            # It gave up or was killed: take the lock now.
         finally:
             if fd >= 0:
                 os.close(fd)

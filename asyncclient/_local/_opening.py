@@ -11,7 +11,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# Closings still running for files whose opener was cancelled (kept so they are not collected).
+# Closings of cancelled openers, kept from the collector.
 _closing: set["asyncio.Future[object]"] = set()
 
 

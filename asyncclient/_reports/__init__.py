@@ -33,7 +33,7 @@ __all__ = [
 
 RunResult = Literal["passed", "failure", "error", "skipped", "not_final"]
 
-# The order statuses are counted in; others (a status added later) follow, sorted.
+# Count order; later statuses follow, sorted.
 _STATUS_ORDER: Final = (
     "passed",
     "failed",
@@ -88,7 +88,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours} h {rest // 60:02d} min"
 
 
-#: One line of text from a JSON value the service sent (None is empty).
+#: One line of text from a service's JSON value.
 plain_text = _lenient.text
 
 

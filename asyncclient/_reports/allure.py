@@ -36,7 +36,7 @@ _STATUS: Final = {
     "skipped": "skipped",
     "not_final": "unknown",
 }
-# Allure's own categories, kept after ours (they are its defaults when there is no file).
+# Allure's defaults, after ours.
 _DEFAULT_CATEGORIES: Final = (
     {"name": "Product defects", "matchedStatuses": ["failed"]},
     {"name": "Test defects", "matchedStatuses": ["broken"]},
@@ -267,7 +267,7 @@ def allure_results(
         for attempt in counted:
             start, stop = _times(attempt, at)
             if attempt is not test.final and start >= final_times[0]:
-                # Allure takes the run that started last as the test's result: the verdict.
+                # Allure takes the last-started run as the verdict.
                 start = final_times[0] - 1
                 stop = min(stop, final_times[1])
             attachments = _attachments(attempt, saved, base, directory, linked)

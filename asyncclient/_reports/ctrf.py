@@ -225,7 +225,6 @@ def write_ctrf(
 ) -> Path:
     """Write ctrf_report() to `path` atomically (a temp file beside it, then a rename)."""
     document = ctrf_report(report, evidence=evidence, evidence_dir=evidence_dir)
-    # The same JSON value, with what a terminal or a CI log would act on written as escapes:
-    # reporters print and post a CTRF file's text.
+    # The same value with terminal and CI controls escaped.
     text = json_text(json.dumps(document, ensure_ascii=False, indent=2)) + "\n"
     return write_atomically(path, text.encode("utf-8"))

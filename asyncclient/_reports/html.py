@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["html_report", "write_html"]
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-# The order of the tests on the page: the ones to look at first.
+# Tests to look at first come first.
 _ORDER = {
     "failed": 0,
     "flaky_on_arrival": 0,
@@ -54,7 +54,7 @@ def _files(
     return files
 
 
-# The trend chart: one bar a run, its height its duration, its colour its status.
+# The trend: a bar per run, height duration, colour status.
 _BAR, _GAP, _HEIGHT = 10, 3, 36
 
 

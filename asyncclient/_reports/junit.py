@@ -17,7 +17,7 @@ from asyncclient._reports.model import Attempt, SuiteReport, TestReport
 
 __all__ = ["junit_xml", "write_junit"]
 
-# Characters XML 1.0 cannot carry at all, even escaped; a service's text may contain them.
+# Characters XML 1.0 cannot carry, even escaped.
 _XML_INVALID: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 

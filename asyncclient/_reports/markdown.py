@@ -14,7 +14,7 @@ from asyncclient._reports.model import Attempt, SuiteReport
 __all__ = ["append_step_summary", "step_summary_markdown"]
 
 _ICONS: Final = {
-    "passed": "\u2705",  # white heavy check mark
+    "passed": "\u2705",  # check mark, cross mark
     "failed": "\u274c",  # cross mark
     "blocked": "\u26d4",  # no entry
     "inconclusive": "\u2754",  # white question mark
@@ -23,8 +23,7 @@ _ICONS: Final = {
 }
 _NOT_FINAL_ICON: Final = "\u23f3"  # hourglass
 
-# Characters a URL keeps as they are; every other one (spaces, parentheses, `<>`, `|`, `\\`,
-# quotes, controls) is percent-encoded.
+# Kept as is in a URL; the rest is percent-encoded.
 _URL_SAFE: Final = "/:?#@!$&*+,;=-._~%"
 
 

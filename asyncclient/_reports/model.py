@@ -51,8 +51,7 @@ SLOWER_SHARE: Final = 0.2
 is told as slower."""
 SLOWER_SECONDS: Final = 5.0
 
-# Only these link targets are ever written as links (Markdown, HTML): a javascript: or data:
-# URL from the service is shown as text.
+# Only these are written as links: javascript: and data: stay text.
 _SAFE_SCHEMES = ("http://", "https://")
 
 
@@ -66,7 +65,7 @@ class Check:
     result: str
     reason: str
     failed: bool
-    line: str  # `name title: reason`, or what an unreadable result was
+    line: str  # `name title: reason`, or what was unreadable
     labelled: str  # the line after `failed ` or `unclear `
 
     def fields(self) -> dict[str, str]:
@@ -103,10 +102,10 @@ class Attempt:
     link: str | None  # as the service sent it
     safe_link: str | None  # the link when it is http(s), else None
     captures: Mapping[str, str]
-    queue_seconds: float | None  # from its creation to its start, once it started
+    queue_seconds: float | None  # from its creation to its start
     kind: str = "run"
     reused: Reuse | None = None
-    stopped: bool = False  # stopped by the suite: another run of its test passed
+    stopped: bool = False  # stopped by the suite: another run passed
 
     @property
     def id(self) -> str:
@@ -450,17 +449,17 @@ class TestReport:
     outcome: TestOutcome
     attempts: tuple[Attempt, ...]
     quarantine: str | None = None  # the quarantine's reason when the test is quarantined
-    excused: bool = False  # quarantined, did not pass, and that does not fail the suite
-    flakiness_read: bool = False  # whether its flakiness was read (a test that did not pass)
+    excused: bool = False  # quarantined, not passed, not failing the suite
+    flakiness_read: bool = False  # whether its flakiness was read
     flakiness: TestFlakiness | None = None  # None when read: no earlier run
     start_error: str | None = None
     cost: Cost = Cost()
-    fail_fast: bool = False  # its last run was stopped by a fail-fast (--max-failures)
+    fail_fast: bool = False  # its last run was stopped by --max-failures
     usual_seconds: float | None = None  # its usual duration (history's p50), when read
-    trend: tuple[Point, ...] = ()  # its recent runs then this job's, when its history was read
-    left: tuple[float, float] | None = None  # (p50, p90) seconds its last run still has to go
-    cause: Cause | None = None  # why its verdict run failed, when it did not pass
-    not_rerun: str | None = None  # why it had re-runs left and got none (fails as before)
+    trend: tuple[Point, ...] = ()  # recent runs, then this job's, when read
+    left: tuple[float, float] | None = None  # (p50, p90) seconds its last run has left
+    cause: Cause | None = None  # why its verdict run failed
+    not_rerun: str | None = None  # why it got no re-run though it had some left
     recovered: bool = False  # passed on a re-run after infrastructure failures only
 
     @property
@@ -515,14 +514,14 @@ class SuiteReport:
     name: str
     tests: tuple[TestReport, ...]
     skipped: tuple[tuple[str, str], ...] = ()
-    counts: str = ""  # the last line of the text summary and the step summary's heading
+    counts: str = ""  # the text summary's last line and step summary's heading
     summary: str = ""  # the tests counted with their attempts (SuiteResult.summary)
     notes: tuple[str, ...] = ()
     passed: bool = True
-    quarantine_given: bool = False  # whether a quarantine was given (it may name no test here)
+    quarantine_given: bool = False  # whether a quarantine was given
     fail_on_quarantined: bool = False
-    causes: tuple[Cause, ...] = ()  # the job's failures grouped by cause, the largest first
-    trace_id: str | None = None  # the job's OpenTelemetry trace (32 hex digits), when traced
+    causes: tuple[Cause, ...] = ()  # the job's failures by cause, largest first
+    trace_id: str | None = None  # the job's trace id (32 hex digits), when traced
 
     @property
     def cost(self) -> Cost:
@@ -559,7 +558,7 @@ def _test(
     kind = "repeat" if test.repeats else "rerun"
     kinds = test.kinds or tuple(kind if n > 1 else "run" for n in range(1, len(test.runs) + 1))
     numbers = list(range(1, len(test.runs) + 1))
-    if test.decided_on:  # runs at once: the deciding run is last here, its number as it started
+    if test.decided_on:  # runs at once: the deciding run last, numbered as started
         numbers = [n for n in numbers if n != test.decided_on] + [test.decided_on]
     attempts = tuple(
         attrs.evolve(read_attempt(run, number), kind=kinds[n], stopped=run.id in test.stopped)

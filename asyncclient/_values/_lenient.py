@@ -41,10 +41,10 @@ __all__ = [
 
 CheckResult = Literal["passed", "failed", "skipped", "unknown"]
 
-#: Longest text kept from a value whose shape is not understood.
+#: Longest text kept from an unreadable value.
 _RAW_LIMIT: Final = 300
 
-# Words services use for a check's result, lower-cased with spaces and dashes as underscores.
+# Services' words for a passed check, normalised.
 _PASSED: Final = frozenset(
     {"passed", "pass", "ok", "okay", "success", "succeeded", "successful", "green", "met",
      "satisfied", "true", "yes", "y", "good", "fulfilled", "done", "complete", "completed"}
@@ -60,7 +60,7 @@ _SKIPPED: Final = frozenset(
      "unknown", "undetermined"}
 )  # fmt: skip
 
-# Run status words of other services, by the documented status they mean.
+# Other services' run statuses, by the spec's word.
 _STATUS_SYNONYMS: Final = {
     "queued": ("queued", "pending", "waiting", "scheduled", "created", "new", "accepted"),
     "running": ("running", "in_progress", "inprogress", "started", "executing", "active"),
@@ -73,7 +73,7 @@ _STATUS_SYNONYMS: Final = {
 }
 _STATUS_KIND: Final = {word: kind for kind, words in _STATUS_SYNONYMS.items() for word in words}
 
-# Build status words of other services, by what they mean to a client.
+# Other services' build statuses, by their meaning.
 _BUILD_SYNONYMS: Final = {
     "uploading": ("uploading", "processing", "pending", "created", "new", "in_progress",
                   "incomplete", "partial", "awaiting_parts", "started", "receiving"),
@@ -236,7 +236,7 @@ def _requirement(item: Any, fallback: str) -> Requirement:
             title = None
         result_key, result = _first(item, _RESULT_KEYS)
         _reason_key, reason = _first(item, _REASON_KEYS)
-        # `result: null` says the check has no result (a stopped run): skipped, not unknown.
+        # `result: null`: no result (a stopped run), so skipped.
         outcome: CheckResult = (
             check_result(result, result_key)
             if result_key is not None or not any(k in item for k in _RESULT_KEYS)
@@ -493,7 +493,7 @@ def read_error(parsed: Any) -> ErrorBody:
     top = _with_nested(top)
     code, message = _code_message(top)
     if isinstance(inner, str) and inner.strip():
-        # {"error": "not_found", "message": "..."} names a code; {"error": "text"} says it all.
+        # {"error": "code", "message": ...} or {"error": "the whole text"}.
         if message is None:
             message = " ".join(inner.split())
         elif code is None and _CODE_LIKE.match(inner):
@@ -503,7 +503,7 @@ def read_error(parsed: Any) -> ErrorBody:
     return ErrorBody(parsed, code, message, top)
 
 
-#: Keys under which services nest an error's extra fields in an object of their own.
+#: Keys under which services nest an error's extra fields.
 _NESTED_KEYS: Final = ("details", "detail", "data", "meta", "extra", "extras", "context", "info")
 
 
@@ -597,12 +597,12 @@ def rejection_problems(details: Mapping[str, Any], message: str = "") -> tuple[P
         if isinstance(value, list | tuple) and value:
             return tuple(_problem(item) for item in value)
         if key in _MESSAGE_KEYS or key in _NESTED_KEYS:
-            continue  # a string there is the message; an object there was lifted beside it
+            continue  # a string is the message; an object was lifted beside it
         if isinstance(value, str) and value.strip():
             return (Problem("", (), (), " ".join(value.split())),)
         if isinstance(value, Mapping) and value:
             return tuple(_problem(item, str(kind)) for kind, item in value.items())
-    # What is left: fields no reader knows, and known keys holding more than a plain value.
+    # Left: unknown fields, and known keys holding more.
     said = " ".join(message.split())
     rest = {
         k: v
@@ -635,7 +635,7 @@ def start_lists(
     started = []
     for item in started_raw if isinstance(started_raw, list | tuple) else ():
         if isinstance(item, str | int) and not isinstance(item, bool) and str(item).strip():
-            # A list of plain run ids: the run is known, its test only by asking for the run.
+            # Plain run ids: the test is known by asking.
             started.append({"testId": "", "runId": str(item).strip(), "buildId": None})
             continue
         if not isinstance(item, Mapping):

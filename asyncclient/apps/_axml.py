@@ -70,7 +70,7 @@ class _Strings:
     def _decode(self, at: int) -> str:
         data = self._data
         if self._utf8:
-            # Its length in UTF-16 units, then in bytes, each one byte or two (high bit set).
+            # Length in UTF-16 units, then bytes (high bit: two bytes).
             at += 2 if data[at] & 0x80 else 1
             length = data[at]
             if length & 0x80:
@@ -143,7 +143,7 @@ def _walk(data: bytes) -> tuple[Attributes, Attributes, Attributes]:
                 elif tag == "application" and application is None:
                     application = _attributes(data, at, count, strings, resource_ids)
                 if uses_sdk is not None and application is not None:
-                    break  # the three are found, in either order: the rest is never read
+                    break  # all three found: the rest is never read
             depth += 1
         elif kind == _END_ELEMENT:
             depth = max(depth - 1, 0)
@@ -156,8 +156,7 @@ def _walk(data: bytes) -> tuple[Attributes, Attributes, Attributes]:
 def _attributes(
     data: bytes, at: int, count: int, strings: _Strings, resource_ids: tuple[int, ...]
 ) -> Attributes:
-    # Android matches android: attributes by resource id (the name may be obfuscated); plain
-    # attributes such as package have none and are matched by name.
+    # android: attributes match by resource id, others by name.
     out: Attributes = {}
     for _ in range(count):
         _ns, name, raw, _size, _res0, kind, value = _ATTRIBUTE.unpack_from(data, at)

@@ -11,13 +11,12 @@ import attrs
 ANDROID: Final = "android"
 IOS: Final = "ios"
 
-# Real manifests and Info.plists are kilobytes; anything this big is not one (or is a zip bomb).
+# Manifests are kilobytes: bigger is not one (or a bomb).
 MAX_MANIFEST_BYTES: Final = 8 << 20
 MAX_PLIST_BYTES: Final = 8 << 20
-# Universal binaries hold a handful of slices; a larger count means the header is not a fat header.
+# More slices than this: not a fat header.
 MAX_FAT_ARCHS: Final = 32
-# What zipfile raises for a member it cannot decode: RuntimeError for an encrypted one, and a
-# subclass of RuntimeError for a compression method it does not support.
+# zipfile's errors for encrypted or unsupported members.
 UNDECODABLE_MEMBER: Final = (RuntimeError,)
 
 
@@ -25,7 +24,7 @@ class AppError(ValueError):
     """The file is not an app that can be read; ``str(error)`` is one line saying what to fix."""
 
     def __init__(self, message: str) -> None:
-        # Names and texts from a damaged file may hold newlines or control characters.
+        # Damaged files' names may hold controls.
         line = " ".join(message.split())
         super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))
 

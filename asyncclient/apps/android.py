@@ -18,7 +18,7 @@ from asyncclient.apps._values import (
     shown,
 )
 
-# Binary XML (AXML): the document's chunk type, and the android: attribute resource ids we read.
+# AXML chunk type and the android: resource ids we read.
 _RES_XML_TYPE: Final = 0x0003
 _ATTR_LABEL: Final = 0x01010001
 _ATTR_MIN_SDK_VERSION: Final = 0x0101020C
@@ -52,8 +52,7 @@ def _axml() -> Any:
     try:
         import apkInspector.axml
     finally:
-        # apkInspector.axml calls logging.basicConfig(level=DEBUG) when imported, which would
-        # configure the application's root logger behind its back: undo it.
+        # apkInspector configures the root logger on import: undo it.
         root.handlers[:] = handlers
         root.setLevel(level)
     apkInspector.axml.logging = _ApkInspectorLogging()
@@ -120,7 +119,7 @@ def _decode_manifest(data: bytes, display: str) -> tuple[Attributes, Attributes,
             f"({len(data)} of {header.total_size} bytes): rebuild the apk"
         )
     try:
-        # The usual shape, read without decoding what is not needed; anything else in full.
+        # The usual shape, read lazily; anything else in full.
         return quick_manifest(data)
     except UnusualManifest:
         pass
@@ -162,8 +161,7 @@ def _decode_manifest(data: bytes, display: str) -> tuple[Attributes, Attributes,
 
 
 def _attributes(element: Any, strings: list[str], resource_ids: list[int]) -> Attributes:
-    # Android matches android: attributes by resource id (the name may be obfuscated); plain
-    # attributes such as package have none and are matched by name.
+    # android: attributes match by resource id, others by name.
     out: Attributes = {}
     for attribute in element.attributes:
         index = int(attribute.name_index)
@@ -176,7 +174,7 @@ def _attributes(element: Any, strings: list[str], resource_ids: list[int]) -> At
 
 
 def _attribute_value(attribute: Any, strings: list[str]) -> str | int | bool | None:
-    # apkInspector gives a float's data as a float and a decimal int's as signed: back to bits.
+    # Floats and signed ints back to their bits.
     data = attribute.typed_value_data
     bits = int(data) & 0xFFFFFFFF if isinstance(data, int) else 0
     return typed_value(

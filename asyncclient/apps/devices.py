@@ -28,7 +28,7 @@ def check_compatibility(info: AppInfo, devices: DeviceProfile) -> Compatibility:
 def _check_android(info: AppInfo, devices: DeviceProfile) -> tuple[list[Problem], list[str]]:
     problems: list[Problem] = []
     warnings: list[str] = []
-    # An apk without lib/<abi>/ is pure Java or Kotlin and runs on every ABI.
+    # No lib/<abi>/: pure Java or Kotlin, every ABI.
     if info.abis:
         runnable = [abi for abi in devices.android_abis if abi in info.abis]
         if not runnable:

@@ -19,7 +19,7 @@ from asyncclient.apps._values import (
     read_member,
 )
 
-# Mach-O magics as read big-endian from the first four bytes, and the CPU types we name.
+# Mach-O magics (big-endian) and the CPU types we name.
 _MH_MAGIC: Final = 0xFEEDFACE
 _MH_CIGAM: Final = 0xCEFAEDFE
 _MH_MAGIC_64: Final = 0xFEEDFACF
@@ -64,7 +64,7 @@ def inspect_app_zip(archive: zipfile.ZipFile, display: str) -> AppInfo:
     data = read_member(archive, plist_info, display, MAX_PLIST_BYTES)
     try:
         plist = plistlib.loads(data)
-    except Exception as exc:  # plistlib raises many kinds of error on damaged XML or binary plists
+    except Exception as exc:  # plistlib raises many kinds on damaged plists
         raise AppError(
             f"{display}: {bundle}/Info.plist cannot be parsed ({type(exc).__name__}): "
             "rebuild the app"

@@ -19,7 +19,7 @@ from asyncclient._core._untrusted import block
 from asyncclient._version import __version__
 from asyncclient.cli._common import JSON_OUTPUT, add_global_options
 
-# Each module defines register(subparsers, parents); the handler it sets is imported lazily.
+# Each module has register(subparsers, parents); its handler is imported lazily.
 _COMMAND_MODULES = (
     "asyncclient.cli._upload",
     "asyncclient.cli._run",
@@ -74,14 +74,13 @@ class _Parser(argparse.ArgumentParser):
                 shown = f"{shown} ({hidden} more value(s), not shown)".lstrip()
             message = prefix + shown
             known = self._option_strings()
-            # A flag's name is no secret: a looser match than for values is fine.
+            # A flag's name is no secret: a looser match is fine.
             meant = [m for f in flags if (m := closest(f, known, cutoff=0.6)) is not None]
             if meant:
                 message += f" (did you mean {' '.join(meant)}?)"
         choice = _INVALID_CHOICE.match(message)
         if choice:
-            # The word may be a secret that followed a mistyped flag: name it only when it is
-            # close to a real choice.
+            # May be a secret: named only when near a choice.
             value, choices = choice["value"], _QUOTED.findall(choice["choices"])
             hint = did_you_mean(value, choices)
             message = (
@@ -110,12 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"asyncclient {__version__}")
-    # Before the command name --timeout is not --request-timeout: run and watch use it for
-    # the whole wait, and `asyncclient --timeout 60 run ...` must not mean something else.
+    # Before the command, --timeout is --request-timeout.
     add_global_options(parser, suppress=False, timeout_alias=False)
-    # Sub-commands and command groups accept the global options too (`asyncclient builds list
-    # P --json`, `asyncclient builds --json list P`); their defaults are suppressed there so
-    # they never overwrite what was given earlier on the line.
+    # Globals after the command too, defaults suppressed.
     common = _Parser(add_help=False)
     add_global_options(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -145,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from asyncclient.errors import MissingExtraError, ValidationError
 
     try:
-        # The command's display needs the cli extra; `pip install asyncclient` is the library.
+        # The display needs the cli extra.
         require("the asyncclient command", "cli", "rich")
     except MissingExtraError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

@@ -95,7 +95,7 @@ async def report(
         try:
             append_step_summary(summary_path, step_summary_markdown(job_report))
         except OSError as exc:
-            # The step summary is a courtesy; the runs' result and the JUnit report stand.
+            # The summary is a courtesy; the result stands.
             out.error(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc}")
 
 

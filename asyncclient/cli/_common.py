@@ -82,7 +82,7 @@ def describe_error(exc: BaseException, *, key_source: str | None = None) -> tupl
     return _wording.describe_error(exc, key_source=key_source)
 
 
-# What --json prints, said the same way in every help text that describes it.
+# What --json prints, worded alike in every help.
 JSON_OUTPUT = (
     "JSON with the service's field names (camelCase; snake_case for the endpoint list), "
     "every field present, null when the service did not send it"
@@ -266,20 +266,19 @@ def _run_handler(args: argparse.Namespace, out: Output) -> int:
                 _exit_now(exit_code, out.forced_exit_notes())
             interrupted = True
             if ends_on_signal:
-                # The way to stop it, as its banner says: not an error. A new line after ^C.
+                # Its banner's way to stop it: not an error.
                 exit_code = EXIT_OK
                 line = "" if out.stderr_is_terminal else None
             else:
-                # SIGTERM (CI cancelling a job, a container stopping) cleans up like Ctrl-C.
+                # SIGTERM (a cancelled CI job) cleans up like Ctrl-C.
                 interrupt = signum in INTERRUPTS
                 exit_code = EXIT_INTERRUPTED if interrupt else 128 + signum
                 name = "interrupted" if interrupt else "terminated"
                 line = f"\n{name}: cleaning up (Ctrl-C again to exit at once)"
-            # Said from the loop, not here: the handler may have interrupted a print to the
-            # same stream, and a buffered stream refuses a reentrant write.
+            # Said from the loop: a buffered stream refuses reentrant writes.
             loop.call_soon_threadsafe(_say_and_cancel, line, task)
 
-        # Signal handlers can only be set from the main thread (tests may call main() elsewhere).
+        # Only the main thread may set signal handlers.
         if threading.current_thread() is not threading.main_thread():
             return await handler(args, out)
         previous = {sig: signal.signal(sig, on_signal) for sig in handled_signals()}
@@ -318,7 +317,7 @@ def _exit_now(code: int, notes: Sequence[str]) -> None:
     """
     if notes:
         with contextlib.suppress(OSError):
-            # A new line first: the terminal has just echoed ^C after whatever was drawn.
+            # A new line first: the terminal echoed ^C.
             os.write(2, ("\n" + "\n".join(notes) + "\n").encode("utf-8", "replace"))
     os._exit(code)
 
@@ -346,5 +345,5 @@ def quiet_broken_pipe() -> int:
         finally:
             os.close(devnull)
     except (AttributeError, OSError, ValueError):
-        pass  # stdout is not a file descriptor (embedded, captured): nothing to redirect
+        pass  # stdout is no file descriptor: nothing to redirect
     return EXIT_BROKEN_PIPE

@@ -74,8 +74,7 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         files_read = ", ".join(str(path) for path in config.files)
         profile = f" (profile {config.profile})" if config.profile else ""
         print(f"config: read {files_read}{profile}", file=sys.stderr, flush=True)
-    # The files fill in what the line left unset, on the namespace the option records are read
-    # from (cli._options): only the options this command's parser defined.
+    # The files fill what the line left unset, for this parser.
     parsed = vars(args)
     for name, setting in config.settings.items():
         if not _from_file(setting.origin, config) or name not in parsed:
@@ -88,7 +87,7 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         args.api_key = config.session_options()["api_key"]
         args.api_key_origin = config.api_key_origin
     args.api_key_hint = config.missing_key_hint
-    # The files' command tables are named after the commands (`run` serves run test and project).
+    # Tables named after commands (`run`: test and project).
     if table in COMMAND_KEYS:
         keys = COMMAND_KEYS[table]
         for name, setting in config.commands.get(table, {}).items():

@@ -113,7 +113,7 @@ def open_session(args: argparse.Namespace, **options: Any) -> AsyncSession:
     from asyncclient.cli._options import Connection, read
 
     given = read(Connection, args)
-    # The library's own resolution, naming the flags: the same rules, the same messages.
+    # The library's rules, naming the flags.
     base_url = resolve_base_url(given.base_url, os.environ, flag="--base-url")
     api_key = resolve_api_key(given.api_key, os.environ, flag="--api-key", hint=given.api_key_hint)
     settings: dict[str, Any] = {
@@ -161,7 +161,7 @@ def _request_options(given: Connection) -> dict[str, Any]:
     return options
 
 
-# How the session's messages name the network options when the CLI made it.
+# Messages name the flags when the CLI made the session.
 NETWORK_FLAGS = {
     "proxy": "--proxy",
     "ca_file": "--ca-file",

@@ -115,7 +115,7 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     apk = folder / "shop.apk"
     screenshot: Path | None = None
     report: Path | None = None
-    # Small parts so that the tour shows several of them in flight at once.
+    # Small parts: several in flight at once.
     settings = ServiceSettings(part_bytes=4 << 20)
     try:
         async with FakeService(
@@ -131,7 +131,7 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
                 api_key=service.run_key,
                 base_url=service.url,
                 ca_file=service.ca_file,
-                # The tour is about the emulator on this machine: no proxy in between.
+                # The emulator is local: no proxy.
                 proxy="direct",
             ) as session:
                 build_id = await _upload(session, service.project_id, apk, out)
@@ -145,9 +145,9 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
                 report = _write_report(result, folder, shot, out)
     finally:
         if not keep_all:
-            # Without --output only the screenshot stays; a tour that failed leaves nothing.
+            # Without --output only the screenshot stays.
             apk.unlink(missing_ok=True)
-            # With --quiet nobody is told where the screenshot is: keep nothing then.
+            # With --quiet nobody is told: keep nothing.
             if screenshot is None or out.quiet:
                 shutil.rmtree(folder, ignore_errors=True)
     if screenshot is not None and not keep_all:
@@ -163,7 +163,7 @@ async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
     from asyncclient.cli._upload_progress import display_for
     from asyncclient.testing.builders import build_apk
 
-    def make_apk() -> int:  # 24 MiB written: in a thread, the emulator serves on this loop
+    def make_apk() -> int:  # 24 MiB, in a thread: the emulator serves here
         path = build_apk(
             apk,
             package="com.example.shop",

@@ -116,7 +116,7 @@ async def download(args: argparse.Namespace, out: Output) -> int:
             _check_wanted(run, files, wanted)
             destination = _file_destination(opts.output, wanted)
             _make_parent(destination)
-            # The session builds the URL from the text as given (its own parsing, as above).
+            # The session parses the text as given.
             path = await session.download_run_file(run_id, opts.file.strip(), destination)
             saved = [(wanted, path)]
             if not out.json_mode:

@@ -187,8 +187,7 @@ async def add_endpoint(args: argparse.Namespace, out: Output) -> int:
     name, description, url = opts.name, opts.description, opts.url.strip()
     method = opts.method.strip().upper()
     headers = parse_headers(opts.headers)
-    # The session's own check, before any request: its messages name the field (endpoint name,
-    # description, url, method) without echoing the url or any header value.
+    # The session's check names fields, never echoes values.
     check_endpoint(name, description, url, method, headers or None, opts.body_template)
     async with open_session(args) as session:
         endpoint_id = await session.add_endpoint(

@@ -21,7 +21,7 @@ _EXAMPLES = """\
 """
 
 _SHOWN = 20  # causes in the table (--json gives all the report keeps)
-_EXAMPLE_CHARS = 60  # of an example's headline in the table (--json: whole, up to 500)
+_EXAMPLE_CHARS = 60  # of an example headline (--json: up to 500)
 _LINK_CHARS = 120  # of its link (a result page's address is far shorter)
 
 

@@ -25,7 +25,7 @@ _EXAMPLES = """\
   asyncclient flaky p_123 --write-quarantine quarantine.toml   # then review it in a pull request
 """
 
-# A quarantined test whose last this many runs all passed is a candidate to lift.
+# Last runs all passed: a candidate to lift.
 LIFT_AFTER: int = 20
 
 
@@ -197,7 +197,7 @@ def _write_quarantine(
     )
 
     today = date.today()
-    # Only the tests the analysis asked about (each an id the API could have made).
+    # Only the tests asked about (API-shaped ids).
     new = [
         QuarantineEntry(test.test_id, _reason(test, report.days), until_from(today))
         for test in tests

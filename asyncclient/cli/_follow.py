@@ -85,11 +85,7 @@ async def follow(
                 watcher = suite.watcher
                 if watcher is not None:
                     _tell_stopped(watcher.stopped, watcher.stop_errors, out)
-                # A cancelled CI job still publishes what happened. With stop_on_cancel
-                # the watcher read the runs again after stopping them, so the summary,
-                # the JUnit report and the step summary show each run as the service now
-                # has it: a run it cancelled is skipped, one still going is an error (not
-                # final). The exit code (130/143) fails the job either way.
+                # A cancelled job still reports the runs as they now are.
                 if suite.report is not None and suite.outcome is not None:
                     with contextlib.suppress(CommandError, OSError):  # the interrupt matters
                         await report(session, suite.outcome, suite.report, options, out)
@@ -272,7 +268,7 @@ def _still_going_note(suite: SuiteRun, base_url: str | None) -> Callable[[], lis
         if not going:
             return []
         ids = " ".join(going)
-        # The address only when given as a flag: the variable is still set in this shell.
+        # The address only when given as a flag.
         where = f" --base-url {base_url}" if base_url else ""
         return [
             f"exiting before the service confirmed the stops: {len(going)} run(s) may still "

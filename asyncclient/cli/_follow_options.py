@@ -275,8 +275,7 @@ def check_follow_options(
         raise CommandError("--rerun-known needs --retry-failed N: it says which failures re-run")
     from asyncclient.failures import find_categories
 
-    # Read now, before any run starts: a file that is not right (a regex that could backtrack
-    # catastrophically too) fails the command here.
+    # Read before any run: a bad file fails here.
     options = attrs.evolve(options, categorised=find_categories(options.categories))
     if options.html:
         from asyncclient._core._extras import require
@@ -304,7 +303,7 @@ def check_follow_options(
     if options.quarantine:
         from asyncclient.quarantine import load_quarantine
 
-        # Read now, before any run starts: a file that is not right fails the command here.
+        # Read before any run: a bad file fails here.
         quarantine = load_quarantine(options.quarantine)
         for entry in quarantine.expired():
             if out is not None:
@@ -370,8 +369,7 @@ def _check_report_path(flag: str, value: str) -> None:
     parent = target.parent
     if target.is_dir():
         raise CommandError(f"{flag} {value} is a directory: give a file name")
-    # A missing folder is made when the report is written (as pytest's --junitxml does):
-    # what must hold now is that the nearest folder that exists can take it.
+    # Made when written; the nearest folder must take it.
     existing = parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

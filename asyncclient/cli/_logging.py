@@ -70,7 +70,7 @@ def _attach(name: str, fmt: str, level: int, stream: TextIO | None) -> logging.H
 
 
 def remove_logging(handler: logging.Handler | None) -> None:
-    # main() may run several times in one process (tests, embedding): no handler piles up.
+    # main() may run again in-process: no handler piles up.
     outage_logger = logging.getLogger("asyncclient.outage")
     if handler is not None and handler in outage_logger.handlers:
         outage_logger.removeHandler(handler)

@@ -29,8 +29,7 @@ TOOLSETS_ENV = "ASYNCCLIENT_MCP_TOOLSETS"
 TOOLS_ENV = "ASYNCCLIENT_MCP_TOOLS"
 EXCLUDE_ENV = "ASYNCCLIENT_MCP_EXCLUDE_TOOLS"
 READ_ONLY_ENV = "ASYNCCLIENT_MCP_READ_ONLY"
-# The server's own defaults (asyncclient.mcp_server._budget), repeated here so that --help does
-# not load the SDK; a test checks they agree.
+# The server's defaults, so --help needs no SDK (tested).
 LIST_BUDGET_DEFAULT = 16_000
 MIN_RESULT_CHARS = 2_000
 _LOOPBACK_NAMES = frozenset({"localhost"})
@@ -221,8 +220,7 @@ async def mcp(args: argparse.Namespace, out: Output) -> int:
     request_log = logging.getLogger("asyncclient")
     propagates = request_log.propagate
     if read(Globals, args).verbose:
-        # The request log already has its handler (--verbose): the SDK's root handler must not
-        # print each line a second time.
+        # Each line once: the request log has its handler.
         request_log.propagate = False
     try:
         return await _serve(args, out)
@@ -335,7 +333,7 @@ async def _serve(args: argparse.Namespace, out: Output) -> int:
         host, port = http
 
         def announce(line: str) -> None:
-            # Always shown, even with --quiet: with port 0 it is the only way to learn the port.
+            # Always shown: with port 0 it is the only way to know.
             out.always(f"asyncclient mcp: {mode}{count}, {line}")
 
         await server_module.serve_http(server, host, port, announce, token)

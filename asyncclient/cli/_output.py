@@ -115,7 +115,7 @@ class Output:
 
             table = Table(*columns, title=title, header_style="bold")
             for row in cells:
-                # Text, not str: service data such as "[x]" must not be read as rich markup.
+                # Text, not str: "[x]" is data, not markup.
                 table.add_row(*(Text(v) for v in row))
             _print_rich(self.stdout, table)
             return
@@ -174,8 +174,7 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-# A rate means something only over enough bytes and time: a 5 KiB upload done in 0.2 s would
-# show "0.0 MB/s", and a bar's first instant has no rate at all ("?").
+# A rate needs enough bytes and time to mean anything.
 RATE_MIN_BYTES = 1 << 20
 RATE_MIN_SECONDS = 0.02
 

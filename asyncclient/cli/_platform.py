@@ -20,8 +20,7 @@ __all__ = [
     "woken_by_signals",
 ]
 
-# macOS refuses a soft limit above OPEN_MAX (10240) even when the hard one says "unlimited";
-# elsewhere 65536 is far more than the command opens, and no child needs more.
+# macOS refuses a soft limit above OPEN_MAX, even under "unlimited".
 _MAC_OPEN_MAX: Final = 10240
 _ENOUGH: Final = 65536
 
@@ -45,7 +44,7 @@ def raise_open_files_limit(resource: Any | None = None, platform: str | None = N
     if resource is None:
         try:
             import resource as resource_module
-        except ImportError:  # Windows: the C runtime's limit, not raised from here
+        except ImportError:  # Windows: the C runtime's limit, not raised here
             return None
         resource = resource_module
     platform = sys.platform if platform is None else platform
@@ -57,11 +56,11 @@ def raise_open_files_limit(resource: Any | None = None, platform: str | None = N
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
             soft = wanted
         except (ValueError, OSError):
-            pass  # kept as it was: the uploader fits what it opens to it
+            pass  # kept: the uploader fits what it opens to it
     return int(soft)
 
 
-# Ctrl-C, and on Windows Ctrl-Break (what a cancelled GitHub Actions job sends after Ctrl-C).
+# Ctrl-C, and Windows' Ctrl-Break (a cancelled GitHub job's).
 INTERRUPTS: Final = frozenset(
     sig for sig in (signal.SIGINT, getattr(signal, "SIGBREAK", None)) if sig is not None
 )
@@ -96,9 +95,7 @@ def woken_by_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
                 while reader.recv(4096):
                     pass
 
-        # The reader first: a loop that cannot watch a socket (Windows' proactor) sets a
-        # wake-up fd of its own and reads it itself; replacing it would leave an idle loop
-        # deaf to Ctrl-C, so it is left alone.
+        # A proactor's own wake-up fd is left alone.
         try:
             loop.add_reader(reader.fileno(), drain)
         except NotImplementedError:

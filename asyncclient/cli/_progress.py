@@ -61,14 +61,13 @@ class Progress:
         if tests:
             from asyncclient.models import Run, RunStatus
 
-            # A run just started is queued: the service says so too until it picks it up.
+            # Just started: queued, as the service says.
             self._views = {
                 run_id: Run(id=run_id, status=RunStatus.QUEUED, test_id=tests[run_id])
                 for run_id in self._order
                 if run_id in tests
             }
-        # Kept as runs change, so that a frame costs the rows it shows, not the runs watched:
-        # the counts by status, the runs still going (in order) and the latest to finish.
+        # Kept up to date: a frame costs only its rows.
         from asyncclient._reports import status_of
 
         self._status_of = status_of  # imported once here, not on each of 100,000 updates
@@ -178,7 +177,7 @@ class Progress:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
-                return  # no loop to draw later: the next change or the exit draws it
+                return  # no loop: the next change or exit draws it
             self._timer = loop.call_later(wait, self._on_timer)
 
     @property
@@ -255,9 +254,7 @@ class Progress:
         if self._attempts:
             columns.insert(2, "attempt")
         table = Table(*columns, caption=caption)
-        # A terminal holds only so many rows: the runs still going come first, then the ones
-        # that finished, and only the rows shown are built. When they all fit, the finished
-        # ones in the order given; otherwise the latest to finish, newest first.
+        # Rows to the height: going first, then latest finished.
         height = self._console.height if self._console is not None else 40
         room = max(5, height - 8)
         if len(self._order) <= room:

@@ -124,8 +124,7 @@ class WatchOptions:
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    # Here --timeout bounds the whole wait, so the global options come without their --timeout
-    # (another name of --request-timeout on the other commands).
+    # Here --timeout bounds the whole wait.
     waiting = argparse.ArgumentParser(add_help=False)
     add_global_options(waiting, suppress=True, timeout_alias=False)
     parents = [waiting]
@@ -297,7 +296,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             build_ids=builds if len(builds) > 1 else None,
             idempotency_key=opts.idempotency_key,
         )
-        # Skipped tests are part of the answer, not progress: shown even with --quiet.
+        # Skipped tests are the answer: shown with --quiet.
         for skipped in result.skipped:
             out.always(
                 f"skipped {skipped.test_id}: {plain_text(skipped.reason) or 'no reason given'}"
@@ -339,7 +338,7 @@ def _project_verdict(
     started."""
     if code != EXIT_OK:
         return code
-    # all() of no runs is True: a suite that did not (fully) run must not pass a CI job.
+    # A suite that did not fully run never passes.
     if not result.started:
         out.error(f"no test of {project_id} started: nothing ran")
         return EXIT_NOT_PASSED

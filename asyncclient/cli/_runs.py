@@ -52,7 +52,7 @@ _STOP_EXAMPLES = """\
   asyncclient runs stop j_789                        # prints the new status: cancelled
   asyncclient runs stop j_1 j_2 j_3                  # several: one "RUN_ID STATUS" line each
 """
-_STOP_CONCURRENCY = 8  # stop requests in flight at once, as the run watcher sends them
+_STOP_CONCURRENCY = 8  # stops in flight at once, as the watcher sends them
 
 
 @attrs.frozen(kw_only=True)
@@ -138,8 +138,7 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
     test_id = None if opts.test is None else check_id(opts.test, "test", "--test")
     status = None
     if opts.status is not None:
-        # Other spellings of a status (canceled, stopped, SUCCESS) mean a documented one: the
-        # filter sends the spec's word.
+        # Other spellings filter by the spec's word.
         status = run_status_kind(opts.status.strip())
         known = [s.value for s in RunStatus]
         if status not in known:
@@ -151,7 +150,7 @@ async def list_runs(args: argparse.Namespace, out: Output) -> int:
         try:
             check_limit(opts.limit)
         except ValidationError as exc:
-            # The library's message speaks of limit= and test_id=: name the flag instead.
+            # Name the flag, not the keyword.
             raise CommandError(
                 f"--limit {opts.limit} is out of range: give 1 to {LIST_LIMIT_MAX}"
             ) from exc

@@ -70,7 +70,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         examples=_EXAMPLES,
         uses_service=False,
     )
-    # Ctrl-C (or SIGTERM) is how it is meant to stop: exit 0, not the 130 of an interruption.
+    # Ctrl-C or SIGTERM is the way to stop: exit 0.
     p.set_defaults(ends_on_signal=True)
     p.add_argument(
         "--host", default=_DEFAULT.host, help="address to listen on (default %(default)s)"

@@ -263,17 +263,14 @@ class Export:
                         with contextlib.suppress(Exception):
                             provider.shutdown()
             finally:
-                # Only now: an exporter still retrying past the bound keeps logging, and its
-                # records must stay on the DEBUG logger, never reach stderr.
+                # Only now: a late exporter's records stay on DEBUG.
                 sdk_logger = logging.getLogger("opentelemetry")
                 sdk_logger.removeHandler(self._handler)
                 sdk_logger.propagate = True
             with contextlib.suppress(RuntimeError):  # the loop closed: no one waits now
                 loop.call_soon_threadsafe(done.set)
 
-        # A thread of its own that the process does not wait for: a collector that never
-        # answers costs EXPORT_BOUND, not the exporter's timeout and retries; one that is not
-        # there (a refused connection) costs no more than finding that out again.
+        # Not waited for: a silent collector costs EXPORT_BOUND.
         threading.Thread(target=shut, name="asyncclient-otel-exit", daemon=True).start()
         timed_out = False
         deadline = loop.time() + EXPORT_BOUND
@@ -391,7 +388,7 @@ async def job_telemetry(
         return
     try:
         export = start_export(out)
-    except Exception as exc:  # an SDK or exporter that fails to start: the job runs as it is
+    except Exception as exc:  # an SDK that fails to start: run as is
         out.warning(f"OpenTelemetry could not be set up ({type(exc).__name__}): no trace")
         export = None
     try:

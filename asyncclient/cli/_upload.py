@@ -29,8 +29,7 @@ from asyncclient.cli._upload_progress import display_for
 if TYPE_CHECKING:
     from asyncclient.upload import Adaptive, LocalBuild, UploadResult
 
-# The fixed budget's default, from the light module that defines it once: used when only
-# --concurrency is given.
+# The fixed budget's default, for --concurrency alone.
 _MAX_PARTS_IN_FLIGHT = defaults.MAX_PARTS_IN_FLIGHT
 
 _UPLOAD_EXAMPLES = """\

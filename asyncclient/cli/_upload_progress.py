@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from asyncclient.upload import Adaptive, UploadResult
 
 
-# Files this big get a progress line at each quarter in plain (non-terminal) output.
+# Files this big get quarter lines in plain output.
 QUARTERS_FROM = 64 << 20
 
 
@@ -77,7 +77,7 @@ class Lines(Display):
             name = os.fspath(self.files[index])
             if index in self._started:
                 quarter = 4 * done // total if total >= QUARTERS_FROM else 0
-                # Progress winds back on a retried part: only a new high is reported.
+                # Retried parts wind progress back: report only a new high.
                 if 0 < quarter < 4 and quarter > self._quarter.get(index, 0):
                     self._quarter[index] = quarter
                     began, _ = self._started[index]
@@ -140,7 +140,7 @@ class Bars(Display):
 
         console = Console(file=out.stderr)
         height = height or console.size.height
-        # The overall bar, the lines printed above, and the shell's prompt need room too.
+        # Room for the overall bar, printed lines and the prompt.
         self.rows = max(1, min(self.MAX_FILE_ROWS, height - 4))
         self._progress: Progress = _timed_progress()(
             TextColumn("{task.description}", markup=False),
@@ -198,7 +198,7 @@ class Bars(Display):
         def report(done: int, total: int) -> None:
             progress = self._progress
             if self._overall is not None:
-                # An .app folder is zipped on the fly: its size is known only now.
+                # A zipped folder's size is known only now.
                 self._bytes_total += total - self._sizes[index]
                 self._sizes[index] = total
                 self._bytes_done += done - self._done_bytes[index]  # winds back on a retry
@@ -209,7 +209,7 @@ class Bars(Display):
                     total=self._bytes_total or None,
                     description=self._overall_text(),
                 )
-            # One file: its own row says the parts in flight; several: the overall row does.
+            # One file: its row says parts in flight.
             name = self.files[index].name + ("" if self._overall else self.in_flight())
             row = self._tasks.get(index)
             if row is not None:
@@ -240,7 +240,7 @@ class Bars(Display):
         if ok:
             self._sent += result.bytes_sent
         else:
-            self._failed += 1  # the reason is printed with the other errors at the end
+            self._failed += 1  # printed with the other errors at the end
         if self._overall is not None:
             self._progress.update(self._overall, description=self._overall_text())
         if not ok:
@@ -250,7 +250,7 @@ class Bars(Display):
         console = self._progress.console
         if self._print_each:
             console.print(Text(done_line(result)))
-        for note in _notes(result):  # a warning is shown however many files there are
+        for note in _notes(result):  # shown however many files
             shown = f"  {note}" if self._print_each else f"{os.fspath(result.path)}: {note}"
             console.print(Text(shown))
 

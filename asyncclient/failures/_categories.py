@@ -135,7 +135,7 @@ class Categories:
         return self._of(run, run.status_kind)
 
     def _of(self, run: Run, status: str) -> Category:
-        # Without a category that reads the text, the status alone decides: no text is made.
+        # No text-reading category: the status decides.
         return self.classify(status, failure_text(run) if self.read_text else "")
 
     def classify(self, status: str, text: str) -> Category:

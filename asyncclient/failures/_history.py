@@ -134,7 +134,7 @@ async def fetch_failures(
         categories=categories,
         keep_runs=True,
     )
-    # Each cluster's example is its newest run: the one a person opens first.
+    # The example is the newest run, opened first.
     newest_first = sorted(
         read.failed_runs,
         key=lambda run: run.created_at.timestamp() if run.created_at else 0.0,

@@ -33,9 +33,9 @@ SIGNATURE_LIMIT: Final = 400
 """The most characters of a signature."""
 MAX_PART: Final = 160
 """The most characters each part (headline, error, a check) brings to a signature."""
-_MAX_CHECKS: Final = 5  # failed checks a signature names, in the order the run gave them
+_MAX_CHECKS: Final = 5  # failed checks named, in the run's order
 
-# Most specific first: a URL holds numbers and hex, a time holds numbers.
+# Most specific first: URLs hold numbers and hex.
 _RULES: Final = (
     (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s)\]>\"']+", re.I), "<url>"),
     (
@@ -60,13 +60,12 @@ _RULES: Final = (
         ),
         "<q>",
     ),
-    # A word of letters, then digits (SAVE10, build42, n7): a code, an id or a version.
+    # Letters then digits (SAVE10, build42): a code or id.
     (re.compile(r"\b[a-z]+\d[a-z0-9]*\b", re.I), "<id>"),
     (re.compile(r"[$€£]?[+-]?\d+(?:[.,]\d+)*%?"), "<n>"),
 )
 _SPACES: Final = re.compile(r"\s+")
-# The rules as one pattern, read in one pass: where two could start at the same place, the
-# earlier rule wins (a URL before the numbers in it).
+# One pass: at one place, the earlier rule wins.
 _PLACEHOLDERS: Final = tuple(placeholder for _, placeholder in _RULES)
 _GROUPED: Final = re.compile(
     "|".join(f"(?P<r{i}>{pattern.pattern})" for i, (pattern, _) in enumerate(_RULES)),
@@ -103,7 +102,7 @@ def signature(run: Run) -> str:
     return _signature(run, run.status_kind)
 
 
-_RECORD_ID: Final = 200  # characters kept of an id or a link in a failure's record
+_RECORD_ID: Final = 200  # kept of an id or a link
 
 
 def failure_record(run: Run) -> Run:

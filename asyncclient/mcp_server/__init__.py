@@ -29,8 +29,7 @@ if TYPE_CHECKING:
         serve_stdio,
     )
 
-# Each name loads its module (and the SDK) on first use, so `python -m asyncclient.mcp_server`
-# can say in one line which extra is missing (PEP 562).
+# Lazy (PEP 562): a missing extra is said in one line.
 _LAZY = {
     "ServerOptions": "asyncclient.mcp_server._base",
     "LIST_BUDGET": "asyncclient.mcp_server._budget",

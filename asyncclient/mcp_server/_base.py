@@ -44,14 +44,14 @@ __all__ = [
 
 logger = logging.getLogger("asyncclient.mcp")
 
-# Progress notifications are sent at most this often (seconds); the last state is always sent.
+# Progress at most this often (s); the last always sent.
 PROGRESS_EVERY: Final = 0.5
 DEFAULT_PAGE: Final = 20
 MAX_PAGE: Final = 100
 _REDACTED: Final = "[redacted]"
 
 
-# --- argument types: the schemas carry the spec's rules; the library enforces them -------------
+# --- argument types: schemas carry the spec's rules ---
 
 
 def string(description: str, **rules: Any) -> WithJsonSchema:
@@ -80,7 +80,7 @@ PageSize = Annotated[
         maximum=MAX_PAGE,
     ),
 ]
-# Context is generic over the lifespan state and the request; this server uses neither.
+# Generic over lifespan and request; neither used.
 ToolContext = Context[Any, Any]
 
 

@@ -33,13 +33,12 @@ NOTES_MAX: Final = 8
 """At most this many notes of what was left out; the rest are counted in a last one."""
 ELLIPSIS: Final = "…"
 
-# How hard a part is cut, step by step: (longest text kept, most entries of a list kept).
-# A map keeps at least MAP_KEYS_MIN keys, so the result's own objects are never cut open.
+# Cut levels: (longest text, most list entries).
 LEVELS: Final = ((4000, 200), (1000, 50), (400, 20), (200, 10), (100, 5), (60, 2), (30, 1), (16, 0))
 MAP_KEYS_MIN: Final = 24
-# A list part is given at least this many items when cutting the other parts further makes room.
+# A list keeps at least this many items.
 LIST_ITEMS_MIN: Final = 5
-# What each item of a list the agent asked for may hold before it is counted against the budget.
+# What an asked-for item holds before it counts.
 ITEM_LEVEL: Final = (1000, 20)
 
 
@@ -195,18 +194,18 @@ def bound(
         out, cuts = dict(result), Cuts()
         for key in keys:
             out[key] = [] if key in lists else clip(result[key], level, key, cuts)
-        # Then the lists fill the room left, the one cut last filled first.
+        # The lists fill the room left, the last cut first.
         for key in reversed(lists):
             out[key] = _take_whole(out, key, result[key], level, budget, cuts, advice.get(key))
         fitted = _with_notes(out, cuts)
         if size(fitted) <= budget:
-            # Cut the other parts further while that leaves a list with hardly any items.
+            # Cut the others further while a list has hardly any items.
             if all(len(out[key]) >= min(len(result[key]), LIST_ITEMS_MIN) for key in lists):
                 return fitted
             first_fit = first_fit or fitted
     if first_fit is not None:
         return first_fit
-    for key in keys:  # a last resort against a service that sends what cannot be cut enough
+    for key in keys:  # a last resort against what cannot be cut enough
         if out[key] != _empty(out[key]):
             out[key] = _empty(out[key])
             cuts.note(f"{key}: left out, too large")

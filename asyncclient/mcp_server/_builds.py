@@ -150,8 +150,7 @@ class BuildTools(ToolKit):
             ),
         ],
         ctx: ToolContext,
-        # Free text is typed plain `str` ("" for none): the SDK parses a `str | None` argument
-        # that looks like JSON into an object before validating it.
+        # Plain `str`: the SDK parses JSON-like `str | None`.
         label: Annotated[
             str, string("Optional free label kept with the build, such as a commit")
         ] = "",

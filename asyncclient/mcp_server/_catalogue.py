@@ -39,7 +39,7 @@ class Tool:
 
 
 def _of(operation: Operation) -> Tool:
-    # A deletion or a stop done twice is a no-op the second time.
+    # A deletion or stop done twice is a no-op.
     return Tool(
         operation.name,
         operation.resource,
@@ -49,7 +49,7 @@ def _of(operation: Operation) -> Tool:
     )
 
 
-# The server's own tools, each after the operation it follows in the list.
+# Our own tools, each after the operation it follows.
 _OWN: Final = (
     ("get_build", Tool("upload_build", "builds", reads=False, idempotent=True)),
     ("stop_run", Tool("wait_for_runs", "runs", reads=True)),

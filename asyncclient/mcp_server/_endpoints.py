@@ -86,8 +86,7 @@ class EndpointTools(ToolKit):
         method: Annotated[
             str, string("HTTP method (default POST)", enum=sorted(checks.ENDPOINT_METHODS))
         ] = "POST",
-        # Any, so that a malformed value is refused by the library, which never echoes header
-        # values (the SDK's own validation error would quote them).
+        # Any: the library refuses it without echoing values.
         headers: Annotated[
             Any,
             WithJsonSchema(
@@ -125,7 +124,7 @@ class EndpointTools(ToolKit):
             )
             return {"id": endpoint_id}
 
-        # Header values are secrets: the library never puts them in a result or an error.
+        # Header values are secrets: never in a result.
         return await self._answer(work())
 
     async def delete_endpoint(

@@ -59,7 +59,7 @@ IdempotencyKey = Annotated[
     ),
 ]
 
-# How long a tool waits for runs: the two tools say what happens to the runs still going.
+# How long a tool waits; each says what then happens.
 _SECONDS: Final = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WAIT_TIMEOUT}
 WaitSeconds = Annotated[
     float,

@@ -43,7 +43,7 @@ _KITS: Final[dict[str, type[ToolKit]]] = {
     "endpoints": _endpoints.EndpointTools,
     "files": _files.FileTools,
 }
-# Every list below is read from the catalogue, which reads the operation table.
+# Every list here comes from the catalogue.
 TOOLS: Final = tuple(CATALOGUE)
 """Every tool, in the order of the spec's operations (the server's own where they fit)."""
 READ_TOOLS: Final = tuple(name for name, tool in CATALOGUE.items() if tool.reads)
@@ -122,7 +122,7 @@ def create_server(session: AsyncSession, options: ServerOptions) -> MCPServer[An
         title="Test-Run Service",
         instructions=_INSTRUCTIONS,
         version=__version__,
-        # The SDK's own log lines (tool failures at INFO) would repeat what the client is told.
+        # The SDK's INFO lines repeat what the client is told.
         log_level="WARNING",
     )
     offered = select_tools(tools=options.tools or (), read_only=options.read_only)

@@ -32,7 +32,7 @@ from asyncclient.reruns import Attempts, SuiteResult
 __all__ = ["FailedRequirement", "RunVerdict", "WaitResult", "failed", "verdict", "wait_result"]
 
 STATUS_ORDER: Final = [status.value for status in RunStatus]
-# Each run that did not pass is shown with texts up to 400 characters and 10 failed requirements.
+# A failing run shows 400 characters, 10 requirements.
 VERDICT_LEVEL: Final = (400, 10)
 LINE_CHARS: Final = 160
 # Room the notes of what was left out may take.
@@ -80,7 +80,7 @@ class WaitResult(Bounded):
 
 
 def failed(attempt: Attempt) -> list[FailedRequirement]:
-    # title: the check's words; id: its id, when the service gave one besides.
+    # title: the check's words; id: its id, when given.
     return [
         {"id": check.name if check.title else "", "title": check.title or check.name,
          "reason": check.reason}
@@ -165,8 +165,7 @@ def wait_result(
     pending = [run.id for run in runs if not run.is_final]
     not_passed = [run for run in runs if run.is_final and _reports.run_result(run) != "passed"]
     passed = [run for run in runs if run.is_final and _reports.run_result(run) == "passed"]
-    # Each run is read into the report model only when its place comes (the generators below):
-    # a verdict for the runs that fit the budget, not for 10,000.
+    # Runs enter the report model only as they fit.
     summary = _reports.counts_line(runs) if suite is None else suite.summary()
     if unknown:
         summary += f"; {len(unknown)} unknown"
@@ -202,9 +201,7 @@ def wait_result(
         if len(shown) < total:
             notes.append(f"{key}: {len(shown):,} of {total:,} shown; {advice}")
 
-    # The ids still going and not known come first, within a quarter of the room each: they
-    # are what the next call needs; then the failures in detail (a verdict is made only for
-    # the runs that fit), then the passed runs.
+    # Unknown ids going first, then failures, then passes.
     again = "call wait_for_runs again with the same run_ids (final runs come back at once)"
     fill("pending", pending, len(pending), room // 4, again)
     fill("unknown", unknown, len(unknown), room // 4, "the service knows none of these ids")

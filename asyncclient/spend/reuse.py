@@ -216,9 +216,7 @@ async def find_reusable(
                 if not candidates:
                     return None
                 checked = await _with_builds(session, candidates, rule)
-            # Newest first: the newest verdict on these bytes decides, and a verdict whose
-            # bytes cannot be told (its build deleted, unreadable, past the cap) ends the
-            # search with no reuse: it may be the failure that decides.
+            # Newest first; a verdict whose bytes are unknown ends the search.
             for earlier in checked or ():
                 theirs = earlier.used_build_sha256
                 theirs_project = None
@@ -342,7 +340,7 @@ async def stop_reused(
             try:
                 await session.stop_run(reuse.run_id)
             except ConflictError:
-                pass  # already over: stopped by an earlier try of this job, or it ended
+                pass  # already over: stopped earlier, or ended
             except AsyncClientError as exc:
                 errors[reuse.run_id] = str(exc)
                 return

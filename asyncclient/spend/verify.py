@@ -261,7 +261,7 @@ async def verify_fix(
     if not every:
         raise first_error[0]
     views: dict[str, Run] = {}
-    # The runs are this verification's own: a timeout or a cancellation stops those going.
+    # Its own runs: a timeout or cancellation stops them.
     watcher = session.watch_runs(
         every, interval=interval, timeout=timeout, stop_on_timeout=True, stop_on_cancel=True
     )

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from asyncclient.testing.dialects import DIALECTS, Dialect, get_dialect
     from asyncclient.testing.server import FakeService
 
-# Public name -> the module that defines it, imported on first access (PEP 562).
+# Public name -> its module, imported on first access (PEP 562).
 _LAZY = {
     "DIALECTS": "asyncclient.testing.dialects",
     "Dialect": "asyncclient.testing.dialects",

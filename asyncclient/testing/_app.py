@@ -26,7 +26,7 @@ _HANDLERS: dict[str, Handler] = {
 
 
 def make_app(state: AppState) -> web.Application:
-    # Complete may list thousands of parts: allow JSON bodies well beyond the default 1 MiB.
+    # Complete may list thousands of parts.
     app = web.Application(middlewares=[middleware], client_max_size=16 << 20)
     app.on_response_prepare.append(add_request_id)
     app[STATE] = state

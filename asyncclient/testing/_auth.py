@@ -39,7 +39,7 @@ def authenticate(keys: Mapping[str, ApiKey], authorization: str | None) -> ApiKe
     token = bearer_token(authorization)
     key = keys.get(token) if token is not None else None
     if key is None:
-        # Never echo the presented key: it may be a real secret sent to the wrong place.
+        # Never echo the key: it may be a real secret.
         raise ServiceError(
             401, "unauthenticated", "the API key is not known to the service", kind="bad_key"
         )

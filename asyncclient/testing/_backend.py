@@ -38,7 +38,7 @@ class Backend:
         self.run_store = RunStore(state, self.build_store)
         self.endpoint_store = EndpointStore(state)
         self.answers = AnswerStore(state)
-        # The stores' own tables, shared (not copied): what tests and the stats read.
+        # The stores' own tables, shared, for tests and stats.
         self.builds: dict[str, Build] = self.build_store.builds
         self.runs: dict[str, Run] = self.run_store.runs
         self.run_order: list[Run] = self.run_store.order

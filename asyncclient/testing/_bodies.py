@@ -18,9 +18,9 @@ from asyncclient.testing._errors import ServiceError
 
 __all__ = ["ClientGone", "Crc32", "format_etag", "part_etag", "receive"]
 
-#: A body is handed to a worker thread (checksum and write) in batches of about this size.
+#: Bodies go to a thread in batches of about this.
 _BATCH = 1 << 20
-#: A connection held to a bandwidth sleeps once it is this far ahead of its cap (seconds).
+#: A capped connection sleeps this far ahead (s).
 _NAP = 0.005
 
 
@@ -116,9 +116,7 @@ async def receive(
                 pending = loop.run_in_executor(None, _absorb, out, digest, batch)
                 batch, batched = [], 0
             if bandwidth is not None or link is not None:
-                # Sleep off what this connection is ahead of its cap (and of the shared link),
-                # in naps of at least _NAP (and at the end): the body takes total/bandwidth at
-                # the least, without a timer and a wake-up for every chunk it buffered.
+                # Sleep off the lead over the caps, in naps.
                 now = loop.time()
                 ahead = 0.0 if bandwidth is None else began + total / bandwidth - now
                 if link is not None and chunk:

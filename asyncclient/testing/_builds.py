@@ -167,9 +167,7 @@ class BuildStore:
             except ServiceError:
                 received.unlink(missing_ok=True)  # noqa: ASYNC240 - a metadata operation
                 raise
-            # The part's region is about to change: it no longer counts, and a hash that
-            # covered it (or is reading it now) starts again from it. A first copy of the part
-            # being written in place stops and is not recorded.
+            # The region changes: it no longer counts; hashes restart.
             build.placing = number
             build.uploaded.pop(number, None)
             if len(build.prefix) > number - 1:
@@ -242,7 +240,7 @@ class BuildStore:
                     state,
                 )  # fmt: skip
             except OSError:
-                return  # the build was deleted; complete (if any) hashes what is left itself
+                return  # deleted; complete hashes what is left
             if build.hash_generation == generation:
                 build.prefix.append(digest)
 
@@ -284,8 +282,7 @@ class BuildStore:
             self._check_part_list(build, parts)
             build.completing = True
             try:
-                # A part still being copied into place finishes first (later ones are refused),
-                # and may have replaced a listed one.
+                # A part being copied finishes first, maybe replacing one.
                 async with build.place_lock:
                     self._check_part_list(build, parts)
                 try:

@@ -75,9 +75,7 @@ async def upload_part(request: web.Request) -> web.Response:
     plan = request.app[STATE].plan
     bandwidth = plan.conditions.part_bandwidth
     try:
-        # A part sent for the first time is received straight into its place in the build file
-        # (if cut off, nothing earlier is lost); any other into a file commit_part copies.
-        # A ready build's part is taken only in the lenient reading, and then discarded.
+        # A first part goes straight in place; others via commit_part.
         discard = build.status == "ready"
         claimed = None if discard else backend.build_store.claim_part(build, number)
         dest = build.directory / f".part-{number}-{secrets.token_hex(6)}"

@@ -23,8 +23,7 @@ __all__ = [
     "NetworkConditions",
 ]
 
-#: The names of the API's operations (asyncclient._core._operations), which faults and
-#: conditions name.
+#: The API's operation names, as faults name them.
 OPERATIONS = frozenset(_OPERATION_TABLE)
 """The names of the API's operations, which faults and conditions name (`list_runs`, ...)."""
 

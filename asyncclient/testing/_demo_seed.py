@@ -188,7 +188,7 @@ DEMO: dict[str, Any] = {
             "target": "ios",
             "appId": "com.example.shop.ios",
             "outcome": "passed",
-            # Flaky: its first run fails (the device drops), a re-run passes (demo --retry).
+            # Flaky: the first run fails, a re-run passes.
             "flakyRuns": 1,
             "requirements": [
                 {
@@ -244,8 +244,7 @@ DEMO: dict[str, Any] = {
             "queuedSeconds": 2,
         },
         {
-            # New: no run yet. Its first run of each suite fails, its repeats pass: flaky on
-            # arrival (run project p_new --new-test-runs 3).
+            # New: its first run fails, repeats pass: flaky on arrival.
             "id": "t_wishlist",
             "project": "p_new",
             "title": "Add a product to the wishlist",

@@ -136,7 +136,7 @@ async def emulator_faults(request: web.Request) -> web.Response:
     return json_answer({"op": data["op"], "pending": plan.pending(str(data["op"]))}, 201)
 
 
-#: (method, path, handler, name) of each of the emulator's own routes.
+#: (method, path, handler, name) of our own routes.
 ROUTES: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]], str]] = [
     ("GET", "/runs/{run_id}", result_page, "result_page"),
     ("GET", "/_emulator/stats", emulator_stats, "emulator_stats"),

@@ -24,7 +24,7 @@ async def list_endpoints(request: web.Request) -> web.Response:
 
 
 async def add_endpoint(request: web.Request) -> web.Response:
-    # Capability first (authenticated): a key that may not edit learns nothing about the body.
+    # Capability first: a non-editor learns nothing of the body.
     backend, key = authenticated(request)
     project_id = request.match_info["project_id"]
     data = await json_body(

@@ -55,7 +55,7 @@ def make_png(run_id: str, index: int) -> bytes:
     digest = _digest(run_id, str(index))
     background = digest[0:3]
     accent = bytes(255 - b for b in background)
-    # 64 stripes of 2 px (plus a 26 px margin) encode 8 bytes of the digest: distinct images.
+    # Stripes encode 8 bytes of the digest: distinct images.
     bits = int.from_bytes(digest[3:11], "big")
     barcode = b"".join((accent if bits >> (63 - i) & 1 else background) * 2 for i in range(64))
     margin = background * ((width - 128) // 2)

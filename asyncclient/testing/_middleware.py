@@ -100,8 +100,7 @@ async def middleware(
     op = request.match_info.route.name
     if op not in OPERATIONS:
         op = None
-    # Every answer carries its id (X-Request-Id, set as the answer is prepared: add_request_id),
-    # as services do so that a failed call can be found in their logs.
+    # Every answer carries its X-Request-Id, as services do.
     request[REQUEST_ID] = f"req_{secrets.token_hex(8)}"
     status = 0
     try:
@@ -109,7 +108,7 @@ async def middleware(
         status = response.status
         return response
     except _Dropped:
-        # The transport is gone: aiohttp fails to send this quietly and closes the connection.
+        # The transport is gone: aiohttp drops this quietly.
         return web.Response()
     finally:
         state.record(request, op, status, request.get(REQUEST_ID))

@@ -51,10 +51,10 @@ class Project:
 class Test:
     seed: SeedTest
     learned: str  # "fresh" | "stale" | "none"
-    # (end time, seq, run) of cold runs that will pass: the first to finish makes the path fresh.
+    # Cold runs that will pass: the first makes the path fresh.
     passing_cold: list[tuple[float, int, Run]] = attrs.Factory(list)
     runs: list[Run] = attrs.Factory(list)
-    # Runs since the last run a project run started (flakyRuns counts from there).
+    # Runs since a project run last started (flakyRuns).
     runs_since_suite: int = 0
 
     @property
@@ -88,20 +88,16 @@ class Build:
     uploaded: dict[int, tuple[str, int]] = attrs.Factory(dict)  # part -> (etag, length)
     completing: bool = False
     lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    # Held while a received part is copied into its place in the build file.
+    # Held while a part is copied into place.
     place_lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    # The whole file's sha256, computed part by part as soon as a prefix of parts is in place:
-    # prefix[i] is the digest of parts 1..i (so a part sent again restarts the hash from it).
+    # sha256 over each prefix of parts in place.
     prefix: list[Any] = attrs.Factory(lambda: [hashlib.sha256()])
     hash_generation: int = 0  # bumped when a part the hasher may be reading is replaced
     hasher: asyncio.Task[None] | None = None
-    # Parts being received straight into their place (sent for the first time), and the part
-    # commit_part is copying into its place (0: none).
+    # Parts received in place, and commit_part's (0: none).
     writers: dict[int, PartWriter] = attrs.Factory(dict)
     placing: int = 0
-    # Taken by every thread writing into the build file. The kernel serialises writes to one
-    # file anyway (ext4 holds the inode lock for each), but its waiters spin on the CPU: with 8
-    # parts arriving at once that spinning cost a sixth of the emulator's CPU. These sleep.
+    # Writers take turns and sleep; the kernel's waiters spin.
     file_lock: threading.Lock = attrs.Factory(threading.Lock)
 
     def part_length(self, number: int) -> int:
@@ -195,7 +191,7 @@ class Run:
         self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
         self.outcome: str | None = None  # the seed's history: how this run ended
         self.said: tuple[str | None, str | None] = (None, None)  # history: headline, reason
-        # FakeService.hold: the state this run stays in ("queued" or "running") until released.
+        # FakeService.hold: the state this run stays in until released.
         self.held: str | None = None
 
     def __repr__(self) -> str:
@@ -254,7 +250,7 @@ class Run:
         if status not in FINAL_STATUSES:
             return []
         if self.said[1] is not None and self.outcome is not None:
-            # A run of the history that said why its (first failed) check failed.
+            # A history run that said why its first failed check failed.
             seeded = list(self.test.seed.requirements)
             failing = next((i for i, r in enumerate(seeded) if r.result == "failed"), None)
             if self.outcome == self.test.seed.outcome and failing is not None:
@@ -264,13 +260,13 @@ class Run:
             said = _default_requirement(self.test.seed, self.outcome)
             return [SeedRequirement(said.title, said.result, self.said[1])]
         if self.outcome is not None and self.outcome != self.test.seed.outcome:
-            # A run of the history that ended otherwise than the test does today.
+            # A history run that ended otherwise than today.
             return [_default_requirement(self.test.seed, self.outcome)]
         seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
         if status == "cancelled":
             return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
         if self.flaky_failure:
-            # The first check fails for a reason outside the app; the later ones were not reached.
+            # The first check fails outside the app; the rest unreached.
             first, *rest = seeded
             return [
                 SeedRequirement(first.title, "failed", self.test.seed.flaky_reason),

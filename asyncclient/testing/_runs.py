@@ -47,7 +47,7 @@ class RunStore:
         self._builds = builds
         self.runs: dict[str, Run] = {}
         self.order: list[Run] = []
-        # FakeService.hold: test id -> the state its runs stay in, and every run a hold took.
+        # FakeService.hold: test id -> its state and runs held.
         self.holds: dict[str, str] = {}
         self.held_runs: list[Run] = []
 
@@ -273,12 +273,10 @@ class RunStore:
         run_id = self._state.new_id("j_", self.runs)
         spread = 1.0 + seeded.duration_jitter * (2.0 * _unit_interval(run_id) - 1.0)
         overage = project.counted_runs >= project.included_runs
-        # flakyRuns: the first N runs after each project run fail (its own run, then N-1
-        # re-runs), so every suite a reader starts meets the flake, not only the first one.
+        # flakyRuns: the first N runs after each project run fail.
         if source == "project":
             test.runs_since_suite = 0
-        # flakyRate: drawn from the run's id, or from its start's idempotency key and test
-        # when it had one (the same key draws the same, whatever ran before it).
+        # flakyRate: drawn from the run id, or its key and test.
         basis = f"{draw}/{test.id}" if draw else run_id
         flaky = seeded.outcome == "passed" and (
             test.runs_since_suite < seeded.flaky_runs

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 OUTCOMES = ("passed", "failed", "blocked", "inconclusive", "error")
-#: What a run of the seed's history may have ended in (cancelled: stopped, not counted).
+#: How a history run may have ended.
 HISTORY_STATUSES = (*OUTCOMES, "cancelled")
 ENDPOINT_METHODS = ("POST", "GET", "PUT", "PATCH", "DELETE")
 
@@ -73,10 +73,10 @@ class SeedRun:
     version: str | None = None
     duration_seconds: float | None = None
     queued_seconds: float | None = None
-    # What a run that did not pass said: its headline, and the reason of its failed check.
+    # What a failing run said: headline and reason.
     headline: str | None = None
     reason: str | None = None
-    # What really caused it, for whoever reads the seed (a labelled corpus): never served.
+    # The true cause, for the labelled corpus: never served.
     label: str | None = None
 
 
@@ -99,14 +99,12 @@ class SeedTest:
     uses_endpoints: tuple[str, ...]
     pinned_build: str | None
     screenshots: int
-    # A flaky test: its first `flaky_runs` runs fail, and any run fails with `flaky_rate`
-    # (drawn from the run id, so the same ids fail again), with `flaky_reason`; only a test
-    # whose outcome is passed can be flaky.
+    # Flaky: first `flaky_runs` fail, then `flaky_rate`; passed tests only.
     flaky_runs: int = 0
     flaky_rate: float = 0.0
     flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
     flaky_status: str = "failed"  # how such a run ends: failed, error, inconclusive or blocked
-    # Finished runs of earlier days, served as they are (the history `asyncclient flaky` reads).
+    # Earlier days' finished runs, served as they are.
     history: tuple[SeedRun, ...] = ()
 
 
@@ -157,7 +155,7 @@ class Seed:
     tests: tuple[SeedTest, ...]
     builds: tuple[SeedBuild, ...]
     endpoints: tuple[SeedEndpoint, ...]
-    #: The wire dialect the seed asks for (see asyncclient.testing.dialects), None for default.
+    #: The wire dialect (asyncclient.testing.dialects); None: default.
     dialect: str | None = None
 
     def first_key(self, capability: str) -> str | None:

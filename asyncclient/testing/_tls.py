@@ -13,7 +13,7 @@ import attrs
 
 __all__ = ["LOOPBACK_NAMES", "TlsFiles"]
 
-#: The names the throwaway certificate holds: every way a client on this machine says loopback.
+#: Every name a local client uses for loopback.
 LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
 
 

@@ -19,8 +19,7 @@ from asyncclient._values._bounds import digits
 __all__ = ["build_apk", "build_app_dir", "build_app_zip"]
 
 _CHUNK: Final = 1 << 20  # filler is produced and written 1 MiB at a time
-# Decided before the filler is streamed, since a local header cannot grow afterwards; below this
-# size zipfile's own choice is right, above it the zip64 header is forced.
+# Forces zip64 above this size: a header cannot grow later.
 _FORCE_ZIP64_FROM: Final = 1 << 30
 _EPOCH: Final = (1980, 1, 1, 0, 0, 0)  # fixed timestamps keep builds byte-for-byte reproducible
 _FILLER_APK: Final = "assets/filler.bin"
@@ -42,7 +41,7 @@ _TYPE_STRING: Final = 0x03
 _TYPE_INT_DEC: Final = 0x10
 _TYPE_INT_BOOLEAN: Final = 0x12
 _ANDROID_NS: Final = "http://schemas.android.com/apk/res/android"
-# android: attributes we write, in resource id order (aapt sorts attributes by id).
+# android: attributes we write, in resource id order.
 _ANDROID_ATTRS: Final = {
     "label": 0x01010001,
     "minSdkVersion": 0x0101020C,
@@ -235,7 +234,7 @@ def _dex() -> bytes:
     return bytes(header)
 
 
-# ELF e_machine and class (32 or 64 bit) of each Android ABI.
+# ELF e_machine and class of each Android ABI.
 _ELF_MACHINES: Final = {
     "armeabi": (40, 32),
     "armeabi-v7a": (40, 32),
@@ -384,7 +383,7 @@ def _zip_info(name: str, mode: int = 0o644, *, compress: bool = True) -> zipfile
 
 
 def _write_filler(archive: zipfile.ZipFile, name: str, filler_bytes: int, seed: int) -> None:
-    # Stored, not deflated: random bytes do not shrink, and deflating a GiB would take a minute.
+    # Stored: random bytes do not shrink.
     info = _zip_info(name, compress=False)
     info.file_size = filler_bytes
     with archive.open(info, "w", force_zip64=filler_bytes >= _FORCE_ZIP64_FROM) as out:

@@ -96,7 +96,7 @@ class FakeService:
         require_client_cert: bool = False,
         client_ca: str | os.PathLike[str] | None = None,
     ) -> None:
-        # Load now: a bad seed or setting fails at construction, before any port is taken.
+        # Load now: a bad seed fails before any port is taken.
         self.seed = demo_seed() if seed is None else load_seed(seed)
         self.dialect: Dialect = get_dialect(dialect if dialect is not None else self.seed.dialect)
         self.clock: Clock = make_clock(clock, speed)
@@ -131,7 +131,7 @@ class FakeService:
         assert data_dir is not None
         runner: web.AppRunner | None = None
         try:
-            # Seeding writes real app files and inspects them: blocking work, so in a thread.
+            # Seeding writes and inspects real apps: blocking, so a thread.
             backend = await asyncio.to_thread(
                 Backend, self.seed, clock=self.clock, settings=self.settings, data_dir=data_dir
             )
@@ -141,8 +141,7 @@ class FakeService:
                 access_log=access_logger if self._access_log else None,
                 handle_signals=False,
                 shutdown_timeout=1.0,
-                # aiohttp's 64 KiB a connection: a modelled link's reader is acknowledged in
-                # small steps, as a real link's is (1 MiB acknowledged a part in bursts).
+                # 64 KiB reads: a modelled link is acknowledged in small steps.
                 read_bufsize=1 << 16,
             )
             await runner.setup()
@@ -163,17 +162,14 @@ class FakeService:
         again (with a fresh state from its seed)."""
         runner, self._runner = self._runner, None
         if runner is not None:
-            # A TLS connection whose peer ended the stream while the TLS layer had paused
-            # reading for a full body buffer waits for that reading to resume, and asyncio's
-            # close() then does nothing: the graceful shutdown would leave its socket to the
-            # garbage collector. Whatever is still open after it is aborted.
+            # Abort what graceful shutdown leaves open (a paused TLS reader).
             server = runner.server
             transports = [h.transport for h in server.connections] if server is not None else []
             await runner.cleanup()
             for transport in transports:
                 if transport is not None:
                     transport.abort()  # nothing when it is closed already
-            await asyncio.sleep(0)  # an aborted transport closes its socket on the next turn
+            await asyncio.sleep(0)  # an aborted transport closes on the next turn
         if self._state is not None:
             await self._state.backend.aclose()
         if self._tls is not None:
@@ -364,7 +360,7 @@ class FakeService:
             Its `RequestRecord`s, oldest first.
         """
         if op not in OPERATIONS:
-            # A misspelt name would match nothing and make an assertion of "no request" pass.
+            # A misspelt name would make "no request" pass.
             raise ValueError(f"unknown operation {op!r}: give one of {', '.join(OPERATIONS)}")
         return [r for r in self._running().log if r.op == op]
 

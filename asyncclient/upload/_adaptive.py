@@ -28,24 +28,21 @@ FLOOR: Final = 2
 CEILING: Final = 64
 """The most: 64 connections (AsyncSession's connection_limit) and no part held in memory."""
 
-# Seconds. A measure starts `settle` after a change (a new connection first fills its socket
-# buffers at once) and lasts `window`. The fast start measures briefly: each of its steps
-# multiplies the number.
+# Seconds: a measure waits `settle` after a change, then lasts `window`.
 TICK: Final = 0.05
 START_SETTLE: Final = 0.1
 START_WINDOW: Final = 0.2
 SETTLE: Final = 0.3
 WINDOW: Final = 1.5
 MIN_PART_SECONDS: Final = 0.2  # of mature parts in a window, for its measure to count
-QUIET: Final = 2.0  # no raise for this long after pushback (429, 503, a part that timed out)
+QUIET: Final = 2.0  # no raise this long after pushback
 
-# Efficiency of a change: the relative change of throughput over the relative change of the
-# number (1: throughput scaled with it; 0: nothing changed).
-LINEAR: Final = 0.8  # the fast start quadruples while a step is at least this efficient
-GAINING: Final = 0.5  # ... doubles while at least this; and a probe up is followed by another
+# A change's efficiency: throughput's relative change over the number's (1: scaled).
+LINEAR: Final = 0.8  # the fast start quadruples while this efficient
+GAINING: Final = 0.5  # ... doubles while this; a probe up is followed by another
 KEEP_RAISE: Final = 0.5  # a raise is kept when at least this efficient
 BIG_RISE: Final = 0.2  # ... or when throughput rose by this share
-KEEP_LOWER: Final = 0.03  # a cut is kept when it costs at most this share of the throughput
+KEEP_LOWER: Final = 0.03  # a cut is kept when it costs at most this share
 
 
 class Rule:
@@ -66,11 +63,10 @@ class Rule:
         self.level = min(max(start, floor), ceiling)
         self.starting = True
         self.quiet_until = 0.0
-        # The last measure at the level the one being judged is compared with: (level, bytes/s).
+        # The measure the current one is compared with: (level, bytes/s).
         self._reference: tuple[int, float] | None = None
         self._up = True  # the way the next probe goes
-        # A cut that cost throughput is tried again only after this many measures, doubled
-        # by each such cut: a cut below what the link needs costs while it is measured.
+        # Measures before retrying a costly cut; each doubles it.
         self._cuts_wait = 0
         self._cuts_skip = 0
 
@@ -83,8 +79,7 @@ class Rule:
         before, was = reference
         gain = _efficiency(before, was, level, throughput)
         if level > before:
-            # Kept when throughput rose by half of what the raise would bring in proportion,
-            # or by a fifth (a big raise past the link's capacity is kept, and cut back later).
+            # Kept when it brought half its proportional gain, or a fifth.
             if throughput >= was * (1 + min(KEEP_RAISE * (level - before) / before, BIG_RISE)):
                 self._reference = (level, throughput)
                 self._up = gain >= GAINING
@@ -230,8 +225,7 @@ class Adaptive:
             settle, window = (START_SETTLE, START_WINDOW) if rule.starting else (SETTLE, WINDOW)
             self._restart = False
             await asyncio.sleep(settle)
-            # After a cut, the parts in flight finish first: none is stopped half-way (a poll:
-            # it watches for pushback too).
+            # After a cut, the parts in flight finish first.
             while budget.in_flight > budget.limit and not self._restart:  # noqa: ASYNC110
                 await asyncio.sleep(TICK)
             throughput = await self._measure(budget, loop, window)

@@ -130,9 +130,7 @@ async def upload_many(
             "max_parts_in_flight",
             DEFAULT_MAX_PARTS_IN_FLIGHT if max_parts_in_flight is None else max_parts_in_flight,
         )
-    # What the process may still open decides how many parts and builds are in flight at
-    # once (macOS starts at 256 files): fewer than asked rather than "Too many open files"
-    # half-way; too few for one build is said before anything is sent.
+    # Fit parts and builds in flight to the open files left.
     fitted, window = fit_uploads(asked, LOOKAHEAD * asked, asked, open_files_left())
     if (fitted, window) != (asked, LOOKAHEAD * asked):
         log.info(
@@ -238,8 +236,7 @@ async def _upload_items(
         )
 
     try:
-        # 1. Local pre-flight of every item, in a thread: no request for a local problem.
-        # The same thread lists the journals there are to resume.
+        # 1. Local pre-flight and the journal listing, in a thread.
         checked, ctx.journals_listed = await asyncio.to_thread(
             _preflight_all, [item.path for item in items], temps, ctx.journal_dir
         )
@@ -254,7 +251,7 @@ async def _upload_items(
         if not pending:
             return [r for r in results if r is not None]
 
-        # 2. One list_builds: the size limit, the part size and the skip_existing candidates.
+        # 2. One list_builds: size limit, part size, skip_existing candidates.
         try:
             ctx.listing = await session.list_builds(project_id)
         except Exception as exc:
@@ -311,7 +308,7 @@ async def _upload_items(
         finished, ctx.finished = ctx.finished, []
         try:
             await asyncio.to_thread(_clean_up, temps, finished)
-        finally:  # cancelled while it runs: the thread still removes them
+        finally:  # cancelled meanwhile: the thread still removes them
             release(finished)
     return [r for r in results if r is not None]
 
@@ -335,7 +332,7 @@ def _preflight_all(
     """
     outcomes: list[Source | BaseException] = []
     for path in paths:
-        if temps.closed:  # the call ended (cancelled): the rest are not read
+        if temps.closed:  # the call was cancelled: the rest are not read
             outcomes.append(Stopped())
             continue
         try:

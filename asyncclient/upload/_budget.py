@@ -10,7 +10,7 @@ from collections.abc import Callable
 from asyncclient._local._bodies import PartBody
 from asyncclient.upload._values import Progress
 
-# A connection's send buffer when it cannot be read (Linux's largest by default).
+# An unreadable send buffer: Linux's largest default.
 DEFAULT_SEND_BUFFER = 4 << 20
 # Seconds a part goes unmeasured after it starts (see Flow).
 MATURE = 0.2
@@ -29,8 +29,7 @@ class Budget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.in_flight = 0
-        # The parts going out now, and what the parts done since the last sample carried:
-        # what an Adaptive measures (sample()).
+        # Parts going out, and what finished ones carried (sample()).
         self.flows: set[Flow] = set()
         self._ended: list[tuple[int, float]] = []
         self.on_pushback: Callable[[float], object] | None = None

@@ -16,8 +16,7 @@ from asyncclient.errors import ValidationError
 
 log = logging.getLogger("asyncclient.upload")
 
-# Reads small enough to stay in a core's cache beside the parts being sent (1 MiB reads cost
-# the upload more CPU over TLS: docs/performance.md, bench_upload (b)).
+# Cache-sized reads: 1 MiB ones cost more CPU over TLS.
 HASH_CHUNK: Final = 256 << 10
 
 
@@ -40,7 +39,7 @@ def _hash_file(
     remaining = size
     done = 0
     step = part_bytes if part_bytes and on_prefix is not None else 0
-    boundary = step  # the end of the next part (0: no prefixes wanted)
+    boundary = step  # the next part's end (0: no prefixes wanted)
     with path.open("rb", buffering=0) as handle:
         while remaining is None or remaining > 0:
             if stop is not None and stop.is_set():
@@ -78,7 +77,7 @@ class Stopped(Exception):
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-_running = 0  # hashes being computed now, in any thread (tests check that none is left)
+_running = 0  # hashes running now, in any thread
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -113,7 +112,7 @@ class Hasher:
         self._future: asyncio.Future[str] = loop.create_future()
         self._stop = threading.Event()
         self.part_bytes = part_bytes
-        # Part number -> sha256 of the file up to that part's end, as the thread passes it.
+        # Part number -> sha256 of the file up to its end.
         self.prefixes: dict[int, str] = {}
         self._prefix_waiters: dict[int, asyncio.Future[str]] = {}
         self._job = _pool().submit(self._run, path, size)
@@ -126,7 +125,7 @@ class Hasher:
             _running += 1
         try:
             result = _hash_file(path, size, self._stop, self.part_bytes, self._passed)
-        except BaseException as exc:  # handed to the loop, which re-raises it where awaited
+        except BaseException as exc:  # re-raised by the loop where awaited
             error = exc
         finally:
             with _POOL_LOCK:
@@ -136,7 +135,7 @@ class Hasher:
 
     def _passed(self, part: int, digest: str) -> None:
         """In the thread: the reading passed the end of `part`."""
-        self.prefixes[part] = digest  # one dict store: atomic, read by the loop as it is
+        self.prefixes[part] = digest  # one dict store: atomic
         if self._prefix_waiters:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._wake, part, digest)
@@ -161,7 +160,7 @@ class Hasher:
         done, _ = await asyncio.wait({waiter, self._future}, return_when=asyncio.FIRST_COMPLETED)
         if waiter in done:
             return waiter.result()
-        await self._future  # the hash ended (or failed: this raises) before the part's end
+        await self._future  # the hash ended or failed before the part's end
         return self.prefixes.get(part, "")
 
     def _settle(self, result: str | None, error: BaseException | None) -> None:
@@ -174,7 +173,7 @@ class Hasher:
             self._future.set_result(result)
 
     async def result(self) -> str:
-        # shield: a cancelled waiter must not cancel the future the thread will settle.
+        # A cancelled waiter must not cancel the thread's future.
         return await asyncio.shield(self._future)
 
     async def stop(self) -> None:
@@ -185,7 +184,7 @@ class Hasher:
         wake-up of the loop from the thread for every build.
         """
         self._stop.set()
-        if self._job.cancel():  # still queued behind other hashes: it never opens the file
+        if self._job.cancel():  # still queued: it never opens the file
             self._settle(None, Stopped())
         if not self._future.done():
             with contextlib.suppress(Exception):

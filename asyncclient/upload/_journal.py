@@ -147,8 +147,8 @@ class Journal:
         self.prefixes: dict[int, str] = {}
         self.broken = False
         self._fd: int | None = None  # the file this journal created, open for appending
-        self._next_prefix = 1  # the first part whose digest record() has not looked for yet
-        self._name_taken = True  # something may be at self.path (False: the load found nothing)
+        self._next_prefix = 1  # the first part record() has not looked for
+        self._name_taken = True  # something may be at self.path (False: nothing loaded)
 
     @classmethod
     def open(
@@ -166,8 +166,7 @@ class Journal:
         if listed is None or name in listed:
             journal._load()
         else:
-            # Not there when the call began. Should one come to the name since, the journal is
-            # created at a temporary name and renamed over it (see _write_state).
+            # Absent at the start: a later arrival is replaced.
             journal._name_taken = False
         return journal
 
@@ -221,8 +220,7 @@ class Journal:
         self.etags[part_number] = etag
         line: dict[str, Any] = {"part": part_number, "etag": etag}
         if prefixes:
-            # The hashing thread adds parts 1, 2, 3, ... in order as it reads: only those past
-            # the last one seen are looked at (one dict.get each, safe while it adds more).
+            # Only parts past the last one seen are looked at.
             new: dict[int, str] = {}
             part = self._next_prefix
             while (digest := prefixes.get(part)) is not None:
@@ -235,7 +233,7 @@ class Journal:
                 line["prefixes"] = {str(n): d for n, d in new.items()}
         if self.broken or self.build_id is None:
             return
-        if self._fd is None:  # resumed from a file another run wrote: never appended to
+        if self._fd is None:  # resumed from another run's file: never appended to
             self._write_state()
             return
         try:
@@ -279,7 +277,7 @@ class Journal:
     def _create_here(self, head: bytes) -> int:
         try:
             return _new_file(self.path, head)
-        except FileNotFoundError:  # the folder: made on the first journal (or made again)
+        except FileNotFoundError:  # the folder: made on the first journal
             self.path.parent.mkdir(parents=True, exist_ok=True)
             return _new_file(self.path, head)
 

@@ -49,10 +49,10 @@ class Context:
     skip_existing: bool
     journal_dir: Path
     listing: "BuildList | None" = None
-    # The journals in journal_dir as the call began (None: each build looks on disk).
+    # Journals listed at the call's start (None: look on disk).
     journals_listed: frozenset[str] | None = None
     window: Window | None = None
-    # Journals of the uploads that succeeded, removed together at the end of the call.
+    # Succeeded uploads' journals, removed at the call's end.
     finished: list[Journal] = attrs.Factory(list)
 
 
@@ -90,7 +90,7 @@ class Upload:
         self.parts_sent = 0
         self.bytes_sent = 0
         self.resumed = False
-        # This build's share of ctx.window: the parts of it still counted there.
+        # This build's share of ctx.window.
         self.share = Share(None) if ctx.window is None else ctx.window.share()
 
     @property
@@ -136,8 +136,7 @@ class Upload:
             verified = await self._verify(build)
             done = True
         except (BuildRejectedError, ChecksumMismatchError, ValidationError):
-            # Nothing to resume: the build is checked and refused, or the file is not what was
-            # sent (it changed, or the bytes were damaged on the way).
+            # Nothing to resume: refused, or not the bytes sent.
             if journal is not None:
                 journal.forget()
             raise
@@ -148,8 +147,7 @@ class Upload:
                     ctx.finished.append(journal)
                 else:
                     journal.close()
-            # Another process waiting for this file reads the build from the lock (its journal
-            # is removed at the end of the call, after the lock is gone: see Journal.finish).
+            # Waiters read the build from the lock.
             held.lock.release({"buildId": build.id, "sha256": self.sha256} if done else None)
         return self._result(build, started, verified=verified)
 
@@ -185,7 +183,7 @@ class Upload:
             "projectId": self.ctx.project_id,
             "path": os.path.abspath(src.given),
             "size": src.size,
-            # A zipped folder has a new temp file each time: its content identifies it.
+            # A zipped folder is identified by content.
             "mtimeNs": src.mtime_ns if src.sha256 is None else None,
             "sha256": src.sha256,
             "fileName": src.file_name,
@@ -193,7 +191,7 @@ class Upload:
         }
 
     def _open_journal(self, identity: dict[str, Any], *, waited: bool) -> Journal | None:
-        # After a wait the listing from the start of the call is stale: look on disk.
+        # After a wait the first listing is stale.
         listed = None if waited else self.ctx.journals_listed
         return Journal.open(self.ctx.journal_dir, identity, listed)
 
@@ -280,7 +278,7 @@ class Upload:
         return None
 
     async def _upload(self, journal: Journal | None, *, resume: bool) -> "Build":
-        # The hashing thread, if one is started, is stopped however the upload ends.
+        # The hashing thread stops however the upload ends.
         async with contextlib.AsyncExitStack() as cleanup:
             return await self._upload_with(cleanup, journal, resume=resume)
 
@@ -293,7 +291,7 @@ class Upload:
         part_bytes = 0
         etags: dict[int, str] = {}
         if resume and journal is not None and journal.build_id is not None:
-            # May hash the file itself (to check a build the lost answer had completed).
+            # May hash the file to check a lost completion.
             resumed = await self._resume(journal)
             if isinstance(resumed, tuple):
                 build_id, part_bytes, etags = resumed
@@ -301,9 +299,7 @@ class Upload:
             elif resumed is not None:
                 self.sink.set(src.size)
                 return resumed
-        # The hash starts now, so that it runs while start_upload is on its way. It also notes
-        # the sha256 up to each part's end, for the journal (the listing's part size: a start
-        # that answers another one leaves the journal without them, and a resume starts over).
+        # Hash during start_upload, noting each part's prefix digest.
         listing = self.ctx.listing
         expected_part_bytes = part_bytes or (listing.part_bytes if listing is not None else 0)
         started = None
@@ -334,8 +330,7 @@ class Upload:
             if missing:
                 await self._send(build_id, part_bytes, missing, etags, journal, hasher)
             self.sink.check()
-            # The local checksum before completing: a file that changed under the upload is
-            # refused here, before the service holds a ready build made of it.
+            # A file changed under the upload never becomes a build.
             if started is not None:
                 self.sha256 = await started.result()
             self._check_unchanged()
@@ -433,8 +428,7 @@ class Upload:
         budget = self.ctx.budget
         queue = deque(missing)
         path = self.source.send_path
-        # One open file for all the parts: an attempt sends from it (sendfile, explicit
-        # offsets) without a trip to a thread to open and close the file for every part.
+        # One open file for every part.
         try:
             shared = await _open_for_parts(path)
         except OSError as exc:
@@ -466,7 +460,7 @@ class Upload:
 
         workers = min(self.ctx.concurrency, len(missing))
         try:
-            if workers == 1:  # one part (most apks of a batch), or concurrency 1: no tasks
+            if workers == 1:  # one part, or concurrency 1: no tasks
                 await worker()
             else:
                 async with asyncio.TaskGroup() as group:
@@ -476,12 +470,12 @@ class Upload:
             first = first_error(failed)
             raise first from first.__cause__
         finally:
-            # Every attempt has let go of it: each waits for its body to stop going out.
+            # Every attempt has let go of it.
             shared.close()
 
     def _part_list(self, etags: dict[int, str], parts: int) -> list[UploadedPart]:
         missing = [n for n in range(1, parts + 1) if n not in etags]
-        if missing:  # every worker finished without error, so this is a bug, not the network
+        if missing:  # every worker succeeded, so this is a bug, not the network
             raise RuntimeError(f"parts {missing} have no etag after the upload")
         return [UploadedPart(n, etags[n]) for n in range(1, parts + 1)]
 

@@ -45,12 +45,9 @@ part is retried (what its failed attempt had sent is wound back) and ends at tot
 resumed upload starts at the bytes its earlier run already sent."""
 
 CHUNK: Final = 1 << 20
-# 2: the journal keeps the sha256 of the file up to the end of each part ("prefixes"), so that a
-# resume proves the parts it keeps came from the bytes on disk now. A version 1 journal proves
-# nothing: its upload starts over.
+# 2: each part's prefix digest, so resumes prove parts.
 JOURNAL_VERSION: Final = 2
-# upload_builds starts the next build while fewer than this many parts per budget slot are
-# queued or in flight, so its start request and the completion of the previous one overlap.
+# The next build starts below this many parts per slot.
 LOOKAHEAD: Final = 2
 
 

@@ -121,7 +121,7 @@ def _tls_context(
 
 
 def _no_password() -> str:
-    # An encrypted key would otherwise make OpenSSL ask on the terminal, blocking the loop.
+    # Else OpenSSL asks for a passphrase on the terminal.
     raise ValueError("the key is encrypted")
 
 
@@ -150,7 +150,7 @@ class Network:
     ssl_context: ssl.SSLContext | None
     ca_file: Path | None = None
     client_cert: Path | None = None
-    # How the options are named in messages: "ca_file=" in the library, "--ca-file" in the CLI.
+    # Option names in messages: ca_file= here, --ca-file in the CLI.
     flags: Mapping[str, str] = attrs.field(factory=dict)
 
     def option_name(self, option: str, env: str) -> str:
@@ -195,8 +195,7 @@ class Network:
         parts = urlsplit(base_url)
         https = parts.scheme.lower() == "https"
         chosen = resolve_proxy(base_url, proxy, environ, flag=names["proxy"])
-        # Without a CA file or client certificate, aiohttp's own verifying context is the same
-        # as ours would be (and a borrowed session keeps the TLS settings of its connector).
+        # Without a CA file or certificate, aiohttp's default context is ours.
         context = None
         platform_trust = trust_store(environ, ca, sys.platform) == "truststore"
         if ca is not None or cert is not None or key is not None or platform_trust:
@@ -235,7 +234,7 @@ class Network:
     def classify(self, exc: BaseException) -> Failure | None:
         """The failure on the way to the service that `exc` is, or None for an ordinary one
         (refused connection, timeout, drop: the transport's own wording)."""
-        import aiohttp  # the transport has it loaded already; kept out of import time here
+        import aiohttp  # loaded by the transport already
 
         proxy = self.proxy
         if isinstance(exc, aiohttp.ClientHttpProxyError) and proxy is not None:

@@ -9,7 +9,7 @@ import aiohttp
 
 __all__ = ["ERROR_BODY_LIMIT", "read_bounded"]
 
-#: How much of an error answer is kept: plenty for its message (a proxy's HTML page included).
+#: How much of an error answer is kept.
 ERROR_BODY_LIMIT: Final = 64 << 10
 
 
@@ -33,7 +33,7 @@ async def read_bounded(
             return await resp.read()  # aiohttp reads no more than the Content-Length
     chunks: list[bytes] = []
     kept = total = 0
-    # aiohttp (>= 3.14.1, as pyproject asks) inflates a compressed answer in bounded steps.
+    # aiohttp >= 3.14.1 inflates in bounded steps.
     while chunk := await resp.content.readany():
         total += len(chunk)
         if total > limit:

@@ -36,7 +36,7 @@ class Network(Protocol):
 
 
 _PROBE_TIMEOUT: Final = 5.0
-# How long a closer look waits for an alert after the handshake (a loopback one comes at once).
+# How long to wait for an alert after the handshake.
 _ALERT_WAIT: Final = 1.0
 
 

@@ -20,7 +20,7 @@ from asyncclient.errors import ValidationError
 __all__ = ["DIRECT", "PROXY_ENV", "Proxy", "bypasses", "resolve_proxy"]
 
 PROXY_ENV: Final = "ASYNCCLIENT_PROXY"
-#: The proxy value that means "connect directly, whatever the environment says".
+#: "Connect directly, whatever the environment says".
 DIRECT: Final = "direct"
 
 
@@ -180,8 +180,7 @@ def resolve_proxy(
     no_proxy = _env(environ, "no_proxy")
     if no_proxy and bypasses(parts.hostname or "", parts.port or default_port, no_proxy[0]):
         return None
-    # curl reads only the lower-case http_proxy (HTTP_PROXY can be set by a CGI request's
-    # Proxy header); pip and requests read both. Both are read here: no CGI runs this.
+    # Both cases read, unlike curl: no CGI runs this.
     found = _env(environ, f"{scheme}_proxy") or _env(environ, "all_proxy")
     if found is None:
         return None

@@ -462,7 +462,7 @@ class Dialect:
         Returns:
             What the dialect writes on the wire for it.
         """
-        # snake_case, as the spec shows this view; headers and bodyTemplate are never returned.
+        # snake_case, as the spec shows; no headers or bodyTemplate.
         return {
             "id": endpoint.id,
             "name": endpoint.name,
