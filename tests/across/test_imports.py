@@ -584,3 +584,20 @@ def test_no_test_module_imports_another() -> None:
     and module state twice."""
     importing = re.compile(r"^\s*(?:from|import) test_\w+", re.M)
     assert [str(t) for t in TESTS.rglob("*.py") if importing.search(t.read_text())] == []
+
+
+PRAGMAS = ("# type:", "# noqa", "# fmt:", "# pragma", "#!")
+
+
+def test_comments_say_why_in_a_line() -> None:
+    """Words per comment within httpx's 6.6 and pytest's 7.9 (counted alike: each comment token,
+    pragmas left out); a longer reason belongs in a docstring or the docs."""
+    comments = words = 0
+    for path in PACKAGE.rglob("*.py"):
+        tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        for token in tokens:
+            text = token.string
+            if token.type == tokenize.COMMENT and not text.startswith(PRAGMAS):
+                comments += 1
+                words += len(text.lstrip("#:").split())
+    assert words / comments <= 8.0, f"{words / comments:.1f} words a comment"
