@@ -37,15 +37,8 @@ async def wait_with_retries(
     """Wait for the runs, re-running each test that did not pass up to `retry_failed` times
     (asyncclient.reruns says how); returns every test with every attempt. The suite loop
     (`AsyncSession.follow_suite`) with re-runs only: no history read, no fail-fast.
-
-    mode, build_id: of the first runs, when the caller started them (else each run's own view
-    says). on_run(run): each change of a run, as RunWatcher yields them; on_rerun(started):
-    each round of re-runs as it starts, (test id, run id, attempt) each. `timeout` bounds the
-    whole wait, re-runs included; the other options go to each round's RunWatcher.
-
-    Raises WatchTimeoutError when `timeout` passes first and UnknownRunsError when the service
-    did not know some ids, as AsyncSession.wait_for_runs does; with raise_on_timeout=False both
-    return the result so far instead (`complete` False, `unknown` the ids).
+    With raise_on_timeout=False a timeout or unknown ids return the result so far
+    (`complete` False, `unknown` the ids).
 
     Args:
         session: The session to call the service with.
