@@ -1,29 +1,33 @@
 """Keys, capabilities, unknown ids and paths: every operation's 401, 403, 404 and 405 answers."""
 
+import re
 from collections.abc import Callable
 
 import pytest
 from emulator_support import Http
 
+from asyncclient._core._operations import API_PREFIX
+from asyncclient._core._operations import OPERATIONS as TABLE
 from asyncclient.testing import OPERATIONS, FakeService
 
-# (method, path, op) of every operation, with ids that exist in SMALL_SEED.
+# Ids that exist in SMALL_SEED, for each placeholder of the operation table's paths.
+SAMPLE_IDS = {
+    "project_id": "p_a",
+    "build_id": "ab_ios_2",
+    "part_number": "1",
+    "test_id": "t_web",
+    "run_id": "j_000000000000",
+    "file": "video.mp4",
+    "endpoint_id": "ep_hook",
+}
+# (method, path, op) of every operation, from the table: a new one needs no line here.
 CALLS = [
-    ("GET", "/api/v1/projects/p_a/builds", "list_builds"),
-    ("GET", "/api/v1/builds/ab_ios_2", "get_build"),
-    ("POST", "/api/v1/projects/p_a/builds", "start_upload"),
-    ("PUT", "/api/v1/builds/ab_ios_2/parts/1", "upload_part"),
-    ("POST", "/api/v1/builds/ab_ios_2/complete", "complete_upload"),
-    ("DELETE", "/api/v1/builds/ab_ios_2", "delete_build"),
-    ("POST", "/api/v1/tests/t_web/run", "run_test"),
-    ("POST", "/api/v1/projects/p_a/run", "run_project"),
-    ("GET", "/api/v1/runs", "list_runs"),
-    ("GET", "/api/v1/runs/j_000000000000", "get_run"),
-    ("POST", "/api/v1/runs/j_000000000000/stop", "stop_run"),
-    ("GET", "/api/v1/runs/j_000000000000/files/video.mp4", "download_run_file"),
-    ("GET", "/api/v1/projects/p_a/endpoints", "list_endpoints"),
-    ("POST", "/api/v1/projects/p_a/endpoints", "add_endpoint"),
-    ("DELETE", "/api/v1/endpoints/ep_hook", "delete_endpoint"),
+    (
+        row.method,
+        API_PREFIX + re.sub(r"\{(\w+)(?::[^}]*)?\}", lambda m: SAMPLE_IDS[m[1]], row.path),
+        row.name,
+    )
+    for row in TABLE.values()
 ]
 
 
