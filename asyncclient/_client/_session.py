@@ -29,6 +29,8 @@ from asyncclient._core._batches import each_batch
 from asyncclient._core._converter import converter
 from asyncclient._core._operations import OPERATIONS
 from asyncclient._core._responses import (
+    echoing_part,
+    fitting_start,
     read_build,
     read_build_list,
     read_endpoints,
@@ -83,45 +85,6 @@ T = TypeVar("T")
 
 #: How many `ids` batches of list_runs are fetched at once.
 LIST_RUNS_CONCURRENCY: Final = 8
-
-
-def _fitting_start(start: UploadStart, size: int) -> UploadStart:
-    """The start_upload answer, if its part size and count fit the file (ValueError, read as an
-    invalid answer, otherwise)."""
-    if start.part_bytes <= 0 or start.parts != -(-size // start.part_bytes):
-        raise ValueError(
-            f"partBytes {start.part_bytes} and parts {start.parts} do not fit a file of "
-            f"{size} bytes"
-        )
-    return start
-
-
-def _echoing_part(part: UploadedPart, number: int) -> UploadedPart:
-    """The upload_part answer, if it names the part sent and gives an etag."""
-    if part.part_number != number or not part.etag:
-        raise ValueError(f"the answer named part {part.part_number} with etag {part.etag!r}")
-    return part
-
-
-def _run_body(
-    mode: object, build_ids: object, build_id: object, idempotency_key: object
-) -> tuple[dict[str, Any], str]:
-    """The checked JSON body and Idempotency-Key of run_test (build_ids None) or run_project."""
-    payload: dict[str, Any] = {}
-    if mode is not None:
-        payload["mode"] = checks.check_choice("mode", mode, checks.MODES)
-    if build_ids is not None:
-        checked = checks.check_id_list("build", build_ids, "build_ids", unique=False)
-        if len(checked) > checks.IDS_PER_REQUEST:
-            raise ValidationError(
-                f"build_ids may name at most {checks.IDS_PER_REQUEST} builds (one per app); "
-                f"got {len(checked)}"
-            )
-        if checked:
-            payload["buildIds"] = checked
-    if build_id is not None:
-        payload["buildId"] = checks.check_id("build", build_id)
-    return payload, checks.check_idempotency_key(idempotency_key)
 
 
 class AsyncSession:
@@ -458,7 +421,7 @@ class AsyncSession:
             payload["label"] = label
         return await self._call(
             "start_upload",
-            lambda answer: _fitting_start(read_upload_start(answer), payload["size"]),
+            lambda answer: fitting_start(read_upload_start(answer), payload["size"]),
             json=payload,
             ids={"project_id": project_id},
         )
@@ -491,7 +454,7 @@ class AsyncSession:
         part_number = checks.check_part_number(part_number)
         return await self._call(
             "upload_part",
-            lambda answer: _echoing_part(read_uploaded_part(answer), part_number),
+            lambda answer: echoing_part(read_uploaded_part(answer), part_number),
             body=await part_body(data),
             ids={"build_id": build_id, "part_number": str(part_number)},
         )
@@ -595,7 +558,7 @@ class AsyncSession:
             ```
         """
         test_id = checks.check_id("test", test_id)
-        payload, key = _run_body(mode, None, build_id, idempotency_key)
+        payload, key = checks.run_body(mode, None, build_id, idempotency_key)
         return await self._call(
             "run_test",
             read_run_start,
@@ -643,7 +606,7 @@ class AsyncSession:
             ```
         """
         project_id = checks.check_id("project", project_id)
-        payload, key = _run_body(mode, build_ids, build_id, idempotency_key)
+        payload, key = checks.run_body(mode, build_ids, build_id, idempotency_key)
         return await self._call(
             "run_project",
             read_project_run_start,

@@ -308,3 +308,24 @@ def switch(text: str) -> bool | None:
     case) or 0, false, no, off and nothing; None for anything else (the caller names it)."""
     word = text.strip().lower()
     return True if word in _ON else False if word in _OFF else None
+
+
+def run_body(
+    mode: object, build_ids: object, build_id: object, idempotency_key: object
+) -> tuple[dict[str, Any], str]:
+    """The checked JSON body and Idempotency-Key of run_test (build_ids None) or run_project."""
+    payload: dict[str, Any] = {}
+    if mode is not None:
+        payload["mode"] = check_choice("mode", mode, MODES)
+    if build_ids is not None:
+        checked = check_id_list("build", build_ids, "build_ids", unique=False)
+        if len(checked) > IDS_PER_REQUEST:
+            raise ValidationError(
+                f"build_ids may name at most {IDS_PER_REQUEST} builds (one per app); "
+                f"got {len(checked)}"
+            )
+        if checked:
+            payload["buildIds"] = checked
+    if build_id is not None:
+        payload["buildId"] = check_id("build", build_id)
+    return payload, check_idempotency_key(idempotency_key)

@@ -46,8 +46,10 @@ from asyncclient.models import (
 )
 
 __all__ = [
+    "echoing_part",
     "error_class",
     "error_from_response",
+    "fitting_start",
     "read_build",
     "read_build_list",
     "read_endpoints",
@@ -318,3 +320,21 @@ def structure_error_details(
         started, skipped = start_lists(details)
         err.started = structure_started(started)
         err.skipped = structure_skipped(skipped)
+
+
+def fitting_start(start: UploadStart, size: int) -> UploadStart:
+    """The start_upload answer, if its part size and count fit the file (ValueError, read as an
+    invalid answer, otherwise)."""
+    if start.part_bytes <= 0 or start.parts != -(-size // start.part_bytes):
+        raise ValueError(
+            f"partBytes {start.part_bytes} and parts {start.parts} do not fit a file of "
+            f"{size} bytes"
+        )
+    return start
+
+
+def echoing_part(part: UploadedPart, number: int) -> UploadedPart:
+    """The upload_part answer, if it names the part sent and gives an etag."""
+    if part.part_number != number or not part.etag:
+        raise ValueError(f"the answer named part {part.part_number} with etag {part.etag!r}")
+    return part
