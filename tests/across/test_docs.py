@@ -474,3 +474,22 @@ def test_the_configuration_guide_names_every_key() -> None:
     keys.discard("api_key")  # named apart: a key stays out of committed files
     missing = sorted(key for key in keys if f"`{key}`" not in text)
     assert missing == []
+
+
+# --- the pages that list the operations by hand ----------------------------------------------------
+
+
+def test_the_pages_that_list_operations_name_every_one() -> None:
+    """The library guide's method table, the MCP guide's tool table and the emulator guide's
+    operation names: a new operation fails here until each page says it."""
+    from asyncclient import AsyncSession
+    from asyncclient._core._operations import OPERATIONS
+    from asyncclient.mcp_server import TOOLS
+
+    methods = set(re.findall(r"^\| `(\w+)\(", (DOCS / "guides" / "library.md").read_text(), re.M))
+    tools = re.findall(r"^\| `(\w+)` \|", (DOCS / "guides" / "mcp.md").read_text(), re.M)
+    emulator = (DOCS / "guides" / "emulator.md").read_text()
+    named = emulator[emulator.index("Operations are named after the tools") :].split("\n\n")[0]
+    assert sorted(n for n in OPERATIONS if hasattr(AsyncSession, n) and n not in methods) == []
+    assert tools == list(TOOLS)
+    assert [n for n in OPERATIONS if f"`{n}`" not in named] == []
