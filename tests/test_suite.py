@@ -16,6 +16,7 @@ from asyncclient import AsyncSession, SuitePolicy, UnauthenticatedError, Validat
 from asyncclient.suite import (
     BudgetReached,
     CopiesStopped,
+    RunChanged,
     RunFinished,
     RunStarted,
     StartRefused,
@@ -138,11 +139,21 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
     svc.backend.tests["t_flaky"].seed = _without_first_failure(svc.backend.tests["t_flaky"].seed)
     hold = svc.hold("t_flaky", state="running")
     copies: list[str] = []
+    running: set[str] = set()
 
     def seen(event: SuiteEvent) -> None:
+        # The first run is let go once both copies are seen running (held there): a copy
+        # stopped while still queued would never have run, and would cost nothing.
         if isinstance(event, RunStarted) and event.kind == "copy":
             copies.append(event.run_id)
-            if len(copies) == 2:
+        elif (
+            isinstance(event, RunChanged)
+            and event.run.id in copies
+            and event.run.status == "running"
+            and len(running) < 2
+        ):
+            running.add(event.run.id)
+            if len(running) == 2:
                 first = next(i for i in hold.run_ids if i not in copies)
                 hold.release_run(first)
 
