@@ -39,8 +39,8 @@ async def retrying(
     The loop is backoff's predicate mode (`backoff.on_predicate`): it calls the attempt, and
     while the outcome is a Retry asks the policy's wait generator for the wait, which ends
     when the attempts have run out. The first attempt is made before that loop is set up (a
-    call that succeeds at once, nearly every call, never sets it up: about 10 us a call,
-    bench_session); a Retry from it is handed to the loop as the loop's first outcome."""
+    call that succeeds at once never sets it up); a Retry from it is handed to the loop as
+    the loop's first outcome."""
     if first is None:
         started = policy.now()
         outcome = await attempt()

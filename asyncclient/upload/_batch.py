@@ -325,10 +325,8 @@ def _preflight_all(
     """Blocking: preflight of every path, and the journals in `journal_dir`; each outcome is the
     Source or the exception (a KeyboardInterrupt or the like stops it and is raised).
 
-    Called in one worker thread, not one per file nor a few in parallel: reading an apk's
-    manifest is Python work that holds the GIL, so threads only take turns, and each turn costs
-    both of them. 200 apks took 31 to 35 ms of CPU in one thread against 68 to 80 ms (and 57 to
-    65 ms of wall time) in four, which spent most of it handing the GIL to one another.
+    Called in one worker thread: reading a manifest holds the GIL, so more threads only take
+    turns (docs/performance.md).
     """
     outcomes: list[Source | BaseException] = []
     for path in paths:

@@ -159,8 +159,8 @@ class Flow:
 
 
 class _Slot:
-    """One part's place in a Budget, as an async context manager (a class: entering and
-    leaving it costs 0.4 us, against 1.7 us with contextlib.asynccontextmanager's generator)."""
+    """One part's place in a Budget, as an async context manager (a class: cheaper to enter
+    and leave than contextlib.asynccontextmanager's generator)."""
 
     __slots__ = ("_budget", "_flow", "_priority")
 

@@ -81,10 +81,8 @@ _running = 0  # hashes running now, in any thread
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The hashing threads, shared by every upload of the process and started once: a thread of
-    its own per build cost about 1 ms of the event loop's time at each start (Thread.start
-    waits for the thread), which 200 builds paid 200 times. As many as there are cores: more
-    hashes at once than that only take turns."""
+    """The hashing threads, shared by every upload of the process and started once (each
+    Thread.start waits for the thread). As many as there are cores: more only take turns."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:

@@ -337,8 +337,7 @@ class Journal:
 
 def remove_finished(journals: "list[Journal]") -> None:
     """Remove the journals of finished uploads: blocking, so called once per upload call in a
-    worker thread, not once per build (an unlink of a file just written can take milliseconds,
-    7 ms seen on this machine's disk, and a thread hop per build costs the event loop too).
+    worker thread, not once per build (an unlink can take milliseconds; docs/performance.md).
     An upload killed before this leaves journals of completed builds: the next run finds each
     build ready with the file's sha256 and returns it without sending anything."""
     for journal in journals:
