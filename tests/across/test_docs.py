@@ -476,7 +476,7 @@ def test_the_configuration_guide_names_every_key() -> None:
     assert missing == []
 
 
-# --- the pages that list the operations by hand ----------------------------------------------------
+# --- the pages that list the operations by hand ------------------------------------------------
 
 
 def test_the_pages_that_list_operations_name_every_one() -> None:
