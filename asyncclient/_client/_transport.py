@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
@@ -22,12 +23,19 @@ from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
 from asyncclient._client._retrying import retrying
 from asyncclient._client._slots import Slots
+from asyncclient._client._tls_parts import PartSender, TooLarge, Unconnected
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify
-from asyncclient._local._bodies import AttemptBody, Body, attempt_body, retrying_body
+from asyncclient._local._bodies import (
+    AttemptBody,
+    Body,
+    PartBody,
+    attempt_body,
+    retrying_body,
+)
 from asyncclient._values import _bounds as bounds
 from asyncclient.errors import (
     ApiError,
@@ -141,6 +149,8 @@ class Transport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
         self._slots: Slots | None = None
+        # File parts over TLS, sent from threads (made on the first).
+        self._parts: PartSender | None = None
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
@@ -175,6 +185,9 @@ class Transport:
     async def close(self) -> None:
         """Close the connections (a client_session passed in is left open)."""
         self._closed = True
+        parts, self._parts = self._parts, None
+        if parts is not None:
+            parts.close()
         http, self._http = self._http, None
         closer, self._closer = self._closer, None
         if self._loop is not None and self._loop is not _running_loop():
@@ -486,6 +499,11 @@ class Transport:
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
+        if type(data) is PartBody and self._sends_parts():
+            try:
+                return await self._send_part(call, data, headers)
+            except Unconnected:
+                pass  # aiohttp connects, or says why it cannot
         sending: AttemptBody | None = None
         deadline: contextlib.AbstractAsyncContextManager[Any] = _NO_DEADLINE
         if call.transfer:
@@ -529,7 +547,52 @@ class Transport:
         finally:
             if sending is not None:
                 await sending.close()
-        api_error = error_from_response(status, resp_headers, body, call.method, url)
+        return self._refused(call, status, resp_headers, body, url)
+
+    def _sends_parts(self) -> bool:
+        """Whether file parts go out from threads (PartSender): over TLS, directly, on our
+        own aiohttp session (a borrowed one keeps every request)."""
+        if self._parts is not None:
+            return True
+        network = self._network
+        if not (network.https and network.proxy is None and self._owns_http):
+            return False
+        self._parts = PartSender(
+            network,
+            limit=self._connection_limit,
+            connect_timeout=self._connect_timeout_s,
+            idle=self._timeout_s,
+            max_response_bytes=self._max_response_bytes,
+            keep=ERROR_BODY_LIMIT,
+        )
+        return True
+
+    async def _send_part(self, call: Call, part: PartBody, headers: Mapping[str, str]) -> Any:
+        """One attempt at a file part by PartSender, its answer mapped as aiohttp's is."""
+        assert self._parts is not None
+        url = call.url
+        target = url[url.index("/", len("https://")) :]
+        if call.params:
+            target += "?" + urlencode(call.params)
+        try:
+            answer = await self._parts.send(part, call.method, target, headers)
+        except TooLarge as over:
+            call.last.status, call.last.headers = over.status, over.headers
+            raise self._too_large(call, over.seen) from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            call.last.failure = exc
+            return await self._transport_failure(exc, call)
+        status = call.last.status = answer.status
+        call.last.headers = answer.headers
+        if 200 <= status < 300:
+            return answer.body
+        return self._refused(call, status, answer.headers, answer.body, url)
+
+    def _refused(
+        self, call: Call, status: int, headers: Mapping[str, str], body: bytes, url: str
+    ) -> Retry:
+        """An error answer: its ApiError raised, or returned in a Retry when it may pass."""
+        api_error = error_from_response(status, headers, body, call.method, url)
         api_error.attempts = call.attempts
         verdict = classify(status, idempotent=call.idempotent)
         if verdict == "permanent":

@@ -30,6 +30,7 @@ __all__ = [
     "PartBodyPayload",
     "attempt_body",
     "part_body",
+    "send_buffer",
     "single",
     "watched",
 ]
@@ -211,7 +212,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
         loop = asyncio.get_running_loop()
         transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
         sock = None if transport is None else transport.get_extra_info("socket")
-        part.send_buffer = _send_buffer(sock)
+        part.send_buffer = send_buffer(sock)
         part._socket = sock
         await self._send_from(writer, part, transport, loop)
 
@@ -313,7 +314,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
         return data, len(data)
 
 
-def _send_buffer(sock: Any) -> int:
+def send_buffer(sock: Any) -> int:
     """The connection's SO_SNDBUF in bytes; 0 when it cannot be read."""
     try:
         return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)) if sock else 0

@@ -1,0 +1,464 @@
+"""File parts over TLS from threads: each goes out on a blocking TLS socket whose OpenSSL writes
+its records straight to the kernel, as curl does; asyncio's TLS encrypts into a memory buffer
+and copies each record out (docs/performance.md). The transport sends a PartBody here on its own
+session, directly (no proxy); a connection this module cannot make is left to aiohttp, which
+says why."""
+
+import asyncio
+import contextlib
+import http.client
+import os
+import select
+import socket
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Final
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from asyncclient._client._network import Network
+from asyncclient._local._bodies import PartBody, send_buffer
+from asyncclient.errors import ValidationError
+
+__all__ = ["Answer", "PartSender", "TooLarge", "Unconnected"]
+
+#: Each read of the file and write into TLS (256 KiB: see docs/performance.md).
+SLICE: Final = 256 << 10
+# An idle connection older than this is closed, not reused (aiohttp's own keep-alive).
+KEEP_ALIVE: Final = 15.0
+# Answers are read in steps of this size.
+_STEP: Final = 64 << 10
+_INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
+_preadv: Final = getattr(os, "preadv", None)
+# Headers this module writes itself.
+_OURS: Final = frozenset({"accept-encoding", "content-length", "content-type", "host"})
+
+
+class Unconnected(Exception):
+    """No connection could be made: the attempt goes to aiohttp, whose error says why."""
+
+
+class TooLarge(Exception):
+    """The answer is over the session's max_response_bytes (`seen` says how it showed)."""
+
+    def __init__(self, seen: str, status: int, headers: CIMultiDictProxy[str]) -> None:
+        super().__init__(seen)
+        self.seen = seen
+        self.status = status
+        self.headers = headers
+
+
+class Answer:
+    """A part's answer: status, headers and the body (an error's cut to `keep` bytes)."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: CIMultiDictProxy[str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class _Job:
+    """One attempt, shared by the loop and the thread sending it."""
+
+    __slots__ = ("_lock", "aborted", "part", "progress", "sock")
+
+    def __init__(self, part: PartBody, progress: "_Progress | None") -> None:
+        self.part = part
+        self.progress = progress
+        self.sock: ssl.SSLSocket | None = None
+        self.aborted = False
+        self._lock = threading.Lock()
+
+    def attach(self, sock: ssl.SSLSocket) -> None:
+        with self._lock:
+            if self.aborted:
+                raise _Aborted
+            self.sock = sock
+        self.part._socket = sock
+        self.part.send_buffer = send_buffer(sock)
+
+    def abort(self) -> None:
+        """Stop the thread: shut its socket down under its blocking call."""
+        with self._lock:
+            self.aborted = True
+            sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                # The plain socket's shutdown: SSLSocket's drops its TLS state under the thread.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Progress:
+    """Bytes sent, handed to the part's progress on the loop, at most one wake-up pending."""
+
+    __slots__ = ("_lock", "_loop", "_part", "_pending", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, part: PartBody) -> None:
+        self._loop = loop
+        self._part = part
+        self._pending = 0
+        self._scheduled = False
+        self._lock = threading.Lock()
+
+    def add(self, count: int) -> None:
+        with self._lock:
+            self._pending += count
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self._loop.call_soon_threadsafe(self.flush)
+
+    def flush(self) -> None:
+        with self._lock:
+            count, self._pending, self._scheduled = self._pending, 0, False
+        if count:
+            self._part._advance(count)
+
+
+class PartSender:
+    """Sends PartBody requests to one host over TLS, each from a thread of its own, and keeps
+    the connections between them (at most `limit` threads and idle connections)."""
+
+    def __init__(
+        self,
+        network: Network,
+        *,
+        limit: int,
+        connect_timeout: float | None,
+        idle: float,
+        max_response_bytes: int,
+        keep: int,
+    ) -> None:
+        self._host = network.host
+        self._port = network.port
+        self._context = network.ssl_context or ssl.create_default_context()
+        self._connect_timeout = connect_timeout
+        self._idle = idle
+        self._limit = limit
+        self._max = max_response_bytes
+        self._keep = keep
+        self._executor = ThreadPoolExecutor(limit, thread_name_prefix="asyncclient-part")
+        self._lock = threading.Lock()
+        self._idle_connections: list[tuple[http.client.HTTPConnection, float]] = []
+        self._local = threading.local()
+        self._closed = False
+
+    def close(self) -> None:
+        """Close the idle connections; threads still sending end with their attempts."""
+        self._closed = True
+        with self._lock:
+            idle, self._idle_connections = self._idle_connections, []
+        for connection, _ in idle:
+            connection.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def send(
+        self, part: PartBody, method: str, target: str, headers: Mapping[str, str]
+    ) -> Answer:
+        """One attempt: `method` `target` (path and query) with `headers` and the part as
+        its body. Raises aiohttp's errors for what aiohttp would raise, TimeoutError when
+        nothing moved for `idle` seconds, Unconnected, TooLarge."""
+        loop = asyncio.get_running_loop()
+        part._rewind()
+        job = _Job(part, _Progress(loop, part) if part.progress is not None else None)
+        done: asyncio.Future[Answer] = loop.create_future()
+        future = self._executor.submit(self._exchange, job, method, target, headers)
+        future.add_done_callback(lambda _: _settle(loop, done, future))
+        try:
+            try:
+                return await asyncio.shield(done)
+            except asyncio.CancelledError:
+                job.abort()
+                # The part's file must outlive the thread's reads of it.
+                while not done.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait([done])
+                if not done.cancelled():
+                    done.exception()  # retrieved: the cancellation is what is raised
+                raise
+        finally:
+            part._socket = None
+            if job.progress is not None:
+                job.progress.flush()
+
+    # --- in the thread ------------------------------------------------------------------------
+
+    def _exchange(self, job: _Job, method: str, target: str, headers: Mapping[str, str]) -> Answer:
+        connection = self._reused() or self._connect()
+        try:
+            with _Source(job.part) as read:
+                sock = connection.sock
+                assert isinstance(sock, ssl.SSLSocket)
+                job.attach(sock)
+                _request_line(connection, method, target, headers, job.part.length)
+                try:
+                    self._body(job, sock, read)
+                except OSError as exc:
+                    # The service may have answered why it stopped reading.
+                    early = None if job.aborted or _timed_out(exc) else _early(connection)
+                    if early is None:
+                        raise
+                    response = early
+                else:
+                    response = _response(connection)
+                answer = self._answer(response)
+        except aiohttp.ClientError:
+            connection.close()
+            raise
+        except OSError as exc:
+            connection.close()
+            if job.aborted:
+                raise _Aborted from None
+            if _timed_out(exc):
+                raise TimeoutError() from None  # "no data moved", in the transport's words
+            raise _dropped(exc) from None
+        except BaseException:
+            connection.close()
+            raise
+        if connection.sock is None:  # the answer said it closes
+            connection.close()
+        else:
+            self._keep_idle(connection)
+        return answer
+
+    def _reused(self) -> "_Connection | None":
+        """An idle connection the service has not closed since, if any."""
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                if not self._idle_connections:
+                    return None
+                connection, since = self._idle_connections.pop()
+            sock = connection.sock
+            if now - since < KEEP_ALIVE and sock is not None and _quiet(sock):
+                assert isinstance(connection, _Connection)
+                return connection
+            connection.close()
+
+    def _keep_idle(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle_connections) < self._limit:
+                self._idle_connections.append((connection, time.monotonic()))
+                return
+        connection.close()
+
+    def _connect(self) -> "_Connection":
+        timeout = self._connect_timeout if self._connect_timeout is not None else self._idle
+        address = (self._host, self._port)
+        try:
+            raw = socket.create_connection(address, timeout=timeout)
+        except TimeoutError:
+            raise self._connect_timed_out() from None
+        except OSError as exc:
+            raise Unconnected(exc) from None
+        try:
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = self._context.wrap_socket(raw, server_hostname=self._host)
+        except TimeoutError:
+            raw.close()
+            raise self._connect_timed_out() from None
+        except (OSError, ValueError) as exc:
+            raw.close()
+            raise Unconnected(exc) from None
+        sock.settimeout(self._idle)
+        connection = _Connection(self._host, self._port)
+        connection.sock = sock
+        return connection
+
+    def _connect_timed_out(self) -> BaseException:
+        if self._connect_timeout is None:
+            return TimeoutError()
+        return aiohttp.ConnectionTimeoutError(f"Connection timeout to host {self._host}")
+
+    def _body(self, job: _Job, sock: ssl.SSLSocket, read: Any) -> None:
+        part = job.part
+        buffer = self._buffer()
+        view = memoryview(buffer)
+        step = min(SLICE, part.chunk_size)
+        offset, remaining = part.offset, part.length
+        while remaining > 0:
+            got = read(view[: min(step, remaining)], offset)
+            if not got:
+                raise ValidationError(
+                    f"{part.path} ended {remaining} bytes before the part's end: the file "
+                    "changed during the upload"
+                )
+            sock.sendall(view[:got])
+            offset += got
+            remaining -= got
+            if job.progress is not None:
+                job.progress.add(got)
+
+    def _buffer(self) -> bytearray:
+        """This thread's read buffer, kept for its next part."""
+        buffer: bytearray | None = getattr(self._local, "buffer", None)
+        if buffer is None:
+            buffer = self._local.buffer = bytearray(SLICE)
+        return buffer
+
+    def _answer(self, response: http.client.HTTPResponse) -> Answer:
+        status = response.status
+        headers = CIMultiDictProxy(CIMultiDict(response.getheaders()))
+        keep = None if 200 <= status < 300 else self._keep
+        try:
+            body = _read_bounded(response, self._max, keep)
+        except _Over as over:
+            raise TooLarge(str(over), status, headers) from None
+        return Answer(status, headers, body)
+
+
+class _Connection(http.client.HTTPConnection):
+    """http.client's request writing and answer reading, on a socket made by PartSender."""
+
+    default_port = 443  # no ":443" in the Host header
+
+
+class _Aborted(Exception):
+    """The loop called the attempt off (job.abort)."""
+
+
+def _timed_out(exc: OSError) -> bool:
+    return isinstance(exc, TimeoutError)
+
+
+def _request_line(
+    connection: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    length: int,
+) -> None:
+    connection.putrequest(method, target, skip_accept_encoding=True)
+    try:
+        for name, value in headers.items():
+            if name.lower() not in _OURS:
+                connection.putheader(name, value)
+    except ValueError:
+        # http.client's words would show the value: a key, perhaps.
+        raise ValidationError(f"the header {name!r} holds a character HTTP forbids") from None
+    connection.putheader("Accept-Encoding", "identity")
+    connection.putheader("Content-Type", "application/octet-stream")
+    connection.putheader("Content-Length", str(length))
+    connection.endheaders()
+
+
+def _response(connection: http.client.HTTPConnection) -> http.client.HTTPResponse:
+    try:
+        return connection.getresponse()
+    except http.client.RemoteDisconnected:
+        raise aiohttp.ServerDisconnectedError() from None
+    except http.client.HTTPException as exc:
+        raise aiohttp.ClientPayloadError(f"the answer could not be read ({exc!r:.200})") from None
+
+
+def _early(connection: http.client.HTTPConnection) -> http.client.HTTPResponse | None:
+    """An answer the service sent before it stopped reading the body, if one came."""
+    try:
+        return connection.getresponse()
+    except (OSError, http.client.HTTPException):
+        return None
+
+
+def _dropped(exc: OSError) -> aiohttp.ClientError:
+    if isinstance(exc, ssl.SSLError):
+        return aiohttp.ClientOSError(exc.errno or 0, f"TLS: {exc.reason or exc}")
+    return aiohttp.ClientOSError(exc.errno or 0, exc.strerror or type(exc).__name__)
+
+
+class _Over(Exception):
+    pass
+
+
+def _read_bounded(response: http.client.HTTPResponse, limit: int, keep: int | None) -> bytes:
+    """As bounded.read_bounded: at most `limit` bytes after inflating, the first `keep` kept."""
+    encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+    wbits = _INFLATE.get(encoding)
+    declared = response.length
+    if declared is not None and not encoding and declared > limit:
+        raise _Over(f"Content-Length {declared:,} bytes")
+    inflater = zlib.decompressobj(wbits) if wbits is not None else None
+    chunks: list[bytes] = []
+    kept = total = 0
+    try:
+        while raw := response.read1(_STEP):
+            data = raw if inflater is None else inflater.decompress(raw, limit - total + 1)
+            total += len(data)
+            if total > limit:
+                raise _Over(f"more than {limit:,} bytes arrived")
+            if keep is None:
+                chunks.append(data)
+            elif kept < keep:
+                chunks.append(data[: keep - kept])
+                kept += len(chunks[-1])
+    except http.client.IncompleteRead:
+        raise aiohttp.ClientPayloadError("the answer ended before its length") from None
+    except zlib.error:
+        raise aiohttp.ClientPayloadError(f"the answer's {encoding} could not be read") from None
+    response.close()  # read whole: its connection can carry the next request
+    return b"".join(chunks)
+
+
+def _quiet(sock: socket.socket) -> bool:
+    """An idle connection with nothing to read: the service has not closed it."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+class _Source:
+    """Reads of the part's file at an offset: the shared file's descriptor by os.preadv, else
+    the file opened for this attempt (Windows has no positional read)."""
+
+    def __init__(self, part: PartBody) -> None:
+        self._part = part
+        self._own: Any = None
+
+    def __enter__(self) -> Any:
+        part = self._part
+        if _preadv is not None and part.file is not None:
+            fd = part.file.fileno()
+            return lambda view, offset: _preadv(fd, [view], offset)
+        self._own = open(part.path, "rb", buffering=0)
+        if _preadv is not None:
+            fd = self._own.fileno()
+            return lambda view, offset: _preadv(fd, [view], offset)
+        own = self._own
+
+        def read(view: memoryview, offset: int) -> int:
+            own.seek(offset)
+            return int(own.readinto(view) or 0)
+
+        return read
+
+    def __exit__(self, *exc: object) -> None:
+        if self._own is not None:
+            self._own.close()
+
+
+def _settle(
+    loop: asyncio.AbstractEventLoop, done: "asyncio.Future[Answer]", future: Future[Any]
+) -> None:
+    """The thread's outcome, onto `done` on the loop."""
+
+    def settle() -> None:
+        if done.done():
+            return
+        if future.cancelled() or isinstance(future.exception(), _Aborted):
+            done.cancel()
+        elif (error := future.exception()) is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(future.result())
+
+    with contextlib.suppress(RuntimeError):  # the loop has closed
+        loop.call_soon_threadsafe(settle)
