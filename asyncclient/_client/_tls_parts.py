@@ -7,6 +7,7 @@ says why."""
 import asyncio
 import contextlib
 import http.client
+import io
 import os
 import select
 import socket
@@ -35,6 +36,7 @@ KEEP_ALIVE: Final = 15.0
 _STEP: Final = 64 << 10
 _INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 _preadv: Final = getattr(os, "preadv", None)
+_poll: Final = getattr(select, "poll", None)
 # Headers this module writes itself.
 _OURS: Final = frozenset({"accept-encoding", "content-length", "content-type", "host"})
 
@@ -200,16 +202,21 @@ class PartSender:
                 job.attach(sock)
                 _request_line(connection, method, target, headers, job.part.length)
                 try:
-                    self._body(job, sock, read)
+                    early = self._body(job, sock, read)
                 except OSError as exc:
-                    # The service may have answered why it stopped reading.
-                    early = None if job.aborted or _timed_out(exc) else _early(connection)
-                    if early is None:
+                    if job.aborted or _timed_out(exc):
                         raise
-                    response = early
+                    early = b""  # the service may have answered why it stopped reading
+                    if (response := _early(sock, early, method)) is None:
+                        raise
                 else:
-                    response = _response(connection)
+                    if early is None:
+                        response = _response(connection)
+                    elif (response := _early(sock, early, method)) is None:
+                        raise aiohttp.ServerDisconnectedError()
                 answer = self._answer(response)
+                if early is not None:
+                    connection.close()  # the body was cut short: the connection is done
         except aiohttp.ClientError:
             connection.close()
             raise
@@ -278,7 +285,9 @@ class PartSender:
             return TimeoutError()
         return aiohttp.ConnectionTimeoutError(f"Connection timeout to host {self._host}")
 
-    def _body(self, job: _Job, sock: ssl.SSLSocket, read: Any) -> None:
+    def _body(self, job: _Job, sock: ssl.SSLSocket, read: Any) -> bytes | None:
+        """Send the part; None once it is out, or the first bytes of an answer that came
+        before its end (the service refused it early: the rest is not sent)."""
         part = job.part
         buffer = self._buffer()
         view = memoryview(buffer)
@@ -296,6 +305,25 @@ class PartSender:
             remaining -= got
             if job.progress is not None:
                 job.progress.add(got)
+            if remaining and (sock.pending() or _readable(sock)):
+                early = self._early_bytes(sock)
+                if early is not None:
+                    return early
+        return None
+
+    def _early_bytes(self, sock: ssl.SSLSocket) -> bytes | None:
+        """What arrived while the body went out: the start of an answer, or None when it was
+        only TLS's own messages (TLS 1.3 session tickets come after the handshake)."""
+        sock.settimeout(0.0)
+        try:
+            data = sock.recv(_STEP)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return None
+        finally:
+            sock.settimeout(self._idle)
+        if not data:
+            raise aiohttp.ServerDisconnectedError()
+        return data
 
     def _buffer(self) -> bytearray:
         """This thread's read buffer, kept for its next part."""
@@ -359,12 +387,38 @@ def _response(connection: http.client.HTTPConnection) -> http.client.HTTPRespons
         raise aiohttp.ClientPayloadError(f"the answer could not be read ({exc!r:.200})") from None
 
 
-def _early(connection: http.client.HTTPConnection) -> http.client.HTTPResponse | None:
-    """An answer the service sent before it stopped reading the body, if one came."""
+def _early(sock: ssl.SSLSocket, start: bytes, method: str) -> http.client.HTTPResponse | None:
+    """The answer that began with `start` (read on from `sock`), or None if none came."""
+    response = http.client.HTTPResponse(_Rest(start, sock), method=method)  # type: ignore[arg-type]
     try:
-        return connection.getresponse()
+        response.begin()
     except (OSError, http.client.HTTPException):
+        response.close()
         return None
+    return response
+
+
+class _Rest(io.RawIOBase):
+    """`start`, then what `sock` reads: http.client reads an answer from it (by makefile)."""
+
+    def __init__(self, start: bytes, sock: ssl.SSLSocket) -> None:
+        super().__init__()
+        self._start = memoryview(start)
+        self._sock = sock
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(self)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._start:
+            count = min(len(buffer), len(self._start))
+            buffer[:count] = self._start[:count]
+            self._start = self._start[count:]
+            return count
+        return self._sock.recv_into(buffer)
 
 
 def _dropped(exc: OSError) -> aiohttp.ClientError:
@@ -402,17 +456,28 @@ def _read_bounded(response: http.client.HTTPResponse, limit: int, keep: int | No
         raise aiohttp.ClientPayloadError("the answer ended before its length") from None
     except zlib.error:
         raise aiohttp.ClientPayloadError(f"the answer's {encoding} could not be read") from None
+    if response.length:  # http.client's read1 ends quietly at a cut
+        raise aiohttp.ClientPayloadError("the answer ended before its length")
     response.close()  # read whole: its connection can carry the next request
     return b"".join(chunks)
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (or was closed) now, without waiting."""
+    if _poll is not None:
+        poller = _poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([sock], [], [], 0)  # Windows: no poll, no FD_SETSIZE cap
+    return bool(readable)
 
 
 def _quiet(sock: socket.socket) -> bool:
     """An idle connection with nothing to read: the service has not closed it."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        return isinstance(sock, ssl.SSLSocket) and not sock.pending() and not _readable(sock)
     except (OSError, ValueError):
         return False
-    return not readable
 
 
 class _Source:

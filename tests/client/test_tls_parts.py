@@ -1,0 +1,400 @@
+"""File parts over TLS from threads (asyncclient._client._tls_parts), against small TLS servers
+of our own that behave as the emulator never does: they stall, refuse early, close kept
+connections, compress or garble their answers. The suites marked `networks` send every
+upload's parts this way over TLS; this module is about the edges."""
+
+import asyncio
+import gzip
+import hashlib
+import json
+import os
+import re
+import socket
+import ssl
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trustme
+
+from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError
+from asyncclient._client import _tls_parts
+from asyncclient.errors import ResponseTooLargeError
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@attrs.define
+class Server:
+    url: str
+    ca_file: Path
+    peers: list[Any]
+
+    def session(self, **options: Any) -> AsyncSession:
+        """A session of our own (so parts go out from threads) that trusts the server."""
+        return AsyncSession("k", self.url, ca_file=self.ca_file, **options)
+
+
+@pytest.fixture
+async def tls_server(tmp_path: Path) -> AsyncIterator[Callable[[Handler], Awaitable[Server]]]:
+    """`await tls_server(handler)`: a TLS server on loopback calling `handler(reader, writer)`
+    for each connection, with a small receive buffer (a slow link's); stopped afterwards."""
+    authority = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    servers: list[asyncio.Server] = []
+    writers: list[asyncio.StreamWriter] = []
+
+    async def start(handler: Handler) -> Server:
+        peers: list[Any] = []
+
+        async def each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peers.append(writer.get_extra_info("peername"))
+            writers.append(writer)
+            try:
+                await handler(reader, writer)
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        listener.bind(("127.0.0.1", 0))
+        server = await asyncio.start_server(each, sock=listener, ssl=context)
+        servers.append(server)
+        port = listener.getsockname()[1]
+        return Server(f"https://127.0.0.1:{port}", ca_file, peers)
+
+    yield start
+    for server in servers:
+        server.close()
+    for writer in writers:
+        writer.transport.abort()
+    for server in servers:
+        await server.wait_closed()
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[str, dict[str, str]]:
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    line, *rest = head.split("\r\n")
+    fields = dict(re.findall(r"^([^:\r\n]+):[ \t]*([^\r\n]*)", "\r\n".join(rest), re.M))
+    return line, {name.lower(): value for name, value in fields.items()}
+
+
+def answer(status: int, body: bytes, *extra: str) -> bytes:
+    lines = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", *extra, "", ""]
+    return "\r\n".join(lines).encode() + body
+
+
+def part_answer(number: int, data: bytes) -> bytes:
+    etag = hashlib.sha256(data).hexdigest()
+    return answer(200, json.dumps({"partNumber": number, "etag": etag}).encode())
+
+
+def number_of(line: str) -> int:
+    return int(line.split()[1].rsplit("/", 1)[1])
+
+
+async def taking_parts(received: list[bytes]) -> Handler:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                line, fields = await read_head(reader)
+            except asyncio.IncompleteReadError:
+                return
+            data = await reader.readexactly(int(fields["content-length"]))
+            received.append(data)
+            writer.write(part_answer(number_of(line), data))
+            await writer.drain()
+
+    return handler
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    path = tmp_path / "app.apk"
+    path.write_bytes(os.urandom(3 << 20))
+    return path
+
+
+async def test_parts_leave_from_threads_over_one_kept_connection(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+    threads: list[str] = []
+    body = _tls_parts.PartSender._body
+
+    def recorded(self: Any, *args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return body(self, *args)
+
+    monkeypatch.setattr(_tls_parts.PartSender, "_body", recorded)
+    content = app.read_bytes()
+    with open(app, "rb") as shared:
+        async with server.session() as session:
+            for number, offset in enumerate((0, 1 << 20, 2 << 20), 1):
+                part = PartBody(app, offset, 1 << 20, file=shared)
+                uploaded = await session.upload_part("ab_1", number, part)
+                assert (
+                    uploaded.etag
+                    == hashlib.sha256(content[offset : offset + (1 << 20)]).hexdigest()
+                )
+    assert received == [content[: 1 << 20], content[1 << 20 : 2 << 20], content[2 << 20 :]]
+    assert len(server.peers) == 1  # one TLS connection carried the three
+    assert len(threads) == 3
+    assert all(name.startswith("asyncclient-part") for name in threads)
+
+
+async def test_a_kept_connection_the_service_closed_is_not_used(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    closed = asyncio.Event()
+
+    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line, fields = await read_head(reader)
+        data = await reader.readexactly(int(fields["content-length"]))
+        writer.write(part_answer(number_of(line), data))  # keep-alive, then closes
+        await writer.drain()
+        writer.close()  # its close_notify, then its FIN
+        closed.set()
+
+    server = await tls_server(once)
+    retries: list[Any] = []
+    async with server.session() as session:
+        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20, on_retry=retries.append))
+        await closed.wait()
+        sender = session._t._parts
+        assert sender is not None
+        ((kept, _),) = sender._idle_connections
+        while not _tls_parts._readable(kept.sock):  # noqa: ASYNC110 (a socket, not an event)
+            await asyncio.sleep(0.01)  # until the close has reached our socket
+        await session.upload_part("ab_1", 2, PartBody(app, 0, 1 << 20, on_retry=retries.append))
+    assert retries == []  # the closed connection was left, not tried
+    assert len(server.peers) == 2
+
+
+async def stalling(taken: asyncio.Event) -> Handler:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_head(reader)
+        await reader.read(8192)
+        taken.set()
+        await asyncio.Event().wait()  # takes no more until the server stops
+
+    return handler
+
+
+async def test_a_part_the_service_stops_taking_times_out(
+    tls_server: Callable[[Handler], Awaitable[Server]], tmp_path: Path
+) -> None:
+    taken = asyncio.Event()
+    server = await tls_server(await stalling(taken))
+    path = tmp_path / "big.apk"
+    path.write_bytes(os.urandom(32 << 20))  # more than the kernel's buffers take
+    async with server.session(timeout=0.2, max_retries=0) as session:
+        with pytest.raises(TransportError, match=r"no data moved for 0\.2 s \(timeout\)"):
+            await session.upload_part("ab_1", 1, PartBody(path, 0, 32 << 20))
+    assert taken.is_set()
+
+
+async def test_cancelling_a_part_stops_its_thread_at_once(
+    tls_server: Callable[[Handler], Awaitable[Server]], tmp_path: Path
+) -> None:
+    taken = asyncio.Event()
+    server = await tls_server(await stalling(taken))
+    path = tmp_path / "big.apk"
+    path.write_bytes(os.urandom(32 << 20))
+    async with server.session(timeout=600.0) as session:
+        with open(path, "rb") as shared:
+            task = asyncio.create_task(
+                session.upload_part("ab_1", 1, PartBody(path, 0, 32 << 20, file=shared))
+            )
+            await taken.wait()
+            task.cancel()
+            # The thread was blocked in a send with 600 s to go: the cancel ends it now.
+            done, _ = await asyncio.wait([task], timeout=60)
+            assert done
+            assert task.cancelled()
+            sender = session._t._parts
+            assert sender is not None
+            assert sender._idle_connections == []
+        # The thread no longer reads the shared file (closed above).
+
+
+async def test_an_early_answer_stops_the_part_being_sent(
+    tls_server: Callable[[Handler], Awaitable[Server]], tmp_path: Path
+) -> None:
+    async def refuses(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_head(reader)
+        error = {"error": {"code": "not_found", "message": "no build ab_1"}}
+        writer.write(answer(404, json.dumps(error).encode(), "Content-Type: application/json"))
+        await writer.drain()
+        while await reader.read(8192):  # noqa: ASYNC110 (then takes the body slowly)
+            await asyncio.sleep(0.004)
+
+    server = await tls_server(refuses)
+    path = tmp_path / "big.apk"
+    path.write_bytes(os.urandom(8 << 20))
+    progress: list[int] = []
+    async with server.session(max_retries=0) as session:
+        with pytest.raises(NotFoundError, match="no build ab_1"):
+            await session.upload_part(
+                "ab_1", 1, PartBody(path, 0, 8 << 20, progress=progress.append)
+            )
+    assert sum(progress) < 4 << 20  # of 8 MiB: stopped once the answer came
+
+
+async def test_a_dropped_attempt_is_wound_back_and_sent_again(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    attempts: list[int] = []
+
+    async def drops_the_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line, fields = await read_head(reader)
+        attempts.append(1)
+        if len(attempts) == 1:
+            await reader.readexactly(1 << 20)
+            writer.transport.abort()  # a reset, halfway
+            return
+        data = await reader.readexactly(int(fields["content-length"]))
+        writer.write(part_answer(number_of(line), data))
+        await writer.drain()
+
+    server = await tls_server(drops_the_first)
+    progress: list[int] = []
+    retries: list[Any] = []
+    length = 3 << 20
+    async with server.session(backoff_base=0.01) as session:
+        part = PartBody(
+            app, 0, length, progress=progress.append, on_retry=lambda *a: retries.append(a)
+        )
+        uploaded = await session.upload_part("ab_1", 1, part)
+    assert uploaded.etag == hashlib.sha256(app.read_bytes()).hexdigest()
+    assert len(attempts) == 2
+    assert len(retries) == 1
+    assert min(progress) < 0  # wound back, then sent whole
+    assert sum(progress) == length
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "words"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 9999999\r\n\r\n{}",
+            ResponseTooLargeError,
+            "Content-Length",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"200000\r\n"
+            + b"x" * (2 << 20),
+            ResponseTooLargeError,
+            "more than",
+        ),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", TransportError, "could not be read"),
+        (
+            b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 200 + b"\r\n",
+            TransportError,
+            "could not be read",
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{", TransportError, "before its length"),
+    ],
+    ids=["declared too large", "arrives too large", "not http", "headers without end", "cut short"],
+)
+async def test_an_answer_out_of_bounds_or_garbled_is_one_error(
+    tls_server: Callable[[Handler], Awaitable[Server]],
+    app: Path,
+    reply: bytes,
+    error: type[Exception],
+    words: str,
+) -> None:
+    async def replies(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, fields = await read_head(reader)
+        await reader.readexactly(int(fields["content-length"]))
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    server = await tls_server(replies)
+    async with server.session(max_retries=0, max_response_bytes=1 << 20) as session:
+        with pytest.raises(error, match=words) as raised:
+            await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert "\n" not in str(raised.value)
+    assert "Bearer" not in str(raised.value)
+
+
+async def test_a_compressed_answer_is_read(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    async def compresses(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, fields = await read_head(reader)
+        assert fields["accept-encoding"] == "identity"  # asked for none; sent all the same
+        data = await reader.readexactly(int(fields["content-length"]))
+        body = gzip.compress(json.dumps({"partNumber": 1, "etag": "e" + str(len(data))}).encode())
+        writer.write(answer(200, body, "Content-Encoding: gzip"))
+        await writer.drain()
+
+    server = await tls_server(compresses)
+    async with server.session() as session:
+        uploaded = await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert uploaded.etag == f"e{1 << 20}"
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared file", "own file"])
+async def test_parts_are_read_where_there_is_no_positional_read(
+    tls_server: Callable[[Handler], Awaitable[Server]],
+    app: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shared: bool,
+) -> None:
+    # Windows has no os.preadv: each attempt opens the file and seeks.
+    monkeypatch.setattr(_tls_parts, "_preadv", None)
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+    content = app.read_bytes()
+    with open(app, "rb") as handle:
+        async with server.session() as session:
+            part = PartBody(app, 1000, 2 << 20, file=handle if shared else None)
+            await session.upload_part("ab_1", 1, part)
+        assert handle.tell() == 0  # the shared file's position is not used
+    assert received == [content[1000 : 1000 + (2 << 20)]]
+
+
+async def test_a_connection_it_cannot_make_is_left_to_aiohttp_which_says_why(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+    async with AsyncSession("k", server.url, max_retries=0) as session:  # the CA not trusted
+        with pytest.raises(TransportError) as by_aiohttp:
+            await session.get_build("ab_1")
+        with pytest.raises(TransportError) as by_part:
+            await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert type(by_part.value) is type(by_aiohttp.value)
+    assert "is not trusted" in str(by_part.value)
+    assert "ca_file" in str(by_part.value)
+    assert received == []
+
+
+async def test_a_borrowed_session_or_a_proxy_keeps_parts_on_aiohttp(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    import aiohttp
+
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as http,
+        AsyncSession("k", server.url, client_session=http) as session,
+    ):
+        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+        assert session._t._parts is None
+    assert len(received) == 1
