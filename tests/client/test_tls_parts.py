@@ -169,14 +169,18 @@ async def test_a_kept_connection_the_service_closed_is_not_used(
     server = await tls_server(once)
     retries: list[Any] = []
     async with server.session() as session:
-        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20, on_retry=retries.append))
+        await session.upload_part(
+            "ab_1", 1, PartBody(app, 0, 1 << 20, on_retry=lambda *a: retries.append(a))
+        )
         await closed.wait()
         sender = session._t._parts
         assert sender is not None
         ((kept, _),) = sender._idle_connections
         while not _tls_parts._readable(kept.sock):  # noqa: ASYNC110 (a socket, not an event)
             await asyncio.sleep(0.01)  # until the close has reached our socket
-        await session.upload_part("ab_1", 2, PartBody(app, 0, 1 << 20, on_retry=retries.append))
+        await session.upload_part(
+            "ab_1", 2, PartBody(app, 0, 1 << 20, on_retry=lambda *a: retries.append(a))
+        )
     assert retries == []  # the closed connection was left, not tried
     assert len(server.peers) == 2
 
