@@ -86,15 +86,18 @@ class _Job:
         self.part._socket = sock
         self.part.send_buffer = send_buffer(sock)
 
-    def abort(self) -> None:
-        """Stop the thread: shut its socket down under its blocking call."""
+    def abort(self) -> bool:
+        """Stop the thread: shut its socket down under its blocking call. False when it had
+        no socket yet: it stops before it reads the part's file (attach)."""
         with self._lock:
             self.aborted = True
             sock = self.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                # The plain socket's shutdown: SSLSocket's drops its TLS state under the thread.
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        if sock is None:
+            return False
+        with contextlib.suppress(OSError):
+            # The plain socket's shutdown: SSLSocket's drops its TLS state under the thread.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        return True
 
 
 class _Progress:
@@ -162,9 +165,12 @@ class PartSender:
             connection.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def send(
-        self, part: PartBody, method: str, target: str, headers: Mapping[str, str]
-    ) -> Answer:
+    @staticmethod
+    def takes(data: object) -> bool:
+        """Whether `data` is a body this sends: a file part."""
+        return type(data) is PartBody
+
+    async def send(self, part: Any, method: str, target: str, headers: Mapping[str, str]) -> Answer:
         """One attempt: `method` `target` (path and query) with `headers` and the part as
         its body. Raises aiohttp's errors for what aiohttp would raise, TimeoutError when
         nothing moved for `idle` seconds, Unconnected, TooLarge."""
@@ -178,13 +184,12 @@ class PartSender:
             try:
                 return await asyncio.shield(done)
             except asyncio.CancelledError:
-                job.abort()
-                # The part's file must outlive the thread's reads of it.
-                while not done.done():
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await asyncio.wait([done])
-                if not done.cancelled():
-                    done.exception()  # retrieved: the cancellation is what is raised
+                done.add_done_callback(_retrieved)  # the cancellation is what is raised
+                if job.abort():
+                    # The part's file must outlive the thread's reads of it.
+                    while not done.done():
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await asyncio.wait([done])
                 raise
         finally:
             part._socket = None
@@ -194,7 +199,8 @@ class PartSender:
     # --- in the thread ------------------------------------------------------------------------
 
     def _exchange(self, job: _Job, method: str, target: str, headers: Mapping[str, str]) -> Answer:
-        connection = self._reused() or self._connect()
+        reused = self._reused()
+        connection = reused or self._connect()
         try:
             with _Source(job.part) as read:
                 sock = connection.sock
@@ -224,6 +230,10 @@ class PartSender:
             connection.close()
             if job.aborted:
                 raise _Aborted from None
+            if reused is None and _refused_tls(exc):
+                # A new connection's TLS refused (a client certificate wanted): aiohttp's
+                # attempt finds why.
+                raise Unconnected(exc) from None
             if _timed_out(exc):
                 raise TimeoutError() from None  # "no data moved", in the transport's words
             raise _dropped(exc) from None
@@ -421,6 +431,12 @@ class _Rest(io.RawIOBase):
         return self._sock.recv_into(buffer)
 
 
+def _refused_tls(exc: OSError) -> bool:
+    """A TLS alert from the service, not a connection that merely ended."""
+    ended = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+    return isinstance(exc, ssl.SSLError) and not isinstance(exc, ended)
+
+
 def _dropped(exc: OSError) -> aiohttp.ClientError:
     if isinstance(exc, ssl.SSLError):
         return aiohttp.ClientOSError(exc.errno or 0, f"TLS: {exc.reason or exc}")
@@ -493,7 +509,10 @@ class _Source:
         if _preadv is not None and part.file is not None:
             fd = part.file.fileno()
             return lambda view, offset: _preadv(fd, [view], offset)
-        self._own = open(part.path, "rb", buffering=0)
+        try:
+            self._own = open(part.path, "rb", buffering=0)
+        except OSError as exc:
+            raise ValidationError(f"cannot read {part.path}: {exc.strerror}") from None
         if _preadv is not None:
             fd = self._own.fileno()
             return lambda view, offset: _preadv(fd, [view], offset)
@@ -508,6 +527,11 @@ class _Source:
     def __exit__(self, *exc: object) -> None:
         if self._own is not None:
             self._own.close()
+
+
+def _retrieved(done: "asyncio.Future[Answer]") -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 def _settle(

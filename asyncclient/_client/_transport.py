@@ -29,13 +29,7 @@ from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify
-from asyncclient._local._bodies import (
-    AttemptBody,
-    Body,
-    PartBody,
-    attempt_body,
-    retrying_body,
-)
+from asyncclient._local._bodies import AttemptBody, Body, attempt_body, retrying_body
 from asyncclient._values import _bounds as bounds
 from asyncclient.errors import (
     ApiError,
@@ -499,9 +493,10 @@ class Transport:
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
-        if type(data) is PartBody and self._sends_parts():
+        parts = self._part_sender() if call.transfer else None
+        if parts is not None and parts.takes(data):
             try:
-                return await self._send_part(call, data, headers)
+                return await self._send_part(parts, call, data, headers)
             except Unconnected:
                 pass  # aiohttp connects, or says why it cannot
         sending: AttemptBody | None = None
@@ -549,14 +544,14 @@ class Transport:
                 await sending.close()
         return self._refused(call, status, resp_headers, body, url)
 
-    def _sends_parts(self) -> bool:
-        """Whether file parts go out from threads (PartSender): over TLS, directly, on our
-        own aiohttp session (a borrowed one keeps every request)."""
+    def _part_sender(self) -> PartSender | None:
+        """What sends file parts from threads: over TLS, directly, on our own aiohttp session
+        (a borrowed one keeps every request); None elsewhere."""
         if self._parts is not None:
-            return True
+            return self._parts
         network = self._network
         if not (network.https and network.proxy is None and self._owns_http):
-            return False
+            return None
         self._parts = PartSender(
             network,
             limit=self._connection_limit,
@@ -565,17 +560,18 @@ class Transport:
             max_response_bytes=self._max_response_bytes,
             keep=ERROR_BODY_LIMIT,
         )
-        return True
+        return self._parts
 
-    async def _send_part(self, call: Call, part: PartBody, headers: Mapping[str, str]) -> Any:
+    async def _send_part(
+        self, parts: PartSender, call: Call, part: Body, headers: Mapping[str, str]
+    ) -> Any:
         """One attempt at a file part by PartSender, its answer mapped as aiohttp's is."""
-        assert self._parts is not None
         url = call.url
         target = url[url.index("/", len("https://")) :]
         if call.params:
             target += "?" + urlencode(call.params)
         try:
-            answer = await self._parts.send(part, call.method, target, headers)
+            answer = await parts.send(part, call.method, target, headers)
         except TooLarge as over:
             call.last.status, call.last.headers = over.status, over.headers
             raise self._too_large(call, over.seen) from None

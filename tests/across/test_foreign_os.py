@@ -344,3 +344,31 @@ async def test_a_jobs_trace_is_exported_under_windows_rules(tmp_path: Path) -> N
     assert [entry["traceId"] for entry in json.loads(out)] == [job.trace_id]
     names = [span.name for span in spans]
     assert (names.count("asyncclient.test"), names.count("asyncclient.run")) == (1, 1)
+
+
+async def test_an_upload_over_tls_reads_its_parts_without_positional_reads(
+    big_apk: Path, tmp_path: Path
+) -> None:
+    # Parts over TLS go out from threads; with no os.preadv each attempt opens the file (the
+    # choice of path does not depend on the platform: tests/client/test_tls_parts.py).
+    settings = ServiceSettings(part_bytes=2 * MiB)
+    async with FakeService(settings=settings, tls=True) as svc:
+        assert svc.ca_file is not None
+        env = {
+            **os.environ,
+            **env_for(svc),
+            "ASYNCCLIENT_CA_FILE": str(svc.ca_file),
+            "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state"),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            *windows_command("upload", svc.project_id, str(big_apk)),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        async with asyncio.timeout(120):  # a bound on a hang, not a measure of speed
+            out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        build = svc.backend.builds[out.decode().strip()]
+        assert build.sha256 == sha256(big_apk)
+        assert len(svc.requests_for("upload_part")) == 13  # 24 MiB and the apk's own, in 2 MiB

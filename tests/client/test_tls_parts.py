@@ -23,6 +23,7 @@ import trustme
 from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError
 from asyncclient._client import _tls_parts
 from asyncclient.errors import ResponseTooLargeError
+from asyncclient.testing import FakeService
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -402,3 +403,15 @@ async def test_a_borrowed_session_or_a_proxy_keeps_parts_on_aiohttp(
         await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
         assert session._t._parts is None
     assert len(received) == 1
+
+
+async def test_a_client_certificate_wanted_is_said_as_for_any_request(app: Path) -> None:
+    # The refusal comes once the part is being sent (TLS 1.3): aiohttp's attempt says why.
+    async with (
+        FakeService(clock="manual", tls=True, require_client_cert=True) as svc,
+        AsyncSession(svc.run_key, svc.url, ca_file=svc.ca_file) as session,
+    ):
+        with pytest.raises(TransportError) as caught:
+            await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert caught.value.kind == "client_cert"
+    assert caught.value.attempts == 1  # not retried as a dropped connection
