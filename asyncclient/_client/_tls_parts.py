@@ -350,6 +350,8 @@ class PartSender:
             body = _read_bounded(response, self._max, keep)
         except _Over as over:
             raise TooLarge(str(over), status, headers) from None
+        finally:
+            response.close()  # else its reader keeps the socket open
         return Answer(status, headers, body)
 
 
@@ -438,6 +440,11 @@ def _refused_tls(exc: OSError) -> bool:
 
 
 def _dropped(exc: OSError) -> aiohttp.ClientError:
+    """The error aiohttp gives for a connection that broke as `exc` says: a service that
+    closed or reset it is one that disconnected (the transport then looks closer once)."""
+    closed = (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+    if isinstance(exc, closed):
+        return aiohttp.ServerDisconnectedError()
     if isinstance(exc, ssl.SSLError):
         return aiohttp.ClientOSError(exc.errno or 0, f"TLS: {exc.reason or exc}")
     return aiohttp.ClientOSError(exc.errno or 0, exc.strerror or type(exc).__name__)

@@ -10,19 +10,22 @@ import json
 import os
 import re
 import socket
+import socketserver
 import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 import trustme
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError
+from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError, UploadedPart
 from asyncclient._client import _tls_parts
-from asyncclient.errors import ResponseTooLargeError
+from asyncclient.errors import AsyncClientError, ResponseTooLargeError
 from asyncclient.testing import FakeService
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -415,3 +418,101 @@ async def test_a_client_certificate_wanted_is_said_as_for_any_request(app: Path)
             await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
     assert caught.value.kind == "client_cert"
     assert caught.value.attempts == 1  # not retried as a dropped connection
+
+
+class _AnswerAnything(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """A TLS server that takes a part and answers `reply` as it is, then closes."""
+
+    daemon_threads = True
+    reply = b""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), _AnswerHandler)
+        self.context = context
+
+
+class _AnswerHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server = self.server
+        assert isinstance(server, _AnswerAnything)
+        with server.context.wrap_socket(self.request, server_side=True) as sock:
+            sock.settimeout(10)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(4096)
+            length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])  # type: ignore[index]
+            got = len(head.split(b"\r\n\r\n", 1)[1])
+            while got < length:
+                got += len(sock.recv(65536))
+            sock.sendall(server.reply)
+
+
+_HEADERS = st.sampled_from(
+    [
+        b"Content-Length: 2",
+        b"Content-Length: 99999999",
+        b"Content-Length: -1",
+        b"Transfer-Encoding: chunked",
+        b"Content-Encoding: gzip",
+        b"Content-Encoding: deflate",
+        b"Connection: close",
+        b"Content-Type: application/json",
+        b"Retry-After: 1",
+    ]
+) | st.binary(max_size=40).filter(lambda line: b"\r" not in line and b"\n" not in line)
+
+_ANSWERS = st.binary(max_size=300) | st.builds(
+    lambda status, headers, body: (
+        b"HTTP/1.1 %d X\r\n" % status
+        + b"".join(line + b"\r\n" for line in headers)
+        + b"\r\n"
+        + body
+    ),
+    st.integers(100, 999),
+    st.lists(_HEADERS, max_size=6),
+    st.binary(max_size=300) | st.just(b'{"partNumber": 1, "etag": "e"}'),
+)
+
+
+@pytest.fixture(scope="module")
+def answering(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_AnswerAnything, Path]]:
+    authority = trustme.CA()
+    ca_file = tmp_path_factory.mktemp("ca") / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    server = _AnswerAnything(context)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, ca_file
+    server.shutdown()
+    server.server_close()
+
+
+@settings(max_examples=60)  # a TLS connection and an event loop each
+@given(reply=_ANSWERS)
+def test_any_answer_to_a_part_is_a_result_or_one_error(
+    answering: tuple[_AnswerAnything, Path], reply: bytes, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    server, ca_file = answering
+    server.reply = reply
+    path = ca_file.parent / "part.bin"
+    if not path.exists():
+        path.write_bytes(os.urandom(64 << 10))
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+
+    async def send() -> object:
+        async with AsyncSession(
+            "k", url, ca_file=ca_file, max_retries=0, timeout=5, max_response_bytes=1 << 20
+        ) as session:
+            try:
+                return await session.upload_part("ab_1", 1, PartBody(path, 0, 64 << 10))
+            except AsyncClientError as exc:
+                return exc
+
+    outcome = asyncio.run(send())
+    if isinstance(outcome, AsyncClientError):
+        assert "\n" not in str(outcome)
+        assert "Bearer" not in str(outcome)
+    else:
+        assert isinstance(outcome, UploadedPart)
