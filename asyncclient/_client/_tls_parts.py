@@ -155,15 +155,31 @@ class PartSender:
         self._idle_connections: list[tuple[http.client.HTTPConnection, float]] = []
         self._local = threading.local()
         self._closed = False
+        self._reaper: asyncio.TimerHandle | None = None
 
     def close(self) -> None:
         """Close the idle connections; threads still sending end with their attempts."""
         self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
         with self._lock:
             idle, self._idle_connections = self._idle_connections, []
         for connection, _ in idle:
             connection.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _reap(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Close the idle connections kept past KEEP_ALIVE; come back while any is kept."""
+        self._reaper = None
+        expired = time.monotonic() - KEEP_ALIVE
+        with self._lock:
+            old = [c for c, since in self._idle_connections if since <= expired]
+            self._idle_connections = [e for e in self._idle_connections if e[1] > expired]
+            kept = bool(self._idle_connections)
+        for connection in old:
+            connection.close()
+        if kept and loop is not None and not self._closed:
+            self._reaper = loop.call_later(KEEP_ALIVE, self._reap, loop)
 
     @staticmethod
     def takes(data: object) -> bool:
@@ -195,6 +211,8 @@ class PartSender:
             part._socket = None
             if job.progress is not None:
                 job.progress.flush()
+            if self._reaper is None and not self._closed:
+                self._reaper = loop.call_later(KEEP_ALIVE, self._reap, loop)
 
     # --- in the thread ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -92,10 +92,13 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-async def _close_at_loop_end(http: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+async def _close_at_loop_end(
+    http: aiohttp.ClientSession, also: Callable[[], object]
+) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
+        also()
         await http.close()
 
 
@@ -179,9 +182,7 @@ class Transport:
     async def close(self) -> None:
         """Close the connections (a client_session passed in is left open)."""
         self._closed = True
-        parts, self._parts = self._parts, None
-        if parts is not None:
-            parts.close()
+        self._close_parts()
         http, self._http = self._http, None
         closer, self._closer = self._closer, None
         if self._loop is not None and self._loop is not _running_loop():
@@ -190,6 +191,11 @@ class Transport:
             await closer.aclose()  # closes http
         elif http is not None and self._owns_http:
             await http.close()
+
+    def _close_parts(self) -> None:
+        parts, self._parts = self._parts, None
+        if parts is not None:
+            parts.close()
 
     def ensure_http(self) -> aiohttp.ClientSession:
         if self._owns_http and self._loop is not None and self._loop is not _running_loop():
@@ -214,7 +220,7 @@ class Transport:
         self._loop = _running_loop()
         # Wait for a slot here: untimed, never retried.
         self._slots = Slots(self._connection_limit)
-        closer = _close_at_loop_end(http)
+        closer = _close_at_loop_end(http, self._close_parts)
         step = closer.asend(None)  # registers it with the loop (the firstiter hook) ...
         with contextlib.suppress(StopIteration):
             step.send(None)  # ... and runs it to its yield, no await between
@@ -567,7 +573,7 @@ class Transport:
     ) -> Any:
         """One attempt at a file part by PartSender, its answer mapped as aiohttp's is."""
         url = call.url
-        target = url[url.index("/", len("https://")) :]
+        target = urlsplit(url).path
         if call.params:
             target += "?" + urlencode(call.params)
         try:

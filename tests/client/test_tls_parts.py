@@ -516,3 +516,25 @@ def test_any_answer_to_a_part_is_a_result_or_one_error(
         assert "Bearer" not in str(outcome)
     else:
         assert isinstance(outcome, UploadedPart)
+
+
+async def test_kept_connections_idle_too_long_are_closed(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tls_parts, "KEEP_ALIVE", 0.05)
+    ended = asyncio.Event()
+    received: list[bytes] = []
+    taking = await taking_parts(received)
+
+    async def then_notes_the_close(reader: asyncio.StreamReader, writer: Any) -> None:
+        await taking(reader, writer)
+        ended.set()  # the client closed the connection it kept
+
+    server = await tls_server(then_notes_the_close)
+    async with server.session() as session:
+        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+        await asyncio.wait_for(ended.wait(), 30)  # a bound on a hang, not a measure of speed
+        sender = session._t._parts
+        assert sender is not None
+        assert sender._idle_connections == []
+    assert len(received) == 1
