@@ -109,10 +109,11 @@ class AsyncSession:
         backoff_max: The longest wait between retries, in seconds.
         max_retry_after: The longest wait a service's `Retry-After` may impose, in seconds
             (also for the run watcher); longer ones are cut to this.
-        connection_limit: Connections open at once; a call waits for a free one.
+        connection_limit: Requests in flight at once; a call waits for a free slot. Over
+            HTTPS, file parts go out from as many threads at most, on connections of their own.
         client_session: An `aiohttp.ClientSession` of your own to send the requests through
-            (for your trace configs, say). Never closed by the session; its `timeout` and
-            `raise_for_status` are overridden per request.
+            (for your trace configs, say; file parts included). Never closed by the session;
+            its `timeout` and `raise_for_status` are overridden per request.
         user_agent: Text appended to the `User-Agent`
             (`asyncclient/<version> (+aiohttp/<v>; python/<v>)`).
         sleep: What waits between retries. Default: `asyncio.sleep`. Tests pass a recorder, or
