@@ -15,12 +15,11 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
 import aiohttp
-from multidict import CIMultiDict, CIMultiDictProxy
 
 from asyncclient._client._network import Network
 from asyncclient._local._bodies import PartBody, send_buffer
@@ -48,7 +47,7 @@ class Unconnected(Exception):
 class TooLarge(Exception):
     """The answer is over the session's max_response_bytes (`seen` says how it showed)."""
 
-    def __init__(self, seen: str, status: int, headers: CIMultiDictProxy[str]) -> None:
+    def __init__(self, seen: str, status: int, headers: Mapping[str, str]) -> None:
         super().__init__(seen)
         self.seen = seen
         self.status = status
@@ -60,7 +59,7 @@ class Answer:
 
     __slots__ = ("body", "headers", "status")
 
-    def __init__(self, status: int, headers: CIMultiDictProxy[str], body: bytes) -> None:
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -362,7 +361,7 @@ class PartSender:
 
     def _answer(self, response: http.client.HTTPResponse) -> Answer:
         status = response.status
-        headers = CIMultiDictProxy(CIMultiDict(response.getheaders()))
+        headers = _Headers(response.headers)
         keep = None if 200 <= status < 300 else self._keep
         try:
             body = _read_bounded(response, self._max, keep)
@@ -371,6 +370,25 @@ class PartSender:
         finally:
             response.close()  # else its reader keeps the socket open
         return Answer(status, headers, body)
+
+
+class _Headers(Mapping[str, str]):
+    """An answer's headers, looked up by any case (the first of a repeated one)."""
+
+    def __init__(self, message: http.client.HTTPMessage) -> None:
+        self._message = message
+
+    def __getitem__(self, name: str) -> str:
+        value = self._message.get(name)
+        if value is None:
+            raise KeyError(name)
+        return str(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(self._message.keys()))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(self._message.keys()))
 
 
 class _Connection(http.client.HTTPConnection):

@@ -23,7 +23,14 @@ import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncclient import AsyncSession, NotFoundError, PartBody, TransportError, UploadedPart
+from asyncclient import (
+    ApiError,
+    AsyncSession,
+    NotFoundError,
+    PartBody,
+    TransportError,
+    UploadedPart,
+)
 from asyncclient._client import _tls_parts
 from asyncclient.errors import AsyncClientError, ResponseTooLargeError
 from asyncclient.testing import FakeService
@@ -538,3 +545,22 @@ async def test_kept_connections_idle_too_long_are_closed(
         assert sender is not None
         assert sender._idle_connections == []
     assert len(received) == 1
+
+
+async def test_an_error_answers_headers_are_read_in_any_case(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    async def busy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, fields = await read_head(reader)
+        await reader.readexactly(int(fields["content-length"]))
+        error = json.dumps({"error": {"code": "busy", "message": "try later"}}).encode()
+        writer.write(answer(503, error, "retry-after: 7", "x-request-id: req_part1"))
+        await writer.drain()
+
+    server = await tls_server(busy)
+    async with server.session(max_retries=0) as session:
+        with pytest.raises(ApiError) as caught:
+            await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert caught.value.status == 503
+    assert caught.value.retry_after == 7
+    assert caught.value.request_id == "req_part1"
