@@ -149,7 +149,9 @@ class PartSender:
         self._limit = limit
         self._max = max_response_bytes
         self._keep = keep
-        self._executor = ThreadPoolExecutor(limit, thread_name_prefix="asyncclient-part")
+        # Its threads end once no part has gone out for KEEP_ALIVE (_reap).
+        self._executor: ThreadPoolExecutor | None = None
+        self._sending = 0
         self._lock = threading.Lock()
         self._idle_connections: list[tuple[http.client.HTTPConnection, float]] = []
         self._local = threading.local()
@@ -165,10 +167,12 @@ class PartSender:
             idle, self._idle_connections = self._idle_connections, []
         for connection, _ in idle:
             connection.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _reap(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Close the idle connections kept past KEEP_ALIVE; come back while any is kept."""
+        """Close the idle connections kept past KEEP_ALIVE; come back while any is kept. With
+        none kept and no part going out, the threads end too (a service's session is idle)."""
         self._reaper = None
         expired = time.monotonic() - KEEP_ALIVE
         with self._lock:
@@ -179,6 +183,9 @@ class PartSender:
             connection.close()
         if kept and loop is not None and not self._closed:
             self._reaper = loop.call_later(KEEP_ALIVE, self._reap, loop)
+        elif not kept and not self._sending and self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
 
     @staticmethod
     def takes(data: object) -> bool:
@@ -193,8 +200,11 @@ class PartSender:
         part._rewind()
         job = _Job(part, _Progress(loop, part) if part.progress is not None else None)
         done: asyncio.Future[Answer] = loop.create_future()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._limit, thread_name_prefix="asyncclient-part")
         future = self._executor.submit(self._exchange, job, method, target, headers)
         future.add_done_callback(lambda _: _settle(loop, done, future))
+        self._sending += 1
         try:
             try:
                 return await asyncio.shield(done)
@@ -207,6 +217,7 @@ class PartSender:
                             await asyncio.wait([done])
                 raise
         finally:
+            self._sending -= 1
             part._socket = None
             if job.progress is not None:
                 job.progress.flush()
