@@ -206,13 +206,19 @@ async def stalling(taken: asyncio.Event) -> Handler:
     return handler
 
 
+@pytest.fixture
+def big(tmp_path: Path) -> Path:
+    path = tmp_path / "big.apk"
+    path.write_bytes(os.urandom(32 << 20))  # more than the kernel's buffers take
+    return path
+
+
 async def test_a_part_the_service_stops_taking_times_out(
-    tls_server: Callable[[Handler], Awaitable[Server]], tmp_path: Path
+    tls_server: Callable[[Handler], Awaitable[Server]], big: Path
 ) -> None:
     taken = asyncio.Event()
     server = await tls_server(await stalling(taken))
-    path = tmp_path / "big.apk"
-    path.write_bytes(os.urandom(32 << 20))  # more than the kernel's buffers take
+    path = big
     async with server.session(timeout=0.2, max_retries=0) as session:
         with pytest.raises(TransportError, match=r"no data moved for 0\.2 s \(timeout\)"):
             await session.upload_part("ab_1", 1, PartBody(path, 0, 32 << 20))
@@ -220,12 +226,11 @@ async def test_a_part_the_service_stops_taking_times_out(
 
 
 async def test_cancelling_a_part_stops_its_thread_at_once(
-    tls_server: Callable[[Handler], Awaitable[Server]], tmp_path: Path
+    tls_server: Callable[[Handler], Awaitable[Server]], big: Path
 ) -> None:
     taken = asyncio.Event()
     server = await tls_server(await stalling(taken))
-    path = tmp_path / "big.apk"
-    path.write_bytes(os.urandom(32 << 20))
+    path = big
     async with server.session(timeout=600.0) as session:
         with open(path, "rb") as shared:
             task = asyncio.create_task(
