@@ -236,3 +236,25 @@ def test_the_mcp_verdict_names_the_causes_first() -> None:
         "t_00, t_01, t_02)"
     ]
     assert "causes" not in wait_result(outage[:1], [], done=True, seconds=1.0, budget=20_000)
+
+
+def test_an_outage_naming_other_devices_is_one_cause_whatever_the_order() -> None:
+    devices = ["Pixel 7 (emulator-5554)", "Galaxy S22 Ultra (R5CT20ABCD)", "moto g(8) power",
+               "iPhone 15 Pro (00008110-001A2B3C4D5E)", "Redmi Note 12"]  # fmt: skip
+    outage = [
+        failed(f"j_dev{i:08d}", f"t_{i:02d}", "error", minutes=i,
+               headline=f"The device {d} lost its connection at 10:0{i}:00 (session s_{i:06x}).")
+        for i, d in enumerate(devices)
+    ]  # fmt: skip
+    other = failed("j_net00000000", "t_net", "error", headline="No answer from the tester.")
+    # App failures that differ in one span are other causes: only the infrastructure's merge.
+    app = [
+        failed("j_app00000000", "t_a", headline="Could not find the Pay button."),
+        failed("j_app00000001", "t_b", headline="Could not find the Email field."),
+    ]
+    found = cluster([*outage, other, *app])
+    assert [c.count for c in found] == [5, 1, 1, 1]
+    first = found[0]
+    assert first.signature == "error | the device <*> lost its connection at <time> (session <id>)."
+    assert first.run_ids == tuple(run.id for run in outage)  # in the order given
+    assert cluster(list(reversed([*outage, other, *app])))[0].id == first.id

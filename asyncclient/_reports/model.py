@@ -458,7 +458,7 @@ class TestReport:
     usual_seconds: float | None = None  # its usual duration (history's p50), when read
     trend: tuple[Point, ...] = ()  # recent runs, then this job's, when read
     left: tuple[float, float] | None = None  # (p50, p90) seconds its last run has left
-    cause: Cause | None = None  # why its verdict run failed
+    cause: Cause | None = None  # why its verdict run failed, else its last failed attempt
     not_rerun: str | None = None  # why it got no re-run though it had some left
     recovered: bool = False  # passed on a re-run after infrastructure failures only
 
@@ -648,11 +648,15 @@ def suite_report(
 
 
 def _with_cause(test: TestReport, of_run: Mapping[str, Cause]) -> TestReport:
-    """The test with the cause of its verdict run, when it did not pass."""
-    if test.outcome in ("passed", "flaky", "reused"):
+    """The test with the cause of its verdict run when that did not pass, else of its last
+    failed attempt (a test that passed on a re-run failed for that cause first)."""
+    if test.outcome == "reused":
         return test
-    cause = of_run.get(test.final.id)
-    return test if cause is None else attrs.evolve(test, cause=cause)
+    for attempt in reversed(test.attempts):
+        cause = of_run.get(attempt.id)
+        if cause is not None:
+            return attrs.evolve(test, cause=cause)
+    return test
 
 
 def runs_report(

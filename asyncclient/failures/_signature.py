@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from difflib import SequenceMatcher
 from typing import Final
 
 import attrs
@@ -22,6 +23,7 @@ from asyncclient.models import FINAL_STATUSES, Run
 __all__ = [
     "MAX_PART",
     "SIGNATURE_LIMIT",
+    "SIMILAR",
     "Cluster",
     "cluster",
     "failure_record",
@@ -195,8 +197,14 @@ def _counts(run: Run, status: str) -> bool:
 
 
 def cluster(runs: Iterable[Run], categories: Categories | None = None) -> list[Cluster]:
-    """The clusters of the runs that failed (final, not passed, not stopped): one per signature,
-    the largest first (then the one seen first).
+    """The clusters of the runs that failed (final, not passed, not stopped): one per cause,
+    the largest first (then the one seen first). The one grouping of failures: a job's reports
+    and `failure_clusters` both call it.
+
+    A cause is a signature; infrastructure failures (the categories' kind) that ended alike
+    (status, error code) and whose signatures differ only where a device, host or session is
+    named (at least SIMILAR of their words aligned) are one cause, its signature their shared
+    template with `<*>` where they differ: an outage across devices is one cause.
 
     Args:
         runs: Any runs (a job's, a project's history); the others are left out.
@@ -205,11 +213,22 @@ def cluster(runs: Iterable[Run], categories: Categories | None = None) -> list[C
     Returns:
         The clusters; the runs of one test may fall in several.
     """
-    groups: dict[str, list[Run]] = {}
+    categories = categories or DEFAULT_CATEGORIES
+    counted: list[tuple[Run, str]] = []
+    kinds: dict[str, tuple[str, str, bool]] = {}  # signature -> (status, code, infrastructure)
     for run in runs:
         status = run.status_kind  # read once: each read parses the service's field
-        if _counts(run, status):
-            groups.setdefault(_signature(run, status), []).append(run)
+        if not _counts(run, status):
+            continue
+        shared = _signature(run, status)
+        counted.append((run, shared))
+        if shared not in kinds:
+            infrastructure = categories.of(run).kind == "infrastructure"
+            kinds[shared] = (status, error_fields(run.error)[0].lower(), infrastructure)
+    template = _templates(kinds)
+    groups: dict[str, list[Run]] = {}
+    for run, shared in counted:
+        groups.setdefault(template.get(shared, shared), []).append(run)
     found = []
     for order, (shared, members) in enumerate(groups.items()):
         times = [run.created_at for run in members if run.created_at is not None]
@@ -226,7 +245,7 @@ def cluster(runs: Iterable[Run], categories: Categories | None = None) -> list[C
                     first=min(times, default=None),
                     last=max(times, default=None),
                     example=members[0],
-                    category=(categories or DEFAULT_CATEGORIES).of(members[0]),
+                    category=categories.of(members[0]),
                     builds=tuple(
                         dict.fromkeys(run.used_build_id for run in members if run.used_build_id)
                     ),
@@ -234,3 +253,79 @@ def cluster(runs: Iterable[Run], categories: Categories | None = None) -> list[C
             )
         )
     return [item for _, _, item in sorted(found, key=lambda entry: entry[:2])]
+
+
+SIMILAR: Final = 0.7
+"""The share of two infrastructure signatures' words that must align for them to be one cause."""
+_WORDS: Final = re.compile(r"<[a-z*]+>|\w+|[^\w\s]")
+_VARYING: Final = frozenset({"<n>", "<id>", "<hex>"})  # compared as one: a name's parts vary
+_MAX_COMPARED: Final = 2000  # distinct infrastructure signatures aligned (the rest: their own)
+
+
+def _words(shared: str) -> list[tuple[str, int, int]]:
+    """The signature's words (placeholders as one) with where each is in it."""
+    return [
+        ("<v>" if m.group() in _VARYING else m.group(), m.start(), m.end())
+        for m in _WORDS.finditer(shared)
+    ]
+
+
+def _templates(kinds: dict[str, tuple[str, str, bool]]) -> dict[str, str]:
+    """Each infrastructure signature that aligns with another of its ending (status and error
+    code) -> their template. The same set of signatures gives the same templates whatever
+    their order: each is tried, in sorted order, against the first of every group so far."""
+    buckets: dict[tuple[str, str], list[str]] = {}
+    for shared, (status, code, infrastructure) in kinds.items():
+        if infrastructure:
+            buckets.setdefault((status, code), []).append(shared)
+    found: dict[str, str] = {}
+    budget = _MAX_COMPARED
+    for signatures in buckets.values():
+        groups: list[tuple[list[str], SequenceMatcher[str]]] = []
+        for shared in sorted(signatures)[: max(budget, 0)]:
+            words = [word for word, _, _ in _words(shared)]
+            for members, matcher in groups:
+                matcher.set_seq1(words)
+                if (
+                    matcher.real_quick_ratio() >= SIMILAR
+                    and matcher.quick_ratio() >= SIMILAR
+                    and matcher.ratio() >= SIMILAR
+                ):
+                    members.append(shared)
+                    break
+            else:
+                matcher = SequenceMatcher(None, autojunk=False)
+                matcher.set_seq2(words)
+                groups.append(([shared], matcher))
+        budget -= len(signatures)
+        for members, _ in groups:
+            if len(members) > 1:
+                made = _template(members)
+                found.update(dict.fromkeys(members, made))
+    return found
+
+
+def _template(members: Sequence[str]) -> str:
+    """The first signature with each span of words that some other one lacks as `<*>`."""
+    first, *others = members
+    spans = _words(first)
+    words = [word for word, _, _ in spans]
+    kept = [True] * len(spans)
+    for other in others:
+        matcher = SequenceMatcher(None, words, [word for word, _, _ in _words(other)], False)
+        matched = [False] * len(spans)
+        for block in matcher.get_matching_blocks():
+            matched[block.a : block.a + block.size] = [True] * block.size
+        kept = [a and b for a, b in zip(kept, matched, strict=True)]
+    out, at, gap = [], 0, False
+    for keep, (_, start, end) in zip(kept, spans, strict=True):
+        if keep:
+            out.append(first[at:end] if not gap else " " + first[start:end])
+            gap = False
+        elif not gap:
+            out.append(first[at:start].rstrip() + " <*>")
+            gap = True
+        at = end
+    if not gap:
+        out.append(first[at:])
+    return _SPACES.sub(" ", "".join(out)).strip()[:SIGNATURE_LIMIT]

@@ -4,6 +4,7 @@ voucher bug and t_onboarding's missing Continue button)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,102 @@ async def test_rerun_known_needs_retry_failed(
     assert result.code == 2
     assert "--rerun-known needs --retry-failed N" in result.stderr
     assert svc.request_counts() == {}
+
+
+# --- an outage across devices, in a job and across jobs ------------------------------------------
+
+DEVICES = (
+    "Pixel 7 (emulator-5554)",
+    "Galaxy S22 Ultra (R5CT20ABCD)",
+    "moto g(8) power lite",
+    "Pixel 6a (device-17)",
+    "OnePlus 9",
+    "Xperia 5 II (QV7112)",
+    "Redmi Note 12",
+    "iPhone 15 Pro (00008110-001A2B3C4D5E)",
+    "iPad Air (5th generation)",
+)
+
+
+def outage_across_devices() -> dict[str, Any]:
+    """p_out: 9 tests lose their device on their first run (each another device, time and
+    session in the text), then pass; 2 fail the app's way, each its own."""
+    tests: list[dict[str, Any]] = [
+        {
+            "id": f"t_dev_{i}",
+            "project": "p_out",
+            "title": f"Screen {i}",
+            "target": "android",
+            "appId": "com.example.out",
+            "outcome": "passed",
+            "flakyRuns": 1,
+            "flakyStatus": "error",
+            "flakyReason": f"The device {device} lost its connection to the tester at "
+            f"2026-12-0{i + 1}T10:{i:02d}:00Z (session s_{i:06x}{i}).",
+            "durationSeconds": 20,
+            "queuedSeconds": 1,
+        }
+        for i, device in enumerate(DEVICES)
+    ]
+    for i, said in enumerate(("The total stayed $40.00.", "No results for 'shoes'.")):
+        tests.append(
+            {
+                "id": f"t_app_{i}",
+                "project": "p_out",
+                "title": f"Pay {i}",
+                "target": "android",
+                "appId": "com.example.out",
+                "outcome": "failed",
+                "headline": said,
+                "durationSeconds": 20,
+                "queuedSeconds": 1,
+            }
+        )
+    return {
+        "projects": [{"id": "p_out", "name": "Outage", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "k", "capability": "run", "projects": ["p_out"]}],
+        "tests": tests,
+        "builds": [
+            {"id": "ab_out_1", "project": "p_out", "platform": "android",
+             "appId": "com.example.out", "appName": "Out", "version": "1.0", "versionCode": "1"}
+        ],
+    }  # fmt: skip
+
+
+async def test_an_outage_across_devices_is_one_cause_first_in_the_job_and_across_jobs(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    from asyncclient.failures._agreement import adjusted_rand_index
+
+    async with FakeService(outage_across_devices(), speed=1000) as svc:
+        env = {"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": "k",
+               "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
+        ctrf, summary = tmp_path / "ctrf.json", tmp_path / "summary.md"
+        env["GITHUB_STEP_SUMMARY"] = str(summary)
+        job = await run_cli(
+            "run", "project", "p_out", "--build", "ab_out_1", "--wait", "--retry-failed", "1",
+            "--interval", "0.01", "--json", "--ctrf", str(ctrf), env=env,
+        )  # fmt: skip
+        assert job.code == 1, job.stderr
+        across = await run_cli("--json", "failures", "p_out", env=env)
+        assert across.code == 0, across.stderr
+    tests = {test["testId"]: test for test in job.json()}
+    # Every test that failed carries its cause, the nine that passed on a re-run too.
+    causes = {test_id: test["cause"]["clusterId"] for test_id, test in tests.items()}
+    labels = {test_id: test_id.rsplit("_", 1)[0] + (test_id if "app" in test_id else "")
+              for test_id in tests}  # fmt: skip
+    order = sorted(tests)
+    assert adjusted_rand_index([labels[t] for t in order], [causes[t] for t in order]) == 1.0
+    outage = tests["t_dev_0"]["cause"]
+    assert (outage["category"], outage["size"]) == ("infrastructure", 9)
+    assert "<*>" in outage["signature"]
+    # First in the summary, the step summary and CTRF.
+    first = next(line for line in job.stderr.splitlines() if line.startswith("why it failed"))
+    # 13: the nine, each app failure and its re-run.
+    assert first.startswith("why it failed: 9 of 13 failures share: ")
+    assert "9 of 13 failures share" in summary.read_text()
+    assert json.loads(ctrf.read_text())["results"]["summary"]["extra"]["causes"][0]["size"] == 9
+    # One grouping function, one result: `failures` finds the same cause by the same id.
+    clusters = across.json()["clusters"]
+    assert clusters[0]["clusterId"] == outage["clusterId"]
+    assert (clusters[0]["runs"], clusters[0]["testCount"]) == (9, 9)
