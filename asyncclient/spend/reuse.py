@@ -10,8 +10,10 @@ bytes decides, so a test whose latest run on them failed (a flake, a breakage) r
 Bounded as the flakiness analysis is: at most MAX_TESTS tests, one listing of at most
 HISTORY_RUNS runs per test (cut to that whatever the service answers; the command passes the
 history the job's ETA already read, so reuse reads no listing of its own), one read of the
-full views of the candidates whose list view names no build, and one `get_build` per distinct
-build whose sha256 the run's view does not carry (at most MAX_BUILDS in all, each read once).
+full views of this job's own runs (50 a request: the service dated them as it started them,
+and DAYS counts back on its clock, which may run ahead of ours), one of the candidates whose
+list view names no build, and one `get_build` per distinct build whose sha256 the run's view
+does not carry (at most MAX_BUILDS in all, each read once).
 
     found = await find_reusable(session, started, days=7)
     stopped = await stop_reused(session, found)
@@ -149,11 +151,12 @@ class _Builds:
             task.cancel()
 
 
+def _utc(moment: dt.datetime | None) -> dt.datetime | None:
+    return moment.replace(tzinfo=dt.UTC) if moment is not None and moment.tzinfo is None else moment
+
+
 def _when(run: Run) -> dt.datetime | None:
-    moment = run.finished_at or run.created_at
-    if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment
+    return _utc(run.finished_at or run.created_at)
 
 
 def _same_mode(earlier: str | None, asked: str | None) -> bool:
@@ -179,7 +182,7 @@ async def find_reusable(
         session: The session to read the service with.
         started: The runs this job started.
         days: How old (days, by the earlier run's end) a pass may be.
-        now: The moment `days` counts back from; default: now.
+        now: The moment `days` counts back from; default: the service's clock (service_now).
         history: Each test's newest runs, this job's left out (asyncclient.eta.read_history),
             when already read; a test missing from it reuses nothing. Default: read here.
 
@@ -190,18 +193,18 @@ async def find_reusable(
         run dated more than MAX_CLOCK_SKEW past `now`.
     """
     days = check_days(days)
-    now = now or dt.datetime.now(dt.UTC)
-    window = _Window(now - dt.timedelta(days=days), now + MAX_CLOCK_SKEW)
     ours = [item for item in started if checks.is_id("test", item.test_id)][:MAX_TESTS]
     job_runs = {item.run_id for item in ours}
     if history is None:
         from asyncclient.eta import read_history
 
         history = await read_history(session, [item.test_id for item in ours], exclude=job_runs)
+    views = await _own_views(session, ours)
+    now = now or service_now(views.values())
+    window = _Window(now - dt.timedelta(days=days), now + MAX_CLOCK_SKEW)
     builds = _Builds(session)
     limit = asyncio.Semaphore(_CONCURRENCY)
     try:
-        views = await _own_views(session, [item for item in ours if item.build_id is None])
 
         async def one(item: Started) -> Reuse | None:
             view = views.get(item.run_id)
@@ -289,8 +292,17 @@ def _reuse(item: Started, earlier: Run, sha: str) -> Reuse:
     )
 
 
+def service_now(own: Iterable[Run]) -> dt.datetime:
+    """The service's clock now: the newest creation time of this job's own runs (the service
+    dated them as it started them), else ours. Its history is dated by that clock, which may
+    run ahead of ours (an emulator faster than real time) or behind."""
+    times = [when for run in own if (when := _utc(run.created_at)) is not None]
+    return max(times, default=None) or dt.datetime.now(dt.UTC)
+
+
 async def _own_views(session: AsyncSession, items: Sequence[Started]) -> dict[str, Run]:
-    """This job's runs whose start did not name their build: their views say it."""
+    """This job's runs: their views say when the service started them, and the build of
+    those whose start did not name it."""
     if not items:
         return {}
     try:

@@ -412,3 +412,33 @@ async def test_allure_renders_a_real_job_with_the_counts_it_reported(
     shutil.copytree(tmp_path / "report1" / "history", next_folder / "history")
     trend = generate(next_folder, tmp_path / "report2")["history-trend"]
     assert len(trend) == 2
+
+
+async def test_a_pass_is_reused_when_the_services_clock_runs_ahead_of_ours(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """The window of --reuse-passed is on the service's clock (its dates of this job's own
+    runs): an emulator two days ahead of real time dates its history so, and reuses all the
+    same; only the test that passed there is stopped."""
+    apk = build_apk(tmp_path / "shop.apk", package="com.example.shop", version_code=7)
+    async with FakeService(seed(), speed=SPEED) as svc:
+        env = env_of(svc)
+        svc.advance(2 * 86400)
+        first_build = await upload(run_cli, svc, apk)
+        job1 = await run_cli(
+            "run", "project", "p_dt", "--build", first_build, "--wait", "--json", *FAST, env=env
+        )
+        assert job1.code == 1, job1.stderr
+        earlier = {entry["testId"]: entry["id"] for entry in job1.json()}
+        again = await upload(run_cli, svc, apk)
+        with svc.hold("t_pass"):  # queued until reuse stops it; --timeout ends it if never
+            job2 = await run_cli(
+                "run", "project", "p_dt", "--build", again, "--wait", "--json",
+                "--reuse-passed", "7", "--timeout", "60", *FAST, env=env,
+            )  # fmt: skip
+        entries = {entry["testId"]: entry for entry in job2.json()}
+        stopped = [run for run in svc.backend.runs.values() if run.stopped_at is not None]
+    assert job2.code == 1, job2.stderr  # t_broken fails, as before
+    assert entries["t_pass"]["reused"]["earlierRunId"] == earlier["t_pass"]
+    assert [run.id for run in stopped] == [entries["t_pass"]["id"]]
+    assert "reused" not in entries["t_broken"]
