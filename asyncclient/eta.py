@@ -17,7 +17,6 @@ from typing import Final
 
 import attrs
 
-from asyncclient._values import _bounds as bounds
 from asyncclient.errors import AsyncClientError
 from asyncclient.flakiness import RunLister
 from asyncclient.models import Run
@@ -122,12 +121,7 @@ def _timings(run: Run) -> tuple[float, float] | None:
     duration = run.duration_seconds  # bounded: None when unknown
     if duration is None:
         return None
-    queue: float | None = 0.0
-    if run.created_at and run.started_at:
-        queue = (run.started_at - run.created_at).total_seconds()
-    elif run.created_at and run.finished_at:
-        queue = (run.finished_at - run.created_at).total_seconds() - duration
-    return bounds.seconds(max(0.0, queue or 0.0)) or 0.0, duration
+    return run.queue_seconds or 0.0, duration
 
 
 def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:

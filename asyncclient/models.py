@@ -371,6 +371,21 @@ class Run:
         return None
 
     @property
+    def queue_seconds(self) -> float | None:
+        """How long it waited before a device began it: startedAt - createdAt, else (no
+        startedAt) finishedAt - duration - createdAt; None when its times do not say, or out of
+        bounds. A few clock ticks below 0 (times rounded apart) read as 0."""
+        if self.created_at is None:
+            return None
+        if self.started_at is not None:
+            waited = (self.started_at - self.created_at).total_seconds()
+        elif self.finished_at is not None and self.duration_seconds is not None:
+            waited = (self.finished_at - self.created_at).total_seconds() - self.duration_seconds
+        else:
+            return None
+        return _bounds.seconds(0.0 if -1.0 < waited < 0.0 else waited)
+
+    @property
     def used_build_sha256(self) -> str | None:
         """The sha256 of the build the run used, when the service sent it with the build."""
         return _lenient.build_sha256_of(self.build)

@@ -25,7 +25,6 @@ from asyncclient._reports import (
     suite_notes,
     title,
 )
-from asyncclient._values import _bounds as bounds
 from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
 
@@ -175,7 +174,7 @@ def read_attempt(run: Run, number: int = 1) -> Attempt:
         link=link,
         safe_link=link if link and link.lower().startswith(_SAFE_SCHEMES) else None,
         captures=run.capture_values,
-        queue_seconds=_queued(run),
+        queue_seconds=run.queue_seconds,
     )
 
 
@@ -200,12 +199,6 @@ def reused_attempt(attempt: Attempt, reuse: Reuse) -> Attempt:
         safe_link=link if link and link.lower().startswith(_SAFE_SCHEMES) else None,
         reused=reuse,
     )
-
-
-def _queued(run: Run) -> float | None:
-    if run.created_at is None or run.started_at is None:
-        return None
-    return bounds.seconds((run.started_at - run.created_at).total_seconds())
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ from asyncclient.suite import SuitePolicy
 from asyncclient.suite._events import RunFinished, RunStarted
 from asyncclient.suite._trace import VALUE_LIMIT, JobTrace
 from asyncclient.testing import FakeService
+from asyncclient.testing.dialects import Dialect
 
 APP = {"project": "p_lib", "target": "web", "url": "https://shop.example.com"}
 SEED = {
@@ -355,3 +356,49 @@ def test_whatever_the_environment_says_the_pipeline_attributes_are_bounded_lines
             if key.endswith("url.full"):
                 assert value.startswith(("https://", "http://"))
                 assert "@" not in value.split("/")[2]
+
+
+class _NoStart(Dialect):
+    """A service that says when a run was created and ended, and how long it ran: not when it
+    began."""
+
+    name = "no-start"
+
+    def timing(self, run: Any, now: float) -> dict[str, Any]:
+        found = super().timing(run, now)
+        del found["startedAt"]
+        return found
+
+
+class _NoTimes(Dialect):
+    """A service that dates nothing of a run."""
+
+    name = "no-times"
+
+    def timing(self, run: Any, now: float) -> dict[str, Any]:
+        return {}
+
+
+@pytest.mark.parametrize(("wire", "queued"), [(Dialect, 3.0), (_NoStart, 3.0), (_NoTimes, None)])
+async def test_each_run_span_has_its_queue_seconds_from_the_runs_own_times(
+    otel: Telemetry, wire: type[Dialect], queued: float | None
+) -> None:
+    """3 s queued, then running before the first sweep looks (the emulator's clock is manual
+    and moved past the queue first): the span reckons it from the run's times (startedAt, else
+    finishedAt less its duration); a service that dates nothing leaves it out, never 0."""
+    seed = {**SEED, "tests": [{"id": "t_ok", **APP, "durationSeconds": 4, "queuedSeconds": 3}]}
+    async with (
+        FakeService(seed, clock="manual", dialect=wire) as svc,
+        AsyncSession(base_url=svc.url, api_key="lib-run") as session,
+    ):
+        started = await session.run_project("p_lib")
+        svc.advance(3.5)  # running now, never seen queued
+        policy = SuitePolicy(interval=0.01)
+        suite = session.follow_suite([run.run_id for run in started.started], policy=policy)
+        running = asyncio.ensure_future(suite.result())
+        await asyncio.sleep(0.1)
+        svc.advance(60)
+        await running
+    (run,) = _named(otel.finished(), "asyncclient.run")
+    assert run.attributes is not None
+    assert run.attributes.get("asyncclient.run.queue.seconds") == queued
