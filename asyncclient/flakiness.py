@@ -451,8 +451,13 @@ async def fetch_flakiness(
             )
             if keep_runs:  # a small record each: bounded
                 kept.extend(failure_record(run) for run in runs if not run.passed)
-            # Analysed at once; only the result is kept.
+            # Analysed at once; only the result is kept. Categories that read the text match
+            # in a worker thread: never on the loop that serves requests.
             cut = [test_id] if truncated else []
+            if read_text and categories is not None and categories.read_text:
+                return await asyncio.to_thread(
+                    analyse, runs, since=since, truncated=cut, categories=categories
+                ), count
             return analyse(runs, since=since, truncated=cut, categories=categories), count
 
     kept: list[Run] = []

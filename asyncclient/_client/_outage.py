@@ -25,13 +25,13 @@ class Outages:
     while nothing fails: the one check a call pays when all is well."""
 
     __slots__ = (
+        "_announced",
         "_deadline",
         "_failures",
         "_now",
         "_reason",
         "_threshold",
         "_timer",
-        "_told",
         "_waiting",
         "_wall",
         "_what",
@@ -47,7 +47,7 @@ class Outages:
         self._what = ""
         self._reason = ""
         self._failures = 0
-        self._told = False
+        self._announced = False
         self._waiting: set[int] = set()  # the calls (ids) that met this streak and go on
         # Fires at the threshold, even between sparse attempts.
         self._timer: asyncio.TimerHandle | None = None
@@ -65,17 +65,17 @@ class Outages:
                 self._timer = loop.call_later(self._threshold, self._due)
         self._failures += 1
         self._waiting.add(call)
-        if not self._told and now - self.since >= self._threshold:
+        if not self._announced and now - self.since >= self._threshold:
             self._tell(now - self.since)
 
     def _due(self) -> None:
         """The threshold has passed since the streak began: calls still wait, nothing answered."""
         self._timer = None
-        if self.since is not None and not self._told and self._waiting:
+        if self.since is not None and not self._announced and self._waiting:
             self._tell(max(self._threshold, self._now() - self.since))
 
     def _tell(self, seconds: float) -> None:
-        self._told = True
+        self._announced = True
         deadline = f"; calls are retried for up to {self._deadline:g} s" if self._deadline else ""
         log.warning(
             "service unreachable since %s (%.1f s so far): %s%s",
@@ -98,12 +98,12 @@ class Outages:
         if self.since is None:
             return
         if not answered:
-            if not self._waiting and not self._told:
+            if not self._waiting and not self._announced:
                 self._reset()  # the calls that saw the blip are gone
             return
-        if self._told and not lived and self._waiting:
+        if self._announced and not lived and self._waiting:
             return  # a surviving call is about to say so
-        if self._told:
+        if self._announced:
             seconds = max(self._now() - self.since, self._threshold)
             log.info(
                 "service reachable again after %.1f s (%d failed attempts; %s came through)",
@@ -117,7 +117,7 @@ class Outages:
     def _reset(self) -> None:
         # Retrying calls join the next streak; succeeded ones are forgotten.
         self.since = None
-        self._told = False
+        self._announced = False
         self._failures = 0
         self._what = ""
         self._waiting.clear()

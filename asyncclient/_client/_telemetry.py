@@ -1,8 +1,7 @@
-"""OpenTelemetry by the HTTP client conventions, when `opentelemetry-api` is there and an SDK
-is set up: an INTERNAL span per operation (`asyncclient.get_build`), a CLIENT span per attempt
-carrying its own `traceparent`, `http.client.request.duration` and `asyncclient.client.retries`;
-in a traced job (`PARENTS`) an operation's span goes under the run or test it served. With no
-SDK every function is a no-op that costs a check of a module global.
+"""OpenTelemetry by the HTTP client conventions, when an SDK is set up (the command's through
+use_providers, else the API's global one): a span per operation and per attempt (its own
+`traceparent`), `http.client.request.duration` and `asyncclient.client.retries`. With no SDK
+imported, each function costs a look at sys.modules; only the API's public names are read.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import contextvars
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from typing import Any, Final, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -41,6 +41,7 @@ __all__ = [
     "traced",
     "tracer",
     "url_full",
+    "use_providers",
 ]
 
 _NAME: Final = "asyncclient"
@@ -48,7 +49,6 @@ DURATION: Final = "http.client.request.duration"
 RETRIES: Final = "asyncclient.client.retries"
 # The conventions' advice for http.client.request.duration (seconds).
 _BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
-_UNKNOWN: Final = object()
 
 # Made once per provider, kept beside it: ids get reused.
 _tracers: dict[int, tuple[Any, Any]] = {}
@@ -61,11 +61,36 @@ belongs under (a run's, a test's), or None for the current one (the job's)."""
 _made: dict[tuple[int, Any], tuple[Any, Any]] = {}
 
 
-def _provider_set(module: Any, global_name: str, env: str) -> bool:
-    """Whether the application set a provider (or names one in the environment): reading the
-    API's own global directly, since get_*_provider() looks at the environment on every call
-    until one is set, a cost on every request (bench_session)."""
-    return getattr(module, global_name, _UNKNOWN) is not None or _in_environ(env)
+_OWN: contextvars.ContextVar[tuple[Any, Any]] = contextvars.ContextVar(
+    "asyncclient_providers", default=(None, None)
+)
+"""The command's tracer and meter providers (use_providers), ahead of the API's globals, which
+it never sets: an embedding program keeps its own."""
+
+
+@contextlib.contextmanager
+def use_providers(tracer_provider: Any, meter_provider: Any) -> Iterator[None]:
+    """asyncclient's spans and metrics in this context (the tasks started within it too) go
+    to these providers (either may be None: the global one); the API's globals are untouched."""
+    token = _OWN.set((tracer_provider, meter_provider))
+    try:
+        yield
+    finally:
+        _OWN.reset(token)
+
+
+def _sdk_possible() -> bool:
+    """Whether any provider but the API's own can be set: the SDK is imported, or the
+    environment names a provider class. Neither: no global lookup is made at all."""
+    return "opentelemetry.sdk" in sys.modules or _in_environ(
+        "OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"
+    )
+
+
+def _api_own(provider: Any) -> bool:
+    """Whether `provider` is the API's own no-op or proxy (no SDK behind it): its class is
+    defined by the API package."""
+    return type(provider).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics"))
 
 
 _environ_size = -1
@@ -74,8 +99,8 @@ _environ_names: frozenset[str] = frozenset()
 
 def _in_environ(*names: str) -> bool:
     """Whether any of `names` is in os.environ, from the names as they were when the
-    environment last changed size (a variable set or removed): os.environ's own test raises
-    and catches a KeyError, 2.3 us, twice a request while no provider is set."""
+    environment last changed size (a variable set or removed): cheaper than os.environ's own
+    test, which raises and catches a KeyError."""
     global _environ_size, _environ_names
     size = len(os.environ)
     if size != _environ_size:
@@ -84,35 +109,28 @@ def _in_environ(*names: str) -> bool:
 
 
 _NOBODY: Final = (None, None)
-# The API's two globals, read directly.
-_GLOBALS_KNOWN: Final = ENABLED and all(
-    hasattr(module, name)
-    for module, name in ((trace, "_TRACER_PROVIDER"), (metrics._internal, "_METER_PROVIDER"))
-)
 
 
 def observers() -> tuple[Any, Instruments | None]:
     """The tracer and the metric instruments of a call, each None while no SDK is set up:
-    one look at both providers on every request."""
-    if not ENABLED:
-        return _NOBODY
-    if (
-        _GLOBALS_KNOWN
-        and trace._TRACER_PROVIDER is None
-        and metrics._internal._METER_PROVIDER is None
-        and not _in_environ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
-    ):
+    with none imported, one look at sys.modules on every request."""
+    if not ENABLED or (_OWN.get() == _NOBODY and not _sdk_possible()):
         return _NOBODY
     return tracer(), instruments()
 
 
 def tracer() -> Any:
-    """asyncclient's tracer from the global provider, or None while no SDK is set up."""
-    if not ENABLED or not _provider_set(trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER"):
+    """asyncclient's tracer (the command's provider, else the global one), or None while no
+    SDK is set up."""
+    if not ENABLED:
         return None
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
-        return None
+    provider = _OWN.get()[0]
+    if provider is None:
+        if not _sdk_possible():
+            return None
+        provider = trace.get_tracer_provider()
+        if _api_own(provider):
+            return None
     known = _tracers.get(id(provider))
     if known is None or known[0] is not provider:
         from asyncclient._version import __version__
@@ -146,7 +164,7 @@ class Instruments:
 
 
 def instruments() -> Instruments | None:
-    """The metric instruments of the global meter provider, or None while no SDK is set up."""
+    """The metric instruments of the meter provider in use, or None while no SDK is set up."""
     return made_for_meters(Instruments)
 
 
@@ -154,15 +172,17 @@ M = TypeVar("M")
 
 
 def made_for_meters(kind: Callable[[Any], M]) -> M | None:
-    """`kind(meter)` of the global meter provider, made once per provider (the session's
-    Instruments, a job's JobMeters), or None while no SDK is set up."""
-    if not ENABLED or not _provider_set(
-        metrics._internal, "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"
-    ):
+    """`kind(meter)` of the command's meter provider, else the global one, made once per
+    provider (the session's Instruments, a job's JobMeters), or None while no SDK is set up."""
+    if not ENABLED:
         return None
-    provider = metrics.get_meter_provider()
-    if isinstance(provider, metrics.NoOpMeterProvider):
-        return None
+    provider = _OWN.get()[1]
+    if provider is None:
+        if not _sdk_possible():
+            return None
+        provider = metrics.get_meter_provider()
+        if _api_own(provider):
+            return None
     key = (id(provider), kind)
     known = _made.get(key)
     if known is None or known[0] is not provider:

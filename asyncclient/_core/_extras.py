@@ -17,7 +17,9 @@ __all__ = ["EXTRAS", "require"]
 
 EXTRAS: Final[Mapping[str, tuple[str, ...]]] = {
     # The command: display (rich), HTML report (jinja2), quarantine writer.
-    "cli": ("rich", "jinja2", "tomlkit"),
+    "cli": ("rich", "jinja2", "tomlkit", "re2"),
+    # A failure category's regex, matched by RE2 in linear time.
+    "regex": ("re2",),
     # The emulator's TLS: a throwaway CA and loopback certificates (serve --tls).
     "tls": ("trustme",),
     "mcp": ("mcp",),

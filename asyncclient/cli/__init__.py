@@ -94,10 +94,11 @@ class _Parser(argparse.ArgumentParser):
         """Every option of this parser and of its sub-commands, for suggestions."""
         found = set(self._option_string_actions)
         for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for parser in action.choices.values():
-                    if isinstance(parser, _Parser):
-                        found |= parser._option_strings()
+            # A sub-commands action holds the parsers it chooses between.
+            choices = action.choices if isinstance(action.choices, dict) else {}
+            for parser in choices.values():
+                if isinstance(parser, _Parser):
+                    found |= parser._option_strings()
         return found
 
 

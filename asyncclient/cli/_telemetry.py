@@ -248,6 +248,11 @@ class Export:
         self._handler = handler
         self.endpoint = endpoint
 
+    @property
+    def providers(self) -> tuple[Any, Any]:
+        """(tracer provider, meter provider): asyncclient's, never the API's globals."""
+        return self.tracer_provider, self.meter_provider
+
     async def close(self, out: Output) -> None:
         """Export what is left (waiting at most EXPORT_BOUND seconds), put the global
         providers back, and say in one line when anything could not be exported."""
@@ -282,7 +287,6 @@ class Export:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(left, 0.05)):
                     await done.wait()
-        _forget_providers(self.tracer_provider, self.meter_provider)
         reason = self._failures.reason
         if timed_out and reason != _UNREACHABLE:
             reason = f"no answer within {EXPORT_BOUND:g} s"
@@ -291,22 +295,6 @@ class Export:
                 f"the job's OpenTelemetry data could not all be exported to {self.endpoint} "
                 f"({reason}); the job's result and reports are unchanged"
             )
-
-
-def _forget_providers(tracer_provider: Any, meter_provider: Any) -> None:
-    """The API's globals back to unset (main() may run again in this process: tests, an
-    embedding program), when they are still ours."""
-    from opentelemetry import trace
-    from opentelemetry.metrics import _internal as metrics_internal
-    from opentelemetry.util._once import Once
-
-    if tracer_provider is not None and getattr(trace, "_TRACER_PROVIDER", None) is tracer_provider:
-        trace._TRACER_PROVIDER = None
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-    found = getattr(metrics_internal, "_METER_PROVIDER", None)
-    if meter_provider is not None and found is meter_provider:
-        metrics_internal._METER_PROVIDER = None
-        metrics_internal._METER_PROVIDER_SET_ONCE = Once()
 
 
 def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Export | None:
@@ -331,11 +319,8 @@ def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Expor
         )
         return None
     assert _telemetry.ENABLED
-    from opentelemetry import metrics, trace
 
-    if getattr(trace, "_TRACER_PROVIDER", None) is not None or _telemetry._in_environ(
-        "OTEL_PYTHON_TRACER_PROVIDER"
-    ):
+    if _telemetry.tracer() is not None:
         return None  # the application's (opentelemetry-instrument's) SDK exports
     failures = _Failures()
     handler = _ToDebug(failures)
@@ -357,7 +342,6 @@ def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Expor
     if spans is not None:
         tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         tracer_provider.add_span_processor(BatchSpanProcessor(_watched_spans(spans, failures)))
-        trace.set_tracer_provider(tracer_provider)
     points, problem = _exporter("metrics", environ, failures)
     if problem and problem not in problems:
         problems.append(problem)
@@ -366,7 +350,6 @@ def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Expor
         meter_provider = MeterProvider(
             resource=resource, metric_readers=[reader], shutdown_on_exit=False
         )
-        metrics.set_meter_provider(meter_provider)
     for problem in problems[:1]:
         out.warning(f"{problem}; the job runs without exporting it")
     if tracer_provider is None and meter_provider is None:
@@ -394,17 +377,19 @@ async def job_telemetry(
     try:
         from asyncclient._client import _telemetry
 
-        job = None
-        if _telemetry.ENABLED:
-            from asyncclient.suite._trace import JobTrace
+        providers = (None, None) if export is None else export.providers
+        with _telemetry.use_providers(*providers):
+            job = None
+            if _telemetry.ENABLED:
+                from asyncclient.suite._trace import JobTrace
 
-            with contextlib.suppress(Exception):
-                job = JobTrace.open(name, project=project)
-        if job is None:
-            yield None
-        else:
-            with job:
-                yield job
+                with contextlib.suppress(Exception):
+                    job = JobTrace.open(name, project=project)
+            if job is None:
+                yield None
+            else:
+                with job:
+                    yield job
     finally:
         if export is not None:
             await export.close(out)

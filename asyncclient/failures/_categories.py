@@ -1,19 +1,13 @@
 """Failure categories from the repository's reviewed `failure-categories.toml` (a `[[category]]`
-per category: name, kind infrastructure or app, `match` or `regex`, optional statuses), the
-first match wins, then the built-in ones (error and inconclusive are the infrastructure's).
-Read bounded, each problem one line; a regex that could backtrack catastrophically is refused
-before any request (docs/guides/why-it-failed.md).
+per category: name, kind, `match` or `regex`, statuses): the first match wins, then the built-in
+ones. Read bounded, each problem one line; a regex is matched by RE2 in time linear in the text,
+and one RE2 cannot run so is refused before any request (docs/guides/why-it-failed.md).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import warnings
-from collections.abc import Iterable, Sequence
 from pathlib import Path
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any, Final, Literal
 
 import attrs
@@ -69,7 +63,7 @@ class Category:
     regex: str | None = attrs.field(default=None)
     statuses: tuple[str, ...] = ()
     built_in: bool = False
-    _compiled: re.Pattern[str] | None = attrs.field(
+    _compiled: Any = attrs.field(
         default=attrs.Factory(lambda self: _compile(self.regex), takes_self=True),
         eq=False,
         repr=False,
@@ -88,14 +82,9 @@ class Category:
         return {"name": self.name, "kind": self.kind, "builtIn": self.built_in}
 
 
-def _compile(pattern: str | None) -> re.Pattern[str] | None:
-    """The pattern compiled, case-insensitive; the engine's FutureWarnings (a `[[` that may
-    mean a nested set one day) are not the reader's business."""
-    if pattern is None:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return re.compile(pattern, re.IGNORECASE)
+def _compile(pattern: str | None) -> Any:
+    """The pattern compiled by RE2, case-insensitive (None: no pattern)."""
+    return None if pattern is None else _re2_compile(pattern)
 
 
 BUILT_IN: Final = (
@@ -200,8 +189,8 @@ def load_categories(path: str | os.PathLike[str]) -> Categories:
 
     Raises:
         ValidationError: The file cannot be read, is not TOML, or a category is wrong (a regex
-            that could backtrack catastrophically too): one line naming the file, the
-            category and the fix.
+            RE2 cannot run in linear time too): one line naming the file, the category and the
+            fix.
     """
     where = Path(path)
     data = read_toml(
@@ -274,102 +263,65 @@ def _category(where: Path, index: int, table: Any) -> Category:
 
 # --- the regex check ----------------------------------------------------------------------------
 
-_REPEATS: Final = {sre.MAX_REPEAT, sre.MIN_REPEAT}
-_ANY: Final = None  # a first-character set that may hold any character
+_MAX_PROGRAM: Final = 1 << 22
+"""The most memory (bytes) RE2 may give one compiled pattern: a pattern that needs more (a
+large counted repeat of a large class) is refused."""
+
+
+def _re2_compile(pattern: str) -> Any:
+    """`pattern` compiled by RE2, case-insensitive; re2.error (or MissingExtraError) when it
+    cannot be."""
+    from asyncclient._core._extras import require
+
+    require("a failure category's regex", "regex", "re2")
+    import re2
+
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # the refusal is ours to say, in one line
+    options.max_mem = _MAX_PROGRAM
+    return re2.compile(pattern, options)
 
 
 def regex_problem(pattern: str) -> str | None:
-    """Why `pattern` cannot be a category's regex, or None when it can: it must compile, and
-    must not be able to backtrack catastrophically on a hostile text. Refused, as in the
-    safe-regex rules: a variable quantifier inside another quantifier (`(a+)+`, `(a|b?)*`),
-    alternatives under a quantifier that can start with the same character (`(a|ab)+`), and
-    back-references (`(a)\\1`). Possessive quantifiers and atomic groups never backtrack and
-    are allowed.
+    """Why `pattern` cannot be a category's regex, or None when it can. Matched by RE2, a
+    regex takes time linear in the text whatever it is, so no pattern can stall a job; what
+    RE2 cannot run in linear time is refused: back-references (`(a)\\1`), lookahead and
+    lookbehind (`(?=`, `(?!`, `(?<=`, `(?<!`), atomic groups and possessive quantifiers
+    (`(?>`, `a++`), conditionals, counted repeats over 1000, and a pattern whose program
+    would need more than 4 MiB.
 
     Args:
         pattern: The regex, as the file gave it.
+
+    Raises:
+        MissingExtraError: google-re2 is not installed (the `regex` extra; `cli` has it).
     """
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            tree = sre_parse.parse(pattern, re.IGNORECASE)
-    except re.error as exc:
-        return f"it is not a valid regular expression ({exc})"
-    except RecursionError:
-        return "it is nested too deeply"
-    try:
-        return _walk(tree, repeated=False)
-    except RecursionError:
-        return "it is nested too deeply"
-
-
-def _walk(items: Iterable[tuple[Any, Any]], *, repeated: bool) -> str | None:
-    """The first problem in the parsed `items`; `repeated`: they sit inside a quantifier
-    that repeats (its max above 1)."""
-    for op, av in items:
-        problem: str | None = None
-        if op in _REPEATS:
-            low, high, body = av
-            variable = low != high
-            if repeated and variable:
-                return (
-                    "a quantifier inside another quantifier can take exponential time on a "
-                    "long text; write the inner part without one (e.g. (ab)+ not (a+b)+)"
-                )
-            problem = _walk(body, repeated=repeated or high > 1)
-        elif op == sre.BRANCH:
-            branches = av[1]
-            if repeated and _overlap(branches):
-                return (
-                    "alternatives under a quantifier that can start with the same character "
-                    "can take exponential time; make them start differently, or use a "
-                    "character class"
-                )
-            for branch in branches:
-                problem = problem or _walk(branch, repeated=repeated)
-        elif op == sre.SUBPATTERN:
-            problem = _walk(av[-1], repeated=repeated)
-        elif op in (sre.ASSERT, sre.ASSERT_NOT):
-            problem = _walk(av[1], repeated=repeated)
-        elif op == sre.ATOMIC_GROUP or op == sre.POSSESSIVE_REPEAT:
-            continue  # never backtracks into
-        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
-            return "back-references can take exponential time; match the text itself"
-        if problem:
-            return problem
+        _re2_compile(pattern)
+    except (ImportError, MemoryError):
+        raise
+    except UnicodeError:
+        return "it holds a character that is not text (a lone surrogate)"
+    except Exception as exc:  # re2.error, or text RE2 cannot take (a lone surrogate)
+        said = exc.args[0] if exc.args else exc
+        if isinstance(said, bytes):
+            said = said.decode("utf-8", "replace")
+        return _why("".join(c if c.isprintable() else repr(c)[1:-1] for c in str(said)[:120]))
     return None
 
 
-def _overlap(branches: Sequence[Any]) -> bool:
-    """Whether two of the alternatives can start with the same character."""
-    firsts = [_first(list(branch)) for branch in branches]
-    for i, one in enumerate(firsts):
-        for other in firsts[i + 1 :]:
-            if one is _ANY or other is _ANY or one & other:
-                return True
-    return False
-
-
-def _first(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
-    """The characters a match of `items` can start with (lower case), or _ANY (None) when any,
-    or when it can match empty (then what follows decides)."""
-    if not items:
-        return _ANY
-    op, av = items[0]
-    if op == sre.LITERAL:
-        return frozenset({chr(av).lower()})
-    if op == sre.IN:
-        found: set[str] = set()
-        for kind, value in av:
-            if kind == sre.LITERAL:
-                found.add(chr(value).lower())
-            elif kind == sre.RANGE and value[1] - value[0] < 256:
-                found.update(chr(c).lower() for c in range(value[0], value[1] + 1))
-            else:
-                return _ANY
-        return frozenset(found)
-    if op == sre.SUBPATTERN:
-        return _first(list(av[-1]))
-    if op in _REPEATS and av[0] >= 1:
-        return _first(list(av[2]))
-    return _ANY
+def _why(said: str) -> str:
+    """RE2's reason, said as what to change."""
+    if said.startswith("invalid escape sequence: \\") and said[-1:].isdigit():
+        return "back-references cannot be matched in linear time; match the text itself"
+    if "perl operator" in said:
+        return (
+            f"RE2 matches in linear time and has no lookaround, atomic groups or conditionals "
+            f"({said}); match the text itself"
+        )
+    if "repetition" in said:
+        return f"{said}: a quantifier may not follow another, and counts go up to 1000"
+    if "pattern too large" in said:
+        return "its program would need more than 4 MiB; write a shorter pattern"
+    return f"it is not a regular expression RE2 can run ({said})"

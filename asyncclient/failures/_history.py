@@ -5,6 +5,7 @@ tests and builds each cause hit (`session.failure_clusters("p_demo", days=14)`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
@@ -140,7 +141,10 @@ async def fetch_failures(
         key=lambda run: run.created_at.timestamp() if run.created_at else 0.0,
         reverse=True,
     )
-    found = rank(cluster(newest_first, categories or DEFAULT_CATEGORIES))
+    # Signatures and categories in a worker thread: never on the loop that serves requests.
+    found = await asyncio.to_thread(
+        lambda: rank(cluster(newest_first, categories or DEFAULT_CATEGORIES))
+    )
     return FailureReport(
         project_id=project_id,
         days=days,

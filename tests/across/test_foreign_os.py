@@ -261,7 +261,7 @@ async def test_processes_read_the_repositorys_categories_file_as_it_is_replaced(
     """Under Windows' rules: `failures` and `flaky`, four processes at once, read the categories
     file where they run and hold it open no longer than the read; so it can then be replaced
     (Windows refuses to replace a file a process holds open), and the next process reads the
-    new one: a regex that could backtrack, refused with exit 2."""
+    new one: a regex RE2 cannot run (a back-reference), refused with exit 2."""
     import json
 
     categories = tmp_path / "failure-categories.toml"
@@ -278,7 +278,7 @@ async def test_processes_read_the_repositorys_categories_file_as_it_is_replaced(
             command=windows_command(),
         )
         replaced = tmp_path / "replaced.toml"
-        replaced.write_text("[[category]]\nname = 'slow'\nkind = 'app'\nregex = '(a+)+$'\n")
+        replaced.write_text("[[category]]\nname = 'slow'\nkind = 'app'\nregex = '(a)\\1'\n")
         os.replace(replaced, categories)  # nobody holds it open: Windows allows it
         second = await shared_run_all(
             [["failures", "p_demo"]], env, cwd=tmp_path, command=windows_command()
@@ -289,7 +289,7 @@ async def test_processes_read_the_repositorys_categories_file_as_it_is_replaced(
     assert "staging unreachable" in names
     ((code, _, err),) = second
     assert code == 2
-    assert "regex '(a+)+$' refused" in err
+    assert "regex '(a)\\\\1' refused" in err
 
 
 async def test_allure_results_with_the_evidence_under_windows_rules(tmp_path: Path) -> None:

@@ -200,6 +200,89 @@ def test_no_module_imports_a_private_name_of_another() -> None:
     assert private_names_imported() == []
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+DOCUMENTED = {"os._exit"}  # public API despite the underscore (the library reference says so)
+
+
+def foreign_private_names(source: str) -> list[str]:
+    """Each private name of another package the source takes: imported (`import re._parser`,
+    `from re import _constants`, `from opentelemetry.metrics._internal import X`), or read off
+    a module it imported (`trace._TRACER_PROVIDER`, `getattr(metrics, "_internal")`)."""
+    found = []
+    modules: set[str] = set()  # local names bound to another package's modules
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "asyncclient":
+                    continue
+                if any(_private(part) for part in alias.name.split(".")):
+                    found.append(f"{node.lineno} import {alias.name}")
+                modules.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            root = node.module.split(".")[0]
+            if root in ("asyncclient", "__future__"):
+                continue
+            if any(_private(part) for part in node.module.split(".")):
+                found.append(f"{node.lineno} from {node.module}")
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.lineno} from {node.module} import {alias.name}")
+                modules.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and f"{node.value.id}.{node.attr}" not in DOCUMENTED
+        ):
+            found.append(f"{node.lineno} {node.value.id}.{node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in modules
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
+            found.append(f"{node.lineno} {node.func.id}({node.args[0].id}, {node.args[1].value!r})")
+    return sorted(set(found), key=lambda item: int(item.split()[0]))
+
+
+def test_no_module_takes_a_private_name_of_another_package() -> None:
+    """Another package's private names change without notice: public API, or our own code."""
+    found = [
+        f"{name}:{where}"
+        for name, path in MODULES.items()
+        for where in foreign_private_names(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_private_name_check_sees_each_way_of_taking_one() -> None:
+    source = (
+        "from re import _constants as sre\n"
+        "from re import _parser\n"
+        "import opentelemetry.util._once\n"
+        "from opentelemetry.metrics._internal import X\n"
+        "from opentelemetry import metrics, trace\n"
+        "a = trace._TRACER_PROVIDER\n"
+        "b = getattr(metrics, '_internal')\n"
+        "c = trace.get_tracer_provider()\n"
+        "from asyncclient._core import _wire\n"
+    )
+    found = [item.split()[0] for item in foreign_private_names(source)]
+    assert found == ["1", "2", "3", "4", "6", "7"]
+    assert foreign_private_names("import os\nos._exit(0)\n") == []  # documented, public
+
+
 def test_no_import_circles() -> None:
     cycle = find_cycle(edges())
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
@@ -508,19 +591,51 @@ def test_the_public_signatures_show_the_shared_defaults() -> None:
     assert default(RunWatcher, "concurrency") == defaults.WATCH_CONCURRENCY
 
 
-RETIRED_NAMES = {"told", "Outcome", "result_outcome"}  # ARCHITECTURE.md, "Words"
+RETIRED_WORDS = {"told"}  # ARCHITECTURE.md, "Words": no part of any name
+RETIRED_NAMES = {"Outcome", "result_outcome"}  # no whole name (outcome is a word of its own)
+
+
+def name_parts(name: str) -> set[str]:
+    """The words a name is built of, in lower case: `_told`, `toldOnce`, `WAS_TOLD` hold told."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")
+    return {part.lower() for part in spaced.split()}
+
+
+def retired_names_in(source: str) -> list[str]:
+    """Each name built on a retired word, in the code or as a string that is a name (slots,
+    getattr), and each f-string field that reads one."""
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.NAME and (
+            token.string in RETIRED_NAMES or name_parts(token.string) & RETIRED_WORDS
+        ):
+            found.append(f"{token.start[0]} {token.string}")
+        elif token.type == tokenize.STRING:
+            literal = token.string.strip("\"'")
+            if literal.isidentifier() and name_parts(literal) & RETIRED_WORDS:
+                found.append(f"{token.start[0]} {token.string} (a name in a string)")
+            elif re.search(r"\{\w*told\b", token.string, re.IGNORECASE):
+                found.append(f"{token.start[0]} (in an f-string)")
+    return found
 
 
 def test_the_retired_words_are_no_names_in_the_code() -> None:
-    found = []
-    for name, path in MODULES.items():
-        source = path.read_text()
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.NAME and token.string in RETIRED_NAMES:
-                found.append(f"{name}:{token.start[0]} {token.string}")
-            if token.type == tokenize.STRING and re.search(r"\{told\b", token.string):
-                found.append(f"{name}:{token.start[0]} (in an f-string)")
+    found = [
+        f"{name}:{where}"
+        for name, path in MODULES.items()
+        for where in retired_names_in(path.read_text())
+    ]
     assert found == []
+
+
+def test_the_retired_word_check_sees_a_name_built_on_the_word() -> None:
+    source = 'class A:\n    __slots__ = ("_told",)\n    def f(self):\n        self._told = True\n'
+    assert retired_names_in(source) == [
+        '2 "_told" (a name in a string)',
+        "4 _told",
+    ]
+    assert retired_names_in("toldOnce = WAS_TOLD = 1\n") == ["1 toldOnce", "1 WAS_TOLD"]
+    assert retired_names_in("outcome = TestOutcome = toddler = 1\n") == []
 
 
 def test_the_command_holds_no_round_logic() -> None:
