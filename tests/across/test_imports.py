@@ -537,33 +537,76 @@ def test_the_command_reads_its_options_from_typed_records() -> None:
     assert readers == []
 
 
-# The functions that build the options: parsing, the configuration files written into the
-# parsed line, and dispatch to the command's handler.
-_OPTION_BUILDERS = {"main", "apply_config", "_run_handler", "read"}
+# Where the parsed line is read, each by its module: parsing and dispatch, the one reader of a
+# record, and the configuration files written into the parsed line.
+_OPTION_BUILDERS = {
+    ("asyncclient.cli", "main"),
+    ("asyncclient.cli._common", "_run_handler"),
+    ("asyncclient.cli._options", "read"),
+    ("asyncclient.cli._config", "apply_config"),
+    ("asyncclient.cli._config", "_flag_values"),
+}
+
+
+def namespace_reads(module: str, source: str) -> list[str]:
+    """Each read of an argparse namespace outside _OPTION_BUILDERS: `x.NAME`, `getattr(x, ..)`,
+    `vars(x)`, where x is a parameter annotated `Namespace` or is called args or namespace."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if (module, function.name) in _OPTION_BUILDERS:
+            continue
+        every = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
+        names = {"args", "namespace"} | {
+            arg.arg
+            for arg in every
+            if arg.annotation and "Namespace" in ast.unparse(arg.annotation)
+        }
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in names
+                and isinstance(node.ctx, ast.Load)
+            ):
+                found.append(f"{module}.{function.name}: {node.value.id}.{node.attr}")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "vars", "hasattr")
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in names
+            ):
+                found.append(f"{module}.{function.name}: {node.func.id}({node.args[0].id})")
+    return found
 
 
 def test_no_command_reads_the_parsed_line_but_through_its_record() -> None:
     """Each command reads its options from a typed record built once (`read(Record, args)`);
-    no `args.NAME` read anywhere else in the command or the tool server."""
-    found = []
-    for name, path in MODULES.items():
-        if not name.startswith(("asyncclient.cli", "asyncclient.mcp_server")):
-            continue
-        tree = ast.parse(path.read_text())
-        for function in ast.walk(tree):
-            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            if function.name in _OPTION_BUILDERS:
-                continue
-            for node in ast.walk(function):
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.value, ast.Name)
-                    and node.value.id == "args"
-                    and isinstance(node.ctx, ast.Load)
-                ):
-                    found.append(f"{name}.{function.name}: args.{node.attr}")
+    the namespace is read nowhere else in the command or the tool server, by any name."""
+    found = [
+        item
+        for name, path in MODULES.items()
+        if name.startswith(("asyncclient.cli", "asyncclient.mcp_server"))
+        for item in namespace_reads(name, path.read_text())
+    ]
     assert found == []
+
+
+def test_the_namespace_check_sees_a_read_by_another_name_or_in_another_module() -> None:
+    source = (
+        "def handler(parsed: argparse.Namespace):\n    return parsed.wait\n"
+        "def other(args):\n    return getattr(args, 'wait'), vars(args)\n"
+        "def read(record, args):\n    return args.wait\n"
+    )
+    assert namespace_reads("asyncclient.cli._run", source) == [
+        "asyncclient.cli._run.handler: parsed.wait",
+        "asyncclient.cli._run.other: getattr(args)",
+        "asyncclient.cli._run.other: vars(args)",
+        "asyncclient.cli._run.read: args.wait",  # read() is the builder only in _options
+    ]
 
 
 def test_the_public_signatures_show_the_shared_defaults() -> None:

@@ -112,7 +112,10 @@ def test_a_category_may_say_an_error_is_the_apps(tmp_path: Path) -> None:
         ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\nregex = 'b'\n", "not both"),
         ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\nowner = 'me'\n", "unknown key"),
         ("[[category]]\nname = 'x'\nkind = 'app'\nstatuses = ['passed']\n", "statuses must"),
-        ("[[category]]\nname = 'x'\nkind = 'app'\nregex = '('\n", "not a regular expression RE2 can run"),
+        (
+            "[[category]]\nname = 'x'\nkind = 'app'\nregex = '('\n",
+            "not a regular expression RE2 can run",
+        ),
         ("[[category]]\nkind = 'app'\nmatch = 'a'\n", "name must be"),
         ("[[category]]\nname = \"a\\nb\"\nkind = 'app'\nmatch = 'a'\n", "one line"),
         ("[[category]]\nname = 'x'\nkind = 'app'\nmatch = 'a'\n" * 2, "used twice"),
