@@ -23,6 +23,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -50,6 +51,7 @@ MAX_RETRY_FAILED = 10
 """The most re-runs a test may get (--retry-failed)."""
 _MODES = ("auto", "cold", "warm")
 _START_CONCURRENCY = 8
+_CLOCK_TICK = timedelta(seconds=1)  # times the service rounds apart
 
 TestOutcome = Literal[
     "passed", "flaky", "failed", "cancelled", "not_final", "reused", "flaky_on_arrival"
@@ -398,6 +400,8 @@ class Reruns:
         # Failure categories, and tests not re-run (failed so before).
         self.categories = categories
         self._kept: dict[str, str] = {}
+        self._asked: dict[str, str | None] = {}  # run id started here -> the build asked for
+        self.foreign: dict[str, str] = {}  # runs answered for a start, not this job's: why
 
     def keep(self, run: Run, reason: str) -> None:
         """Give `run`'s test no re-run, for `reason` (it fails the same way as before): its
@@ -427,9 +431,17 @@ class Reruns:
 
     def record(self, runs: Iterable[Run]) -> None:
         """The latest view of each run of a round; a run not seen before (and not a re-run
-        started here) is the first attempt of a test of its own. A re-run or repeat that turns
-        out to be another test's run is dropped from its test, with the reason."""
+        started here) is the first attempt of a test of its own. A re-run, copy or repeat that
+        turns out to be another test's run is dropped from its test, with the reason; one that
+        is another build's, or was created before this job's runs, is not this job's at all
+        (`foreign`): no verdict, nothing done to it."""
         for run in runs:
+            if run.id in self.foreign:
+                continue
+            why = self._not_ours(run)
+            if why is not None:
+                self._disown(run.id, why)
+                continue
             entry = self._entry_of.setdefault(run.id, run.id)
             attempts = self._entries.setdefault(entry, [])
             test_id = attempts[0].test_id if attempts else None
@@ -448,6 +460,45 @@ class Reruns:
                     break
             else:
                 attempts.append(run)
+
+    def _not_ours(self, run: Run) -> str | None:
+        """Why a run this job started (a re-run, copy or repeat) is another's: its view names
+        a build other than the one asked for, or it was created before this job's first runs
+        (by the service's clock); None when it may be ours."""
+        if run.id not in self._asked:
+            return None
+        asked, build = self._asked[run.id], run.used_build_id
+        if asked is not None and build is not None and build != asked:
+            shown = _untrusted.clip(_untrusted.line(build), 80)
+            return f"not counted: the service answered run {run.id} of build {shown}"
+        created, since = _utc(run.created_at), self._first_created()
+        if created is not None and since is not None and created < since - _CLOCK_TICK:
+            return (
+                f"not counted: the service answered run {run.id}, created "
+                f"{(since - created).total_seconds():.0f} s before this job's runs"
+            )
+        return None
+
+    def _first_created(self) -> datetime | None:
+        """When the service created the earliest first run of this job that it has dated."""
+        times = [
+            _utc(attempts[0].created_at)
+            for attempts in self._entries.values()
+            if attempts and attempts[0].id not in self._asked and attempts[0].created_at
+        ]
+        return min((t for t in times if t is not None), default=None)
+
+    def _disown(self, run_id: str, why: str) -> None:
+        """A run the service answered for a start of this job that is not this job's: it
+        leaves its test's attempts and the budget, and its test gets no more runs."""
+        self.foreign[run_id] = why
+        entry = self._entry_of.pop(run_id, None)
+        self._kind.pop(run_id, None)
+        self._reckoned.pop(run_id, None)
+        if entry is not None and entry in self._entries:
+            attempts = self._entries[entry]
+            attempts[:] = [seen for seen in attempts if seen.id != run_id]
+            self._errors.setdefault(entry, why)
 
     def _arriving(self, entry: str) -> bool:
         """Whether the entry is a new test that gets repeats instead of re-runs."""
@@ -600,11 +651,12 @@ class Reruns:
 
             placeholder = f"?{key}"  # reckoned before the start answers: the budget holds
             self._reckoned[placeholder] = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS)
+        options = self.rerun_options(run)
         async with limit:
             try:
                 started = await session.run_test(
                     test_id,
-                    **self.rerun_options(run),
+                    **options,
                     idempotency_key=checks.derived_key(self._key, key),
                 )
             except AsyncClientError as exc:
@@ -622,6 +674,7 @@ class Reruns:
             return None
         self._entry_of[started.run_id] = entry
         self._kind[started.run_id] = kind
+        self._asked[started.run_id] = options["build_id"]
         if reckoned is not None:
             self._reckoned[started.run_id] = reckoned
         if started.overage is True:
@@ -765,3 +818,7 @@ def __getattr__(name: str) -> Any:
         )
         return wait_with_retries
     raise AttributeError(f"module 'asyncclient.reruns' has no attribute {name!r}")
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment

@@ -464,6 +464,15 @@ class RunWatcher:
                 self._next_sweep_at = min(self._next_sweep_at, self._clock() + delay)
             self._wake.set()
 
+    def forget(self, run_id: str) -> None:
+        """Follow `run_id` no more: it is not polled again and never stopped by this watcher
+        (fail-fast, a timeout, a cancel): a run the service answered that is not the caller's.
+
+        Args:
+            run_id: A run this watcher follows (another id is ignored).
+        """
+        self._tracker.pending.pop(run_id, None)
+
     async def stop(self) -> tuple[str, ...]:
         """Stop every run still going, read them again, and end the watch (a fail-fast: the
         caller has seen enough). The stops go out `stop_concurrency` at a time within

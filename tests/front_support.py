@@ -23,7 +23,7 @@ from aiohttp import web
 
 from asyncclient.testing import FakeService
 
-__all__ = ["figures", "merging_front", "nested", "rewriting_front"]
+__all__ = ["answering_front", "figures", "merging_front", "nested", "rewriting_front"]
 
 Handler = Callable[[web.Request, aiohttp.ClientSession], Awaitable[web.Response]]
 _HOP_BY_HOP = ("content-length", "transfer-encoding", "content-encoding")
@@ -141,6 +141,30 @@ async def rewriting_front(
                 if "testId" in run:
                     rewrite(run)
             body = json.dumps(parsed).encode()
+        return web.Response(status=status, body=body, headers=headers)
+
+    async with _front(handle) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def answering_front(
+    service: FakeService, test_id: str, run_id: str, *, from_start: int = 1
+) -> AsyncIterator[str]:
+    """The front's base URL: from the `from_start`-th start of `test_id` on (a re-run, a copy:
+    the suite's own start is the project's), the start is not
+    passed on but answered with `run_id` (a run of another build, or an old one)."""
+    starts = 0
+
+    async def handle(request: web.Request, client: aiohttp.ClientSession) -> web.Response:
+        nonlocal starts
+        if request.method == "POST" and request.path == f"/api/v1/tests/{test_id}/run":
+            starts += 1
+            if starts >= from_start:
+                body = {"runId": run_id, "mode": "cold", "overage": False,
+                        "link": f"{service.url}/runs/{run_id}"}  # fmt: skip
+                return web.json_response(body, status=201)
+        status, body, headers = await _pass_on(client, service, request, request.path_qs)
         return web.Response(status=status, body=body, headers=headers)
 
     async with _front(handle) as url:

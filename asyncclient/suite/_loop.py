@@ -403,6 +403,10 @@ class SuiteRun:
         """One change of a run: record it, tell it, and act on it."""
         policy, reruns = self.policy, self.reruns
         reruns.record([run])
+        if run.id in reruns.foreign:  # another's: no verdict, never stopped (its test says why)
+            watcher.forget(run.id)
+            self._views.pop(run.id, None)
+            return
         reruns.reckon(run)
         self._views[run.id] = run
         attempt = reruns.attempt_of(run.id)

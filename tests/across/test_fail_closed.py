@@ -174,3 +174,32 @@ def test_another_tests_id_in_the_reason_is_one_safe_line(other: str) -> None:
     assert "\r" not in reason
     assert not any(unicodedata.category(ch) == "Cc" for ch in reason)
     assert len(reason) < 200
+
+
+def test_a_rerun_created_before_the_jobs_runs_is_not_this_jobs() -> None:
+    """A re-run answered with a run of the same build the service dated a day before this job's
+    first run: not counted, and the test's own failure stands."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    reruns = Reruns(1, idempotency_key="k", build_id="ab_1")
+    first = Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True, created_at=now,
+                build_id="ab_1")  # fmt: skip
+    reruns.record([first])
+    # As if the re-run's start, asked on ab_1, had been answered j_9.
+    reruns._entry_of["j_9"] = "j_1"
+    reruns._kind["j_9"] = "rerun"
+    reruns._asked["j_9"] = "ab_1"
+    reruns._entries["j_1"].append(Run(id="j_9", status=RunStatus.QUEUED, test_id="t_a"))
+    old = Run(id="j_9", status=RunStatus.PASSED, test_id="t_a", final=True, build_id="ab_1",
+              created_at=now - timedelta(days=1))  # fmt: skip
+    reruns.record([old])
+    reruns.record([old])  # seen again (the round's last record): still not counted
+    (test,) = reruns.result().tests
+    assert [run.id for run in test.runs] == ["j_1"]
+    assert test.outcome == "failed"
+    assert test.start_error == (
+        "not counted: the service answered run j_9, created 86400 s before this job's runs"
+    )
+    assert reruns.foreign == {"j_9": test.start_error}
+    assert reruns.others_going(first) == []

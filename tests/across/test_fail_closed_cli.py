@@ -17,6 +17,7 @@ from front_support import figures, nested, rewriting_front
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from asyncclient import AsyncSession
 from asyncclient.testing import FakeService
 
 RunCli = Callable[..., Awaitable[Any]]
@@ -152,3 +153,103 @@ async def test_any_numbers_and_nesting_give_a_job_with_every_report(
     assert all(report.is_file() for report in (junit, html, ctrf))
     cost = json.loads(ctrf.read_text())["results"]["summary"]["extra"]
     assert all(0 <= v < 2**53 for v in figures(cost)), cost
+
+
+# --- a re-run or copy answered with another build's run ------------------------------------------
+
+APP = {"project": "p_b", "target": "android", "appId": "com.example.shop"}
+
+
+def builds_seed(*, flaky_history: bool) -> dict[str, Any]:
+    """p_b: t_bad always fails on ab_new; t_ok passes (20 s). Their history: a pass a day ago on
+    ab_old (and, with flaky_history, a failure beside it: known flaky, so hedge copies them)."""
+    history: list[dict[str, Any]] = [
+        {"daysAgo": 1.0, "status": "passed", "build": "ab_old", "durationSeconds": 20}
+    ]
+    if flaky_history:
+        history += [
+            {"daysAgo": 1.1, "status": "failed", "build": "ab_old", "durationSeconds": 20},
+            {"daysAgo": 1.2, "status": "passed", "build": "ab_old", "durationSeconds": 20},
+            {"daysAgo": 1.3, "status": "failed", "build": "ab_old", "durationSeconds": 20},
+        ]
+    build = {"project": "p_b", "platform": "android", "appId": "com.example.shop"}
+    return {
+        "projects": [{"id": "p_b", "name": "p_b", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "b-run", "capability": "run", "projects": ["p_b"]}],
+        "builds": [{"id": "ab_old", **build}, {"id": "ab_new", **build}],
+        "tests": [
+            {"id": "t_bad", **APP, "outcome": "failed", "durationSeconds": 20,
+             "queuedSeconds": 1, "history": history},
+            {"id": "t_ok", **APP, "durationSeconds": 20, "queuedSeconds": 1,
+             "history": history},
+        ],
+    }  # fmt: skip
+
+
+def history_pass(svc: FakeService, test_id: str) -> str:
+    """The id of the test's day-old pass on ab_old."""
+    return next(
+        run.id
+        for run in svc.backend.runs.values()
+        if run.test.id == test_id and run.status_at(svc.now()) == "passed"
+    )
+
+
+async def test_a_rerun_answered_with_another_builds_old_pass_is_not_counted(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """t_bad's re-run start answered with its day-old pass on ab_old: before, the job exited 0
+    and called the test flaky. The run is not counted; the job fails, saying why once."""
+    from front_support import answering_front
+
+    async with FakeService(builds_seed(flaky_history=False), speed=1000) as svc:
+        old = history_pass(svc, "t_bad")
+        async with answering_front(svc, "t_bad", old) as url:
+            env = {"ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "b-run",
+                   "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
+            job = await run_cli(
+                "run", "project", "p_b", "--build", "ab_new", "--wait", "--retry-failed", "1",
+                "--interval", "0.01", "--json", env=env,
+            )  # fmt: skip
+    assert job.code == 1, job.stderr
+    tests = {test["testId"]: test for test in job.json()}
+    bad = tests["t_bad"]
+    assert (bad["status"], bad.get("flaky")) == ("failed", None)  # one attempt: its run
+    assert bad["id"] != old
+    assert "attempts" not in bad
+    said = f"not counted: the service answered run {old} of build ab_old"
+    assert job.stderr.count(said) == 1, job.stderr
+
+
+@pytest.mark.parametrize("answered", ["old pass", "another job's run"])
+async def test_a_hedged_copy_answered_with_another_builds_run_is_not_acted_on(
+    run_cli: RunCli, tmp_path: Path, answered: str
+) -> None:
+    """Hedged copies of known-flaky tests, each copy's start answered with a run of ab_old:
+    an old pass no longer stops t_bad's own run (which fails: the job fails), and another job's
+    run, still going, is not stopped when t_ok's own run passes."""
+    from front_support import answering_front
+
+    async with FakeService(builds_seed(flaky_history=True), speed=1000) as svc:
+        if answered == "old pass":
+            test_id, other = "t_bad", history_pass(svc, "t_bad")
+        else:
+            async with AsyncSession("b-run", svc.url) as session:
+                other = (await session.run_test("t_ok", build_id="ab_old")).run_id
+            test_id = "t_ok"
+        async with answering_front(svc, test_id, other) as url:
+            env = {"ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "b-run",
+                   "ASYNCCLIENT_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
+            if answered != "old pass":  # another job's run: going the whole job
+                svc.backend.runs[other].held = "running"
+            job = await run_cli(
+                "run", "project", "p_b", "--build", "ab_new", "--wait", "--retry-failed", "1",
+                "--retry-strategy", "hedge", "--interval", "0.01", "--json", env=env,
+            )  # fmt: skip
+        other_run = svc.backend.runs[other]
+    tests = {test["testId"]: test for test in job.json()}
+    assert job.code == 1, job.stderr  # t_bad fails on ab_new, whatever was answered
+    ids = [a["runId"] for t in tests.values() for a in t.get("attempts", [{"runId": t["id"]}])]
+    assert other not in ids
+    assert other_run.stopped_at is None  # never stopped: not this job's
+    assert f"not counted: the service answered run {other} of build ab_old" in job.stderr
