@@ -10,6 +10,7 @@ import http.client
 import io
 import os
 import select
+import selectors
 import socket
 import ssl
 import threading
@@ -76,6 +77,13 @@ class _Job:
         self.sock: ssl.SSLSocket | None = None
         self.aborted = False
         self._lock = threading.Lock()
+
+    def connecting(self, sock: ssl.SSLSocket) -> None:
+        """The socket being connected: an abort shuts it down, its handshake too."""
+        with self._lock:
+            if self.aborted:
+                raise _Aborted
+            self.sock = sock
 
     def attach(self, sock: ssl.SSLSocket) -> None:
         with self._lock:
@@ -228,7 +236,7 @@ class PartSender:
 
     def _exchange(self, job: _Job, method: str, target: str, headers: Mapping[str, str]) -> Answer:
         reused = self._reused()
-        connection = reused or self._connect()
+        connection = reused or self._connect(job)
         try:
             with _Source(job.part) as read:
                 sock = connection.sock
@@ -295,8 +303,9 @@ class PartSender:
                 return
         connection.close()
 
-    def _connect(self) -> "_Connection":
+    def _connect(self, job: _Job) -> "_Connection":
         timeout = self._connect_timeout if self._connect_timeout is not None else self._idle
+        deadline = time.monotonic() + timeout
         address = (self._host, self._port)
         try:
             raw = socket.create_connection(address, timeout=timeout)
@@ -306,13 +315,26 @@ class PartSender:
             raise Unconnected(exc) from None
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = self._context.wrap_socket(raw, server_hostname=self._host)
-        except TimeoutError:
-            raw.close()
-            raise self._connect_timed_out() from None
+            sock = self._context.wrap_socket(
+                raw, server_hostname=self._host, do_handshake_on_connect=False
+            )
         except (OSError, ValueError) as exc:
             raw.close()
             raise Unconnected(exc) from None
+        try:
+            job.connecting(sock)
+            _handshake(sock, deadline)
+        except TimeoutError:
+            sock.close()
+            raise self._connect_timed_out() from None
+        except (OSError, ValueError) as exc:
+            sock.close()
+            if job.aborted:
+                raise _Aborted from None
+            raise Unconnected(exc) from None
+        except BaseException:
+            sock.close()
+            raise
         sock.settimeout(self._idle)
         connection = _Connection(self._host, self._port)
         connection.sock = sock
@@ -530,6 +552,30 @@ def _read_bounded(response: http.client.HTTPResponse, limit: int, keep: int | No
         raise aiohttp.ClientPayloadError("the answer ended before its length")
     response.close()  # read whole: its connection can carry the next request
     return b"".join(chunks)
+
+
+def _handshake(sock: ssl.SSLSocket, deadline: float) -> None:
+    """The TLS handshake in non-blocking steps, waiting for the socket between them: a context
+    that locks itself for each step (truststore's, the default on macOS and Windows) is never
+    held while the service takes its time, so the loop's own handshakes on it go on. An abort
+    (the socket shut down) or the deadline ends it."""
+    sock.settimeout(0.0)
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(sock, selectors.EVENT_READ)
+        while True:
+            try:
+                sock.do_handshake()
+                return
+            except ssl.SSLWantReadError:
+                events = selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                events = selectors.EVENT_WRITE
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            waiting.modify(sock, events)
+            if not waiting.select(left):
+                raise TimeoutError
 
 
 def _readable(sock: socket.socket) -> bool:

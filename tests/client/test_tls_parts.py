@@ -4,6 +4,7 @@ connections, compress or garble their answers. The suites marked `networks` send
 upload's parts this way over TLS; this module is about the edges."""
 
 import asyncio
+import contextlib
 import gzip
 import hashlib
 import json
@@ -572,3 +573,131 @@ async def test_an_error_answers_headers_are_read_in_any_case(
     assert caught.value.status == 503
     assert caught.value.retry_after == 7
     assert caught.value.request_id == "req_part1"
+
+
+class HoldingFront:
+    """A TCP front on loopback (threads, not the test's loop: it works while the loop is stuck)
+    for a TLS server: it holds the first connection it takes, saying nothing (a handshake that
+    never ends), until released; every later one it passes on, both ways."""
+
+    def __init__(self, port: int) -> None:
+        self.held = threading.Event()
+        self.released = threading.Event()
+        self.closed_by_client = threading.Event()
+        self._target = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        first = True
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self._sockets.append(conn)
+            if first:
+                first = False
+                threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self._target))
+            self._sockets.append(upstream)
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        self.held.set()
+        conn.settimeout(0.05)
+        while not self.released.is_set():
+            try:
+                if conn.recv(65536) == b"":  # the client gave up on it
+                    self.closed_by_client.set()
+                    return
+            except TimeoutError:
+                continue
+            except OSError:
+                self.closed_by_client.set()
+                return
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.released.set()
+        self._listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+@pytest.fixture
+async def held_emulator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[tuple[FakeService, HoldingFront]]:
+    """The TLS emulator behind a HoldingFront, trusted through truststore's context (the
+    default on macOS and Windows; on Linux its OpenSSL flavour, with the same lock)."""
+    from asyncclient._client import _network
+
+    monkeypatch.setattr(_network, "trust_store", lambda *_: "truststore")
+    async with FakeService(tls=True, clock="manual") as svc:
+        front = HoldingFront(svc.port)
+        try:
+            yield svc, front
+        finally:
+            front.close()
+
+
+async def test_a_parts_handshake_that_never_ends_never_stops_the_loops_own(
+    held_emulator: tuple[FakeService, HoldingFront], app: Path
+) -> None:
+    """truststore holds a lock of its context through a blocking handshake, which the loop's
+    handshakes wait on: a part's stalled handshake froze the loop (get_build 7.6 s). The
+    thread's handshake goes in steps now: the loop's new connection is made while it stalls.
+    A watchdog thread releases the held handshake after 60 s: the loop must not need it."""
+    import truststore
+
+    svc, front = held_emulator
+    watchdog = threading.Timer(60, front.released.set)
+    watchdog.start()
+    url = f"https://127.0.0.1:{front.port}"
+    try:
+        async with AsyncSession(svc.run_key, url, ca_file=svc.ca_file,
+                                connect_timeout=600) as session:  # fmt: skip
+            assert isinstance(session.network.ssl_context, truststore.SSLContext)
+            part = asyncio.create_task(session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20)))
+            while not front.held.is_set():  # noqa: ASYNC110 (a thread's event)
+                await asyncio.sleep(0.01)
+            build = await session.get_build(next(iter(svc.backend.builds)))
+            assert not front.released.is_set()  # answered while the part's handshake stalls
+            part.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await part
+    finally:
+        watchdog.cancel()
+    assert build.id
+
+
+async def test_cancelling_a_part_whose_handshake_stalls_ends_its_thread_at_once(
+    held_emulator: tuple[FakeService, HoldingFront], app: Path
+) -> None:
+    """Ctrl-C while a part's handshake stalls: its socket is shut down there and then (it held
+    the process for the whole connect timeout before: 20.3 s)."""
+    svc, front = held_emulator
+    url = f"https://127.0.0.1:{front.port}"
+    async with AsyncSession(svc.run_key, url, ca_file=svc.ca_file, connect_timeout=600) as session:
+        part = asyncio.create_task(session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20)))
+        while not front.held.is_set():  # noqa: ASYNC110 (a thread's event)
+            await asyncio.sleep(0.01)
+        part.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await part
+        # The thread let go of its connection: the front saw it closed (600 s to go otherwise).
+        closed = await asyncio.to_thread(front.closed_by_client.wait, 60)
+    assert closed
