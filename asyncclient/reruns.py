@@ -567,9 +567,16 @@ class Reruns:
         return sum(self._reckoned.values())
 
     def reckon(self, run: Run) -> None:
-        """A re-run or copy's view: once final, what it took replaces its reckoning."""
-        if run.id in self._reckoned and run.is_final:
-            self._reckoned[run.id] = run.duration_seconds or 0.0
+        """A re-run or copy's view: once final, what it took replaces its reckoning; a run the
+        service gives no duration for keeps its reckoning (one stopped before it began took
+        nothing)."""
+        if run.id not in self._reckoned or not run.is_final:
+            return
+        took = run.duration_seconds
+        if took is not None:
+            self._reckoned[run.id] = took
+        elif run.status_kind == "cancelled" and run.started_at is None:
+            self._reckoned[run.id] = 0.0
 
     def _fits(self, entry: str, test_id: str) -> bool:
         """Whether one more re-run or copy of the test fits the budget; one that does not is

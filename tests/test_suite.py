@@ -24,6 +24,7 @@ from asyncclient.suite import (
     runs_for,
 )
 from asyncclient.testing import FakeService
+from asyncclient.testing.dialects import Dialect
 
 Seed = Callable[..., dict[str, Any]]
 XSD = Path(__file__).resolve().parent / "data" / "surefire-test-report.xsd"
@@ -323,3 +324,47 @@ async def test_leaving_the_suite_early_stops_its_runs(
         ran = [svc.backend.runs[i] for i in suite.run_ids]
         assert len(ran) == 3
         assert {run.status_at(now) for run in ran} == {"cancelled"}
+
+
+class _NoDurations(Dialect):
+    """A service that says when a run was created, not when it began or ended, nor how long."""
+
+    name = "no-durations"
+
+    def timing(self, run: Any, now: float) -> dict[str, Any]:
+        return {"createdAt": self.timestamp(run.created_at)}
+
+
+async def test_a_rerun_of_unknown_length_counts_as_its_usual_time_against_the_budget() -> None:
+    """A 1.5-minute budget, t_broken usually 60 s (its history's durations are sent), its
+    re-runs' durations not sent: one re-run fits (60 s), a second would not (120 s). The
+    unknown length counted as 0 s before, and three re-runs went."""
+    app = {"project": "p_u", "target": "web", "url": "https://shop.example"}
+    history = [{"daysAgo": d, "status": "failed", "durationSeconds": 60} for d in (1, 2, 3)]
+    seed = {
+        "projects": [{"id": "p_u", "plan": "paid", "includedRuns": 1000}],
+        "keys": [{"key": "u-run", "capability": "run", "projects": ["p_u"]}],
+        "tests": [{"id": "t_broken", **app, "outcome": "failed", "durationSeconds": 60,
+                   "queuedSeconds": 1, "history": history}],
+    }  # fmt: skip
+
+    class HistoryTimed(_NoDurations):
+        name = "history-timed"
+
+        def timing(self, run: Any, now: float) -> dict[str, Any]:
+            if run.outcome is not None:  # the seed's history: how it ended is known
+                return Dialect.timing(self, run, now)
+            return super().timing(run, now)
+
+    policy = SuitePolicy(retry_failed=3, retry_budget=1.5, rerun_known=True, **FAST)
+    async with (
+        FakeService(seed, speed=1000, dialect=HistoryTimed) as svc,
+        AsyncSession("u-run", svc.url) as session,
+    ):
+        report = await session.run_suite("p_u", policy=policy).result()
+        runs = [run for run in svc.backend.runs.values() if run.outcome is None]
+    (broken,) = report.tests
+    assert len(broken.attempts) == 2, [a.kind for a in broken.attempts]
+    assert len(runs) == 2
+    assert broken.start_error is not None
+    assert "budget" in broken.start_error

@@ -7,6 +7,7 @@ all once the collector is found gone, and says in one line what could not be exp
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -83,13 +84,16 @@ class _Failures:
 
     def session(self) -> Any:
         """A requests session for the OTLP/HTTP exporters that notes whether the collector
-        answered (a refused or broken connection: it is not there)."""
+        answered (a refused or broken connection: it is not there) and reads at most
+        ANSWER_BYTES of each answer (a collector's answer is a few bytes; one sending a
+        gigabyte cost a job 2 GiB of memory)."""
         import requests
 
         failures = self
 
         class Counting(requests.Session):
             def request(self, *args: Any, **kwargs: Any) -> Any:
+                kwargs["stream"] = True
                 try:
                     answer = super().request(*args, **kwargs)
                 except requests.ConnectionError:
@@ -97,23 +101,81 @@ class _Failures:
                     failures.note(_UNREACHABLE)
                     raise
                 failures.up = True
-                return answer
+                return _bounded(answer)
 
         return Counting()
 
 
+ANSWER_BYTES: Final = 64 << 10
+"""The most of a collector's answer read (its status and a reason fit in far less)."""
+
+
+def _bounded(answer: Any) -> Any:
+    """`answer` with at most ANSWER_BYTES of its body read (decoded), its connection closed:
+    what is left of the body is never read."""
+    import requests
+
+    try:
+        body = answer.raw.read(ANSWER_BYTES, decode_content=True) or b""
+    except Exception:  # a body cut or garbled: the status is what the exporter reads
+        body = b""
+    finally:
+        answer.close()
+    kept = requests.Response()
+    kept.status_code, kept.headers, kept.url = answer.status_code, answer.headers, answer.url
+    kept.reason, kept.encoding, kept.request = answer.reason, answer.encoding, answer.request
+    kept.raw = io.BytesIO(body[:ANSWER_BYTES])
+    return kept
+
+
+_HEADER_VARIABLES: Final = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+)
+_SHORTEST_SECRET: Final = 4  # shorter parts ("x", "=") are no secret, and are everywhere
+
+
+def header_secrets(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Every form an OTLP header's value can take in a message: as set, URL-decoded, each
+    word of it (`Bearer TOKEN`: TOKEN), and each as Python's repr shows it; longest first."""
+    from urllib.parse import unquote
+
+    forms: set[str] = set()
+    for name in _HEADER_VARIABLES:
+        raw = environ.get(name, "")
+        if not raw.strip():
+            continue
+        values = [raw, unquote(raw)]
+        for pair in raw.split(","):
+            value = pair.partition("=")[2]
+            values += [value, unquote(value)]
+        for value in values:
+            forms.update((value, value.strip(), *value.split()))
+    forms |= {repr(form)[1:-1] for form in forms}
+    return tuple(sorted((f for f in forms if len(f) >= _SHORTEST_SECRET), key=len, reverse=True))
+
+
+def scrubbed(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with each of `secrets` replaced by `***`."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
 class _ToDebug(logging.Handler):
     """The SDK's log records (an exporter's retries and failures): to asyncclient.telemetry
-    at DEBUG, never on stderr by themselves; an exporter's warning or worse counts as a
-    failure."""
+    at DEBUG, never on stderr by themselves, the OTLP headers' values scrubbed in every form;
+    an exporter's warning or worse counts as a failure."""
 
-    def __init__(self, failures: _Failures) -> None:
+    def __init__(self, failures: _Failures, secrets: tuple[str, ...] = ()) -> None:
         super().__init__(logging.DEBUG)
         self._failures = failures
+        self._secrets = secrets
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):
-            message = clip(line(record.getMessage()), 300)
+            message = clip(line(scrubbed(record.getMessage(), self._secrets)), 300)
             if record.levelno >= logging.WARNING and "export" in record.name:
                 self._failures.note(_REFUSED)
             _LOG.debug("%s: %s", record.name, message)
@@ -227,7 +289,9 @@ def _exporter(
     try:
         return (found(session=failures.session()) if package == "http" else found()), None
     except Exception as exc:  # a bad OTEL_* value the exporter refuses
-        said = f"{type(exc).__name__}: {clip(line(exc), 200)}"
+        said = (
+            f"{type(exc).__name__}: {clip(line(scrubbed(str(exc), header_secrets(environ))), 200)}"
+        )
         return None, f"the OTLP exporter could not be set up ({said})"
 
 
@@ -323,7 +387,7 @@ def start_export(out: Output, environ: Mapping[str, str] | None = None) -> Expor
     if _telemetry.tracer() is not None:
         return None  # the application's (opentelemetry-instrument's) SDK exports
     failures = _Failures()
-    handler = _ToDebug(failures)
+    handler = _ToDebug(failures, header_secrets(environ))
     sdk_logger = logging.getLogger("opentelemetry")
     sdk_logger.addHandler(handler)
     sdk_logger.propagate = False  # its records never reach stderr by themselves

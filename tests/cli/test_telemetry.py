@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import pytest
+from aiohttp import web
 from otlp_support import Receiver, otlp_receiver
 from spend_support import FAST, SPEED, env_of, seed, upload
 
@@ -319,3 +320,87 @@ async def test_the_console_exporter_writes_on_stderr_and_leaves_stdout_to_the_an
     (entry,) = job.json()
     assert '"name": "asyncclient.job"' in job.stderr
     assert entry["traceId"] in job.stderr.replace("0x", "")
+
+
+@pytest.fixture
+async def flooding_collector() -> AsyncIterator[tuple[int, list[int]]]:
+    """A collector that answers each export with 256 MiB (its status first: 200), and counts
+    what it got to write of each answer before the client closed the connection."""
+    written: list[int] = []
+    chunk = b"x" * (1 << 20)
+
+    async def flood(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        answer = web.StreamResponse(status=200, headers={"Content-Type": "application/x-protobuf"})
+        answer.content_length = 256 << 20
+        await answer.prepare(request)
+        sent = 0
+        try:
+            while sent < (256 << 20):
+                await answer.write(chunk)
+                sent += len(chunk)
+        except (ConnectionError, RuntimeError):
+            pass
+        finally:
+            written.append(sent)
+        return answer
+
+    app = web.Application()
+    app.router.add_post("/v1/{signal}", flood)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield int(runner.addresses[0][1]), written
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_collector_answering_with_a_flood_is_read_64_kib_deep(
+    run_cli: RunCli, tmp_path: Path, flooding_collector: tuple[int, list[int]]
+) -> None:
+    """1 GiB answers gave a 12 s job 2,116 MiB of peak memory: the exporters read each answer
+    whole. Now at most 64 KiB of it is read and the connection closed: the collector gets to
+    write what the sockets' buffers hold, far from its 256 MiB."""
+    port, written = flooding_collector
+    async with FakeService(seed(**TESTS), speed=SPEED) as svc:
+        job = await _job(run_cli, tmp_path, svc, otel_env(f"http://127.0.0.1:{port}"))
+    for thread in threading.enumerate():
+        if thread.name == "asyncclient-otel-exit":
+            await asyncio.to_thread(thread.join, 60)
+    assert job.code == 1, job.stderr
+    assert written  # the exports were answered
+    assert all(sent < 64 << 20 for sent in written), written
+
+
+@pytest.mark.parametrize("verbose", ["-v", "config"])
+async def test_otlp_header_values_never_reach_the_log(
+    run_cli: RunCli, tmp_path: Path, verbose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header value the exporter refuses (a new line in it) was logged whole with -v, or
+    with a repository's `log = "debug"`: raw, URL-decoded and as its repr, each is scrubbed."""
+    monkeypatch.chdir(tmp_path)
+    headers = "authorization=Bearer%20TOKEN12345%0Ax,x-team=team%2Fsecret-77"
+    env = {**otel_env(f"http://127.0.0.1:{_closed_port()}"), "OTEL_EXPORTER_OTLP_HEADERS": headers}
+    argv: tuple[str, ...] = ("-v",)
+    if verbose == "config":
+        (tmp_path / "asyncclient.toml").write_text('log = "debug"\n')
+        argv = ()
+    async with FakeService(speed=SPEED) as svc:  # the demo seed: t_search is a web test
+        env.update({"ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": svc.run_key})
+        job = await run_cli(*argv, "run", "test", "t_search", "--wait", *FAST, env=env)
+    for thread in threading.enumerate():
+        if thread.name == "asyncclient-otel-exit":
+            await asyncio.to_thread(thread.join, 60)
+    said = job.stdout + job.stderr
+    assert job.code == 0, job.stderr
+    assert "asyncclient.telemetry" in said  # the SDK's records were logged, scrubbed
+    for secret in (
+        "TOKEN12345",
+        "Bearer%20TOKEN",
+        "team%2Fsecret",
+        "team/secret-77",
+        "TOKEN12345\\n",
+    ):
+        assert secret not in said
