@@ -20,7 +20,7 @@ from pathlib import Path
 # markupsafe; trustme: cryptography, cffi).
 EXTRAS = (
     "rich", "pygments", "markdown_it", "mdurl", "jinja2", "markupsafe", "tomlkit", "trustme",
-    "cryptography", "cffi", "mcp", "opentelemetry",
+    "cryptography", "cffi", "mcp", "opentelemetry", "re2",
 )  # fmt: skip
 
 _SITECUSTOMIZE = """

@@ -545,6 +545,7 @@ _OPTION_BUILDERS = {
     ("asyncclient.cli._options", "read"),
     ("asyncclient.cli._config", "apply_config"),
     ("asyncclient.cli._config", "_flag_values"),
+    ("asyncclient.mcp_server._launch", "options_of"),
 }
 
 

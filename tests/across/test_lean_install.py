@@ -6,6 +6,7 @@ fresh virtual environment made by `pip install .`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -86,19 +87,61 @@ async def test_the_mcp_module_without_the_mcp_extra_says_so_in_one_line() -> Non
     )
 
 
-async def test_the_mcp_module_with_the_extra_is_asyncclient_mcp() -> None:
+async def test_the_mcp_module_with_the_extra_serves_on_its_own(tmp_path: Path) -> None:
+    """`python -m asyncclient.mcp_server` starts the server itself (it imports no module of
+    the command line): its --help has the server's options, and over stdio it serves the
+    emulator's tools with the key from the environment."""
     module = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "asyncclient.mcp_server", "--help",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
-    command = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "asyncclient", "mcp", "--help",
+    out, _ = await module.communicate()
+    assert module.returncode == 0
+    for option in (
+        "--toolsets",
+        "--tools",
+        "--exclude-tools",
+        "--read-only",
+        "--http",
+        "--http-token",
+        "--download-dir",
+        "--poll-interval",
+        "--result-chars",
+    ):
+        assert option in out.decode()  # fmt: skip
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-c",
+        "import sys, runpy; sys.argv = ['x', '--help']\n"
+        "try:\n    runpy.run_module('asyncclient.mcp_server', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('asyncclient.cli')))",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
-    (out, _), (expected, _) = await asyncio.gather(module.communicate(), command.communicate())
-    assert module.returncode == command.returncode == 0
-    assert out == expected
-    assert b"--toolsets" in out
+    loaded, _ = await probe.communicate()
+    assert loaded.decode().strip().splitlines()[-1] == "[]"
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async with FakeService() as svc:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "asyncclient.mcp_server", "--read-only"],
+            env={**os.environ, "ASYNCCLIENT_BASE_URL": svc.url, "ASYNCCLIENT_API_KEY": svc.run_key},
+            cwd=tmp_path,
+        )
+        with (tmp_path / "stderr.txt").open("w") as err:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                tools = {tool.name for tool in (await client.list_tools()).tools}
+                builds = await client.call_tool("list_builds", {"project_id": "p_demo"})
+    assert "list_builds" in tools
+    assert "delete_build" not in tools  # --read-only
+    assert not builds.is_error
+    assert svc.run_key not in str(builds.model_dump_json())
+    assert "read-only" in (tmp_path / "stderr.txt").read_text()
 
 
 async def test_serve_tls_without_the_tls_extra_names_it() -> None:

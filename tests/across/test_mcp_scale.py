@@ -22,7 +22,6 @@ from mcp_support import Calls, Progress, stdio_server, text_of
 
 pytest.importorskip("mcp")
 
-from asyncclient.cli._mcp import LIST_BUDGET_DEFAULT, MIN_RESULT_CHARS
 from asyncclient.mcp_server import (
     LIST_BUDGET,
     MIN_BUDGET,
@@ -31,6 +30,7 @@ from asyncclient.mcp_server import (
     TOOLSETS,
     WAIT_BUDGET,
 )
+from asyncclient.mcp_server._launch import LIST_BUDGET_DEFAULT, MIN_RESULT_CHARS
 from asyncclient.testing import FakeService, demo_seed_data
 
 RUN_KEY = "scale-run-key-51c0e7"
