@@ -326,7 +326,16 @@ def done_line(result: UploadResult) -> str:
     rate = f", {rate}" if rate else ""
     if result.parts_sent > 1 and result.parts_in_flight:
         rate += f", {result.parts_in_flight} parts in flight"
-    resumed = " (resumed)" if result.resumed else ""
+    resumed = ""
+    if result.parts_kept is not None:
+        kept, total = result.parts_kept
+        resumed = (
+            f" (resumed: {kept} of {total} parts kept)"
+            if kept
+            else f" ({kept} of {total} parts kept: starting over)"
+        )
+    elif result.resumed:
+        resumed = " (resumed)"  # completed by the earlier run: only its answer was lost
     return (
         f"uploaded {name} -> {build.id}{resumed}: {app}, {format_size(build.size)} "
         f"in {result.elapsed:.1f} s{rate}"

@@ -90,6 +90,8 @@ class Upload:
         self.parts_sent = 0
         self.bytes_sent = 0
         self.resumed = False
+        # An earlier run's journal: (parts it had stored that this run kept, parts in all).
+        self.kept: tuple[int, int] | None = None
         # This build's share of ctx.window.
         self.share = Share(None) if ctx.window is None else ctx.window.share()
 
@@ -169,6 +171,7 @@ class Upload:
             skipped=skipped,
             joined=joined,
             resumed=self.resumed,
+            parts_kept=self.kept,
             parts_sent=self.parts_sent,
             bytes_sent=self.bytes_sent,
             elapsed=time.perf_counter() - started,
@@ -290,12 +293,14 @@ class Upload:
         build_id: str | None = None
         part_bytes = 0
         etags: dict[int, str] = {}
-        if resume and journal is not None and journal.build_id is not None:
+        journalled = resume and journal is not None and journal.build_id is not None
+        if journalled:
+            assert journal is not None
             # May hash the file to check a lost completion.
             resumed = await self._resume(journal)
             if isinstance(resumed, tuple):
                 build_id, part_bytes, etags = resumed
-                self.resumed = True
+                self.resumed = bool(etags)  # nothing stored before: this starts over
             elif resumed is not None:
                 self.sink.set(src.size)
                 return resumed
@@ -324,6 +329,8 @@ class Upload:
             hasher = None  # its prefixes are of other parts: none go to the journal
         parts = -(-src.size // part_bytes)
         missing = [n for n in range(1, parts + 1) if n not in etags]
+        if journalled:  # an earlier run's journal: what it kept is said
+            self.kept = (parts - len(missing), parts)
         self.sink.set(src.size - sum(self._length(n, part_bytes) for n in missing))
         self.share.resize(len(missing))
         try:

@@ -99,7 +99,10 @@ class UploadResult:
         verified: Whether the service reported the same checksum.
         skipped: Whether an existing ready build was returned instead.
         joined: Whether another process's upload of the same file was returned.
-        resumed: Whether an interrupted upload was continued from its journal.
+        resumed: Whether an interrupted upload was continued from its journal, with at least
+            one part the earlier run had stored.
+        parts_kept: (parts kept, parts in all) when an earlier run's journal was found: (0, N)
+            when it had stored none and the upload started over; None without a journal.
         parts_sent: Parts sent by this call.
         bytes_sent: Bytes sent by this call.
         elapsed: Seconds the upload took.
@@ -117,6 +120,7 @@ class UploadResult:
     skipped: bool = False
     joined: bool = False
     resumed: bool = False
+    parts_kept: tuple[int, int] | None = None
     parts_sent: int = 0
     bytes_sent: int = 0
     elapsed: float = 0.0

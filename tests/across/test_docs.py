@@ -276,9 +276,10 @@ def test_signature_defaults_are_the_values_the_code_uses() -> None:
     watcher = inspect.signature(watch.RunWatcher).parameters
     assert watcher["concurrency"].default == watch.DEFAULT_CONCURRENCY
     # The command and the tool server show and use the same values, from one definition.
-    from asyncclient.cli import _download, _follow, _mcp
+    from asyncclient.cli import _download, _follow
     from asyncclient.cli import _upload as upload_command
     from asyncclient.mcp_server import ServerOptions
+    from asyncclient.mcp_server import _launch as _mcp
 
     assert _follow.DEFAULT_INTERVAL == watch.DEFAULT_INTERVAL
     assert _follow.DEFAULT_MAX_INTERVAL == watch.DEFAULT_MAX_INTERVAL

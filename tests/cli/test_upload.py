@@ -284,6 +284,47 @@ async def test_ctrl_c_keeps_the_journal_and_the_same_command_resumes(
     assert "start_upload" not in ops(svc)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX here")
+async def test_a_resume_that_kept_no_part_says_it_starts_over(
+    svc: FakeService,
+    run_cli: RunCli,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C before the service stored any part: the same command sends every part again,
+    and says so ("0 of 4 parts kept: starting over"), never "(resumed)"."""
+    path = apk(tmp_path, parts=4)
+    arrived, never = asyncio.Event(), asyncio.Event()
+    commit = svc.backend.build_store.commit_part
+
+    async def held(*args: Any) -> Any:
+        arrived.set()
+        await never.wait()  # no part is ever stored in this run
+
+    monkeypatch.setattr(svc.backend.build_store, "commit_part", held)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "upload", svc.project_id, str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **env},
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(20):
+            await arrived.wait()
+            proc.send_signal(signal.SIGINT)
+            _, rest = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, rest.decode()
+    monkeypatch.setattr(svc.backend.build_store, "commit_part", commit)
+    result = await run_cli("upload", svc.project_id, str(path), env=env)
+    assert result.code == 0, result.stderr
+    done = next(line for line in result.stderr.splitlines() if line.startswith("uploaded"))
+    assert "(0 of 4 parts kept: starting over)" in done
+    assert "resumed" not in done
+
+
 # --- inspect --------------------------------------------------------------------------------------
 
 
