@@ -10,6 +10,7 @@ The budget comes from the hypothesis profile (tests/conftest.py): fixed and dera
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -210,3 +211,32 @@ def test_odd_numbers_and_deep_nesting_give_sane_figures_in_every_report(
         assert abs(figure) < 2**53, figure  # finite, bounded
     for figure in figures(_model.read_attempt(run).fields()):
         assert 0 <= figure < 2**53, figure
+
+
+def test_no_property_test_can_fail_for_the_machines_load() -> None:
+    """A busy machine makes examples slowly: hypothesis' too_slow health check then fails the
+    test, and the README's command (no CI variable: a random profile that checked it) ended
+    red under load. Every profile suppresses it, and so does each test's own list, which
+    replaces the profile's."""
+    import ast
+    from pathlib import Path
+
+    from conftest import LOAD_BOUND
+    from hypothesis import HealthCheck, settings
+
+    for name in ("ci", "dev"):
+        assert HealthCheck.too_slow in settings.get_profile(name).suppress_health_check, name
+    assert (HealthCheck.too_slow,) == LOAD_BOUND
+    assert settings.default.derandomize  # the README's command: CI's examples, CI's verdict
+    tests = Path(__file__).resolve().parents[1]
+    lacking = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "suppress_health_check"
+                and not {"too_slow", "LOAD_BOUND"}
+                & set(re.findall(r"\w+", ast.unparse(node.value)))
+            ):
+                lacking.append(f"{path.relative_to(tests)}:{node.value.lineno}")
+    assert lacking == [], "a suppress_health_check list without too_slow"

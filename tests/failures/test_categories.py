@@ -451,7 +451,9 @@ def test_any_pattern_is_kept_or_refused_never_raised(pattern: str) -> None:
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.binary(max_size=400))
 def test_any_bytes_are_categories_or_one_line(tmp_path: Path, data: bytes) -> None:

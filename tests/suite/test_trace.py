@@ -89,7 +89,9 @@ _hostile = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     run_id=_hostile, test_id=_hostile, status=_hostile, mode=_hostile, link=_hostile,
