@@ -1027,7 +1027,8 @@ class AsyncSession:
             concurrency: Parts in flight at once: found while uploading by default (from 4,
                 up while throughput rises with it, down on 429, 503 or a timeout: see
                 `Adaptive`); a number fixes it.
-            progress: Called as `progress(done_bytes, total_bytes)` while bytes go out.
+            progress: Called as `progress(done_bytes, total_bytes)` as the service stores each
+                part (the bytes of the parts stored, never wound back).
             skip_existing: Return a ready build of the project with the same file name, size
                 and sha256 instead of uploading again.
             journal_dir: Where the resume journal lives. Default: `default_journal_dir()`.

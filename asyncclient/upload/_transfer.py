@@ -446,7 +446,7 @@ class Upload:
                 number = queue.popleft()
                 length = self._length(number, part_bytes)
                 offset = (number - 1) * part_bytes
-                flow = Flow(self.sink.add)
+                flow = Flow(_unreported)  # the tuner's count; the caller's is of parts stored
                 flow.body = PartBody(
                     path,
                     offset,
@@ -458,6 +458,7 @@ class Upload:
                 async with budget.slot((self.index, number), flow):
                     uploaded = await session.upload_part(build_id, number, flow.body)
                 etags[number] = uploaded.etag
+                self.sink.add(length)  # stored by the service: only now does it count
                 self.parts_sent += 1
                 self.bytes_sent += length
                 if journal is not None:
@@ -559,3 +560,8 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]
     return first
+
+
+def _unreported(_delta: int) -> None:
+    """Bytes written into a part's connection: the tuner counts them, the progress does not
+    (they are not stored until the service answers the part)."""

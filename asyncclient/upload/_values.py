@@ -40,9 +40,10 @@ ItemLike: TypeAlias = (
 """What upload_builds accepts per build: a path, a (path, label) pair, or an UploadItem."""
 
 Progress = Callable[[int, int], object]
-"""`progress(done_bytes, total_bytes)`, called as bytes go out. done_bytes goes down again when a
-part is retried (what its failed attempt had sent is wound back) and ends at total_bytes; a
-resumed upload starts at the bytes its earlier run already sent."""
+"""`progress(done_bytes, total_bytes)`, called at the start and as the service stores each part:
+done_bytes counts the bytes of the parts it stored (bytes still in a connection's buffers do not
+count, and a retried part never winds it back) and ends at total_bytes; a resumed upload starts
+at the bytes its earlier run had stored."""
 
 CHUNK: Final = 1 << 20
 # 2: each part's prefix digest, so resumes prove parts.

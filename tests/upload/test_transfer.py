@@ -189,9 +189,12 @@ async def test_a_failed_part_is_resent_alone(
         assert waits == [30.0]  # the service's Retry-After, obeyed (and recorded, not slept)
 
 
-async def test_progress_winds_back_for_a_retried_part(
+async def test_progress_counts_parts_the_service_stored_and_never_goes_back(
     svc: FakeService, client: AsyncSession, tmp_path: Path, journal: Path
 ) -> None:
+    """A part dropped mid-body and sent again: the progress moved only when the service stored
+    a part, by that part's size, so it never went back (it counted bytes written, and wound
+    them back, before: a bar that said what the service did not have)."""
     apk = make_apk(tmp_path / "shop.apk", parts=4)
     svc.inject("upload_part", Fault("drop"))  # the emulator reads half the body, then cuts
     seen: list[int] = []
@@ -203,10 +206,12 @@ async def test_progress_winds_back_for_a_retried_part(
         journal_dir=journal,
     )
     size = apk.stat().st_size
-    steps = list(itertools.pairwise(seen))
-    assert any(after < before for before, after in steps), seen  # wound back
+    assert seen == sorted(seen)  # never back
+    stored = svc.backend.builds[next(iter(reversed(svc.backend.builds)))].part_bytes
+    steps = [after - before for before, after in itertools.pairwise(seen) if after != before]
+    assert steps[:-1] == [stored] * (len(steps) - 1)  # a part at a time; the last is shorter
+    assert seen[0] == 0
     assert seen[-1] == size
-    assert max(seen) == size
 
 
 async def test_random_faults_on_a_tenth_of_the_parts(
