@@ -153,3 +153,47 @@ class Emulator:
         """Free the emulator's disk between runs (needs the edit key)."""
         for build_id in build_ids:
             self._call("DELETE", f"/api/v1/builds/{build_id}", key=self.edit_key)
+
+
+class PlainService:
+    """benchmarks/plain_service.py in a child process: a service that is not the emulator
+    (fixed answers, nothing hashed), with the Emulator's url, run_key and ca_file."""
+
+    def __init__(self, *, tls: bool = False) -> None:
+        self.tls = tls
+        self.ca_file: str | None = None
+        self.url = self.run_key = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> Self:
+        script = Path(__file__).resolve().parent / "plain_service.py"
+        self._proc = subprocess.Popen(
+            [sys.executable, str(script), *(["--tls"] if self.tls else [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self.__exit__(None, None, None)
+            raise RuntimeError("the plain service did not start")
+        info = json.loads(line)
+        self.url, self.run_key, self.ca_file = info["url"], info["run_key"], info["ca_file"]
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -6,6 +6,7 @@ The emulator runs in a separate process, so time.process_time() here measures on
     .venv/bin/python benchmarks/bench_session.py --telemetry sdk    # OpenTelemetry's SDK on
     .venv/bin/python benchmarks/bench_session.py --telemetry job    # and inside a job's trace
     .venv/bin/python benchmarks/bench_session.py --instructions 800  # under valgrind, exact
+    .venv/bin/python benchmarks/bench_session.py --service "plain service"  # a service not ours
 
 By default it measures over plain HTTP, then over HTTPS (the emulator with a throwaway CA; both
 sides trust it), each side by side.
@@ -44,7 +45,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _support import Emulator
+from _support import Emulator, PlainService
 
 from asyncclient import AsyncSession
 
@@ -291,8 +292,10 @@ def main(args: argparse.Namespace) -> None:
         asyncio.run(measure(args, args.url, args.key, args.ca_file))
         return
     for network in [n.strip() for n in args.networks.split(",") if n.strip()]:
-        print(f"\n--- over {'HTTPS' if network == 'tls' else 'plain HTTP'} ---")
-        with Emulator(tls=network == "tls") as emu:
+        tls = network == "tls"
+        print(f"\n--- over {'HTTPS' if tls else 'plain HTTP'}, against the {args.service} ---")
+        service = PlainService(tls=tls) if args.service == "plain service" else Emulator(tls=tls)
+        with service as emu:
             asyncio.run(measure(args, emu.url, emu.run_key, emu.ca_file))
 
 
@@ -313,6 +316,13 @@ if __name__ == "__main__":
         help="OpenTelemetry's SDK on or off; job: a side inside a --wait job's telemetry",
     )
     parser.add_argument("--build-id", help="build to fetch (default: the newest of p_demo)")
+    parser.add_argument(
+        "--service",
+        choices=("emulator", "plain service"),
+        default="emulator",
+        help="what answers: the emulator, or benchmarks/plain_service.py (not ours: fixed "
+        "answers in the spec's shapes, nothing hashed)",
+    )
     parser.add_argument(
         "--instructions", type=int, metavar="N", help="count instructions of N calls (valgrind)"
     )
