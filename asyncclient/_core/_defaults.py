@@ -7,6 +7,7 @@ literals in the public signatures equal to them.
 from typing import Final
 
 __all__ = [
+    "ADAPTIVE_START",
     "DOWNLOAD_CONCURRENCY",
     "INTERVAL",
     "MAX_INTERVAL",
@@ -35,6 +36,8 @@ MAX_INTERVAL: Final = 30.0
 WATCH_CONCURRENCY: Final = 8
 """List runs requests of one sweep in flight at once (10,000 runs are 200 requests)."""
 UPLOAD_CONCURRENCY: Final = 4
+ADAPTIVE_START: Final = 2
+"""Parts in flight the adaptive default starts at (see asyncclient.upload._adaptive.START)."""
 """Parts in flight as an upload starts; then the number is found while uploading."""
 MAX_PARTS_IN_FLIGHT: Final = 16
 """Parts in flight across all the builds of one upload when only a per-build number is fixed."""

@@ -1,6 +1,6 @@
 """How many parts to keep in flight, found while uploading: a throughput-gradient rule with a
 fast start (`Rule`, pure: measures in, a number out) and `Adaptive`, which measures what the
-link carries (Budget.sample) and sets the shared budget's limit."""
+link carries (Budget.carried: every part's acknowledged bytes) and sets the budget's limit."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ __all__ = ["Adaptive", "Rule"]
 
 log = logging.getLogger("asyncclient.upload")
 
-START: Final = defaults.UPLOAD_CONCURRENCY
-"""Parts in flight before anything is measured (4)."""
+START: Final = defaults.ADAPTIVE_START
+"""Parts in flight before anything is measured (2): two can fill a link already, and the first
+part is then stored within about twice its time alone (4 took four times as long there)."""
 FLOOR: Final = 2
 """The fewest: one part's request and answer hide behind the other's bytes."""
 CEILING: Final = 64
@@ -34,7 +35,6 @@ START_SETTLE: Final = 0.1
 START_WINDOW: Final = 0.2
 SETTLE: Final = 0.3
 WINDOW: Final = 1.5
-MIN_PART_SECONDS: Final = 0.2  # of mature parts in a window, for its measure to count
 QUIET: Final = 2.0  # no raise this long after pushback
 
 # A change's efficiency: throughput's relative change over the number's (1: scaled).
@@ -48,8 +48,9 @@ KEEP_LOWER: Final = 0.03  # a cut is kept when it costs at most this share
 class Rule:
     """The decisions, fed one measure at a time; no clock, no I/O (tests drive it alone).
 
-    Starts at `start` and, while each raise brings throughput in proportion, quadruples
-    (doubles while it brings at least half of that), as TCP's slow start doubles its window.
+    Starts at `start` and doubles (nothing to compare with yet); then, while each raise brings
+    throughput in proportion, quadruples (doubles while it brings at least half of that), as
+    TCP's slow start doubles its window.
     Then it probes a quarter up or an eighth down: a raise is kept when it brings half its
     share or a fifth more throughput (and the next probe is a raise again when it brought
     half), a cut when it costs under 3 % (and the next probe is a cut again); otherwise it
@@ -75,7 +76,8 @@ class Rule:
         level, reference = self.level, self._reference
         if reference is None:  # the first measure at this level: probe from it
             self._reference = (level, throughput)
-            return self._probe(now, 1.0)
+            # Nothing to compare with yet: double, not quadruple (the link may be full).
+            return self._probe(now, GAINING)
         before, was = reference
         gain = _efficiency(before, was, level, throughput)
         if level > before:
@@ -216,9 +218,9 @@ class Adaptive:
         self._restart = True
 
     async def _steer(self, budget: Budget) -> None:
-        """Measure, window after window, what each connection carries and move the number as
-        the rule says. A window counts only while every allowed part is busy (one where the
-        budget ran short of parts says nothing of the link)."""
+        """Measure, window after window, what the link carries and move the number as the rule
+        says. A window counts only while every allowed part is busy (one where the budget ran
+        short of parts says nothing of the link)."""
         loop = asyncio.get_running_loop()
         while True:
             rule = self._rule
@@ -237,20 +239,19 @@ class Adaptive:
     async def _measure(
         self, budget: Budget, loop: asyncio.AbstractEventLoop, window: float
     ) -> float | None:
-        """Bytes a second the link carried over the next `window`: what one part carried a
-        second, times the parts in flight (None: the window did not count)."""
+        """Bytes a second the link carried over the next `window`, every part's together (a
+        new part's share of the buffers is not the link's: what all parts got across is), or
+        None: the window did not count (a pushback, or fewer parts than allowed)."""
         began = loop.time()
-        budget.sample(began)
-        carried, seconds, occupied, ticks = 0, 0.0, 0, 0
+        budget.carried()
+        carried, ticks = 0, 0
         while loop.time() - began < window:
             await asyncio.sleep(TICK)
             if self._restart or budget.in_flight != budget.limit:
                 return None
-            grown, took = budget.sample(loop.time())
-            carried += grown
-            seconds += took
-            occupied += budget.in_flight
+            carried += budget.carried()
             ticks += 1
-        if seconds < MIN_PART_SECONDS or not ticks:
+        took = loop.time() - began
+        if not ticks or took <= 0 or not carried:
             return None
-        return carried / seconds * occupied / ticks
+        return carried / took

@@ -623,12 +623,12 @@ def test_the_public_signatures_show_the_shared_defaults() -> None:
 
     assert default(AsyncSession, "timeout") == defaults.REQUEST_TIMEOUT
     assert default(AsyncSession, "max_retries") == defaults.MAX_RETRIES
-    # None: found while uploading (asyncclient.upload.Adaptive), from UPLOAD_CONCURRENCY.
+    # None: found while uploading (asyncclient.upload.Adaptive), from ADAPTIVE_START.
     assert default(AsyncSession.upload_build, "concurrency") is None
     assert default(AsyncSession.upload_builds, "max_parts_in_flight") is None
     from asyncclient.upload import Adaptive
 
-    assert Adaptive().start == defaults.UPLOAD_CONCURRENCY
+    assert Adaptive().start == defaults.ADAPTIVE_START
     for function in (AsyncSession.watch_runs, AsyncSession.wait_for_runs, RunWatcher):
         assert default(function, "interval") == defaults.INTERVAL
         assert default(function, "max_interval") == defaults.MAX_INTERVAL
