@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -806,25 +806,6 @@ class Reruns:
 def remaining(deadline: float | None) -> float | None:
     """Seconds left until `deadline` (time.monotonic), at least a millisecond; None: no limit."""
     return None if deadline is None else max(0.001, deadline - time.monotonic())
-
-
-def __getattr__(name: str) -> Any:
-    """`asyncclient.reruns.wait_with_retries`, the old home of what is now
-    `asyncclient.wait_with_retries` (asyncclient.suite): still imported from here, with a
-    DeprecationWarning."""
-    if name == "wait_with_retries":
-        import warnings
-
-        from asyncclient.suite import wait_with_retries
-
-        warnings.warn(
-            "asyncclient.reruns.wait_with_retries moved: import it from asyncclient (or "
-            "asyncclient.suite)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return wait_with_retries
-    raise AttributeError(f"module 'asyncclient.reruns' has no attribute {name!r}")
 
 
 def _utc(moment: datetime | None) -> datetime | None:

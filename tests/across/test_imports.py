@@ -65,12 +65,9 @@ def _resolve(importer: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
 
 # The one arrow that runs up, on purpose: AsyncSession.run_suite and follow_suite hand the
 # session to the suite loop (ARCHITECTURE.md, "The suite loop"), which sits above the session
-# because it uses the re-runs and the report model. Nothing else may.
-# asyncclient.reruns keeps the old home of wait_with_retries as a deprecated alias.
-UPWARD = {
-    ("asyncclient._client._session", "asyncclient.suite"),
-    ("asyncclient.reruns", "asyncclient.suite"),
-}
+# because it uses the re-runs and the report model. Nothing else may (the suite as the entry
+# point, taking the session, ends this one too: issue "one house, one vocabulary").
+UPWARD = {("asyncclient._client._session", "asyncclient.suite")}
 
 
 def edges(*, types: bool = False) -> dict[str, set[str]]:
@@ -399,12 +396,8 @@ def test_the_tool_server_stands_beside_the_cli_not_on_it() -> None:
     # Split by resource, each module small enough to read; the wording both share lives below
     # both (asyncclient._core._wording), so nothing of the server reaches asyncclient.cli.
     graph = edges()
-    # Its __main__ is an entry point, as asyncclient/__main__ is: `asyncclient mcp` itself.
-    server = sorted(
-        name
-        for name in MODULES
-        if name.startswith("asyncclient.mcp_server") and name != "asyncclient.mcp_server.__main__"
-    )
+    # Its __main__ too: it starts the server itself, nothing of the command line behind it.
+    server = sorted(name for name in MODULES if name.startswith("asyncclient.mcp_server"))
     assert {
         "asyncclient.mcp_server._builds",
         "asyncclient.mcp_server._runs",
