@@ -23,13 +23,14 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from asyncclient._core import _checks as checks
 from asyncclient._core import _untrusted
+from asyncclient._values import _bounds as bounds
 from asyncclient.errors import AsyncClientError, ValidationError
 from asyncclient.failures import DEFAULT_CATEGORIES, Categories
 
@@ -468,13 +469,14 @@ class Reruns:
         if run.id not in self._asked:
             return None
         asked, build = self._asked[run.id], run.used_build_id
+        answered = _untrusted.clip(_untrusted.line(run.id), 80)
         if asked is not None and build is not None and build != asked:
             shown = _untrusted.clip(_untrusted.line(build), 80)
-            return f"not counted: the service answered run {run.id} of build {shown}"
-        created, since = _utc(run.created_at), self._first_created()
+            return f"not counted: the service answered run {answered} of build {shown}"
+        created, since = bounds.moment(run.created_at), self._first_created()
         if created is not None and since is not None and created < since - _CLOCK_TICK:
             return (
-                f"not counted: the service answered run {run.id}, created "
+                f"not counted: the service answered run {answered}, created "
                 f"{(since - created).total_seconds():.0f} s before this job's runs"
             )
         return None
@@ -482,7 +484,7 @@ class Reruns:
     def _first_created(self) -> datetime | None:
         """When the service created the earliest first run of this job that it has dated."""
         times = [
-            _utc(attempts[0].created_at)
+            bounds.moment(attempts[0].created_at)
             for attempts in self._entries.values()
             if attempts and attempts[0].id not in self._asked and attempts[0].created_at
         ]
@@ -806,7 +808,3 @@ class Reruns:
 def remaining(deadline: float | None) -> float | None:
     """Seconds left until `deadline` (time.monotonic), at least a millisecond; None: no limit."""
     return None if deadline is None else max(0.001, deadline - time.monotonic())
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment

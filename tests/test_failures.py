@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncclient.failures import SIGNATURE_LIMIT, cluster, general, signature
 from asyncclient.models import Run
@@ -258,3 +260,29 @@ def test_an_outage_naming_other_devices_is_one_cause_whatever_the_order() -> Non
     assert first.signature == "error | the device <*> lost its connection at <time> (session <id>)."
     assert first.run_ids == tuple(run.id for run in outage)  # in the order given
     assert cluster(list(reversed([*outage, other, *app])))[0].id == first.id
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["error", "inconclusive", "failed"]), st.text(max_size=300)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_any_texts_cluster_into_bounded_one_line_causes_whatever_their_order(
+    failures: list[tuple[str, str]],
+) -> None:
+    """Hostile headlines (controls, new lines, near-duplicates): every failed run is in one
+    cluster, each signature (a template too) is at most SIGNATURE_LIMIT, and the same runs in
+    another order give the same causes."""
+    runs = [
+        failed(f"j_h{i:08d}", f"t_{i}", status, headline=text, minutes=i)
+        for i, (status, text) in enumerate(failures)
+    ]
+    found = cluster(runs)
+    placed = [run_id for c in found for run_id in c.run_ids]
+    assert sorted(placed) == sorted(run.id for run in runs)
+    assert all(len(c.signature) <= SIGNATURE_LIMIT for c in found)
+    again = cluster(list(reversed(runs)))
+    assert {c.id: set(c.run_ids) for c in found} == {c.id: set(c.run_ids) for c in again}

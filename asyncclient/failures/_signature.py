@@ -260,6 +260,8 @@ SIMILAR: Final = 0.7
 _WORDS: Final = re.compile(r"<[a-z*]+>|\w+|[^\w\s]")
 _VARYING: Final = frozenset({"<n>", "<id>", "<hex>"})  # compared as one: a name's parts vary
 _MAX_COMPARED: Final = 2000  # distinct infrastructure signatures aligned (the rest: their own)
+_MAX_GROUPS: Final = 100  # templates one signature is tried against (the rest: their own)
+_MAX_PAIRS: Final = 20_000  # signatures compared in one call: a hostile history's bound
 
 
 def _words(shared: str) -> list[tuple[str, int, int]]:
@@ -279,18 +281,19 @@ def _templates(kinds: dict[str, tuple[str, str, bool]]) -> dict[str, str]:
         if infrastructure:
             buckets.setdefault((status, code), []).append(shared)
     found: dict[str, str] = {}
-    budget = _MAX_COMPARED
+    budget, pairs = _MAX_COMPARED, 0
     for signatures in buckets.values():
         groups: list[tuple[list[str], SequenceMatcher[str]]] = []
         for shared in sorted(signatures)[: max(budget, 0)]:
             words = [word for word, _, _ in _words(shared)]
-            for members, matcher in groups:
+            for members, matcher in groups[:_MAX_GROUPS]:
+                if pairs >= _MAX_PAIRS:
+                    break
+                pairs += 1
                 matcher.set_seq1(words)
-                if (
-                    matcher.real_quick_ratio() >= SIMILAR
-                    and matcher.quick_ratio() >= SIMILAR
-                    and matcher.ratio() >= SIMILAR
-                ):
+                if matcher.real_quick_ratio() < SIMILAR or matcher.quick_ratio() < SIMILAR:
+                    continue
+                if matcher.ratio() >= SIMILAR:
                     members.append(shared)
                     break
             else:

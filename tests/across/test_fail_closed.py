@@ -203,3 +203,22 @@ def test_a_rerun_created_before_the_jobs_runs_is_not_this_jobs() -> None:
     )
     assert reruns.foreign == {"j_9": test.start_error}
     assert reruns.others_going(first) == []
+
+
+@given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
+@settings(max_examples=100)
+def test_a_foreign_runs_reason_is_one_safe_line(run_id: str, build: str) -> None:
+    reruns = Reruns(1, idempotency_key="k", build_id="ab_1")
+    reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
+    reruns._entry_of[run_id] = "j_1"
+    reruns._kind[run_id] = "rerun"
+    reruns._asked[run_id] = "ab_1" if build != "ab_1" else "ab_2"
+    reruns._entries["j_1"].append(Run(id=run_id, status=RunStatus.QUEUED, test_id="t_a"))
+    reruns.record([Run(id=run_id, status=RunStatus.PASSED, test_id="t_a", final=True,
+                       build_id=build)])  # fmt: skip
+    (test,) = reruns.result().tests
+    assert test.start_error is not None
+    reason = test.start_error
+    assert reason.startswith("not counted: the service answered run ")
+    assert not any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in reason)
+    assert len(reason) < 250
