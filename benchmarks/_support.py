@@ -110,15 +110,8 @@ class Emulator:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(self._proc)
+        self._proc = None
         if self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
@@ -188,12 +181,18 @@ class PlainService:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(self._proc)
+        self._proc = None
+
+
+def _stop(proc: subprocess.Popen[str] | None) -> None:
+    """End a service started with its stdin as its lifeline: close it, wait, then kill."""
+    if proc is None:
+        return
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
