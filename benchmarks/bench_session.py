@@ -282,7 +282,9 @@ def main(args: argparse.Namespace) -> None:
         asyncio.run(_calls_alone(args.url, args.key, args.build_id, args.count_side, args.calls))
         return
     if args.instructions:
-        with Emulator() as emu:
+        counted = PlainService() if args.service == "plain service" else Emulator()
+        with counted as emu:
+            print(f"against the {args.service}")
             instructions(emu.url, emu.run_key, args.instructions)
         return
     if args.telemetry in ("sdk", "sdk-job"):
