@@ -84,6 +84,11 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
         "skip_existing": Key("bool", "--skip-existing"),
     },
     "download": {"concurrency": Key("int", "--concurrency")},
+    # The fleet's ledger (asyncclient.fleet): read by every command that follows runs.
+    "fleet": {
+        "url": Key("str", None, "ASYNCCLIENT_FLEET"),
+        "lease": Key("float", None, "ASYNCCLIENT_FLEET_LEASE", 30.0),
+    },
     "flaky": {"categories": Key("path", "--categories")},
     "failures": {"categories": Key("path", "--categories")},
     "mcp": {

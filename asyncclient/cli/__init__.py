@@ -34,6 +34,7 @@ _COMMAND_MODULES = (
     "asyncclient.cli._serve",
     "asyncclient.cli._demo",
     "asyncclient.cli._config",
+    "asyncclient.cli._fleet",
 )
 
 _EPILOG = """\

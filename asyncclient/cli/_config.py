@@ -87,6 +87,7 @@ def apply_config(args: argparse.Namespace, argv: Sequence[str]) -> Config:
         args.api_key = config.session_options()["api_key"]
         args.api_key_origin = config.api_key_origin
     args.api_key_hint = config.missing_key_hint
+    args.fleet_config = config.commands.get("fleet", {})  # asyncclient.cli._fleet reads it
     # Tables named after commands (`run`: test and project).
     if table in COMMAND_KEYS:
         keys = COMMAND_KEYS[table]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.cli._options import Follow
     from asyncclient.eta import JobEta
+    from asyncclient.fleet import FleetJob
     from asyncclient.spend.reuse import Started
     from asyncclient.suite import FailFast, SuiteEvent, SuiteRun
 
@@ -46,6 +47,7 @@ async def follow(
     base_url: str | None = None,
     overage: Sequence[str] = (),
     starts: Sequence[Started] = (),
+    fleet: FleetJob | None = None,
 ) -> int:
     """Follow the runs with the suite loop (asyncclient.suite) and live progress, then write
     the reports; returns the exit code. The loop decides and acts; this renders its events.
@@ -56,6 +58,8 @@ async def follow(
     overage: the runs whose start said they are beyond the plan's included runs.
     starts: each run this command started, with its build and mode (reuse, new tests and
     hedging read them).
+    fleet: this job in the fleet's ledger (asyncclient.fleet): every run the suite starts is
+    held there, and a job the fleet ends (superseded, taken for dead) is cancelled: 130.
     """
     from asyncclient.errors import UnknownRunsError
     from asyncclient.suite import SuiteRun
@@ -79,8 +83,11 @@ async def follow(
     try:
         with out.note_on_forced_exit(note), Progress(out, run_ids, tests) as progress:
             suite.observe(_Shown(suite, progress, out, events, options))
+            if fleet is not None:
+                fleet.hold(run_ids)
+                suite.observe(_held_in(fleet))
             try:
-                job_report = await suite.result()
+                job_report = await _until_fleet_ends(suite, fleet)
             except asyncio.CancelledError:
                 watcher = suite.watcher
                 if watcher is not None:
@@ -90,6 +97,10 @@ async def follow(
                     with contextlib.suppress(CommandError, OSError):  # the interrupt matters
                         await report(session, suite.outcome, suite.report, options, out)
                 events.interrupted()
+                if fleet is not None and fleet.ended.is_set():
+                    from asyncclient.cli._fleet import fleet_ended
+
+                    return fleet_ended(fleet, out)
                 raise
         assert suite.outcome is not None
         await report(session, suite.outcome, job_report, options, out)
@@ -104,6 +115,34 @@ async def follow(
         return code
     finally:
         events.close()
+
+
+def _held_in(fleet: FleetJob) -> Callable[[SuiteEvent], None]:
+    """An observer that holds each run the suite starts in the fleet's ledger."""
+    from asyncclient.suite import _events as kinds
+
+    def hold(event: SuiteEvent) -> None:
+        if isinstance(event, kinds.RunStarted):
+            fleet.hold([event.run_id])
+
+    return hold
+
+
+async def _until_fleet_ends(suite: SuiteRun, fleet: FleetJob | None) -> Any:
+    """The suite's report; cancelled (as by Ctrl-C: its runs stopped) when the fleet ends the
+    job first."""
+    if fleet is None:
+        return await suite.result()
+    following = asyncio.ensure_future(suite.result())
+    ended = asyncio.ensure_future(fleet.ended.wait())
+    try:
+        await asyncio.wait({following, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        if not following.done():
+            following.cancel()  # its cleanup stops the runs still going: waited for
+            await asyncio.gather(following, return_exceptions=True)
+    return await following
 
 
 class _Shown:

@@ -6,6 +6,7 @@ asyncclient.cli._follow.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
+from asyncclient.cli._fleet import add_fleet_options
 from asyncclient.cli._follow import follow
 from asyncclient.cli._follow_options import (
     add_follow_options,
@@ -34,6 +36,7 @@ from asyncclient.cli._telemetry import job_telemetry
 from asyncclient.spend.reuse import Started
 
 if TYPE_CHECKING:
+    from asyncclient.fleet import FleetJob
     from asyncclient.models import ProjectRunStart
 
 _TEST_EXAMPLES = """\
@@ -153,6 +156,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     _add_idempotency_key(test)
     add_follow_options(test, wait_flag=True)
     add_spending_options(test)
+    add_fleet_options(test)
 
     project = add_command(
         run,
@@ -180,6 +184,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "them), provided every run that started passed; without it a skipped test exits 1",
     )
     add_spending_options(project)
+    add_fleet_options(project)
 
     watch = add_command(
         sub,
@@ -201,8 +206,10 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     watch.add_argument(
         "--stop-on-interrupt",
         action="store_true",
-        help="on Ctrl-C stop the runs still going (run --wait always does, for its own runs)",
+        help="on Ctrl-C stop the runs still going (run --wait always does, for its own runs); "
+        "with a fleet ledger, the runs are held in it as this job's",
     )
+    add_fleet_options(watch)
 
 
 def _add_mode(parser: argparse.ArgumentParser) -> None:
@@ -242,6 +249,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     async with (
         job_telemetry(out, opts.test_id, waiting=opts.wait) as job,
         open_session(args) as session,
+        _in_fleet(args, out, session, opts.wait) as fleet,
     ):
         start = await session.run_test(
             opts.test_id,
@@ -271,6 +279,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             build_id=opts.build,
             idempotency_key=opts.idempotency_key,
             starts=[Started(opts.test_id, start.run_id, opts.build, opts.mode)],
+            fleet=fleet,
         )
         if job is not None:
             job.exit_code = code
@@ -288,6 +297,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
     async with (
         job_telemetry(out, opts.project_id, project=opts.project_id, waiting=opts.wait) as job,
         open_session(args) as session,
+        _in_fleet(args, out, session, opts.wait) as fleet,
     ):
         result = await session.run_project(
             opts.project_id,
@@ -324,11 +334,24 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             build_id=builds[0] if len(builds) == 1 else None,
             idempotency_key=opts.idempotency_key,
             starts=[Started(s.test_id, s.run_id, s.build_id, opts.mode) for s in result.started],
+            fleet=fleet,
         )
         code = _project_verdict(code, result, opts.project_id, options.allow_skipped, out)
         if job is not None:
             job.exit_code = code
         return code
+
+
+def _in_fleet(
+    args: argparse.Namespace, out: Output, session: Any, following: bool
+) -> contextlib.AbstractAsyncContextManager[FleetJob | None]:
+    """This job in the fleet's ledger while it follows runs it owns (asyncclient.cli._fleet);
+    a start without --wait leaves its runs going on purpose, so it joins no ledger."""
+    if not following:
+        return contextlib.nullcontext()
+    from asyncclient.cli._fleet import fleet_job
+
+    return fleet_job(args, out, session)
 
 
 def _project_verdict(
@@ -367,7 +390,11 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
             )
     run_ids = _check_ids("run", given, "RUN_ID")
     options = check_follow_options(args, waiting=True, out=out)
-    async with job_telemetry(out, "asyncclient watch") as job, open_session(args) as session:
+    async with (
+        job_telemetry(out, "asyncclient watch") as job,
+        open_session(args) as session,
+        _in_fleet(args, out, session, opts.stop_on_interrupt) as fleet,
+    ):
         code = await follow(
             session,
             run_ids,
@@ -376,6 +403,7 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
             base_url=base_url,
             stop_on_cancel=opts.stop_on_interrupt,
             report_name="asyncclient watch",
+            fleet=fleet,
         )
         if job is not None:
             job.exit_code = code

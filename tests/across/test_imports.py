@@ -128,8 +128,10 @@ LAYERS = (
      "asyncclient.eta", "asyncclient.failures"),
     # reaching the service: the transport, the network, downloads, AsyncSession
     ("asyncclient._client",),
-    # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template
-    ("asyncclient.reruns", "asyncclient.quarantine", "asyncclient.ci", "asyncclient.spend"),
+    # the CI loop's policies: re-runs, the quarantine, the loop of the action and the template,
+    # the fleet's ledger
+    ("asyncclient.reruns", "asyncclient.quarantine", "asyncclient.ci", "asyncclient.spend",
+     "asyncclient.fleet"),
     # what a finished suite reads like, and the loop that follows one to it
     ("asyncclient._reports", "asyncclient.suite"),
     # the integrations: the command, the tool server, the emulator, the package's front

@@ -1,0 +1,274 @@
+"""The fleet on the command line: `run ... --wait` and `watch` join its ledger when one is set
+(ASYNCCLIENT_FLEET, or `url` in the user file's `[fleet]`; never a project file, which a pull
+request can change); `fleet reap` and `fleet status` look after it (asyncclient.fleet)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from asyncclient.cli._common import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_PASSED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    CommandError,
+    add_command,
+    add_group,
+    open_session,
+)
+from asyncclient.cli._options import read
+from asyncclient.cli._output import Output
+
+if TYPE_CHECKING:
+    from asyncclient._client._session import AsyncSession
+    from asyncclient.fleet import FleetJob
+
+_EXAMPLES = """\
+  export ASYNCCLIENT_FLEET=redis://ci-redis:6379/0
+  asyncclient fleet status                          # the jobs, their refs, commits and runs
+  asyncclient fleet reap                            # stop the runs of dead jobs (a cron's line)
+"""
+
+
+@attrs.frozen(kw_only=True)
+class FleetOptions:
+    """Where the ledger is and who this job is in it."""
+
+    fleet_config: Mapping[str, Any] = attrs.field(factory=dict)
+    ref: str | None = None
+    commit: str | None = None
+    supersede: bool | None = None
+
+
+def add_fleet_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of a job in the fleet (they matter only when a ledger is set)."""
+    group = parser.add_argument_group("fleet (with ASYNCCLIENT_FLEET set)")
+    group.add_argument(
+        "--ref",
+        help="the branch or merge request this job tests (default: from the CI's variables)",
+    )
+    group.add_argument("--commit", help="its commit (default: from the CI's variables)")
+    group.add_argument(
+        "--supersede",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stop the runs of this ref's jobs at older commits (default: on for merge "
+        "requests, off for main and tags)",
+    )
+
+
+def _settings(options: FleetOptions) -> tuple[str, float] | None:
+    """The ledger's URL and lease, or None when no ledger is set."""
+    import os
+
+    from asyncclient.config import user_config_path
+    from asyncclient.fleet import DEFAULT_LEASE, LEASE_ENV, URL_ENV
+
+    url = os.environ.get(URL_ENV, "").strip()
+    table = options.fleet_config
+    if not url and "url" in table:
+        setting = table["url"]
+        where = str(setting.origin).rsplit(":", 1)[0]
+        if Path(where) != user_config_path():
+            raise CommandError(
+                f"{setting.origin}: a project file may not name the fleet's ledger (it tells "
+                f"jobs which runs to stop); set {URL_ENV} or `url` in your user file's [fleet]"
+            )
+        url = str(setting.value)
+    if not url:
+        return None
+    text = os.environ.get(LEASE_ENV, "").strip()
+    lease: Any = text or (table["lease"].value if "lease" in table else DEFAULT_LEASE)
+    try:
+        lease = float(lease)
+    except ValueError:
+        raise CommandError(f"{LEASE_ENV}={text!r} is not a number of seconds") from None
+    return url, lease
+
+
+@contextlib.asynccontextmanager
+async def fleet_job(
+    args: argparse.Namespace, out: Output, session: AsyncSession
+) -> AsyncIterator[FleetJob | None]:
+    """This job in the fleet's ledger for the block (None without a ledger). A job superseded
+    before it starts anything ends here: 130, "superseded by COMMIT"."""
+    options = read(FleetOptions, args)
+    found = _settings(options)
+    if found is None:
+        if options.ref or options.commit or options.supersede is not None:
+            out.warning("--ref, --commit and --supersede need a fleet ledger (ASYNCCLIENT_FLEET)")
+        yield None
+        return
+    from asyncclient.fleet import Fleet, FleetError, redact_url
+
+    url, lease = found
+    try:
+        fleet = Fleet(url, lease=lease)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        job = fleet.job(
+            session, ref=options.ref, commit=options.commit, supersede=options.supersede
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        await fleet.connect()
+    except FleetError as exc:
+        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+    try:
+        async with job:
+            if job.superseded_by is not None:
+                raise CommandError(
+                    f"superseded by {job.superseded_by}: a newer commit of "
+                    f"{job.identity.ref} is running in the fleet; nothing started",
+                    EXIT_INTERRUPTED,
+                )
+            ident = job.identity
+            out.info(
+                f"fleet: job {ident.job_id} in {redact_url(url)}"
+                + (f", ref {ident.ref}" if ident.ref else "")
+                + (f" at {ident.commit[:12]}" if ident.commit else "")
+                + (f"; superseded {len(job.marked)} older job(s)" if job.marked else "")
+            )
+            for reaped in job.reaped:
+                out.info(
+                    f"fleet: reaped dead job {reaped.job_id}: stopped {len(reaped.stopped)} "
+                    "run(s)" + (" " + " ".join(reaped.stopped) if reaped.stopped else "")
+                )
+            yield job
+    finally:
+        await fleet.close()
+
+
+def fleet_ended(job: FleetJob, out: Output) -> int:
+    """What a job the fleet ended says, and its exit code (as for a cancel)."""
+    if job.superseded_by is not None:
+        out.error(
+            f"superseded by {job.superseded_by}: a newer commit of {job.identity.ref} started; "
+            f"this job's runs were stopped"
+        )
+    else:
+        out.error(
+            "the fleet took this job for dead (its lease lapsed: the ledger could not be "
+            "reached for a whole lease) and stopped its runs"
+        )
+    return EXIT_INTERRUPTED
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    group = add_group(
+        sub, "fleet", parents, help="the fleet's run ledger on Redis", examples=_EXAMPLES
+    )
+    add_command(
+        group,
+        "status",
+        parents,
+        handler="asyncclient.cli._fleet:status",
+        help="the jobs of the ledger: ref, commit, runs held, lease left",
+    )
+    add_command(
+        group,
+        "reap",
+        parents,
+        handler="asyncclient.cli._fleet:reap",
+        help="stop the queued and running runs of jobs whose lease expired (once each)",
+    )
+
+
+async def _connected(args: argparse.Namespace) -> Any:
+    from asyncclient.fleet import Fleet, FleetError
+
+    found = _settings(read(FleetOptions, args))
+    if found is None:
+        raise CommandError(
+            "no fleet ledger: set ASYNCCLIENT_FLEET=redis://host:6379/0 (or `url` in your user "
+            "file's [fleet] table)"
+        )
+    try:
+        fleet = Fleet(found[0], lease=found[1])
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        await fleet.connect()
+    except FleetError as exc:
+        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+    return fleet
+
+
+async def status(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient._core._untrusted import line
+
+    fleet = await _connected(args)
+    try:
+        jobs = await fleet.status()
+    finally:
+        await fleet.close()
+    if out.json_mode:
+        out.json(
+            {
+                "jobs": [
+                    {
+                        "jobId": j.job_id,
+                        "ref": j.ref,
+                        "commit": j.commit,
+                        "runs": list(j.runs),
+                        "leaseLeft": j.lease_left,
+                        "supersededBy": j.superseded_by,
+                    }
+                    for j in jobs
+                ]
+            }
+        )
+        return EXIT_OK
+    if not jobs:
+        out.data("no job in the fleet")
+    for j in jobs:
+        left = f"{j.lease_left:.0f} s" if j.lease_left is not None else "expired"
+        by = f"  superseded by {line(j.superseded_by)}" if j.superseded_by else ""
+        out.data(
+            f"{line(j.job_id)}  ref {line(j.ref or '-')}  commit {line((j.commit or '-')[:12])}  "
+            f"{len(j.runs)} run(s)  lease {left}{by}"
+        )
+    return EXIT_OK
+
+
+async def reap(args: argparse.Namespace, out: Output) -> int:
+    fleet = await _connected(args)
+    try:
+        async with open_session(args) as session:
+            reaped = await fleet.reap(session)
+    finally:
+        await fleet.close()
+    code = EXIT_NOT_PASSED if any(r.errors for r in reaped) else EXIT_OK
+    if out.json_mode:
+        out.json(
+            {
+                "reaped": [
+                    {
+                        "jobId": r.job_id,
+                        "ref": r.ref,
+                        "commit": r.commit,
+                        "stopped": list(r.stopped),
+                        "ended": list(r.ended),
+                        "errors": dict(r.errors),
+                    }
+                    for r in reaped
+                ]
+            }
+        )
+        return code
+    if not reaped:
+        out.data("no dead job")
+    for r in reaped:
+        out.data(f"reaped {r.job_id}: stopped {' '.join(r.stopped) or 'nothing'}")
+        for run_id, error in r.errors.items():
+            out.warning(f"could not stop {run_id}: {error}")
+    # A run left going is worth a red cron job.
+    return EXIT_NOT_PASSED if any(r.errors for r in reaped) else EXIT_OK

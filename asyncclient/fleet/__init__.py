@@ -1,0 +1,487 @@
+"""The fleet's run ledger on Redis: jobs sharing one device plan see each other's runs.
+
+Every job that follows its runs (`run ... --wait`, `watch`) records them with its ref, its
+commit and a lease it renews while it lives. A job that ends in any way (passed, failed,
+Ctrl-C, SIGTERM) releases them; one that stops renewing is dead, and any job of the fleet (or
+`asyncclient fleet reap`) stops the runs it left, exactly once. A job for a ref at a newer
+commit marks the jobs of that ref at older commits: each stops its runs at its next beat
+(within a second) and ends "superseded by COMMIT"; a job started for an older commit after a
+newer one is superseded before it starts anything.
+
+    async with Fleet("redis://ci-redis:6379/0") as fleet:
+        async with fleet.job(session, ref="mr/42", commit=sha, supersede=True) as job:
+            job.hold(run_ids)               # the runs this job started
+            ...                             # job.superseded_by / job.ended tell the end
+
+Redis (or Valkey) through `redis.asyncio` (the `fleet` extra); each read-then-write step is
+one Lua script, atomic across machines (asyncclient.fleet._scripts). What the ledger holds is
+checked before it is acted on: only well-formed run ids are ever stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import attrs
+
+from asyncclient._core._checks import is_id
+from asyncclient.errors import ApiError, ConflictError, NotFoundError, TransportError
+from asyncclient.fleet import _scripts
+
+if TYPE_CHECKING:
+    from asyncclient._client._session import AsyncSession
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "Fleet",
+    "FleetError",
+    "FleetJob",
+    "Identity",
+    "JobInfo",
+    "Reaped",
+    "identity_from_ci",
+    "redact_url",
+]
+
+log: Final = logging.getLogger("asyncclient.fleet")
+
+DEFAULT_LEASE: Final = 30.0
+URL_ENV: Final = "ASYNCCLIENT_FLEET"
+LEASE_ENV: Final = "ASYNCCLIENT_FLEET_LEASE"
+#: How often a job beats (renews its lease, records new runs, reads whether it was superseded),
+#: at most: a third of the lease when that is shorter.
+BEAT_SECONDS: Final = 1.0
+#: Jobs claimed by one reap, at most (a cron's call ends in bounded time whatever the ledger).
+REAP_MOST: Final = 500
+_REF: Final = re.compile(r"[A-Za-z0-9._/!#@+:-]{1,200}")
+_COMMIT: Final = re.compile(r"[0-9a-fA-F]{4,64}|[A-Za-z0-9._-]{1,64}")
+_JOB: Final = re.compile(r"[A-Za-z0-9._:/-]{1,120}")
+
+
+class FleetError(Exception):
+    """The ledger could not be used: a bad URL, an unreachable or refusing Redis."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for every message that names it)."""
+    return re.sub(r"(?<=://)([^/@]*)@", lambda m: "***@" if m.group(1) else "@", url)
+
+
+@attrs.frozen
+class Identity:
+    """Who a job is in the fleet: its id, its ref, its commit, the number that orders its
+    commits among the ref's (a CI run number; None: the time it starts) and whether it
+    supersedes older commits of its ref by default (merge requests: yes; main, tags: no)."""
+
+    job_id: str
+    ref: str | None = None
+    commit: str | None = None
+    order: int | None = None
+    order_kind: str = "start"
+    supersede: bool = False
+    priority: str = "pr"
+
+
+def identity_from_ci(environ: Mapping[str, str] | None = None) -> Identity:
+    """The job's identity from GitHub Actions' or GitLab CI's variables (a random job id and
+    nothing else outside CI). Values that do not look like a ref or a commit are left out."""
+    env = os.environ if environ is None else environ
+
+    def clean(value: str | None, pattern: re.Pattern[str]) -> str | None:
+        return value if value and pattern.fullmatch(value) else None
+
+    if env.get("GITHUB_ACTIONS") == "true":
+        run = env.get("GITHUB_RUN_ID", "")
+        job = clean(
+            f"gh:{run}:{env.get('GITHUB_RUN_ATTEMPT', '1')}:{env.get('GITHUB_JOB', '')}", _JOB
+        )
+        pr = env.get("GITHUB_EVENT_NAME", "").startswith("pull_request")
+        ref = f"pr/{env.get('GITHUB_HEAD_REF', '')}" if pr else env.get("GITHUB_REF_NAME", "")
+        number = env.get("GITHUB_RUN_NUMBER", "")
+        tag = env.get("GITHUB_REF_TYPE") == "tag"
+        return Identity(
+            job_id=job or _random_job(),
+            ref=clean(ref, _REF),
+            commit=clean(env.get("GITHUB_SHA"), _COMMIT),
+            order=int(number) if number.isdigit() else None,
+            order_kind="github-run" if number.isdigit() else "start",
+            supersede=pr,
+            priority="pr" if pr else ("release" if tag else "main"),
+        )
+    if env.get("GITLAB_CI") == "true":
+        mr = env.get("CI_MERGE_REQUEST_IID", "")
+        ref = f"mr/{mr}" if mr.isdigit() else env.get("CI_COMMIT_REF_NAME", "")
+        number = env.get("CI_PIPELINE_IID", "")
+        tag = bool(env.get("CI_COMMIT_TAG"))
+        return Identity(
+            job_id=clean(f"gl:{env.get('CI_JOB_ID', '')}", _JOB) or _random_job(),
+            ref=clean(ref, _REF),
+            commit=clean(env.get("CI_COMMIT_SHA"), _COMMIT),
+            order=int(number) if number.isdigit() else None,
+            order_kind="gitlab-pipeline" if number.isdigit() else "start",
+            supersede=mr.isdigit(),
+            priority="pr" if mr.isdigit() else ("release" if tag else "main"),
+        )
+    return Identity(job_id=_random_job())
+
+
+def _random_job() -> str:
+    return f"local:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+@attrs.frozen
+class Reaped:
+    """A dead job's runs, claimed by this reaper: those stopped, those already ended, and
+    those that could not be stopped (with why)."""
+
+    job_id: str
+    ref: str | None
+    commit: str | None
+    stopped: tuple[str, ...]
+    ended: tuple[str, ...] = ()
+    errors: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class JobInfo:
+    """A job in the ledger, as `fleet status` shows it."""
+
+    job_id: str
+    ref: str | None
+    commit: str | None
+    runs: tuple[str, ...]
+    lease_left: float | None  # seconds; None: expired (it will be reaped)
+    superseded_by: str | None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _run_ids(values: Iterable[Any]) -> tuple[str, ...]:
+    """The run ids among what the ledger gave: anything else is never acted on."""
+    return tuple(sorted({t for t in map(_text, values) if is_id("run", t)}))
+
+
+class Fleet:
+    """A connection to the fleet's ledger (a Redis URL: `redis://[:password@]host:port/db`,
+    `rediss://` for TLS, `unix://path`).
+
+    Args:
+        url: The Redis URL (its password is never shown: `redact_url`).
+        lease: Seconds a job lives without renewing (default 30).
+        namespace: The keys' prefix, so that several fleets may share a server.
+    """
+
+    def __init__(
+        self, url: str, *, lease: float = DEFAULT_LEASE, namespace: str = "asyncclient"
+    ) -> None:
+        if not (2.0 <= lease <= 3600.0):
+            raise ValueError(f"the fleet lease must be 2 to 3600 seconds, not {lease:g}")
+        if not re.fullmatch(r"(rediss?|unix|valkeys?)://\S+", url):
+            raise ValueError(
+                f"the fleet URL {redact_url(url)!r} is not a Redis URL: give "
+                "redis://host:6379/0 (rediss:// for TLS, unix:///path for a socket)"
+            )
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", namespace):
+            raise ValueError("the fleet namespace is 1 to 40 letters, digits, '_', '.' or '-'")
+        self.url = url
+        self.lease = float(lease)
+        self.prefix = f"{namespace}:fleet:"
+        self._redis: Any = None
+        self._scripts: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Fleet({redact_url(self.url)!r}, lease={self.lease:g})"
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Connect and check that the server answers (FleetError when it does not)."""
+        try:
+            import redis.asyncio as aioredis
+        except ImportError:  # pragma: no cover - said plainly where the extra is missing
+            raise FleetError("the fleet needs redis-py: pip install 'asyncclient[fleet]'") from None
+        url = self.url.replace("valkey", "redis", 1)
+        try:
+            self._redis = aioredis.Redis.from_url(
+                url, socket_timeout=10, socket_connect_timeout=10, decode_responses=False
+            )
+            await self._redis.ping()
+        except Exception as exc:
+            await self.close()
+            raise FleetError(
+                f"the fleet's Redis at {redact_url(self.url)} could not be used: "
+                f"{type(exc).__name__}: {redact_url(str(exc))}"
+            ) from None
+        for name in ("REGISTER", "BEAT", "RELEASE", "REAP"):
+            self._scripts[name] = self._redis.register_script(getattr(_scripts, name))
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            with contextlib.suppress(Exception):
+                await self._redis.aclose()
+            self._redis = None
+
+    async def _script(self, name: str, *args: Any) -> list[Any]:
+        if self._redis is None:
+            raise FleetError("the fleet is not connected: use `async with Fleet(url)`")
+        try:
+            answer = await self._scripts[name](args=[self.prefix, *args])
+        except Exception as exc:
+            raise FleetError(
+                f"the fleet's Redis at {redact_url(self.url)} failed: "
+                f"{type(exc).__name__}: {redact_url(str(exc))}"
+            ) from None
+        return list(answer) if isinstance(answer, list) else []
+
+    def job(
+        self,
+        session: AsyncSession,
+        identity: Identity | None = None,
+        *,
+        ref: str | None = None,
+        commit: str | None = None,
+        supersede: bool | None = None,
+    ) -> FleetJob:
+        """This job in the ledger (an async context manager): its identity from the CI's
+        variables (`identity_from_ci`), with `ref`, `commit` and `supersede` over them."""
+        ident = identity or identity_from_ci()
+        if ref is not None:
+            if not _REF.fullmatch(ref):
+                raise ValueError(f"--ref {ref!r} is not a branch or merge request name")
+            ident = attrs.evolve(ident, ref=ref)
+        if commit is not None:
+            if not _COMMIT.fullmatch(commit):
+                raise ValueError(f"--commit {commit!r} is not a commit (hex, 4 to 64 digits)")
+            ident = attrs.evolve(ident, commit=commit)
+        if supersede is not None:
+            ident = attrs.evolve(ident, supersede=supersede)
+        return FleetJob(self, session, ident)
+
+    async def reap(self, session: AsyncSession) -> list[Reaped]:
+        """Claim the jobs whose lease expired and stop their queued or running runs, each
+        once across the fleet (the claim is atomic); returns what was done."""
+        answer = await self._script("REAP", REAP_MOST)
+        reaped: list[Reaped] = []
+        at = 0
+        while at + 4 <= len(answer):
+            job, ref, commit = (_text(v) for v in answer[at : at + 3])
+            count = int(answer[at + 3])
+            runs = _run_ids(answer[at + 4 : at + 4 + count])
+            at += 4 + count
+            stopped, ended, errors = await stop_runs(session, runs)
+            reaped.append(Reaped(job, ref or None, commit or None, stopped, ended, errors))
+            log.warning(
+                "reaped job %s (its lease expired): stopped %d run(s) %s",
+                job,
+                len(stopped),
+                " ".join(stopped),
+            )
+        return reaped
+
+    async def status(self) -> list[JobInfo]:
+        """Every job of the ledger with its runs and the seconds its lease has left."""
+        if self._redis is None:
+            raise FleetError("the fleet is not connected: use `async with Fleet(url)`")
+        r, p = self._redis, self.prefix
+        try:
+            jobs = sorted(_text(j) for j in await r.smembers(p + "jobs"))[:REAP_MOST]
+            infos: list[JobInfo] = []
+            for job in jobs:
+                fields = {_text(k): _text(v) for k, v in (await r.hgetall(f"{p}job:{job}")).items()}
+                runs = _run_ids(await r.smembers(f"{p}job:{job}:runs"))
+                left = await r.pttl(f"{p}lease:{job}")
+                infos.append(
+                    JobInfo(
+                        job,
+                        fields.get("ref") or None,
+                        fields.get("commit") or None,
+                        runs,
+                        left / 1000 if left >= 0 else None,
+                        fields.get("superseded_by") or None,
+                    )
+                )
+        except Exception as exc:
+            raise FleetError(
+                f"the fleet's Redis at {redact_url(self.url)} failed: {type(exc).__name__}"
+            ) from None
+        return infos
+
+
+async def stop_runs(
+    session: AsyncSession, run_ids: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """Stop each run (in parallel): (stopped, already ended or gone, errors by run)."""
+
+    async def one(run_id: str) -> tuple[str, str]:
+        try:
+            await session.stop_run(run_id)
+        except (ConflictError, NotFoundError):
+            return run_id, "ended"
+        except (ApiError, TransportError) as exc:
+            return run_id, f"error: {exc}"
+        return run_id, "stopped"
+
+    done = await asyncio.gather(*(one(r) for r in run_ids))
+    stopped = tuple(r for r, what in done if what == "stopped")
+    ended = tuple(r for r, what in done if what == "ended")
+    errors = {r: what[7:] for r, what in done if what.startswith("error: ")}
+    return stopped, ended, errors
+
+
+class FleetJob:
+    """One job in the ledger, from `async with` to its end: registered on entry (then
+    `superseded_by` says whether a newer commit of its ref is there already), beating in the
+    background (its lease, the runs given to `hold`, whether it was superseded, and the
+    reaping of dead jobs), released on exit however the job ends.
+
+    `ended` is set when the fleet ends this job: `superseded_by` (a newer commit of its ref:
+    the job stops its runs itself at once, `stopped`), or `lost` (its lease lapsed: the fleet
+    reaps its runs)."""
+
+    def __init__(self, fleet: Fleet, session: AsyncSession, identity: Identity) -> None:
+        self.fleet = fleet
+        self.identity = identity
+        self._session = session
+        self.superseded_by: str | None = None
+        self.lost = False
+        self.ended = asyncio.Event()
+        self.marked: tuple[str, ...] = ()  # older jobs this one superseded on entry
+        self.reaped: list[Reaped] = []
+        # This job's runs it stopped itself on being superseded.
+        self.stopped: tuple[str, ...] = ()
+        self._pending: set[str] = set()
+        self._held: set[str] = set()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._interval = min(BEAT_SECONDS, fleet.lease / 3)
+
+    @property
+    def job_id(self) -> str:
+        return self.identity.job_id
+
+    @property
+    def held(self) -> frozenset[str]:
+        """The runs recorded for this job."""
+        return frozenset(self._held | self._pending)
+
+    async def __aenter__(self) -> Self:
+        ident = self.identity
+        answer = await self.fleet._script(
+            "REGISTER",
+            ident.job_id,
+            ident.ref or "",
+            ident.commit or "",
+            "" if ident.order is None else str(ident.order),
+            ident.order_kind,
+            int(self.fleet.lease * 1000),
+            "1" if ident.supersede else "0",
+        )
+        state = _text(answer[0]) if answer else "ok"
+        if state == "superseded":
+            self.superseded_by = _text(answer[1]) or "a newer commit"
+            self.ended.set()
+            return self
+        self.marked = tuple(_text(j) for j in answer[3:])
+        self._task = asyncio.create_task(self._beat_forever(), name="asyncclient-fleet-beat")
+        # A job entering is a good time to look for the dead.
+        with contextlib.suppress(FleetError):
+            self.reaped.extend(await self.fleet.reap(self._session))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            # A flag as well as the cancel: redis-py may swallow a cancel that lands inside
+            # one of its reads, and the beat must end all the same.
+            self._closing = True
+            self._wake.set()
+            task.cancel()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10):
+                    await asyncio.gather(task, return_exceptions=True)
+        if self.superseded_by is not None and not self._held and not self._pending:
+            return  # never registered, or nothing to release
+        # Released even when the job is cancelled: shielded, bounded.
+        with contextlib.suppress(FleetError, TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(10):
+                await asyncio.shield(self.fleet._script("RELEASE", self.identity.job_id))
+
+    def hold(self, run_ids: Iterable[str]) -> None:
+        """Record runs this job started (written at the next beat, at once when woken)."""
+        new = {r for r in run_ids if is_id("run", r)} - self._held
+        if new:
+            self._pending |= new
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Write the runs given to `hold` now (and beat)."""
+        await self._beat()
+
+    async def _beat(self) -> None:
+        pending = sorted(self._pending)
+        answer = await self.fleet._script(
+            "BEAT", self.identity.job_id, int(self.fleet.lease * 1000), *pending
+        )
+        state = _text(answer[0]) if answer else "ok"
+        if state == "gone":
+            self.lost = True
+            self.ended.set()
+            return
+        self._held |= set(pending)
+        self._pending -= set(pending)
+        if state == "superseded" and self.superseded_by is None:
+            self.superseded_by = _text(answer[1]) or "a newer commit"
+            self.ended.set()
+
+    async def _beat_forever(self) -> None:
+        lapsed_at: float | None = None
+        next_reap = time.monotonic() + self.fleet.lease
+        while not self.ended.is_set() and not self._closing:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._interval):
+                    await self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                await self._beat()
+                lapsed_at = None
+                if self.superseded_by is not None:
+                    # A newer commit of our ref: our runs stop now, by us (we hold them).
+                    self.stopped, _, errors = await stop_runs(self._session, sorted(self.held))
+                    for run_id, error in errors.items():
+                        log.warning("could not stop superseded run %s: %s", run_id, error)
+                    return
+                if time.monotonic() >= next_reap:
+                    next_reap = time.monotonic() + self.fleet.lease
+                    self.reaped.extend(await self.fleet.reap(self._session))
+            except FleetError as exc:
+                # Unreachable: after a whole lease the others take us for dead.
+                now = time.monotonic()
+                lapsed_at = lapsed_at or now
+                log.warning("the fleet ledger could not be reached: %s", exc)
+                if now - lapsed_at >= self.fleet.lease:
+                    self.lost = True
+                    self.ended.set()

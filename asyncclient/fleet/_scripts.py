@@ -1,0 +1,115 @@
+"""The ledger's Redis scripts: each read-then-write step is one Lua script, atomic across the
+fleet's machines (Redis runs one script at a time). Keys are made inside the scripts from one
+prefix: one Redis (or Valkey) server, or a primary with replicas; not a Redis Cluster."""
+
+# Keys, under PREFIX:
+#   jobs          set: the jobs alive or not yet reaped
+#   job:ID        hash: ref, commit, order, kind (of order), started (ms), superseded_by
+#   job:ID:runs   set: the runs the job started and holds
+#   lease:ID      a string with an expiry: the job lives while it exists
+#   ref:REF       sorted set: the jobs of a ref by their order
+
+from typing import Final
+
+__all__ = ["BEAT", "REAP", "REGISTER", "RELEASE"]
+
+# KEYS: none. ARGV: prefix, job, ref, commit, order ("" = the server's clock), kind, lease ms,
+# supersede ("1"/"0"). Returns {state, superseded_by, order, older job ids marked...}: state
+# "ok", or "superseded" when a job of the ref at a newer commit is there already (then nothing
+# of this job is recorded).
+REGISTER: Final = """
+local p, job, ref, commit = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local order, kind, lease, supersede = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8] == '1'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if order == '' then order = tostring(now); kind = 'start' end
+local mine = tonumber(order)
+local marked = {}
+if ref ~= '' and commit ~= '' then
+  local function newer_than(other)
+    local o = redis.call('HMGET', p .. 'job:' .. other, 'order', 'kind', 'started', 'commit')
+    if o[4] == false or o[4] == commit then return nil end
+    if o[2] == kind then return tonumber(o[1]) > mine, o[4] end
+    return tonumber(o[3]) > now, o[4]
+  end
+  for _, other in ipairs(redis.call('ZRANGE', p .. 'ref:' .. ref, 0, -1)) do
+    if redis.call('SISMEMBER', p .. 'jobs', other) == 1 then
+      local newer, its_commit = newer_than(other)
+      if newer and supersede then
+        return {'superseded', its_commit, order}
+      end
+    end
+  end
+  if supersede then
+    for _, other in ipairs(redis.call('ZRANGE', p .. 'ref:' .. ref, 0, -1)) do
+      local key = p .. 'job:' .. other
+      if redis.call('SISMEMBER', p .. 'jobs', other) == 1
+          and redis.call('HEXISTS', key, 'superseded_by') == 0 then
+        local newer, its_commit = newer_than(other)
+        if newer == false then
+          redis.call('HSET', key, 'superseded_by', commit)
+          table.insert(marked, other)
+        end
+      end
+    end
+  end
+  redis.call('ZADD', p .. 'ref:' .. ref, mine, job)
+end
+redis.call('SADD', p .. 'jobs', job)
+redis.call('HSET', p .. 'job:' .. job, 'ref', ref, 'commit', commit, 'order', order,
+  'kind', kind, 'started', now)
+redis.call('SET', p .. 'lease:' .. job, '1', 'PX', lease)
+local answer = {'ok', '', order}
+for _, other in ipairs(marked) do table.insert(answer, other) end
+return answer
+"""
+
+# ARGV: prefix, job, lease ms, run ids to hold... Renews the lease and records the runs.
+# Returns {state, superseded_by}: "ok"; "superseded" (the runs are recorded all the same: the
+# job stops them); "gone" (the job was reaped, or released: nothing is recorded).
+BEAT: Final = """
+local p, job, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if redis.call('SISMEMBER', p .. 'jobs', job) == 0 then return {'gone', ''} end
+if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then return {'gone', ''} end
+for i = 4, #ARGV do redis.call('SADD', p .. 'job:' .. job .. ':runs', ARGV[i]) end
+redis.call('SET', p .. 'lease:' .. job, '1', 'PX', lease)
+local by = redis.call('HGET', p .. 'job:' .. job, 'superseded_by')
+if by then return {'superseded', by} end
+return {'ok', ''}
+"""
+
+# ARGV: prefix, job. The job ends: nothing of it is held any more.
+RELEASE: Final = """
+local p, job = ARGV[1], ARGV[2]
+local ref = redis.call('HGET', p .. 'job:' .. job, 'ref')
+if ref and ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
+redis.call('SREM', p .. 'jobs', job)
+redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs', p .. 'lease:' .. job)
+return 1
+"""
+
+# ARGV: prefix, at most this many jobs. Claims every job whose lease expired: it leaves the
+# ledger here, so exactly one reaper gets its runs. Returns {job, ref, commit, n, runs...}...
+REAP: Final = """
+local p, most = ARGV[1], tonumber(ARGV[2])
+local answer = {}
+local claimed = 0
+for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
+  if claimed >= most then break end
+  if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then
+    local info = redis.call('HMGET', p .. 'job:' .. job, 'ref', 'commit')
+    local runs = redis.call('SMEMBERS', p .. 'job:' .. job .. ':runs')
+    local ref = info[1] or ''
+    if ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
+    redis.call('SREM', p .. 'jobs', job)
+    redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs')
+    table.insert(answer, job)
+    table.insert(answer, ref)
+    table.insert(answer, info[2] or '')
+    table.insert(answer, #runs)
+    for _, run in ipairs(runs) do table.insert(answer, run) end
+    claimed = claimed + 1
+  end
+end
+return answer
+"""

@@ -1,0 +1,263 @@
+"""The fleet's ledger against a real Redis server (tests/redis_support.py) and the emulator:
+jobs hold their runs, release them however they end, dead jobs are reaped exactly once,
+older commits of a ref are superseded, and nothing the ledger holds is acted on unchecked."""
+
+import asyncio
+
+import pytest
+from redis_support import RedisServer
+
+from asyncclient import AsyncSession
+from asyncclient.fleet import Fleet, FleetError, Identity, identity_from_ci, redact_url
+from asyncclient.testing import FakeService
+
+
+def _job(name: str, ref: str = "mr/1", commit: str = "aaaa1111", **kw: object) -> Identity:
+    return Identity(job_id=name, ref=ref, commit=commit, supersede=True, **kw)  # type: ignore[arg-type]
+
+
+async def _kill_lease(fleet: Fleet, job_id: str) -> None:
+    """The job is dead: its lease is gone (as when it expires), without waiting for a clock."""
+    await fleet._redis.delete(f"{fleet.prefix}lease:{job_id}")
+
+
+async def _started(session: AsyncSession, *tests: str) -> list[str]:
+    return [(await session.run_test(t)).run_id for t in tests]
+
+
+def _stopped(service: FakeService, run_id: str) -> bool:
+    """Whether the emulator stopped the run (each dialect names the status its own way)."""
+    run = service.backend.run_store.find_run(run_id)
+    assert run is not None
+    return run.stopped_at is not None
+
+
+async def test_a_job_holds_its_runs_and_releases_them_when_it_ends(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    async with Fleet(redis.url) as fleet:
+        with service.hold("t_search", "t_onboarding", state="running"):
+            runs = await _started(session, "t_search", "t_onboarding")
+            async with fleet.job(session, _job("job-1")) as job:
+                job.hold(runs)
+                await job.flush()
+                (seen,) = await fleet.status()
+                assert seen.job_id == "job-1"
+                assert seen.runs == tuple(sorted(runs))
+                assert seen.ref == "mr/1"
+                assert seen.commit == "aaaa1111"
+                assert seen.lease_left is not None
+                assert 0 < seen.lease_left <= 30
+            # Ended: nothing of it is held, so nobody ever stops its runs.
+            assert await fleet.status() == []
+            assert await fleet.reap(session) == []
+            assert not any(_stopped(service, r) for r in runs)
+
+
+async def test_a_job_cancelled_still_releases_its_runs(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    async with Fleet(redis.url) as fleet:
+        entered = asyncio.Event()
+
+        async def job_body() -> None:
+            async with fleet.job(session, _job("job-c")) as job:
+                job.hold(["j_aaaaaaaaaaaa"])
+                await job.flush()
+                entered.set()
+                await asyncio.Event().wait()
+
+        task = asyncio.create_task(job_body())
+        await entered.wait()
+        assert [j.job_id for j in await fleet.status()] == ["job-c"]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert await fleet.status() == []
+
+
+async def test_a_dead_jobs_runs_are_stopped_exactly_once_by_many_reapers(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    with service.hold("t_search", "t_onboarding", state="running"):
+        runs = await _started(session, "t_search", "t_onboarding")
+        async with Fleet(redis.url, lease=5) as fleet:
+            job = fleet.job(session, _job("dead-job"))
+            await job.__aenter__()
+            job.hold(runs)
+            await job.flush()
+            # The job dies without a word: its beat stops, its lease lapses.
+            assert job._task is not None
+            job._closing = True
+            job._wake.set()
+            await job._task
+            await _kill_lease(fleet, "dead-job")
+            service.reset_requests()
+            reapers = [Fleet(redis.url) for _ in range(8)]
+            for reaper in reapers:
+                await reaper.connect()
+            try:
+                results = await asyncio.gather(*(r.reap(session) for r in reapers))
+            finally:
+                for reaper in reapers:
+                    await reaper.close()
+        claimed = [reaped for result in results for reaped in result]
+        assert len(claimed) == 1  # one reaper of eight got it
+        assert claimed[0].job_id == "dead-job"
+        assert sorted(claimed[0].stopped) == sorted(runs)
+        assert len(service.requests_for("stop_run")) == 2  # each run stopped once
+        assert all(_stopped(service, r) for r in runs)
+
+
+async def test_a_live_job_is_never_reaped(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    async with Fleet(redis.url) as fleet, fleet.job(session, _job("alive")) as job:
+        job.hold(["j_aaaaaaaaaaaa"])
+        await job.flush()
+        service.reset_requests()
+        assert await fleet.reap(session) == []
+        assert service.requests_for("stop_run") == []
+
+
+async def test_a_newer_commit_of_the_ref_supersedes_the_older_jobs_runs(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    with service.hold("t_search", "t_onboarding", state="running"):
+        async with Fleet(redis.url) as fleet:
+            old_runs = await _started(session, "t_search")
+            async with fleet.job(session, _job("old", commit="aaaa1111")) as old:
+                old.hold(old_runs)
+                await old.flush()
+                new_runs = await _started(session, "t_onboarding")
+                async with fleet.job(session, _job("new", commit="bbbb2222")) as new:
+                    assert new.superseded_by is None
+                    assert new.marked == ("old",)
+                    new.hold(new_runs)
+                    await asyncio.wait_for(old.ended.wait(), 30)
+                    assert old.superseded_by == "bbbb2222"
+                    # The old job stops its own runs at once; the new one runs on.
+                    for _ in range(300):
+                        if old.stopped:
+                            break
+                        await asyncio.sleep(0.01)
+                    assert old.stopped == tuple(old_runs)
+                    assert _stopped(service, old_runs[0])
+                    assert not _stopped(service, new_runs[0])
+                    assert not new.ended.is_set()
+
+
+async def test_a_job_for_an_older_commit_is_superseded_before_it_starts(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    async with Fleet(redis.url) as fleet:
+        # Ordered by the CI's run numbers: run 7 is newer than run 5 whatever starts first.
+        newer = _job("run-7", commit="bbbb2222", order=7, order_kind="github-run")
+        older = _job("run-5", commit="aaaa1111", order=5, order_kind="github-run")
+        async with fleet.job(session, newer) as first:
+            async with fleet.job(session, older) as late:
+                assert late.superseded_by == "bbbb2222"
+                assert late.ended.is_set()
+            assert first.superseded_by is None
+            assert [j.job_id for j in await fleet.status()] == ["run-7"]
+
+
+@pytest.mark.parametrize(
+    ("second", "superseded"),
+    [
+        (_job("same-commit", commit="aaaa1111"), False),  # a matrix leg, a retry
+        (_job("other-ref", ref="mr/2", commit="bbbb2222"), False),
+        (Identity(job_id="main-job", ref="mr/1", commit="bbbb2222", supersede=False), False),
+        (_job("newer", commit="bbbb2222"), True),
+    ],
+)
+async def test_only_a_newer_commit_of_the_same_ref_that_asks_supersedes(
+    redis: RedisServer, session: AsyncSession, second: Identity, superseded: bool
+) -> None:
+    async with (
+        Fleet(redis.url) as fleet,
+        fleet.job(session, _job("first")) as first,
+        fleet.job(session, second),
+    ):
+        await first.flush()
+        assert (first.superseded_by is not None) == superseded
+
+
+async def test_what_a_hostile_ledger_holds_is_never_stopped_unless_it_is_a_run_id(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet:
+            r, p = fleet._redis, fleet.prefix
+            await r.sadd(p + "jobs", "planted")
+            await r.hset(p + "job:planted", mapping={"ref": "x", "commit": "y"})
+            await r.sadd(p + "job:planted:runs", run, "../../admin", "j_$(reboot)", "p_demo")
+            service.reset_requests()
+            (reaped,) = await fleet.reap(session)
+    assert reaped.stopped == (run,)
+    assert [r.path for r in service.requests_for("stop_run")] == [f"/api/v1/runs/{run}/stop"]
+
+
+async def test_an_unreachable_ledger_is_one_line_without_the_password(
+    redis: RedisServer,
+) -> None:
+    closed = f"redis://:hunter2secret@127.0.0.1:{redis.port + 1 if redis.port < 65535 else 1}/0"
+    with pytest.raises(FleetError) as caught:
+        async with Fleet(closed):
+            pass
+    text = str(caught.value)
+    assert "hunter2secret" not in text
+    assert "***@" in text
+    assert "\n" not in text
+    assert "hunter2secret" not in repr(Fleet(closed))
+    assert redact_url("redis://user:pw@h:1/0") == "redis://***@h:1/0"
+
+
+def test_bad_settings_are_refused_before_any_connection() -> None:
+    with pytest.raises(ValueError, match="not a Redis URL"):
+        Fleet("http://127.0.0.1:6379")
+    with pytest.raises(ValueError, match="2 to 3600 seconds"):
+        Fleet("redis://127.0.0.1:6379/0", lease=0.5)
+
+
+@pytest.mark.parametrize(
+    ("environ", "ref", "supersede", "priority", "order"),
+    [
+        (
+            {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_HEAD_REF":
+             "feature/x", "GITHUB_SHA": "ab12cd34", "GITHUB_RUN_NUMBER": "41",
+             "GITHUB_RUN_ID": "9", "GITHUB_JOB": "test"},
+            "pr/feature/x", True, "pr", 41,
+        ),
+        (
+            {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push", "GITHUB_REF_NAME": "main",
+             "GITHUB_SHA": "ab12cd34", "GITHUB_RUN_NUMBER": "42"},
+            "main", False, "main", 42,
+        ),
+        (
+            {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push", "GITHUB_REF_NAME": "v1.0",
+             "GITHUB_REF_TYPE": "tag", "GITHUB_SHA": "ab12cd34"},
+            "v1.0", False, "release", None,
+        ),
+        (
+            {"GITLAB_CI": "true", "CI_MERGE_REQUEST_IID": "17", "CI_COMMIT_SHA": "ab12cd34",
+             "CI_PIPELINE_IID": "300", "CI_JOB_ID": "5"},
+            "mr/17", True, "pr", 300,
+        ),
+        (
+            {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "push",
+             "GITHUB_REF_NAME": "main; rm -rf /", "GITHUB_SHA": "not a commit!"},
+            None, False, "main", None,
+        ),
+    ],
+)  # fmt: skip
+def test_a_jobs_identity_comes_from_the_cis_variables(
+    environ: dict[str, str], ref: str | None, supersede: bool, priority: str, order: int | None
+) -> None:
+    ident = identity_from_ci(environ)
+    assert ident.ref == ref
+    assert ident.supersede is supersede
+    assert ident.priority == priority
+    assert ident.order == order
+    assert ident.commit in ("ab12cd34", None)
+    assert identity_from_ci({}).ref is None

@@ -1,0 +1,198 @@
+"""The fleet from the command line, in real processes against a real Redis and the emulator:
+a job superseded by a newer commit ends 130 with its runs stopped; a job killed with SIGKILL
+leaves runs that `fleet reap` stops once; `fleet status`; a project file may not name the
+ledger."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from redis_support import RedisServer
+
+from asyncclient import AsyncSession
+from asyncclient.fleet import Fleet, Identity
+from asyncclient.testing import FakeService
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX here")
+
+
+def _env(service: FakeService, redis: RedisServer, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ASYNCCLIENT_", "GITHUB_", "GITLAB_", "CI_"))
+    }
+    env.update(
+        ASYNCCLIENT_BASE_URL=service.url,
+        ASYNCCLIENT_API_KEY=service.run_key,
+        ASYNCCLIENT_FLEET=redis.url,
+    )
+    return {**env, **extra}
+
+
+async def _cli(env: dict[str, str], *argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", *argv, env=env, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(120):  # a hang fails here, with what it said
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def ledger(redis: RedisServer) -> AsyncIterator[Fleet]:
+    async with Fleet(redis.url) as fleet:
+        yield fleet
+
+
+async def _job_holding(fleet: Fleet, runs: int) -> str:
+    """The id of the one job in the ledger once it holds `runs` runs (the child's first beat)."""
+    async with asyncio.timeout(60):
+        while True:
+            jobs = [j for j in await fleet.status() if len(j.runs) >= runs]
+            if jobs:
+                return jobs[0].job_id
+            await asyncio.sleep(0.05)
+
+
+def _stopped(service: FakeService, run_id: str) -> bool:
+    run = service.backend.run_store.find_run(run_id)
+    return run is not None and run.stopped_at is not None
+
+
+async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    env = _env(service, redis)
+    with service.hold("t_search", "t_onboarding", state="running"):
+        job = asyncio.create_task(
+            _cli(
+                env, "run", "project", "p_demo", "--wait", "--interval", "0.05",
+                "--ref", "mr/7", "--commit", "aaaa1111", "--supersede",
+            )
+        )  # fmt: skip
+        old_job = await _job_holding(ledger, 2)
+        (old,) = await ledger.status()
+        newer = Identity(job_id="newer", ref="mr/7", commit="bbbb2222", supersede=True)
+        async with ledger.job(session, newer) as new:
+            assert new.marked == (old_job,)
+            code, _, err = await asyncio.wait_for(job, 60)
+    assert code == 130, err
+    assert "superseded by bbbb2222" in err
+    assert all(_stopped(service, r) for r in old.runs)
+    # Released on its way out: nothing of it is left to reap.
+    assert await ledger.status() == []
+
+
+async def test_a_job_for_an_older_commit_starts_nothing(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    # Workflow run 7 holds the newer commit of the pull request; run 5 starts after it.
+    newer = Identity(
+        job_id="gh:7", ref="pr/feature", commit="bbbb2222", order=7, order_kind="github-run",
+        supersede=True,
+    )  # fmt: skip
+    github = {
+        "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_HEAD_REF":
+        "feature", "GITHUB_SHA": "aaaa1111", "GITHUB_RUN_NUMBER": "5", "GITHUB_RUN_ID": "5",
+        "GITHUB_JOB": "test",
+    }  # fmt: skip
+    async with ledger.job(session, newer):
+        service.reset_requests()
+        code, _, err = await _cli(
+            _env(service, redis, **github), "run", "project", "p_demo", "--wait"
+        )
+    assert code == 130, err
+    assert "superseded by bbbb2222" in err
+    assert "nothing started" in err
+    assert service.requests_for("run_project") == []
+
+
+async def test_a_killed_jobs_runs_are_reaped_once_by_the_cron_command(
+    redis: RedisServer, ledger: Fleet, service: FakeService
+) -> None:
+    env = _env(service, redis)
+    with service.hold("t_search", "t_onboarding", state="running"):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "asyncclient", "run", "project", "p_demo", "--wait",
+            "--interval", "0.05", env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            job_id = await _job_holding(ledger, 2)
+        finally:
+            proc.send_signal(signal.SIGKILL)  # no cleanup at all: the runner died
+            await proc.wait()
+        (dead,) = await ledger.status()
+        assert not any(_stopped(service, r) for r in dead.runs)
+        # Its lease lapses (as 30 s of silence would make it).
+        await ledger._redis.delete(f"{ledger.prefix}lease:{job_id}")
+        service.reset_requests()
+        code, out, err = await _cli(env, "fleet", "reap", "--json")
+        assert code == 0, err
+        (reaped,) = json.loads(out)["reaped"]
+        assert reaped["jobId"] == job_id
+        assert sorted(reaped["stopped"]) == sorted(dead.runs)
+        assert all(_stopped(service, r) for r in dead.runs)
+        assert len(service.requests_for("stop_run")) == 2
+        # A second cron finds nothing: once.
+        code, out, _ = await _cli(env, "fleet", "reap")
+        assert (code, out.strip()) == (0, "no dead job")
+
+
+async def test_fleet_status_lists_the_jobs(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    ident = Identity(job_id="gh:1:1:test", ref="main", commit="cccc3333")
+    async with ledger.job(session, ident) as job:
+        job.hold(["j_aaaaaaaaaaaa"])
+        await job.flush()
+        code, out, err = await _cli(_env(service, redis), "fleet", "status", "--json")
+        assert code == 0, err
+        (shown,) = json.loads(out)["jobs"]
+        assert shown["jobId"] == "gh:1:1:test"
+        assert shown["runs"] == ["j_aaaaaaaaaaaa"]
+        assert shown["ref"] == "main"
+        assert 0 < shown["leaseLeft"] <= 30
+        code, out, _ = await _cli(_env(service, redis), "fleet", "status")
+        assert "gh:1:1:test  ref main  commit cccc3333  1 run(s)" in out
+
+
+async def test_a_project_file_may_not_name_the_ledger(
+    redis: RedisServer, service: FakeService, tmp_path: Path
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "asyncclient.toml").write_text(f'[fleet]\nurl = "{redis.url}"\n')
+    env = _env(service, redis)
+    del env["ASYNCCLIENT_FLEET"]
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "home")
+    service.reset_requests()
+    code, _, err = await _cli(env, "run", "project", "p_demo", "--wait", cwd=tmp_path)
+    assert code == 2
+    assert "a project file may not name the fleet's ledger" in err
+    assert len(err.strip().splitlines()) == 1
+    assert service.requests_for("run_project") == []
+
+
+async def test_an_unreachable_ledger_stops_the_job_before_it_starts_anything(
+    redis: RedisServer, service: FakeService
+) -> None:
+    env = _env(service, redis, ASYNCCLIENT_FLEET="redis://:s3cretpw@127.0.0.1:1/0")
+    service.reset_requests()
+    code, _, err = await _cli(env, "run", "project", "p_demo", "--wait")
+    assert code == 4, err
+    assert "s3cretpw" not in err
+    assert "could not be used" in err
+    assert service.requests_for("run_project") == []
