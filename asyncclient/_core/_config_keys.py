@@ -88,6 +88,7 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
     "fleet": {
         "url": Key("str", None, "ASYNCCLIENT_FLEET"),
         "lease": Key("float", None, "ASYNCCLIENT_FLEET_LEASE", 30.0),
+        "max_runs": Key("int", None, "ASYNCCLIENT_FLEET_MAX_RUNS"),
     },
     "flaky": {"categories": Key("path", "--categories")},
     "failures": {"categories": Key("path", "--categories")},

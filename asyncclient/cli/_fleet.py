@@ -44,6 +44,7 @@ class FleetOptions:
     ref: str | None = None
     commit: str | None = None
     supersede: bool | None = None
+    priority: str | None = None
 
 
 def add_fleet_options(parser: argparse.ArgumentParser) -> None:
@@ -61,10 +62,17 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
         help="stop the runs of this ref's jobs at older commits (default: on for merge "
         "requests, off for main and tags)",
     )
+    group.add_argument(
+        "--priority",
+        metavar="CLASS",
+        help="this job's class in the queue for device slots (ASYNCCLIENT_FLEET_MAX_RUNS): "
+        "release, main or pr go first in that order, a waiting lower class ages up; default "
+        "from the CI's variables",
+    )
 
 
-def _settings(options: FleetOptions) -> tuple[str, float] | None:
-    """The ledger's URL and lease, or None when no ledger is set."""
+def _settings(options: FleetOptions) -> tuple[str, float, int | None] | None:
+    """The ledger's URL, lease and limit of runs in flight, or None when no ledger is set."""
     import os
 
     from asyncclient.config import user_config_path
@@ -89,7 +97,16 @@ def _settings(options: FleetOptions) -> tuple[str, float] | None:
         lease = float(lease)
     except ValueError:
         raise CommandError(f"{LEASE_ENV}={text!r} is not a number of seconds") from None
-    return url, lease
+    from asyncclient.fleet import MAX_RUNS_ENV
+
+    text = os.environ.get(MAX_RUNS_ENV, "").strip()
+    most: Any = text or (table["max_runs"].value if "max_runs" in table else None)
+    if most is not None:
+        try:
+            most = int(most)
+        except ValueError:
+            raise CommandError(f"{MAX_RUNS_ENV}={text!r} is not a number of runs") from None
+    return url, lease, most
 
 
 @contextlib.asynccontextmanager
@@ -101,20 +118,24 @@ async def fleet_job(
     options = read(FleetOptions, args)
     found = _settings(options)
     if found is None:
-        if options.ref or options.commit or options.supersede is not None:
-            out.warning("--ref, --commit and --supersede need a fleet ledger (ASYNCCLIENT_FLEET)")
+        if options.ref or options.commit or options.priority or options.supersede is not None:
+            out.warning(
+                "--ref, --commit, --supersede and --priority need a fleet ledger "
+                "(ASYNCCLIENT_FLEET)"
+            )
         yield None
         return
     from asyncclient.fleet import Fleet, FleetError, redact_url
 
-    url, lease = found
+    url, lease, most = found
     try:
-        fleet = Fleet(url, lease=lease)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    try:
+        fleet = Fleet(url, lease=lease, max_runs=most)
         job = fleet.job(
-            session, ref=options.ref, commit=options.commit, supersede=options.supersede
+            session,
+            ref=options.ref,
+            commit=options.commit,
+            supersede=options.supersede,
+            priority=options.priority,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from None
@@ -136,6 +157,7 @@ async def fleet_job(
                 + (f", ref {ident.ref}" if ident.ref else "")
                 + (f" at {ident.commit[:12]}" if ident.commit else "")
                 + (f"; superseded {len(job.marked)} older job(s)" if job.marked else "")
+                + (f"; {most} runs in flight at most, class {ident.priority}" if most else "")
             )
             for reaped in job.reaped:
                 out.info(
@@ -145,6 +167,23 @@ async def fleet_job(
             yield job
     finally:
         await fleet.close()
+
+
+def governed(session: AsyncSession, job: FleetJob | None, out: Output) -> Any:
+    """The session whose starts wait their turn for the fleet's device slots (the session
+    itself without a ledger or a limit); the wait is said when the place in line changes."""
+    if job is None or job.fleet.max_runs is None:
+        return session
+    from asyncclient.fleet import GovernedSession
+
+    def waiting(place: int, in_flight: int) -> None:
+        ahead = "next" if place == 0 else f"{place} start(s) ahead"
+        out.info(
+            f"fleet: waiting for a device slot ({ahead}; {in_flight} of "
+            f"{job.fleet.max_runs} runs in flight)"
+        )
+
+    return GovernedSession(session, job, waiting)
 
 
 def fleet_ended(job: FleetJob, out: Output) -> int:
@@ -192,7 +231,7 @@ async def _connected(args: argparse.Namespace) -> Any:
             "file's [fleet] table)"
         )
     try:
-        fleet = Fleet(found[0], lease=found[1])
+        fleet = Fleet(found[0], lease=found[1], max_runs=found[2])
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     try:

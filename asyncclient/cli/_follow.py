@@ -118,12 +118,20 @@ async def follow(
 
 
 def _held_in(fleet: FleetJob) -> Callable[[SuiteEvent], None]:
-    """An observer that holds each run the suite starts in the fleet's ledger."""
+    """An observer that holds each run the suite starts in the fleet's ledger, and gives its
+    device slot back when it ends."""
     from asyncclient.suite import _events as kinds
+
+    ended: set[str] = set()
 
     def hold(event: SuiteEvent) -> None:
         if isinstance(event, kinds.RunStarted):
             fleet.hold([event.run_id])
+        elif (
+            isinstance(event, kinds.RunChanged) and event.run.is_final and event.run.id not in ended
+        ):
+            ended.add(event.run.id)
+            fleet.free(1)
 
     return hold
 

@@ -22,7 +22,7 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
-from asyncclient.cli._fleet import add_fleet_options
+from asyncclient.cli._fleet import add_fleet_options, governed
 from asyncclient.cli._follow import follow
 from asyncclient.cli._follow_options import (
     add_follow_options,
@@ -251,6 +251,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
         open_session(args) as session,
         _in_fleet(args, out, session, opts.wait) as fleet,
     ):
+        session = governed(session, fleet, out)
         start = await session.run_test(
             opts.test_id,
             mode=opts.mode,
@@ -299,6 +300,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
         open_session(args) as session,
         _in_fleet(args, out, session, opts.wait) as fleet,
     ):
+        session = governed(session, fleet, out)
         result = await session.run_project(
             opts.project_id,
             mode=opts.mode,

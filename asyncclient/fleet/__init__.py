@@ -45,6 +45,7 @@ __all__ = [
     "Fleet",
     "FleetError",
     "FleetJob",
+    "GovernedSession",
     "Identity",
     "JobInfo",
     "Reaped",
@@ -60,6 +61,12 @@ LEASE_ENV: Final = "ASYNCCLIENT_FLEET_LEASE"
 #: How often a job beats (renews its lease, records new runs, reads whether it was superseded),
 #: at most: a third of the lease when that is shorter.
 BEAT_SECONDS: Final = 1.0
+#: The head start in the governor's queue of each priority class, in seconds: a pull request
+#: waiting longer than 10 minutes goes before a newly arrived main job. Other names: none.
+HEAD_START: Final = {"release": 1200.0, "main": 600.0, "pr": 0.0}
+#: How often a waiting start asks for its turn.
+ACQUIRE_POLL: Final = 0.5
+MAX_RUNS_ENV: Final = "ASYNCCLIENT_FLEET_MAX_RUNS"
 #: Jobs claimed by one reap, at most (a cron's call ends in bounded time whatever the ledger).
 REAP_MOST: Final = 500
 _REF: Final = re.compile(r"[A-Za-z0-9._/!#@+:-]{1,200}")
@@ -179,12 +186,21 @@ class Fleet:
     Args:
         url: The Redis URL (its password is never shown: `redact_url`).
         lease: Seconds a job lives without renewing (default 30).
+        max_runs: The fleet's runs in flight at most (the device plan's slots); None: starts
+            are not governed.
         namespace: The keys' prefix, so that several fleets may share a server.
     """
 
     def __init__(
-        self, url: str, *, lease: float = DEFAULT_LEASE, namespace: str = "asyncclient"
+        self,
+        url: str,
+        *,
+        lease: float = DEFAULT_LEASE,
+        max_runs: int | None = None,
+        namespace: str = "asyncclient",
     ) -> None:
+        if max_runs is not None and not (1 <= max_runs <= 100_000):
+            raise ValueError(f"the fleet's max_runs must be 1 to 100000, not {max_runs}")
         if not (2.0 <= lease <= 3600.0):
             raise ValueError(f"the fleet lease must be 2 to 3600 seconds, not {lease:g}")
         if not re.fullmatch(r"(rediss?|unix|valkeys?)://\S+", url):
@@ -196,6 +212,7 @@ class Fleet:
             raise ValueError("the fleet namespace is 1 to 40 letters, digits, '_', '.' or '-'")
         self.url = url
         self.lease = float(lease)
+        self.max_runs = max_runs
         self.prefix = f"{namespace}:fleet:"
         self._redis: Any = None
         self._scripts: dict[str, Any] = {}
@@ -228,7 +245,7 @@ class Fleet:
                 f"the fleet's Redis at {redact_url(self.url)} could not be used: "
                 f"{type(exc).__name__}: {redact_url(str(exc))}"
             ) from None
-        for name in ("REGISTER", "BEAT", "RELEASE", "REAP"):
+        for name in ("REGISTER", "BEAT", "RELEASE", "REAP", "ACQUIRE", "FREE"):
             self._scripts[name] = self._redis.register_script(getattr(_scripts, name))
 
     async def close(self) -> None:
@@ -257,6 +274,7 @@ class Fleet:
         ref: str | None = None,
         commit: str | None = None,
         supersede: bool | None = None,
+        priority: str | None = None,
     ) -> FleetJob:
         """This job in the ledger (an async context manager): its identity from the CI's
         variables (`identity_from_ci`), with `ref`, `commit` and `supersede` over them."""
@@ -271,6 +289,12 @@ class Fleet:
             ident = attrs.evolve(ident, commit=commit)
         if supersede is not None:
             ident = attrs.evolve(ident, supersede=supersede)
+        if priority is not None:
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,30}", priority):
+                raise ValueError(
+                    f"--priority {priority!r}: give main, release, pr or a lower-case name"
+                )
+            ident = attrs.evolve(ident, priority=priority)
         return FleetJob(self, session, ident)
 
     async def reap(self, session: AsyncSession) -> list[Reaped]:
@@ -369,6 +393,8 @@ class FleetJob:
         self._held: set[str] = set()
         self._wake = asyncio.Event()
         self._closing = False
+        self._tickets = 0
+        self._freed = 0
         self._task: asyncio.Task[None] | None = None
         self._interval = min(BEAT_SECONDS, fleet.lease / 3)
 
@@ -428,6 +454,39 @@ class FleetJob:
             async with asyncio.timeout(10):
                 await asyncio.shield(self.fleet._script("RELEASE", self.identity.job_id))
 
+    async def acquire(self, runs: int = 1, *, strict: bool = True, on_wait: Any = None) -> None:
+        """Wait for `runs` device slots of the fleet (`Fleet.max_runs`) in its fair queue: a
+        higher priority class goes first, a lower one ages up as it waits (`HEAD_START`).
+        strict=False admits as soon as one slot is free (a project's start, whose number of
+        runs is known only after it). `on_wait(place, in_flight)` is called when the place in
+        line changes. Without a limit it returns at once."""
+        most = self.fleet.max_runs
+        if most is None:
+            return
+        self._tickets += 1
+        ticket = f"{self.identity.job_id}|{self._tickets}"
+        head_start = int(HEAD_START.get(self.identity.priority, 0) * 1000)
+        shown: int | None = None
+        while True:
+            answer = await self.fleet._script(
+                "ACQUIRE", self.identity.job_id, ticket, runs, most, head_start,
+                "1" if strict else "0",
+            )  # fmt: skip
+            granted, place, used = (int(v) for v in answer[:3])
+            if granted:
+                return
+            if place != shown and on_wait is not None:
+                on_wait(place, used)
+            shown = place
+            await asyncio.sleep(ACQUIRE_POLL)
+
+    def free(self, runs: int = 1) -> None:
+        """Give back slots of runs that ended (written at the next beat, at once when woken);
+        a negative count charges more (a project's start that began more runs than asked)."""
+        if self.fleet.max_runs is not None and runs:
+            self._freed += runs
+            self._wake.set()
+
     def hold(self, run_ids: Iterable[str]) -> None:
         """Record runs this job started (written at the next beat, at once when woken)."""
         new = {r for r in run_ids if is_id("run", r)} - self._held
@@ -440,6 +499,13 @@ class FleetJob:
         await self._beat()
 
     async def _beat(self) -> None:
+        freed, self._freed = self._freed, 0
+        if freed:
+            try:
+                await self.fleet._script("FREE", self.identity.job_id, freed)
+            except FleetError:
+                self._freed += freed
+                raise
         pending = sorted(self._pending)
         answer = await self.fleet._script(
             "BEAT", self.identity.job_id, int(self.fleet.lease * 1000), *pending
@@ -485,3 +551,36 @@ class FleetJob:
                 if now - lapsed_at >= self.fleet.lease:
                     self.lost = True
                     self.ended.set()
+
+
+class GovernedSession:
+    """`session` with each start waiting its turn for the fleet's device slots (`job.acquire`):
+    a test's start takes one slot; a project's start waits for one free slot and is charged
+    each run it began. Everything else is the session's own. Give each ended run's slot back
+    with `job.free()`."""
+
+    def __init__(self, session: AsyncSession, job: FleetJob, on_wait: Any = None) -> None:
+        self._session = session
+        self._job = job
+        self._on_wait = on_wait
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def run_test(self, test_id: str, **options: Any) -> Any:
+        await self._job.acquire(1, on_wait=self._on_wait)
+        try:
+            return await self._session.run_test(test_id, **options)
+        except BaseException:
+            self._job.free(1)
+            raise
+
+    async def run_project(self, project_id: str, **options: Any) -> Any:
+        await self._job.acquire(1, strict=False, on_wait=self._on_wait)
+        try:
+            result = await self._session.run_project(project_id, **options)
+        except BaseException:
+            self._job.free(1)
+            raise
+        self._job.free(1 - len(result.started))
+        return result

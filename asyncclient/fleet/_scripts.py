@@ -8,10 +8,12 @@ prefix: one Redis (or Valkey) server, or a primary with replicas; not a Redis Cl
 #   job:ID:runs   set: the runs the job started and holds
 #   lease:ID      a string with an expiry: the job lives while it exists
 #   ref:REF       sorted set: the jobs of a ref by their order
+#   queue         sorted set: tickets (JOB|SEQ) waiting for device slots, by turn
+#   inflight      hash: runs in flight by job (the governor's count)
 
 from typing import Final
 
-__all__ = ["BEAT", "REAP", "REGISTER", "RELEASE"]
+__all__ = ["ACQUIRE", "BEAT", "FREE", "REAP", "REGISTER", "RELEASE"]
 
 # KEYS: none. ARGV: prefix, job, ref, commit, order ("" = the server's clock), kind, lease ms,
 # supersede ("1"/"0"). Returns {state, superseded_by, order, older job ids marked...}: state
@@ -85,7 +87,54 @@ local ref = redis.call('HGET', p .. 'job:' .. job, 'ref')
 if ref and ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
 redis.call('SREM', p .. 'jobs', job)
 redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs', p .. 'lease:' .. job)
+redis.call('HDEL', p .. 'inflight', job)
+for _, ticket in ipairs(redis.call('ZRANGE', p .. 'queue', 0, -1)) do
+  if string.sub(ticket, 1, #job + 1) == job .. '|' then redis.call('ZREM', p .. 'queue', ticket) end
+end
 return 1
+"""
+
+# ARGV: prefix, job, ticket, runs wanted, the fleet's limit, the class's head start (ms),
+# strict ("1": the runs must fit; "0": one free slot admits, as for a project's start).
+# The queue's order is the time a ticket came less its class's head start, so a higher class
+# goes first and a lower one that has waited longer than the difference goes before a newer
+# higher one: nobody starves. Returns {granted (1/0), place in line (0: next), in flight}.
+ACQUIRE: Final = """
+local p, job, ticket = ARGV[1], ARGV[2], ARGV[3]
+local want, most, head_start, strict = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+  ARGV[7] == '1'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local q = p .. 'queue'
+if redis.call('ZSCORE', q, ticket) == false then redis.call('ZADD', q, now - head_start, ticket) end
+local function alive(j) return redis.call('EXISTS', p .. 'lease:' .. j) == 1 end
+for _, other in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+  local j = string.match(other, '^(.*)|[^|]*$')
+  if not j or not alive(j) then redis.call('ZREM', q, other) end
+end
+local used = 0
+local held = redis.call('HGETALL', p .. 'inflight')
+for i = 1, #held, 2 do
+  if alive(held[i]) then used = used + tonumber(held[i + 1])
+  else redis.call('HDEL', p .. 'inflight', held[i]) end
+end
+local place = redis.call('ZRANK', q, ticket)
+if place == false then return {0, -1, used} end
+local fits = used + want <= most or used == 0 or (not strict and used < most)
+if place == 0 and fits then
+  redis.call('ZREM', q, ticket)
+  redis.call('HINCRBY', p .. 'inflight', job, want)
+  return {1, 0, used + want}
+end
+return {0, place, used}
+"""
+
+# ARGV: prefix, job, runs (a negative count charges more). Runs of the job that ended.
+FREE: Final = """
+local p, job, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local left = redis.call('HINCRBY', p .. 'inflight', job, -n)
+if left <= 0 then redis.call('HDEL', p .. 'inflight', job) end
+return left
 """
 
 # ARGV: prefix, at most this many jobs. Claims every job whose lease expired: it leaves the
@@ -103,6 +152,7 @@ for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
     if ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
     redis.call('SREM', p .. 'jobs', job)
     redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs')
+    redis.call('HDEL', p .. 'inflight', job)
     table.insert(answer, job)
     table.insert(answer, ref)
     table.insert(answer, info[2] or '')

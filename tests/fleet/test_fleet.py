@@ -261,3 +261,115 @@ def test_a_jobs_identity_comes_from_the_cis_variables(
     assert ident.order == order
     assert ident.commit in ("ab12cd34", None)
     assert identity_from_ci({}).ref is None
+
+
+# --- the governor: device slots shared by the fleet, a fair queue by priority class --------------
+
+
+async def _queue(fleet: Fleet) -> list[str]:
+    return [t.decode() for t in await fleet._redis.zrange(fleet.prefix + "queue", 0, -1)]
+
+
+async def _in_flight(fleet: Fleet) -> dict[str, int]:
+    held = await fleet._redis.hgetall(fleet.prefix + "inflight")
+    return {k.decode(): int(v) for k, v in held.items()}
+
+
+async def _waiting(fleet: Fleet, ticket_job: str) -> None:
+    """Until `ticket_job` has a ticket in the queue (its start is waiting)."""
+    async with asyncio.timeout(30):
+        while not any(t.startswith(ticket_job + "|") for t in await _queue(fleet)):  # noqa: ASYNC110 (Redis)
+            await asyncio.sleep(0.01)
+
+
+async def test_a_start_waits_for_a_free_slot_and_gets_the_first_one_given_back(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    async with (
+        Fleet(redis.url, max_runs=2) as fleet,
+        fleet.job(session, _job("a", ref="main")) as a,
+        fleet.job(session, _job("b", ref="main")) as b,
+    ):
+        await a.acquire(2)
+        places: list[tuple[int, int]] = []
+        waiting = asyncio.create_task(b.acquire(1, on_wait=lambda *p: places.append(p)))
+        await _waiting(fleet, "b")
+        assert not waiting.done()
+        assert await _in_flight(fleet) == {"a": 2}
+        a.free(1)
+        await asyncio.wait_for(waiting, 30)
+        assert await _in_flight(fleet) == {"a": 1, "b": 1}
+        assert places[0] == (0, 2)  # next in line, 2 of 2 in flight
+    # Ended: nothing is held any more.
+    async with Fleet(redis.url) as fleet:
+        assert await _in_flight(fleet) == {}
+
+
+async def test_main_goes_before_a_pull_request_unless_the_pull_request_waited_longer(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    async with (
+        Fleet(redis.url, max_runs=1) as fleet,
+        fleet.job(session, Identity(job_id="holder", priority="pr")) as holder,
+        fleet.job(session, Identity(job_id="pr", priority="pr")) as pr,
+        fleet.job(session, Identity(job_id="main", priority="main")) as main,
+    ):
+        await holder.acquire(1)
+        pr_start = asyncio.create_task(pr.acquire(1))
+        await _waiting(fleet, "pr")
+        main_start = asyncio.create_task(main.acquire(1))
+        await _waiting(fleet, "main")
+        # main came later but its class has a 10-minute head start: it is first in line.
+        assert [t.split("|")[0] for t in await _queue(fleet)] == ["main", "pr"]
+        holder.free(1)
+        await asyncio.wait_for(main_start, 30)
+        assert not pr_start.done()
+        # The pull request has now waited (as if) 11 minutes: it ages past a new main start.
+        (ticket,) = await _queue(fleet)
+        score = await fleet._redis.zscore(fleet.prefix + "queue", ticket)
+        await fleet._redis.zadd(fleet.prefix + "queue", {ticket: score - 660_000})
+        again = asyncio.create_task(main.acquire(1))
+        await _waiting(fleet, "main")
+        assert [t.split("|")[0] for t in await _queue(fleet)] == ["pr", "main"]
+        main.free(1)
+        await asyncio.wait_for(pr_start, 30)
+        assert not again.done()
+        again.cancel()
+
+
+async def test_a_dead_jobs_slots_and_place_in_line_are_given_up(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    async with Fleet(redis.url, max_runs=1) as fleet:
+        dead = fleet.job(session, Identity(job_id="dead"))
+        await dead.__aenter__()
+        await dead.acquire(1)
+        dead._closing = True  # it dies holding its slot
+        dead._wake.set()
+        assert dead._task is not None
+        await dead._task
+        async with fleet.job(session, Identity(job_id="alive")) as alive:
+            start = asyncio.create_task(alive.acquire(1))
+            await _waiting(fleet, "alive")
+            await _kill_lease(fleet, "dead")
+            await asyncio.wait_for(start, 30)
+            assert await _in_flight(fleet) == {"alive": 1}
+
+
+async def test_a_governed_project_start_is_charged_each_run_it_began(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet import GovernedSession
+
+    async with (
+        Fleet(redis.url, max_runs=10) as fleet,
+        fleet.job(session, Identity(job_id="p")) as job,
+    ):
+        governed = GovernedSession(session, job)
+        with service.hold("t_search", "t_onboarding", state="queued"):
+            result = await governed.run_project("p_demo")
+            await job.flush()
+            assert len(result.started) >= 2
+            assert await _in_flight(fleet) == {"p": len(result.started)}
+            # Everything else is the session's own.
+            assert (await governed.get_run(result.started[0].run_id)).id
