@@ -279,6 +279,8 @@ async def status(args: argparse.Namespace, out: Output) -> int:
 
 
 async def reap(args: argparse.Namespace, out: Output) -> int:
+    from asyncclient._core._untrusted import line
+
     fleet = await _connected(args)
     try:
         async with open_session(args) as session:
@@ -306,7 +308,8 @@ async def reap(args: argparse.Namespace, out: Output) -> int:
     if not reaped:
         out.data("no dead job")
     for r in reaped:
-        out.data(f"reaped {r.job_id}: stopped {' '.join(r.stopped) or 'nothing'}")
+        ended = f" ({len(r.ended)} run(s) had ended already)" if r.ended else ""
+        out.data(f"reaped {line(r.job_id)}: stopped {' '.join(r.stopped) or 'nothing'}{ended}")
         for run_id, error in r.errors.items():
             out.warning(f"could not stop {run_id}: {error}")
     # A run left going is worth a red cron job.
