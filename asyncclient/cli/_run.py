@@ -264,6 +264,9 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             else:
                 out.data(start.run_id)
             return EXIT_OK
+        if fleet is not None:  # held before anything else can end this process
+            fleet.hold([start.run_id])
+            await fleet.flush()
         overage = "  (beyond the plan's included runs)" if start.overage else ""
         out.info(f"started {start.run_id}  {opts.test_id}  mode {start.mode or '?'}{overage}")
         code = await follow(
@@ -320,6 +323,9 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
                 for started in result.started:
                     out.data(started.run_id)
             return EXIT_OK
+        if fleet is not None:  # held before anything else can end this process
+            fleet.hold(s.run_id for s in result.started)
+            await fleet.flush()
         for started in result.started:
             out.info(f"started {started.run_id}  {started.test_id}  mode {started.mode or '?'}")
         code = await follow(

@@ -494,9 +494,15 @@ class FleetJob:
             self._pending |= new
             self._wake.set()
 
-    async def flush(self) -> None:
-        """Write the runs given to `hold` now (and beat)."""
-        await self._beat()
+    async def flush(self) -> bool:
+        """Write the runs given to `hold` now (and beat); False when the ledger could not be
+        reached (logged; the beat tries again)."""
+        try:
+            await self._beat()
+        except FleetError as exc:
+            log.warning("the fleet ledger could not be reached: %s", exc)
+            return False
+        return True
 
     async def _beat(self) -> None:
         freed, self._freed = self._freed, 0

@@ -1,0 +1,161 @@
+"""A fleet of 40 jobs (40 processes of `asyncclient run test --wait`) sharing one emulator,
+without a ledger and then with one (a real redis-server), side by side:
+
+- 10 jobs of main run to their end;
+- 10 jobs of main are killed with SIGKILL once their run has started (a runner that died);
+- 10 jobs of pull requests pr/1..pr/10 at commit aaaa1111, then, once theirs have started,
+  10 jobs of the same pull requests at commit bbbb2222 (a new push).
+
+It prints the side's runs billed (the spec: a stopped run is not counted), their device
+minutes, the runs of gone jobs that ran on, and how long after the kill or the push their runs
+stopped.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--jobs-per-role 10] [--lease 5]
+
+The emulator runs at the wall clock's pace (a run of t_search lasts about 20 s), so one side
+takes about a minute.
+"""
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _support import Emulator
+from redis_support import redis_server
+
+from asyncclient import AsyncSession
+
+
+async def _job(env: dict[str, str], *argv: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "run", "test", "t_search", "--wait",
+        "--interval", "1", *argv, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def _started(proc: asyncio.subprocess.Process) -> str:
+    """The run id the job says it started."""
+    assert proc.stderr is not None
+    while True:
+        line = (await proc.stderr.readline()).decode()
+        if not line:
+            raise RuntimeError("a job ended before it started its run")
+        if line.startswith("started j_"):
+            return line.split()[1]
+
+
+async def _drain(proc: asyncio.subprocess.Process) -> int:
+    assert proc.stderr is not None
+    while await proc.stderr.read(65536):
+        pass
+    return await proc.wait()
+
+
+async def side(emu: Emulator, fleet_url: str | None, per_role: int, lease: float) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
+    if fleet_url:
+        env.update(ASYNCCLIENT_FLEET=fleet_url, ASYNCCLIENT_FLEET_LEASE=str(lease))
+    began = datetime.now(UTC) - timedelta(seconds=1)
+    main = [await _job(env, "--ref", "main", "--commit", "cccc3333") for _ in range(per_role)]
+    doomed = [await _job(env, "--ref", "main", "--commit", "cccc3333") for _ in range(per_role)]
+    old = [
+        await _job(env, "--ref", f"pr/{i}", "--commit", "aaaa1111", "--supersede")
+        for i in range(per_role)
+    ]
+    doomed_runs = await asyncio.gather(*(_started(p) for p in doomed))
+    old_runs = await asyncio.gather(*(_started(p) for p in old))
+    await asyncio.sleep(1)  # each job's first beat has come and gone
+    for proc in doomed:
+        proc.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    new = [
+        await _job(env, "--ref", f"pr/{i}", "--commit", "bbbb2222", "--supersede")
+        for i in range(per_role)
+    ]
+    pushed_at = time.time()
+    await asyncio.gather(*(p.wait() for p in doomed))
+    codes = await asyncio.gather(*(_drain(p) for p in main + old + new))
+    async with AsyncSession(emu.run_key, emu.url) as session:
+        # Runs of the gone jobs still going (no ledger: nobody stops them) end by themselves.
+        while True:
+            views = await session.list_runs(ids=[*doomed_runs, *old_runs])
+            if all(run.is_final for run in views):
+                break
+            await asyncio.sleep(1)
+        listed = await session.list_runs(project_id=emu.project_id, limit=200)
+        runs = [r for r in listed if r.created_at is not None and r.created_at >= began]
+
+    def billed(run: Any) -> bool:
+        return run.is_final and run.status_kind != "cancelled"
+
+    gone = {r.id: r for r in views}
+    orphans = [r for r in gone.values() if billed(r)]
+
+    def stopped_after(ids: list[str], since: float) -> list[float]:
+        return [
+            gone[i].finished_at.timestamp() - since
+            for i in ids
+            if gone[i].status_kind == "cancelled" and gone[i].finished_at is not None
+        ]
+
+    return {
+        "billed": sum(billed(r) for r in runs),
+        "device_minutes": sum((r.duration_ms or 0) for r in runs if billed(r)) / 60_000,
+        "orphans": len(orphans),
+        "orphan_minutes": sum((r.duration_ms or 0) for r in orphans) / 60_000,
+        "reaped_after": stopped_after(list(doomed_runs), killed_at),
+        "superseded_after": stopped_after(list(old_runs), pushed_at),
+        "exit_codes": sorted(set(codes)),
+    }
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):5.1f} s" if values else "    -  "
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs-per-role", type=int, default=10)
+    parser.add_argument("--lease", type=float, default=5.0)
+    args = parser.parse_args()
+    n = args.jobs_per_role
+    print(f"{4 * n} jobs: {n} main to the end, {n} killed, {n} pull requests superseded by {n}")
+    with Emulator(speed=1.0) as emu, redis_server(Path(tempfile.mkdtemp())) as redis:
+        alone = asyncio.run(side(emu, None, n, args.lease))
+        with Emulator(speed=1.0) as emu2:
+            fleet = asyncio.run(side(emu2, redis.url, n, args.lease))
+    rows = [
+        ("runs billed", "billed", "{:>9d}"),
+        ("device minutes billed", "device_minutes", "{:9.1f}"),
+        ("runs of gone jobs that ran on", "orphans", "{:>9d}"),
+        ("their device minutes", "orphan_minutes", "{:9.1f}"),
+    ]
+    print(f"\n{'':34s}{'no ledger':>12s}{'fleet ledger':>14s}")
+    for label, key, form in rows:
+        print(f"{label:34s}{form.format(alone[key]):>12s}{form.format(fleet[key]):>14s}")
+    print(
+        f"{'killed job: runs stopped after':34s}{_median(alone['reaped_after']):>12s}"
+        f"{_median(fleet['reaped_after']):>14s}  (median; lease {args.lease:g} s)"
+    )
+    print(
+        f"{'new push: old runs stopped after':34s}{_median(alone['superseded_after']):>12s}"
+        f"{_median(fleet['superseded_after']):>14s}  (median)"
+    )
+    print(f"exit codes: no ledger {alone['exit_codes']}, fleet {fleet['exit_codes']}")
+
+
+if __name__ == "__main__":
+    main()
