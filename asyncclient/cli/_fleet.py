@@ -5,6 +5,7 @@ request can change); `fleet reap` and `fleet status` look after it (asyncclient.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -314,3 +315,94 @@ async def reap(args: argparse.Namespace, out: Output) -> int:
             out.warning(f"could not stop {run_id}: {error}")
     # A run left going is worth a red cron job.
     return EXIT_NOT_PASSED if any(r.errors for r in reaped) else EXIT_OK
+
+
+async def upload_once(
+    args: argparse.Namespace,
+    out: Output,
+    session: AsyncSession,
+    items: list[Any],
+    project_id: str,
+    upload_many: Any,
+    display: Any,
+) -> list[Any] | None:
+    """`upload --reuse-build` in a fleet: each file (by sha256) is uploaded by the first job
+    to claim it; the others wait and reuse its build once it reads back as this file's, in
+    this project, ready; a claim whose holder dies or fails is taken over. None without a
+    ledger (the caller reuses a ready build with the same sha256 alone)."""
+    import hashlib
+
+    from asyncclient.fleet import Fleet, FleetError, UploadClaims, identity_from_ci, reusable
+    from asyncclient.upload import UploadResult
+
+    found = _settings(read(FleetOptions, args))
+    if found is None:
+        return None
+    try:
+        fleet = Fleet(found[0], lease=found[1])
+        await fleet.connect()
+    except (ValueError, FleetError) as exc:
+        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+
+    def digest(path: Path) -> str:
+        sha = hashlib.sha256()
+        with path.open("rb") as file:
+            while chunk := file.read(1 << 20):
+                sha.update(chunk)
+        return sha.hexdigest()
+
+    claims = UploadClaims(fleet, identity_from_ci().job_id)
+    try:
+        shas = await asyncio.gather(*(asyncio.to_thread(digest, Path(i.path)) for i in items))
+        results: list[Any] = [None] * len(items)
+
+        async def upload(indexes: list[int]) -> None:
+            done = await upload_many([items[i] for i in indexes])
+            for index, result in zip(indexes, done, strict=True):
+                results[index] = result
+                ok = result.ok and result.build is not None
+                await claims.done(project_id, shas[index], result.build.id if ok else None)
+
+        async def follow(index: int, holder: str) -> None:
+            item, sha = items[index], shas[index]
+            display.waiting(
+                index, f"waiting for fleet job {holder or '?'}'s upload of {Path(item.path).name}"
+            )
+            while True:
+                build_id, held = await claims.published(project_id, sha)
+                if build_id is not None:
+                    build = await reusable(session, build_id, project_id, sha)
+                    if build is not None:
+                        results[index] = UploadResult(
+                            Path(item.path), item.label, build=build, sha256=sha,
+                            verified=True, joined=True,
+                        )  # fmt: skip
+                        display.finished(results[index])
+                        return
+                    # Published, but not this file's ready build: never reused.
+                    out.warning(
+                        f"{Path(item.path).name}: the fleet's build {build_id} is not this "
+                        "file's ready build in this project: uploading it here"
+                    )
+                    await upload([index])
+                    return
+                if not held and await claims.claim(project_id, sha) is None:
+                    await upload([index])  # its holder died or failed: ours now
+                    return
+                await asyncio.sleep(0.5)
+
+        ours: list[int] = []
+        waits = []
+        for index, sha in enumerate(shas):
+            holder = await claims.claim(project_id, sha)
+            if holder is None:
+                ours.append(index)
+            else:
+                waits.append(follow(index, holder))
+        await asyncio.gather(*([upload(ours)] if ours else []), *waits)
+        return results
+    except FleetError as exc:
+        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+    finally:
+        await claims.close()
+        await fleet.close()

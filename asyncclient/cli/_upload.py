@@ -78,6 +78,7 @@ class UploadOptions:
     concurrency: int | None = None
     max_parts_in_flight: int | None = None
     skip_existing: bool = False
+    reuse_build: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -120,6 +121,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="reuse a ready build of the project with the same name, size and sha256",
     )
+    p.add_argument(
+        "--reuse-build",
+        action="store_true",
+        help="with a fleet ledger (ASYNCCLIENT_FLEET): a file another job of the fleet is "
+        "uploading to the project is waited for and its build reused, once it reads back as "
+        "this file's and ready; without one, as --skip-existing",
+    )
     i = add_command(
         sub,
         "inspect",
@@ -154,16 +162,27 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
         for index, path in enumerate(files)
     ]
     async with open_session(args) as session:
+
+        async def upload_many(chosen: list[UploadItem]) -> list[UploadResult]:
+            return await session.upload_builds(
+                chosen,
+                project_id=project_id,
+                max_parts_in_flight=tuner or opts.max_parts_in_flight,
+                concurrency=opts.concurrency,
+                skip_existing=opts.skip_existing or opts.reuse_build,
+                on_result=display.finished,
+            )
+
         with display:
             try:
-                results = await session.upload_builds(
-                    items,
-                    project_id=project_id,
-                    max_parts_in_flight=tuner or opts.max_parts_in_flight,
-                    concurrency=opts.concurrency,
-                    skip_existing=opts.skip_existing,
-                    on_result=display.finished,
-                )
+                shared = None
+                if opts.reuse_build:
+                    from asyncclient.cli._fleet import upload_once
+
+                    shared = await upload_once(
+                        args, out, session, items, project_id, upload_many, display
+                    )
+                results = shared if shared is not None else await upload_many(items)
             except asyncio.CancelledError:
                 display.close()
                 out.error(

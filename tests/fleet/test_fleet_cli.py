@@ -240,3 +240,116 @@ async def test_a_start_waits_its_turn_for_the_fleets_device_slots(
     assert "fleet: waiting for a device slot (next; 1 of 1 runs in flight)" in said
     assert proc.returncode in (0, 1), said  # the run's verdict; it ran
     assert len(service.requests_for("run_test")) == 1
+
+
+# --- one upload per file across the fleet --------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def _upload_cli(
+    env: dict[str, str], apk: Path, state: Path
+) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """`upload --reuse-build` in a child, once it says it waits for another job's upload."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asyncclient", "upload", "p_demo", str(apk), "--reuse-build",
+        env={**env, "ASYNCCLIENT_STATE_DIR": str(state)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen: list[str] = []
+    async with asyncio.timeout(60):
+        while "waiting for fleet job holder-a's upload" not in "".join(seen):
+            line = (await proc.stderr.readline()).decode()
+            assert line, "".join(seen)
+            seen.append(line)
+    return proc, seen
+
+
+async def _finish(proc: asyncio.subprocess.Process) -> tuple[str, str]:
+    try:
+        async with asyncio.timeout(120):
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return out.decode(), err.decode()
+
+
+@pytest.fixture
+def apk(tmp_path: Path) -> Path:
+    from asyncclient.testing.builders import build_apk
+
+    return build_apk(tmp_path / "shop.apk", version_code=7)
+
+
+async def test_a_file_another_job_uploads_is_waited_for_and_its_build_reused(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
+    apk: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    from asyncclient.fleet import UploadClaims
+
+    sha = _sha256(apk)
+    claims = UploadClaims(ledger, "holder-a")
+    assert await claims.claim("p_demo", sha) is None  # the other job goes first
+    try:
+        proc, _ = await _upload_cli(_env(service, redis), apk, tmp_path / "state")
+        assert service.requests_for("start_upload") == []
+        build = await session.upload_build("p_demo", apk)
+        await claims.done("p_demo", sha, build.id)
+        out, err = await _finish(proc)
+    finally:
+        await claims.close()
+    assert proc.returncode == 0, err
+    assert out.strip() == build.id
+    assert len(service.requests_for("start_upload")) == 1  # the file went once
+
+
+async def test_a_published_build_that_is_not_the_files_is_never_reused(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
+    apk: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    from asyncclient.fleet import UploadClaims
+    from asyncclient.testing.builders import build_apk
+
+    other = await session.upload_build("p_demo", build_apk(tmp_path / "other.apk"))
+    sha = _sha256(apk)
+    claims = UploadClaims(ledger, "holder-a")
+    assert await claims.claim("p_demo", sha) is None
+    try:
+        proc, _ = await _upload_cli(_env(service, redis), apk, tmp_path / "state")
+        await claims.done("p_demo", sha, other.id)  # a hostile or mistaken ledger
+        out, err = await _finish(proc)
+    finally:
+        await claims.close()
+    assert proc.returncode == 0, err
+    built = out.strip()
+    assert built not in ("", other.id)
+    assert (await session.get_build(built)).sha256 == sha
+    assert "is not this file's ready build in this project" in err
+
+
+async def test_a_claim_whose_holder_died_is_taken_over(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
+    apk: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    from asyncclient.fleet import UploadClaims
+
+    sha = _sha256(apk)
+    claims = UploadClaims(ledger, "holder-a")
+    assert await claims.claim("p_demo", sha) is None
+    try:
+        proc, _ = await _upload_cli(_env(service, redis), apk, tmp_path / "state")
+        await claims.close()  # the holder dies: no more renewals
+        await ledger._redis.delete(f"{ledger.prefix}upload:p_demo:{sha}")  # its claim lapses
+        out, err = await _finish(proc)
+    finally:
+        await claims.close()
+    assert proc.returncode == 0, err
+    assert (await session.get_build(out.strip())).sha256 == sha
+    assert len(service.requests_for("start_upload")) == 1
