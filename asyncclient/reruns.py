@@ -403,6 +403,7 @@ class Reruns:
         self._kept: dict[str, str] = {}
         self._asked: dict[str, str | None] = {}  # run id started here -> the build asked for
         self.foreign: dict[str, str] = {}  # runs answered for a start, not this job's: why
+        self._viewed: set[str] = set()  # runs whose view the service gave (record)
 
     def keep(self, run: Run, reason: str) -> None:
         """Give `run`'s test no re-run, for `reason` (it fails the same way as before): its
@@ -439,6 +440,7 @@ class Reruns:
         for run in runs:
             if run.id in self.foreign:
                 continue
+            self._viewed.add(run.id)
             why = self._not_ours(run)
             if why is not None:
                 self._disown(run.id, why)
@@ -553,6 +555,11 @@ class Reruns:
         if entry is None:
             return []
         return [seen.id for seen in self._entries[entry] if seen.id != run.id and not seen.is_final]
+
+    def unverified(self, run_ids: Iterable[str]) -> list[str]:
+        """The runs started here (re-runs, copies, repeats) whose view the service has not
+        given yet: whether each is this job's is not known (`_not_ours`)."""
+        return [r for r in run_ids if r in self._asked and r not in self._viewed]
 
     def kind_of(self, run_id: str) -> str:
         """run (a first run), rerun, repeat or copy."""

@@ -449,8 +449,20 @@ class SuiteRun:
                 )
 
     async def _stop_others(self, run: Run) -> None:
-        """A run passed: its test's other runs still going are stopped (not counted)."""
+        """A run passed: its test's other runs still going are stopped (not counted). A run the
+        service answered for a start here is stopped only once its view shows it is this
+        job's (read now when the watcher has not seen it yet; unreadable: left alone)."""
         others = self.reruns.others_going(run)
+        unseen = self.reruns.unverified(others)
+        if unseen:
+            with contextlib.suppress(AsyncClientError):
+                self.reruns.record(await self._session.list_runs(ids=unseen, retries=0))
+            watcher = self.watcher
+            for run_id in unseen:
+                if run_id in self.reruns.foreign and watcher is not None:
+                    watcher.forget(run_id)  # another's: never polled, never stopped
+            others = self.reruns.others_going(run)
+            others = [r for r in others if r not in self.reruns.unverified(others)]
         if not others:
             return
         limit = asyncio.Semaphore(_STOP_CONCURRENCY)
