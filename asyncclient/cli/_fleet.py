@@ -406,3 +406,30 @@ async def upload_once(
     finally:
         await claims.close()
         await fleet.close()
+
+
+@contextlib.asynccontextmanager
+async def shared_views(
+    args: argparse.Namespace, session: Any, job: FleetJob | None
+) -> AsyncIterator[Any]:
+    """The session whose run views are shared across the fleet (one sweep for the fleet:
+    asyncclient.fleet._views), the session itself without a ledger."""
+    from asyncclient.fleet import Fleet, FleetError, identity_from_ci
+    from asyncclient.fleet._views import SharedViews
+
+    if job is not None:
+        yield SharedViews(session, job.fleet, job.job_id)
+        return
+    found = _settings(read(FleetOptions, args))
+    if found is None:
+        yield session
+        return
+    try:
+        fleet = Fleet(found[0], lease=found[1])
+        await fleet.connect()
+    except (ValueError, FleetError) as exc:
+        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+    try:
+        yield SharedViews(session, fleet, identity_from_ci().job_id)
+    finally:
+        await fleet.close()

@@ -22,7 +22,7 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
-from asyncclient.cli._fleet import add_fleet_options, governed
+from asyncclient.cli._fleet import add_fleet_options, governed, shared_views
 from asyncclient.cli._follow import follow
 from asyncclient.cli._follow_options import (
     add_follow_options,
@@ -269,22 +269,23 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             await fleet.flush()
         overage = "  (beyond the plan's included runs)" if start.overage else ""
         out.info(f"started {start.run_id}  {opts.test_id}  mode {start.mode or '?'}{overage}")
-        code = await follow(
-            session,
-            [start.run_id],
-            options,
-            out,
-            base_url=base_url,
-            stop_on_cancel=True,
-            report_name=opts.test_id,
-            tests={start.run_id: opts.test_id},
-            overage=[start.run_id] if start.overage is True else [],
-            mode=opts.mode,
-            build_id=opts.build,
-            idempotency_key=opts.idempotency_key,
-            starts=[Started(opts.test_id, start.run_id, opts.build, opts.mode)],
-            fleet=fleet,
-        )
+        async with shared_views(args, session, fleet) as watched:
+            code = await follow(
+                watched,
+                [start.run_id],
+                options,
+                out,
+                base_url=base_url,
+                stop_on_cancel=True,
+                report_name=opts.test_id,
+                tests={start.run_id: opts.test_id},
+                overage=[start.run_id] if start.overage is True else [],
+                mode=opts.mode,
+                build_id=opts.build,
+                idempotency_key=opts.idempotency_key,
+                starts=[Started(opts.test_id, start.run_id, opts.build, opts.mode)],
+                fleet=fleet,
+            )
         if job is not None:
             job.exit_code = code
         return code
@@ -328,22 +329,25 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             await fleet.flush()
         for started in result.started:
             out.info(f"started {started.run_id}  {started.test_id}  mode {started.mode or '?'}")
-        code = await follow(
-            session,
-            [started.run_id for started in result.started],
-            options,
-            out,
-            base_url=base_url,
-            stop_on_cancel=True,
-            report_name=opts.project_id,
-            skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
-            tests={started.run_id: started.test_id for started in result.started},
-            mode=opts.mode,
-            build_id=builds[0] if len(builds) == 1 else None,
-            idempotency_key=opts.idempotency_key,
-            starts=[Started(s.test_id, s.run_id, s.build_id, opts.mode) for s in result.started],
-            fleet=fleet,
-        )
+        async with shared_views(args, session, fleet) as watched:
+            code = await follow(
+                watched,
+                [started.run_id for started in result.started],
+                options,
+                out,
+                base_url=base_url,
+                stop_on_cancel=True,
+                report_name=opts.project_id,
+                skipped=[(s.test_id, plain_text(s.reason)) for s in result.skipped],
+                tests={started.run_id: started.test_id for started in result.started},
+                mode=opts.mode,
+                build_id=builds[0] if len(builds) == 1 else None,
+                idempotency_key=opts.idempotency_key,
+                starts=[
+                    Started(s.test_id, s.run_id, s.build_id, opts.mode) for s in result.started
+                ],
+                fleet=fleet,
+            )
         code = _project_verdict(code, result, opts.project_id, options.allow_skipped, out)
         if job is not None:
             job.exit_code = code
@@ -403,16 +407,17 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
         open_session(args) as session,
         _in_fleet(args, out, session, opts.stop_on_interrupt) as fleet,
     ):
-        code = await follow(
-            session,
-            run_ids,
-            options,
-            out,
-            base_url=base_url,
-            stop_on_cancel=opts.stop_on_interrupt,
-            report_name="asyncclient watch",
-            fleet=fleet,
-        )
+        async with shared_views(args, session, fleet) as watched:
+            code = await follow(
+                watched,
+                run_ids,
+                options,
+                out,
+                base_url=base_url,
+                stop_on_cancel=opts.stop_on_interrupt,
+                report_name="asyncclient watch",
+                fleet=fleet,
+            )
         if job is not None:
             job.exit_code = code
         return code

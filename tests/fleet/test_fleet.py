@@ -3,6 +3,7 @@ jobs hold their runs, release them however they end, dead jobs are reaped exactl
 older commits of a ref are superseded, and nothing the ledger holds is acted on unchecked."""
 
 import asyncio
+import json
 
 import pytest
 from redis_support import RedisServer
@@ -373,3 +374,86 @@ async def test_a_governed_project_start_is_charged_each_run_it_began(
             assert await _in_flight(fleet) == {"p": len(result.started)}
             # Everything else is the session's own.
             assert (await governed.get_run(result.started[0].run_id)).id
+
+
+# --- one sweep for the fleet ----------------------------------------------------------------------
+
+
+async def test_a_second_job_reads_the_runs_the_first_polled_without_asking_the_service(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        runs = await _started(session, "t_search", "t_onboarding")
+        async with Fleet(redis.url) as fleet:
+            first = SharedViews(session, fleet, "job-1", view_seconds=120)
+            second = SharedViews(session, fleet, "job-2", view_seconds=120)
+            service.reset_requests()
+            views = await first.list_run_views(runs)
+            assert [v["id"] for v in views] == runs
+            assert len(service.requests_for("list_runs")) == 1
+            shared = await second.list_run_views(runs)
+            assert shared == views
+            assert len(service.requests_for("list_runs")) == 1  # nothing more asked
+            assert (second.requests, second.shared) == (0, 2)
+
+
+async def test_a_verdict_is_never_taken_from_the_fleet(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A job that can write to the ledger could publish 'passed' for a failing run: a final
+    view is always read from the service."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet:
+            forged = {"id": run, "status": "passed", "testId": "t_search"}
+            await fleet._redis.set(f"{fleet.prefix}view:{run}", json.dumps(forged), px=60_000)
+            service.reset_requests()
+            (view,) = await SharedViews(session, fleet, "job-1").list_run_views([run])
+            assert view["status"] in ("queued", "running")  # as the service has it
+            assert len(service.requests_for("list_runs")) == 1
+
+
+async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_is_gone(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, theirs = await _started(session, "t_search", "t_onboarding")
+        async with Fleet(redis.url) as fleet:
+            poller = SharedViews(session, fleet, "job-1", view_seconds=120)
+            other = SharedViews(session, fleet, "job-2", view_seconds=120)
+            await other.list_run_views([theirs])  # job-2 wants its run (and is not the poller)
+            await fleet._redis.delete(f"{fleet.prefix}view:{theirs}")  # its view aged out
+            await fleet._redis.delete(f"{fleet.prefix}poller")
+            await fleet._redis.set(f"{fleet.prefix}poller", "job-1")  # job-1 polls
+            await poller.list_run_views([mine])  # and polls for job-2 too
+            service.reset_requests()
+            (view,) = await other.list_run_views([theirs])
+            assert view["id"] == theirs
+            assert service.requests_for("list_runs") == []
+            # The poller is gone: its lease lapses and the next job to sweep takes it.
+            await fleet._redis.delete(f"{fleet.prefix}poller")
+            await other.list_run_views([theirs])
+            assert await fleet._redis.get(f"{fleet.prefix}poller") == b"job-2"
+
+
+async def test_the_shared_sweep_follows_a_suite_to_its_end(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A watcher over the shared source sees each run to its verdict (the verdicts read from
+    the service), as one over the session does."""
+    from asyncclient.fleet._views import SharedViews
+
+    runs = await _started(session, "t_search", "t_onboarding")
+    async with Fleet(redis.url) as fleet:
+        source = SharedViews(session, fleet, "job-1")
+        service.advance(3600)
+        async with source.watch_runs(runs, interval=0.01) as watcher:
+            seen = {run.id: run async for run in watcher}
+    assert set(seen) == set(runs)
+    assert all(run.is_final for run in seen.values())

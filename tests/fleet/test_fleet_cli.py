@@ -353,3 +353,29 @@ async def test_a_claim_whose_holder_died_is_taken_over(
     assert proc.returncode == 0, err
     assert (await session.get_build(out.strip())).sha256 == sha
     assert len(service.requests_for("start_upload")) == 1
+
+
+async def test_watch_sweeps_through_the_fleets_shared_views(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    with service.hold("t_search", state="running") as hold:
+        run = (await session.run_test("t_search")).run_id
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "asyncclient", "watch", run, "--interval", "0.05",
+            env=_env(service, redis),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(60):
+                while await ledger._redis.get(f"{ledger.prefix}view:{run}") is None:  # noqa: ASYNC110 (Redis)
+                    await asyncio.sleep(0.02)
+            assert await ledger._redis.zscore(f"{ledger.prefix}watching", run) is not None
+            assert await ledger._redis.get(f"{ledger.prefix}poller") is not None
+            hold.release()
+            service.advance(3600)
+            _, err = await _finish(proc)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode in (0, 1), err  # the run's verdict

@@ -1,0 +1,162 @@
+"""One sweep for the fleet: the runs its jobs watch are polled by one of them (the poller, a
+lease in Redis), which publishes each view there for a few seconds; the others read them and
+ask the service only for what is missing or final, and take over when the poller is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from asyncclient._core._checks import IDS_PER_REQUEST, is_id
+
+if TYPE_CHECKING:
+    from asyncclient.fleet import Fleet
+
+__all__ = ["VIEW_SECONDS", "SharedViews"]
+
+#: How long a published view serves the fleet's other watchers.
+VIEW_SECONDS: Final = 5.0
+#: The statuses a shared view may have: a run still going.
+_GOING: Final = frozenset({"queued", "running"})
+#: A view published larger than this is not shared (each job reads its own).
+_MAX_VIEW_BYTES: Final = 64 << 10
+
+
+class SharedViews:
+    """`session` for a run watcher (its RunSource), with `list_run_views` shared across the
+    fleet: answered from views a job published within `view_seconds`, the rest from the
+    service (published in turn). The job holding the poller's lease also polls, once per
+    `view_seconds / 2`, the runs other jobs want that have no fresh view. Anything the ledger
+    cannot give is asked of the service, as without a fleet."""
+
+    def __init__(
+        self, session: Any, fleet: Fleet, holder: str, *, view_seconds: float = VIEW_SECONDS
+    ) -> None:
+        self._session = session
+        self._fleet = fleet
+        self._holder = holder
+        self._ttl_ms = int(view_seconds * 1000)
+        self._others_every = view_seconds / 2
+        self._others_at = 0.0
+        self.requests = 0  # to the service, by this source
+        self.shared = 0  # views read from the fleet instead
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def watch_runs(self, run_ids: Any, **options: Any) -> Any:
+        """A RunWatcher whose sweeps go through this source."""
+        from asyncclient.watch import RunWatcher
+
+        return RunWatcher(self, run_ids, **options)
+
+    @property
+    def max_retry_after(self) -> float:
+        return float(self._session.max_retry_after)
+
+    async def stop_run(self, run_id: str) -> str:
+        return str(await self._session.stop_run(run_id))
+
+    async def list_run_views(
+        self, run_ids: Sequence[str], *, retries: int | None = None
+    ) -> list[Mapping[str, Any]]:
+        wanted = list(run_ids)
+        try:
+            found, poller = await self._read(wanted)
+        except Exception:  # the ledger is down: the service, as without a fleet
+            found, poller = {}, False
+        missing = [r for r in wanted if r not in found]
+        self.shared += len(wanted) - len(missing)
+        if missing:
+            fetched = await self._fetch(missing, retries)
+            found.update(fetched)
+        if poller and time.monotonic() - self._others_at >= self._others_every:
+            self._others_at = time.monotonic()
+            with contextlib.suppress(Exception):  # others fall back to their own polls
+                await self._poll_for_others(retries)
+        return [found[r] for r in wanted if r in found]
+
+    async def _read(self, wanted: list[str]) -> tuple[dict[str, Mapping[str, Any]], bool]:
+        """The fresh views of `wanted`, and whether this job is (now) the poller."""
+        r, p = self._fleet._redis, self._fleet.prefix
+        now = int(time.time() * 1000)
+        lease = int(self._fleet.lease * 1000)
+        async with r.pipeline(transaction=False) as pipe:
+            pipe.zadd(p + "watching", dict.fromkeys(wanted, now))
+            pipe.zremrangebyscore(p + "watching", 0, now - lease)
+            pipe.set(p + "poller", self._holder, nx=True, px=lease)
+            pipe.get(p + "poller")
+            pipe.mget([f"{p}view:{run_id}" for run_id in wanted])
+            _, _, _, poller, views = await pipe.execute()
+        mine = poller is not None and poller.decode("utf-8", "replace") == self._holder
+        if mine:
+            await r.set(p + "poller", self._holder, xx=True, px=lease)
+        found: dict[str, Mapping[str, Any]] = {}
+        for run_id, raw in zip(wanted, views, strict=True):
+            view = _view(raw, run_id)
+            if view is not None:
+                found[run_id] = view
+        return found, mine
+
+    async def _fetch(self, run_ids: list[str], retries: int | None) -> dict[str, Mapping[str, Any]]:
+        """The service's views of `run_ids` (50 a request), published for the fleet."""
+        got: dict[str, Mapping[str, Any]] = {}
+        for at in range(0, len(run_ids), IDS_PER_REQUEST):
+            self.requests += 1
+            views = await self._session.list_run_views(
+                run_ids[at : at + IDS_PER_REQUEST], retries=retries
+            )
+            for view in views:
+                run_id = view.get("id") if isinstance(view, Mapping) else None
+                if isinstance(run_id, str) and is_id("run", run_id):
+                    got[run_id] = view
+        with contextlib.suppress(Exception):
+            await self._publish(got)
+        return got
+
+    async def _publish(self, views: Mapping[str, Mapping[str, Any]]) -> None:
+        r, p = self._fleet._redis, self._fleet.prefix
+        async with r.pipeline(transaction=False) as pipe:
+            for run_id, view in views.items():
+                data = orjson.dumps(view)
+                if len(data) <= _MAX_VIEW_BYTES:
+                    pipe.set(f"{p}view:{run_id}", data, px=self._ttl_ms)
+            await pipe.execute()
+
+    async def _poll_for_others(self, retries: int | None) -> None:
+        """As the poller: the runs others watch that have no fresh view, polled and published."""
+        r, p = self._fleet._redis, self._fleet.prefix
+        now = int(time.time() * 1000)
+        watched = [
+            t
+            for t in (
+                v.decode("utf-8", "replace")
+                for v in await r.zrangebyscore(p + "watching", now - self._ttl_ms, "+inf")
+            )
+            if is_id("run", t)
+        ][:10_000]
+        if not watched:
+            return
+        fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
+        stale = [run_id for run_id, raw in zip(watched, fresh, strict=True) if raw is None]
+        if stale:
+            await self._fetch(stale, retries)
+
+
+def _view(raw: bytes | None, run_id: str) -> Mapping[str, Any] | None:
+    """A published view, when it reads as the view of `run_id` still going: a verdict (any
+    other status) is never taken from the fleet, but read from the service itself, so a job
+    that writes to the ledger can delay another's verdict, never forge it."""
+    if raw is None or len(raw) > _MAX_VIEW_BYTES:
+        return None
+    try:
+        view = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not (isinstance(view, dict) and view.get("id") == run_id):
+        return None
+    return view if view.get("status") in _GOING else None
