@@ -6,9 +6,9 @@ without a ledger and then with one (a real redis-server), side by side:
 - 10 jobs of pull requests pr/1..pr/10 at commit aaaa1111, then, once theirs have started,
   10 jobs of the same pull requests at commit bbbb2222 (a new push).
 
-It prints the side's runs billed (the spec: a stopped run is not counted), their device
-minutes, the runs of gone jobs that ran on, and how long after the kill or the push their runs
-stopped.
+It prints the GET /runs requests the service answered, the side's runs billed (the spec: a
+stopped run is not counted), their device minutes, the runs of gone jobs that ran on, and how
+long after the kill or the push their runs stopped.
 
     .venv/bin/python benchmarks/bench_fleet.py [--jobs-per-role 10] [--lease 5]
 
@@ -112,6 +112,7 @@ async def side(emu: Emulator, fleet_url: str | None, per_role: int, lease: float
         ]
 
     return {
+        "polls": emu.stats()["requests"].get("list_runs", 0),
         "billed": sum(billed(r) for r in runs),
         "device_minutes": sum((r.duration_ms or 0) for r in runs if billed(r)) / 60_000,
         "orphans": len(orphans),
@@ -142,6 +143,7 @@ def main() -> None:
         ("device minutes billed", "device_minutes", "{:9.1f}"),
         ("runs of gone jobs that ran on", "orphans", "{:>9d}"),
         ("their device minutes", "orphan_minutes", "{:9.1f}"),
+        ("GET /runs requests (every job's polls)", "polls", "{:>9d}"),
     ]
     print(f"\n{'':34s}{'no ledger':>12s}{'fleet ledger':>14s}")
     for label, key, form in rows:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,10 @@ _EXAMPLES = """\
   asyncclient fleet status                          # the jobs, their refs, commits and runs
   asyncclient fleet reap                            # stop the runs of dead jobs (a cron's line)
 """
+
+
+# Set once this command said it goes on without its unreachable ledger (said once).
+_ALONE: contextvars.ContextVar[bool] = contextvars.ContextVar("asyncclient_alone", default=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -142,10 +147,16 @@ async def fleet_job(
         raise CommandError(str(exc)) from None
     try:
         await fleet.connect()
+        entered = await job.__aenter__()
     except FleetError as exc:
-        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+        out.warning(f"{exc}; this job goes on alone, outside the fleet")
+        _ALONE.set(True)
+        await fleet.close()
+        yield None
+        return
+    job.warn = out.warning
     try:
-        async with job:
+        async with _entered(entered):
             if job.superseded_by is not None:
                 raise CommandError(
                     f"superseded by {job.superseded_by}: a newer commit of "
@@ -187,18 +198,21 @@ def governed(session: AsyncSession, job: FleetJob | None, out: Output) -> Any:
     return GovernedSession(session, job, waiting)
 
 
+@contextlib.asynccontextmanager
+async def _entered(job: FleetJob) -> AsyncIterator[FleetJob]:
+    """A job already entered, left (released) when the block ends."""
+    try:
+        yield job
+    finally:
+        await job.__aexit__(None, None, None)
+
+
 def fleet_ended(job: FleetJob, out: Output) -> int:
     """What a job the fleet ended says, and its exit code (as for a cancel)."""
-    if job.superseded_by is not None:
-        out.error(
-            f"superseded by {job.superseded_by}: a newer commit of {job.identity.ref} started; "
-            f"this job's runs were stopped"
-        )
-    else:
-        out.error(
-            "the fleet took this job for dead (its lease lapsed: the ledger could not be "
-            "reached for a whole lease) and stopped its runs"
-        )
+    out.error(
+        f"superseded by {job.superseded_by}: a newer commit of {job.identity.ref} started; "
+        f"this job's runs were stopped"
+    )
     return EXIT_INTERRUPTED
 
 
@@ -410,10 +424,11 @@ async def upload_once(
 
 @contextlib.asynccontextmanager
 async def shared_views(
-    args: argparse.Namespace, session: Any, job: FleetJob | None
+    args: argparse.Namespace, out: Output, session: Any, job: FleetJob | None
 ) -> AsyncIterator[Any]:
     """The session whose run views are shared across the fleet (one sweep for the fleet:
-    asyncclient.fleet._views), the session itself without a ledger."""
+    asyncclient.fleet._views), the session itself without a ledger or when it cannot be
+    reached (said once)."""
     from asyncclient.fleet import Fleet, FleetError, identity_from_ci
     from asyncclient.fleet._views import SharedViews
 
@@ -421,14 +436,19 @@ async def shared_views(
         yield SharedViews(session, job.fleet, job.job_id)
         return
     found = _settings(read(FleetOptions, args))
-    if found is None:
+    if found is None or _ALONE.get():
         yield session
         return
     try:
         fleet = Fleet(found[0], lease=found[1])
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    try:
         await fleet.connect()
-    except (ValueError, FleetError) as exc:
-        raise CommandError(str(exc), EXIT_UNREACHABLE) from None
+    except FleetError as exc:
+        out.warning(f"{exc}; this job goes on alone, outside the fleet")
+        yield session
+        return
     try:
         yield SharedViews(session, fleet, identity_from_ci().job_id)
     finally:

@@ -269,7 +269,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
             await fleet.flush()
         overage = "  (beyond the plan's included runs)" if start.overage else ""
         out.info(f"started {start.run_id}  {opts.test_id}  mode {start.mode or '?'}{overage}")
-        async with shared_views(args, session, fleet) as watched:
+        async with shared_views(args, out, session, fleet) as watched:
             code = await follow(
                 watched,
                 [start.run_id],
@@ -329,7 +329,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
             await fleet.flush()
         for started in result.started:
             out.info(f"started {started.run_id}  {started.test_id}  mode {started.mode or '?'}")
-        async with shared_views(args, session, fleet) as watched:
+        async with shared_views(args, out, session, fleet) as watched:
             code = await follow(
                 watched,
                 [started.run_id for started in result.started],
@@ -407,7 +407,7 @@ async def watch(args: argparse.Namespace, out: Output) -> int:
         open_session(args) as session,
         _in_fleet(args, out, session, opts.stop_on_interrupt) as fleet,
     ):
-        async with shared_views(args, session, fleet) as watched:
+        async with shared_views(args, out, session, fleet) as watched:
             code = await follow(
                 watched,
                 run_ids,

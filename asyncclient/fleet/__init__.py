@@ -375,8 +375,9 @@ class FleetJob:
     reaping of dead jobs), released on exit however the job ends.
 
     `ended` is set when the fleet ends this job: `superseded_by` (a newer commit of its ref:
-    the job stops its runs itself at once, `stopped`), or `lost` (its lease lapsed: the fleet
-    reaps its runs)."""
+    the job stops its runs itself at once, `stopped`). A ledger that cannot be reached costs
+    one line to `warn` and the job goes on alone (ungoverned, unshared); `lost` says the fleet
+    took it for dead meanwhile (its lease lapsed: its runs may have been reaped)."""
 
     def __init__(self, fleet: Fleet, session: AsyncSession, identity: Identity) -> None:
         self.fleet = fleet
@@ -385,6 +386,9 @@ class FleetJob:
         self.superseded_by: str | None = None
         self.lost = False
         self.ended = asyncio.Event()
+        #: Where the job's one line about an unreachable ledger goes (the command: its stderr).
+        self.warn: Any = log.warning
+        self._alone = False
         self.marked: tuple[str, ...] = ()  # older jobs this one superseded on entry
         self.reaped: list[Reaped] = []
         # This job's runs it stopped itself on being superseded.
@@ -468,10 +472,14 @@ class FleetJob:
         head_start = int(HEAD_START.get(self.identity.priority, 0) * 1000)
         shown: int | None = None
         while True:
-            answer = await self.fleet._script(
-                "ACQUIRE", self.identity.job_id, ticket, runs, most, head_start,
-                "1" if strict else "0",
-            )  # fmt: skip
+            try:
+                answer = await self.fleet._script(
+                    "ACQUIRE", self.identity.job_id, ticket, runs, most, head_start,
+                    "1" if strict else "0",
+                )  # fmt: skip
+            except FleetError as exc:
+                self._went_alone(exc)
+                return  # no governor to wait for: the start goes ahead
             granted, place, used = (int(v) for v in answer[:3])
             if granted:
                 return
@@ -500,7 +508,7 @@ class FleetJob:
         try:
             await self._beat()
         except FleetError as exc:
-            log.warning("the fleet ledger could not be reached: %s", exc)
+            self._went_alone(exc)
             return False
         return True
 
@@ -519,7 +527,6 @@ class FleetJob:
         state = _text(answer[0]) if answer else "ok"
         if state == "gone":
             self.lost = True
-            self.ended.set()
             return
         self._held |= set(pending)
         self._pending -= set(pending)
@@ -527,10 +534,18 @@ class FleetJob:
             self.superseded_by = _text(answer[1]) or "a newer commit"
             self.ended.set()
 
+    def _went_alone(self, exc: FleetError) -> None:
+        """The ledger is out of reach: said once; the job goes on alone."""
+        if not self._alone:
+            self._alone = True
+            self.warn(
+                f"{exc}; this job goes on alone (starts not governed, polls not shared; "
+                f"after {self.fleet.lease:g} s other jobs may take it for dead)"
+            )
+
     async def _beat_forever(self) -> None:
-        lapsed_at: float | None = None
         next_reap = time.monotonic() + self.fleet.lease
-        while not self.ended.is_set() and not self._closing:
+        while not self.ended.is_set() and not self._closing and not self.lost:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
                     await self._wake.wait()
@@ -539,7 +554,15 @@ class FleetJob:
                 return
             try:
                 await self._beat()
-                lapsed_at = None
+                if self.lost:
+                    self.warn(
+                        "the fleet took this job for dead while its ledger was out of reach: "
+                        "its runs may have been stopped; it goes on alone"
+                    )
+                    return
+                if self._alone:
+                    self._alone = False
+                    log.info("the fleet's ledger is reached again")
                 if self.superseded_by is not None:
                     # A newer commit of our ref: our runs stop now, by us (we hold them).
                     self.stopped, _, errors = await stop_runs(self._session, sorted(self.held))
@@ -550,13 +573,7 @@ class FleetJob:
                     next_reap = time.monotonic() + self.fleet.lease
                     self.reaped.extend(await self.fleet.reap(self._session))
             except FleetError as exc:
-                # Unreachable: after a whole lease the others take us for dead.
-                now = time.monotonic()
-                lapsed_at = lapsed_at or now
-                log.warning("the fleet ledger could not be reached: %s", exc)
-                if now - lapsed_at >= self.fleet.lease:
-                    self.lost = True
-                    self.ended.set()
+                self._went_alone(exc)
 
 
 class GovernedSession:

@@ -20,6 +20,8 @@ __all__ = ["VIEW_SECONDS", "SharedViews"]
 
 #: How long a published view serves the fleet's other watchers.
 VIEW_SECONDS: Final = 5.0
+#: How long a job sweeps alone after the ledger failed it.
+_DOWN_SECONDS: Final = 30.0
 #: The statuses a shared view may have: a run still going.
 _GOING: Final = frozenset({"queued", "running"})
 #: A view published larger than this is not shared (each job reads its own).
@@ -42,6 +44,7 @@ class SharedViews:
         self._ttl_ms = int(view_seconds * 1000)
         self._others_every = view_seconds / 2
         self._others_at = 0.0
+        self._down_until = 0.0  # the ledger failed: the service alone until then
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
 
@@ -65,15 +68,17 @@ class SharedViews:
         self, run_ids: Sequence[str], *, retries: int | None = None
     ) -> list[Mapping[str, Any]]:
         wanted = list(run_ids)
-        try:
-            found, poller = await self._read(wanted)
-        except Exception:  # the ledger is down: the service, as without a fleet
-            found, poller = {}, False
+        found: dict[str, Mapping[str, Any]] = {}
+        poller = False
+        if time.monotonic() >= self._down_until:
+            try:
+                found, poller = await self._read(wanted)
+            except Exception:  # the ledger is down: the service alone for a while
+                self._down_until = time.monotonic() + _DOWN_SECONDS
         missing = [r for r in wanted if r not in found]
         self.shared += len(wanted) - len(missing)
         if missing:
-            fetched = await self._fetch(missing, retries)
-            found.update(fetched)
+            found.update(await self._fetch(missing, retries))
         if poller and time.monotonic() - self._others_at >= self._others_every:
             self._others_at = time.monotonic()
             with contextlib.suppress(Exception):  # others fall back to their own polls
@@ -114,8 +119,11 @@ class SharedViews:
                 run_id = view.get("id") if isinstance(view, Mapping) else None
                 if isinstance(run_id, str) and is_id("run", run_id):
                     got[run_id] = view
-        with contextlib.suppress(Exception):
-            await self._publish(got)
+        if time.monotonic() >= self._down_until:
+            try:
+                await self._publish(got)
+            except Exception:
+                self._down_until = time.monotonic() + _DOWN_SECONDS
         return got
 
     async def _publish(self, views: Mapping[str, Mapping[str, Any]]) -> None:
