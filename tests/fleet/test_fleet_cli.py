@@ -222,6 +222,54 @@ async def test_a_ledger_gone_mid_job_costs_one_line_and_the_job_goes_on(
     assert err.count("goes on alone") == 1, err
 
 
+async def test_a_start_waits_its_turn_for_the_fleets_device_slots(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    env = _env(service, redis, ASYNCCLIENT_FLEET_MAX_RUNS="1")
+    full = Fleet(redis.url, max_runs=1)
+    await full.connect()
+    try:
+        async with full.job(session, Identity(job_id="holder")) as holder:
+            await holder.acquire(1)
+            service.reset_requests()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "asyncclient", "run", "test", "t_search", "--wait",
+                "--interval", "0.05", "--priority", "main", env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            assert proc.stderr is not None
+            seen: list[str] = []
+            try:
+                async with asyncio.timeout(60):
+                    while "waiting for a device slot" not in "".join(seen):
+                        line = (await proc.stderr.readline()).decode()
+                        if not line:
+                            out, _ = await proc.communicate()
+                            raise AssertionError(
+                                f"exit {proc.returncode}: {''.join(seen)}{out.decode()}"
+                            )
+                        seen.append(line)
+                # Its turn has not come: nothing started.
+                assert service.requests_for("run_test") == []
+                holder.free(1)
+                async with asyncio.timeout(60):
+                    while not service.requests_for("run_test"):  # noqa: ASYNC110 (a child)
+                        await asyncio.sleep(0.02)
+                service.advance(3600)  # the run ends
+                async with asyncio.timeout(60):
+                    _, rest = await proc.communicate()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+    finally:
+        await full.close()
+    said = "".join(seen) + rest.decode()
+    assert "fleet: waiting for a device slot (next; 1 of 1 runs in flight)" in said
+    assert proc.returncode in (0, 1), said  # the run's verdict; it ran
+    assert len(service.requests_for("run_test")) == 1
+
+
 # --- one upload per file across the fleet --------------------------------------------------------
 
 
