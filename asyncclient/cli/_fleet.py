@@ -264,6 +264,13 @@ async def status(args: argparse.Namespace, out: Output) -> int:
         jobs = await fleet.status()
     finally:
         await fleet.close()
+    most = fleet.max_runs
+    in_flight = sum(j.in_flight for j in jobs)
+    queued: dict[str, int] = {}
+    for j in jobs:
+        if j.queued:
+            name = line(j.priority or "pr")
+            queued[name] = queued.get(name, 0) + j.queued
     if out.json_mode:
         out.json(
             {
@@ -272,12 +279,18 @@ async def status(args: argparse.Namespace, out: Output) -> int:
                         "jobId": j.job_id,
                         "ref": j.ref,
                         "commit": j.commit,
+                        "priority": j.priority,
                         "runs": list(j.runs),
                         "leaseLeft": j.lease_left,
                         "supersededBy": j.superseded_by,
+                        "inFlight": j.in_flight,
+                        "queuedStarts": j.queued,
                     }
                     for j in jobs
-                ]
+                ],
+                "inFlight": in_flight,
+                "maxRuns": most,
+                "queuedStarts": queued,
             }
         )
         return EXIT_OK
@@ -286,10 +299,15 @@ async def status(args: argparse.Namespace, out: Output) -> int:
     for j in jobs:
         left = f"{j.lease_left:.0f} s" if j.lease_left is not None else "expired"
         by = f"  superseded by {line(j.superseded_by)}" if j.superseded_by else ""
+        slots = f"  {j.in_flight} in flight" if j.in_flight else ""
+        waits = f"  {j.queued} start(s) waiting" if j.queued else ""
         out.data(
             f"{line(j.job_id)}  ref {line(j.ref or '-')}  commit {line((j.commit or '-')[:12])}  "
-            f"{len(j.runs)} run(s)  lease {left}{by}"
+            f"{len(j.runs)} run(s)  lease {left}{slots}{waits}{by}"
         )
+    limit = f" of {most}" if most else " (no limit set: ASYNCCLIENT_FLEET_MAX_RUNS)"
+    waiting = ", ".join(f"{name} {count}" for name, count in sorted(queued.items())) or "none"
+    out.data(f"runs in flight: {in_flight}{limit}; starts waiting by class: {waiting}")
     return EXIT_OK
 
 

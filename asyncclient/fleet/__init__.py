@@ -168,6 +168,9 @@ class JobInfo:
     runs: tuple[str, ...]
     lease_left: float | None  # seconds; None: expired (it will be reaped)
     superseded_by: str | None
+    priority: str | None = None
+    in_flight: int = 0  # device slots it holds (the governor's count)
+    queued: int = 0  # its starts waiting for a slot
 
 
 def _text(value: Any) -> str:
@@ -325,6 +328,11 @@ class Fleet:
         r, p = self._redis, self.prefix
         try:
             jobs = sorted(_text(j) for j in await r.smembers(p + "jobs"))[:REAP_MOST]
+            flying = {_text(k): int(v) for k, v in (await r.hgetall(p + "inflight")).items()}
+            waiting: dict[str, int] = {}
+            for ticket in await r.zrange(p + "queue", 0, 9_999):
+                owner = _text(ticket).rpartition("|")[0]
+                waiting[owner] = waiting.get(owner, 0) + 1
             infos: list[JobInfo] = []
             for job in jobs:
                 fields = {_text(k): _text(v) for k, v in (await r.hgetall(f"{p}job:{job}")).items()}
@@ -338,6 +346,9 @@ class Fleet:
                         runs,
                         left / 1000 if left >= 0 else None,
                         fields.get("superseded_by") or None,
+                        fields.get("priority") or None,
+                        flying.get(job, 0),
+                        waiting.get(job, 0),
                     )
                 )
         except Exception as exc:
@@ -422,6 +433,7 @@ class FleetJob:
             ident.order_kind,
             int(self.fleet.lease * 1000),
             "1" if ident.supersede else "0",
+            ident.priority,
         )
         state = _text(answer[0]) if answer else "ok"
         if state == "superseded":

@@ -16,9 +16,9 @@ from typing import Final
 __all__ = ["ACQUIRE", "BEAT", "FREE", "REAP", "REGISTER", "RELEASE"]
 
 # KEYS: none. ARGV: prefix, job, ref, commit, order ("" = the server's clock), kind, lease ms,
-# supersede ("1"/"0"). Returns {state, superseded_by, order, older job ids marked...}: state
-# "ok", or "superseded" when a job of the ref at a newer commit is there already (then nothing
-# of this job is recorded).
+# supersede ("1"/"0"), priority class. Returns {state, superseded_by, order, older job ids
+# marked...}: state "ok", or "superseded" when a job of the ref at a newer commit is there
+# already (then nothing of this job is recorded).
 REGISTER: Final = """
 local p, job, ref, commit = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local order, kind, lease, supersede = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8] == '1'
@@ -59,7 +59,7 @@ if ref ~= '' and commit ~= '' then
 end
 redis.call('SADD', p .. 'jobs', job)
 redis.call('HSET', p .. 'job:' .. job, 'ref', ref, 'commit', commit, 'order', order,
-  'kind', kind, 'started', now)
+  'kind', kind, 'started', now, 'priority', ARGV[9] or 'pr')
 redis.call('SET', p .. 'lease:' .. job, '1', 'PX', lease)
 local answer = {'ok', '', order}
 for _, other in ipairs(marked) do table.insert(answer, other) end

@@ -457,3 +457,21 @@ async def test_the_shared_sweep_follows_a_suite_to_its_end(
             seen = {run.id: run async for run in watcher}
     assert set(seen) == set(runs)
     assert all(run.is_final for run in seen.values())
+
+
+async def test_status_says_the_slots_each_job_holds_and_its_starts_waiting(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    async with (
+        Fleet(redis.url, max_runs=1) as fleet,
+        fleet.job(session, Identity(job_id="holder", priority="main")) as holder,
+        fleet.job(session, Identity(job_id="waiter", priority="pr")) as waiter,
+    ):
+        await holder.acquire(1)
+        start = asyncio.create_task(waiter.acquire(1))
+        await _waiting(fleet, "waiter")
+        seen = {j.job_id: j for j in await fleet.status()}
+        assert (seen["holder"].in_flight, seen["holder"].queued) == (1, 0)
+        assert (seen["waiter"].in_flight, seen["waiter"].queued) == (0, 1)
+        assert (seen["holder"].priority, seen["waiter"].priority) == ("main", "pr")
+        start.cancel()

@@ -168,6 +168,7 @@ async def test_fleet_status_lists_the_jobs(
         assert 0 < shown["leaseLeft"] <= 30
         code, out, _ = await _cli(_env(service, redis), "fleet", "status")
         assert "gh:1:1:test  ref main  commit cccc3333  1 run(s)" in out
+        assert "runs in flight: 0 (no limit set: ASYNCCLIENT_FLEET_MAX_RUNS)" in out
 
 
 async def test_a_project_file_may_not_name_the_ledger(
