@@ -262,6 +262,14 @@ class Fleet:
             raise FleetError("the fleet is not connected: use `async with Fleet(url)`")
         try:
             answer = await self._scripts[name](args=[self.prefix, *args])
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # ours: the job is being cancelled
+            # Not ours: the client's own read gave up (its timeout) by cancelling itself.
+            raise FleetError(
+                f"the fleet's Redis at {redact_url(self.url)} did not answer in time"
+            ) from None
         except Exception as exc:
             raise FleetError(
                 f"the fleet's Redis at {redact_url(self.url)} failed: "

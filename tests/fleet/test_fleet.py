@@ -475,3 +475,23 @@ async def test_status_says_the_slots_each_job_holds_and_its_starts_waiting(
         assert (seen["waiter"].in_flight, seen["waiter"].queued) == (0, 1)
         assert (seen["holder"].priority, seen["waiter"].priority) == ("main", "pr")
         start.cancel()
+
+
+async def test_a_cancel_raised_inside_the_redis_client_is_a_ledger_failure_not_the_jobs_end(
+    redis: RedisServer,
+) -> None:
+    """A client whose read gives up by cancelling itself must not end the command silently
+    (a CancelledError the command's task did not get is the ledger's failure)."""
+
+    async def gives_up(**_: object) -> object:
+        raise asyncio.CancelledError
+
+    async with Fleet(redis.url) as fleet:
+        fleet._scripts["BEAT"] = gives_up
+        with pytest.raises(FleetError, match="did not answer in time"):
+            await fleet._script("BEAT", "job", 1000)
+        # Ours is ours: a job being cancelled still ends.
+        task = asyncio.create_task(fleet._script("BEAT", "job", 1000))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
