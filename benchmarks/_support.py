@@ -152,11 +152,30 @@ class PlainService:
     """benchmarks/plain_service.py in a child process: a service that is not the emulator
     (fixed answers, nothing hashed), with the Emulator's url, run_key and ca_file."""
 
-    def __init__(self, *, tls: bool = False) -> None:
+    project_id = "p_demo"
+
+    def __init__(self, *, tls: bool = False, **_settings: Any) -> None:
         self.tls = tls
         self.ca_file: str | None = None
-        self.url = self.run_key = ""
+        self.url = self.run_key = self.edit_key = ""
         self._proc: subprocess.Popen[str] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(
+            self.url + "/_emulator/stats", timeout=60, context=self._tls()
+        ) as answer:
+            result: dict[str, Any] = json.loads(answer.read())
+        return result
+
+    def delete_builds(self, build_ids: list[str]) -> None:
+        """Nothing to free: the plain service keeps no build."""
+
+    def _tls(self) -> ssl.SSLContext | None:
+        return ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
 
     def __enter__(self) -> Self:
         script = Path(__file__).resolve().parent / "plain_service.py"
@@ -173,6 +192,7 @@ class PlainService:
             raise RuntimeError("the plain service did not start")
         info = json.loads(line)
         self.url, self.run_key, self.ca_file = info["url"], info["run_key"], info["ca_file"]
+        self.edit_key = self.run_key
         return self
 
     def __exit__(

@@ -53,7 +53,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _support import Emulator, scratch_dir
+from _support import Emulator, PlainService, scratch_dir
 
 MiB = 1 << 20
 MB = 1e6
@@ -292,6 +292,7 @@ class Config:
 # apps and the emulator's files). Creating a file on this machine's disk costs 15 us in most
 # folders and up to 650 us in others, which would measure the disk's luck, not the client.
 JOURNAL_BASE: str | None = None
+SERVICE = "emulator"  # --service: what (b) uploads to
 PIN = False  # --pin: the emulator on a core of its own, the clients on the others
 
 
@@ -393,7 +394,7 @@ def summarise(
     row["bytes"] = results[0]["bytes"]
     row["rounds"] = list(results)  # each round's own figures, for ratios taken round by round
     shas = [r["server_sha256"] for r in results]
-    if shas[0] is None:
+    if shas[0] is None or all(s is None for s in shas[0]):  # a service that hashes nothing
         row["sha"] = "-"
     else:
         good = sum(s == expected for s in shas)
@@ -503,8 +504,10 @@ def scenario_b(work: Path, quick: bool, rounds: int, tls: bool = False) -> None:
     configs = [Config(f"asyncclient c{c}", "ours", concurrency=c) for c in (1, 4, 8, 16)]
     configs += whole_file_baselines()
     configs.append(Config("sha256 alone (its reads)", "sha256"))
-    with Emulator(part_bytes=part, tls=tls) as emu:
-        summary = measure(emu, configs, [apk], rounds)
+    service = PlainService if SERVICE == "plain service" else Emulator
+    print(f"  against the {SERVICE}")
+    with service(part_bytes=part, tls=tls) as emu:
+        summary = measure(emu, configs, [apk], rounds)  # type: ignore[arg-type]
     print_table(summary)
     c4, put, sha = (
         summary["asyncclient c4"],
@@ -816,6 +819,13 @@ def main() -> int:
         help="(f) the emulator on one CPU of its own, the clients on the others (Linux, 2 CPUs "
         "or more): the curve without the service taking turns with the client",
     )
+    parser.add_argument(
+        "--service",
+        choices=("emulator", "plain service"),
+        default="emulator",
+        help="what scenario (b) uploads to: the emulator, or benchmarks/plain_service.py (not "
+        "ours: parts and the baselines' whole file read and dropped, nothing hashed)",
+    )
     args = parser.parse_args()
     if args.pin and not (hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1):
         parser.error("--pin needs os.sched_setaffinity (Linux) and at least 2 CPUs")
@@ -830,8 +840,9 @@ def main() -> int:
     )
     work = Path(args.workdir) if args.workdir else scratch_dir("bench-upload-")
     work.mkdir(parents=True, exist_ok=True)
-    global JOURNAL_BASE, PIN
+    global JOURNAL_BASE, PIN, SERVICE
     PIN = args.pin
+    SERVICE = args.service
     JOURNAL_BASE = str(Path(args.journal_dir).resolve() if args.journal_dir else work)
     Path(JOURNAL_BASE).mkdir(parents=True, exist_ok=True)
     print(f"journals in {JOURNAL_BASE}")

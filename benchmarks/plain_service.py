@@ -58,7 +58,12 @@ async def list_builds(request: web.Request) -> web.Response:
 
 async def get_build(request: web.Request) -> web.Response:
     _authorized(request)
-    return web.json_response({"build": {**_BUILD, "id": request.match_info["build"]}})
+    build_id = request.match_info["build"]
+    if build_id == _BUILD["id"]:
+        return web.json_response({"build": _BUILD})
+    # A build uploaded here: nothing hashed, so no sha256 is said.
+    build = {k: v for k, v in _BUILD.items() if k != "sha256"}
+    return web.json_response({"build": {**build, "id": build_id}})
 
 
 async def start_upload(request: web.Request) -> web.Response:
@@ -84,13 +89,36 @@ async def complete(request: web.Request) -> web.Response:
     return web.json_response({"build": {**build, "id": request.match_info["build"]}})
 
 
+async def sink(request: web.Request) -> web.Response:
+    """A whole file PUT here is read and dropped (the baselines' target): its size, no hash."""
+    size = 0
+    while chunk := await request.content.read(1 << 20):
+        size += len(chunk)
+    return web.json_response({"bytes": size, "sha256": None})
+
+
+async def stats(request: web.Request) -> web.Response:
+    import time
+
+    return web.json_response({"cpuSeconds": time.process_time(), "requests": {}})
+
+
+async def delete_build(request: web.Request) -> web.Response:
+    _authorized(request)
+    return web.Response(status=204)
+
+
 async def main(tls: bool) -> None:
-    app = web.Application(client_max_size=PART_BYTES + (1 << 20))
+    app = web.Application(client_max_size=MAX_BYTES)
     app.router.add_get("/api/v1/projects/{project}/builds", list_builds)
     app.router.add_post("/api/v1/projects/{project}/builds", start_upload)
     app.router.add_get("/api/v1/builds/{build}", get_build)
     app.router.add_put("/api/v1/builds/{build}/parts/{number}", upload_part)
     app.router.add_post("/api/v1/builds/{build}/complete", complete)
+    app.router.add_delete("/api/v1/builds/{build}", delete_build)
+    # What bench_upload asks of a service besides the API: a sink for the baselines, its CPU.
+    app.router.add_put("/_emulator/sink", sink)
+    app.router.add_get("/_emulator/stats", stats)
     context, ca_file = None, None
     if tls:
         import ssl
