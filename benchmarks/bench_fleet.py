@@ -123,6 +123,35 @@ async def side(emu: Emulator, fleet_url: str | None, per_role: int, lease: float
     }
 
 
+async def uploads(emu: Emulator, fleet_url: str | None, jobs: int, apk: Path) -> dict[str, Any]:
+    """`jobs` processes uploading the same file at once, each with a state folder of its own
+    (as on runners of their own: no lock on one machine joins them)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
+    if fleet_url:
+        env.update(ASYNCCLIENT_FLEET=fleet_url)
+    before = emu.stats()["requests"].get("upload_part", 0)
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "asyncclient",
+            "upload",
+            emu.project_id,
+            str(apk),
+            "--reuse-build",
+            env={**env, "ASYNCCLIENT_STATE_DIR": tempfile.mkdtemp()},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for _ in range(jobs)
+    ]
+    outs = await asyncio.gather(*(p.communicate() for p in procs))
+    parts = emu.stats()["requests"].get("upload_part", 0) - before
+    builds = {out.decode().strip() for out, _ in outs}
+    return {"parts": parts, "builds": len(builds), "codes": sorted({p.returncode for p in procs})}
+
+
 def _median(values: list[float]) -> str:
     return f"{statistics.median(values):5.1f} s" if values else "    -  "
 
@@ -134,10 +163,18 @@ def main() -> None:
     args = parser.parse_args()
     n = args.jobs_per_role
     print(f"{4 * n} jobs: {n} main to the end, {n} killed, {n} pull requests superseded by {n}")
-    with Emulator(speed=1.0) as emu, redis_server(Path(tempfile.mkdtemp())) as redis:
+    from asyncclient.testing.builders import build_apk
+
+    apk = build_apk(Path(tempfile.mkdtemp()) / "shop.apk", filler_bytes=64 << 20)
+    with (
+        Emulator(speed=1.0, part_bytes=8 << 20) as emu,
+        redis_server(Path(tempfile.mkdtemp())) as redis,
+    ):
         alone = asyncio.run(side(emu, None, n, args.lease))
-        with Emulator(speed=1.0) as emu2:
+        alone_up = asyncio.run(uploads(emu, None, n, apk))
+        with Emulator(speed=1.0, part_bytes=8 << 20) as emu2:
             fleet = asyncio.run(side(emu2, redis.url, n, args.lease))
+            fleet_up = asyncio.run(uploads(emu2, redis.url, n, apk))
     rows = [
         ("runs billed", "billed", "{:>9d}"),
         ("device minutes billed", "device_minutes", "{:9.1f}"),
@@ -157,6 +194,16 @@ def main() -> None:
         f"{_median(fleet['superseded_after']):>14s}  (median)"
     )
     print(f"exit codes: no ledger {alone['exit_codes']}, fleet {fleet['exit_codes']}")
+    size = apk.stat().st_size
+    print(
+        f"\n{n} jobs uploading one {size / 2**20:.0f} MiB file at once (each on a runner of its "
+        "own: its own state folder), `upload --reuse-build`:"
+    )
+    for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
+        print(
+            f"  {label:13s} {up['parts']:4d} parts sent ({up['parts'] * 8} MiB at 8 MiB a part, "
+            f"for {size / 2**20:.0f} MiB asked), {up['builds']} build(s), exit codes {up['codes']}"
+        )
 
 
 if __name__ == "__main__":
