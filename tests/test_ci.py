@@ -670,13 +670,25 @@ async def test_the_actions_steps_run_the_actions_own_code_and_keep_the_key_from_
 
 @pytest.mark.parametrize(
     ("otel", "installed"),
-    [({}, "[cli]"), ({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com"}, "[cli,otel]")],
+    [
+        ({}, "[cli]"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com"}, "[cli,otel]"),
+        ({"ASYNCCLIENT_FLEET": "redis://ci-redis:6379/0"}, "[cli,fleet]"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "https://o.example",
+                "ASYNCCLIENT_FLEET": "redis://r/0",
+            },
+            "[cli,otel,fleet]",
+        ),
+    ],
 )
-async def test_the_action_installs_the_otel_extra_when_the_steps_variables_ask_for_it(
+async def test_the_action_installs_the_extras_the_steps_variables_ask_for(
     tmp_path: Path, otel: dict[str, str], installed: str
 ) -> None:
     """The install step, as the runner runs it with the caller's step env: the otel extra
-    only when an OpenTelemetry export is asked for (the job then exports its trace)."""
+    only when an OpenTelemetry export is asked for (the job then exports its trace), the
+    fleet extra only when a fleet ledger is named."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "python3"
@@ -695,6 +707,32 @@ async def test_the_action_installs_the_otel_extra_when_the_steps_variables_ask_f
     assert code == 0, log
     args = (tmp_path / "pip-env.args").read_text().splitlines()
     assert args[-1] == f"{ROOT}{installed}"
+
+
+async def test_the_actions_fleet_input_is_masked_and_brings_the_fleet_extra(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(_FAKE_PYTHON)
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update({
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
+        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(tmp_path / "output"),
+    })  # fmt: skip
+    (step,) = [step for step in _action_steps() if step.get("id") == "install"]
+    url = "redis://:hunter2@ci-redis:6379/0"
+    inputs = {"project": "p_demo", "api-key": KEY, "fleet": url}
+    env.update({k: _expand(str(v), inputs, {}) for k, v in step["env"].items()})
+    code, log = await _run_bash([_expand(step["run"], inputs, {})], env, tmp_path)
+    assert code == 0, log
+    assert f"::add-mask::{url}" in log
+    args = (tmp_path / "pip-env.args").read_text().splitlines()
+    assert args[-1] == f"{ROOT}[cli,fleet]"
+    assert "hunter2" not in (tmp_path / "pip-env").read_text()
 
 
 def _read_outputs(text: str) -> dict[str, str]:
