@@ -83,6 +83,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "download_run_file",
         "flaky_tests",
         "failure_clusters",
+        "fleet_status",
         "verify_fix",
     }
 

@@ -25,6 +25,7 @@ from asyncclient.mcp_server._base import (
     string,
 )
 from asyncclient.mcp_server._catalogue import tools_of
+from asyncclient.mcp_server._fleet import FleetTools
 from asyncclient.mcp_server._history import HistoryTools
 from asyncclient.mcp_server._wait import (
     STATUS_ORDER,
@@ -122,7 +123,7 @@ VERIFY_RUNS: Final = 50  # the most runs of a test one call starts
 VERIFY_TESTS: Final = 5  # the most tests one call runs
 
 
-class RunTools(HistoryTools):
+class RunTools(HistoryTools, FleetTools):
     async def run_test(
         self,
         test_id: TestId,

@@ -408,3 +408,31 @@ async def test_watch_sweeps_through_the_fleets_shared_views(
                 proc.kill()
                 await proc.wait()
     assert proc.returncode in (0, 1), err  # the run's verdict
+
+
+async def test_the_tool_server_reads_the_fleet_for_an_agent(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession, tmp_path: Path
+) -> None:
+    from mcp_support import Calls, by_name, stdio_server
+
+    async with ledger.job(
+        session, Identity(job_id="gh:9:1:test", ref="main", commit="cccc3333")
+    ) as job:
+        job.hold(["j_aaaaaaaaaaaa"])
+        await job.flush()
+        fleet_env = {"ASYNCCLIENT_FLEET": redis.url, "ASYNCCLIENT_FLEET_MAX_RUNS": "4"}
+        async with stdio_server(service, service.run_key, tmp_path, env=fleet_env) as (client, _):
+            tools = by_name((await client.list_tools()).tools)
+            assert tools["fleet_status"].annotations is not None
+            assert tools["fleet_status"].annotations.read_only_hint is True
+            found = await Calls(client).ok("fleet_status", {})
+        async with stdio_server(service, service.run_key, tmp_path) as (client, _):
+            refused = await Calls(client).error("fleet_status", {})
+    (shown,) = found["jobs"]
+    assert (shown["jobId"], shown["runs"], shown["ref"]) == (
+        "gh:9:1:test",
+        ["j_aaaaaaaaaaaa"],
+        "main",
+    )
+    assert (found["inFlight"], found["maxRuns"]) == (0, 4)
+    assert "ASYNCCLIENT_FLEET" in refused

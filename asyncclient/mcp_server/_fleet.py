@@ -1,0 +1,78 @@
+"""The runs toolset's fleet_status: the fleet's ledger as `asyncclient fleet status` shows it
+(the jobs, their leases, slots and waiting starts), from ASYNCCLIENT_FLEET where it runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.types import CallToolResult
+
+from asyncclient.mcp_server._base import Bounded, ToolKit
+
+__all__ = ["FleetResult", "FleetTools"]
+
+
+class FleetResult(Bounded):
+    jobs: list[dict[str, Any]]
+    inFlight: int
+    maxRuns: int | None
+    queuedStarts: dict[str, int]
+
+
+class FleetTools(ToolKit):
+    async def fleet_status(self) -> Annotated[CallToolResult, FleetResult]:
+        """The CI fleet's shared run ledger (a Redis server the jobs share, named by
+        ASYNCCLIENT_FLEET where this server runs): per job its id, ref, commit, priority
+        class, the runs it holds, leaseLeft (seconds; null: expired, its runs will be
+        stopped), supersededBy, inFlight (device slots held) and queuedStarts; and the
+        fleet's inFlight against maxRuns, with the starts waiting by class. Use it to see
+        which jobs are alive, what a fleet is spending and who waits for devices. Reads only;
+        at most 500 jobs."""
+
+        async def work() -> FleetResult:
+            import os
+
+            from asyncclient.errors import ValidationError
+            from asyncclient.fleet import LEASE_ENV, MAX_RUNS_ENV, URL_ENV, Fleet, FleetError
+
+            url = os.environ.get(URL_ENV, "").strip()
+            if not url:
+                raise ValidationError(
+                    f"no fleet ledger: start the server with {URL_ENV}=redis://host:6379/0"
+                )
+            try:
+                lease = float(os.environ.get(LEASE_ENV, "") or 30)
+                most_text = os.environ.get(MAX_RUNS_ENV, "").strip()
+                fleet = Fleet(url, lease=lease, max_runs=int(most_text) if most_text else None)
+                async with fleet:
+                    jobs = await fleet.status()
+            except (ValueError, FleetError) as exc:
+                raise ValidationError(str(exc)) from None
+            queued: dict[str, int] = {}
+            for job in jobs:
+                if job.queued:
+                    name = job.priority or "pr"
+                    queued[name] = queued.get(name, 0) + job.queued
+            return {
+                "jobs": [
+                    {
+                        "jobId": j.job_id,
+                        "ref": j.ref,
+                        "commit": j.commit,
+                        "priority": j.priority,
+                        "runs": list(j.runs),
+                        "leaseLeft": j.lease_left,
+                        "supersededBy": j.superseded_by,
+                        "inFlight": j.in_flight,
+                        "queuedStarts": j.queued,
+                    }
+                    for j in jobs
+                ],
+                "inFlight": sum(j.in_flight for j in jobs),
+                "maxRuns": fleet.max_runs,
+                "queuedStarts": queued,
+            }
+
+        return await self._answer(
+            work(), parts=("jobs",), advice={"jobs": "the fleet has more jobs than fit"}
+        )
