@@ -152,6 +152,35 @@ async def uploads(emu: Emulator, fleet_url: str | None, jobs: int, apk: Path) ->
     return {"parts": parts, "builds": len(builds), "codes": sorted({p.returncode for p in procs})}
 
 
+async def queueing(emu: Emulator, fleet_url: str | None, slots: int) -> dict[str, Any]:
+    """A device plan of `slots` devices: 3 x `slots` pull request jobs, then `slots` main jobs,
+    then `slots` more pull request jobs, one run each. Each job's queue wait: from its launch
+    to its run's start (the service's clock is the wall clock here)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
+    if fleet_url:
+        env.update(ASYNCCLIENT_FLEET=fleet_url, ASYNCCLIENT_FLEET_MAX_RUNS=str(slots))
+    classes = ["pr"] * (3 * slots) + ["main"] * slots + ["pr"] * slots
+    launched: list[tuple[str, float, asyncio.subprocess.Process]] = []
+    for priority in classes:
+        launched.append((priority, time.time(), await _job(env, "--priority", priority)))
+    run_ids = await asyncio.gather(*(_started(p) for _, _, p in launched))
+    await asyncio.gather(*(_drain(p) for _, _, p in launched))
+    async with AsyncSession(emu.run_key, emu.url) as session:
+        runs = {r.id: r for r in await session.list_runs(ids=run_ids)}
+    waits: dict[str, list[float]] = {"main": [], "pr": []}
+    for (priority, at, _), run_id in zip(launched, run_ids, strict=True):
+        started = runs[run_id].started_at
+        if started is not None:
+            waits[priority].append(started.timestamp() - at)
+    return waits
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
 def _median(values: list[float]) -> str:
     return f"{statistics.median(values):5.1f} s" if values else "    -  "
 
@@ -175,6 +204,11 @@ def main() -> None:
         with Emulator(speed=1.0, part_bytes=8 << 20) as emu2:
             fleet = asyncio.run(side(emu2, redis.url, n, args.lease))
             fleet_up = asyncio.run(uploads(emu2, redis.url, n, apk))
+        slots = max(2, n * 4 // 5)
+        with Emulator(speed=1.0, device_slots=slots) as emu3:
+            fifo = asyncio.run(queueing(emu3, None, slots))
+        with Emulator(speed=1.0, device_slots=slots) as emu4:
+            classes = asyncio.run(queueing(emu4, redis.url, slots))
     rows = [
         ("runs billed", "billed", "{:>9d}"),
         ("device minutes billed", "device_minutes", "{:9.1f}"),
@@ -199,6 +233,18 @@ def main() -> None:
         f"\n{n} jobs uploading one {size / 2**20:.0f} MiB file at once (each on a runner of its "
         "own: its own state folder), `upload --reuse-build`:"
     )
+    print(
+        f"\nA plan of {slots} devices, {5 * slots} jobs: {3 * slots} pull requests, then "
+        f"{slots} of main, then {slots} pull requests (launch to run start):"
+    )
+    for label, waits in (("no ledger (the service's FIFO)", fifo), ("fleet, classes", classes)):
+        print(
+            f"  {label:31s} main p95 {_p95(waits['main']):5.1f} s, pull requests p95 "
+            f"{_p95(waits['pr']):5.1f} s, longest {max(waits['pr']):5.1f} s "
+            f"({len(waits['main']) + len(waits['pr'])} of {5 * slots} started)"
+        )
+    ratio = _p95(classes["main"]) / _p95(fifo["main"])
+    print(f"  main's p95 wait with the fleet: {ratio:.2f}x the FIFO's (goal: at most 0.5x)")
     for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
         print(
             f"  {label:13s} {up['parts']:4d} parts sent ({up['parts'] * 8} MiB at 8 MiB a part, "

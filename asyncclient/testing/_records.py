@@ -145,6 +145,7 @@ class Run:
     __slots__ = (
         "build",
         "created_at",
+        "earliest",
         "end_at",
         "flaky_failure",
         "held",
@@ -185,6 +186,7 @@ class Run:
         self.source = source
         self.created_at = created_at
         self.start_at = created_at + queued
+        self.earliest = self.start_at  # with device slots it may start later (RunStore)
         self.end_at = self.start_at + duration
         self.stopped_at: float | None = None
         self.overage = overage

@@ -46,6 +46,7 @@ class RunStore:
         self._state = state
         self._builds = builds
         self.runs: dict[str, Run] = {}
+        self._on_devices: list[Run] = []  # with device slots: the runs not yet over
         self.order: list[Run] = []
         # FakeService.hold: test id -> its state and runs held.
         self.holds: dict[str, str] = {}
@@ -307,9 +308,44 @@ class RunStore:
         held = self.holds.get(test.id)
         if held is not None and run.hold(run.created_at, held):
             self.held_runs.append(run)
+        if self._state.settings.device_slots is not None:
+            self._on_devices.append(run)
+            self._schedule(run.created_at)
         if mode == "cold" and seeded.outcome == "passed" and not flaky:
             heapq.heappush(test.passing_cold, (run.end_at, run.seq, run))
         return run
+
+    def _schedule(self, now: float) -> None:
+        """With device slots (ServiceSettings.device_slots): the runs waiting for a device
+        start in the order they came, each as soon as one frees up and its own queue time
+        has passed; reckoned again whenever a run starts or ends early (a stop). A held run
+        keeps its device."""
+        slots = self._state.settings.device_slots
+        if slots is None:
+            return
+        busy: list[float] = []
+        waiting: list[Run] = []
+        going: list[Run] = []
+        for run in self._on_devices:
+            if run.stopped_at is not None:
+                continue
+            if run.held is not None:
+                busy.append(float("inf"))
+            elif run.start_at >= now:  # a run may start at this very moment: it waits its turn
+                waiting.append(run)
+            elif run.end_at > now:
+                busy.append(run.end_at)
+            else:
+                continue  # over
+            going.append(run)
+        self._on_devices = going
+        free = [now] * max(0, slots - len(busy)) + busy
+        heapq.heapify(free)
+        for run in sorted(waiting, key=lambda r: r.seq):
+            duration = run.end_at - run.start_at
+            run.start_at = max(run.earliest, heapq.heappop(free))
+            run.end_at = run.start_at + duration
+            heapq.heappush(free, run.end_at)
 
     def list_runs(
         self,
@@ -403,6 +439,7 @@ class RunStore:
                 "running runs can be stopped"
             )
         run.stop(now)
+        self._schedule(now)  # its device, if it had one, goes to the next run waiting
         # A stopped run is not counted toward the plan's included runs.
         self._state.projects[run.project_id].counted_runs -= 1
         return run

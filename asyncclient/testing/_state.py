@@ -28,6 +28,11 @@ def _positive(_instance: Any, attribute: Any, value: float) -> None:
         raise ValueError(f"{attribute.name} must be positive, got {value!r}")
 
 
+def _slots(_instance: Any, attribute: Any, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{attribute.name} must be a whole number of devices, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ServiceSettings:
     """Limits and device capabilities of the emulated service.
@@ -45,6 +50,9 @@ class ServiceSettings:
     max_bytes: int = attrs.field(default=4 << 30, validator=_positive)
     devices: DeviceProfile = attrs.field(factory=DeviceProfile)
     idempotency_ttl: float = attrs.field(default=86400.0, validator=_positive)
+    device_slots: int | None = attrs.field(default=None, validator=_slots)
+    """How many runs the service runs at once (a device plan): the others wait in the order
+    they came and start as devices free up; None: every run starts after its queue time."""
     ready_accepts_parts: bool = False
     """The lenient reading of a ready build (the spec leaves it open): its parts are still
     answered with their etag (and discarded), as complete is answered with the build again.

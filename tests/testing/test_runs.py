@@ -404,3 +404,31 @@ async def test_list_runs_refuses_bad_queries(a_run: Http, small: FakeService) ->
         assert reply.code == "invalid_request"
     assert (await a_run.get("/api/v1/runs", params={"limit": "200"})).status == 200
     assert small.request_counts()["list_runs"] == 10
+
+
+async def test_with_device_slots_runs_wait_their_turn_and_a_stop_frees_a_device() -> None:
+    """ServiceSettings(device_slots=2): a third run waits for a device in the order it came,
+    and a stopped run's device goes to the next one at once."""
+    from asyncclient import AsyncSession
+    from asyncclient.testing import ServiceSettings, demo_seed_data
+
+    async with (
+        FakeService(demo_seed_data(), settings=ServiceSettings(device_slots=2)) as svc,
+        AsyncSession(svc.run_key, svc.url) as session,
+    ):
+        first, second, third = [(await session.run_test("t_search")).run_id for _ in range(3)]
+        svc.advance(10)  # past the queue time: two devices, three runs
+        statuses = [(await session.get_run(r)).status for r in (first, second, third)]
+        assert statuses == ["running", "running", "queued"]
+        await session.stop_run(first)
+        svc.advance(0.01)
+        assert (await session.get_run(third)).status == "running"
+        waited = svc.backend.runs[third]
+        assert waited.start_at - waited.created_at > 5  # it waited for the stop, not its queue
+
+
+def test_device_slots_are_a_whole_number() -> None:
+    from asyncclient.testing import ServiceSettings
+
+    with pytest.raises(ValueError, match="whole number of devices"):
+        ServiceSettings(device_slots=0)
