@@ -495,3 +495,27 @@ async def test_a_cancel_raised_inside_the_redis_client_is_a_ledger_failure_not_t
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_a_lease_lapses_by_the_servers_clock_and_the_job_is_then_reaped(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """No key deleted by hand: the job stops beating and Redis expires its lease itself."""
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url, lease=5) as fleet:
+            job = fleet.job(session, _job("silent"))
+            await job.__aenter__()
+            job.hold([run])
+            await job.flush()
+            job._closing = True  # it stops beating, as a frozen runner would
+            job._wake.set()
+            assert job._task is not None
+            await job._task
+            assert await fleet.reap(session) == []  # alive for up to a lease
+            async with asyncio.timeout(30):
+                while (await fleet.status())[0].lease_left is not None:  # noqa: ASYNC110 (Redis)
+                    await asyncio.sleep(0.1)
+            (reaped,) = await fleet.reap(session)
+    assert reaped.stopped == (run,)
+    assert _stopped(service, run)
