@@ -233,6 +233,11 @@ def main() -> None:
         f"\n{n} jobs uploading one {size / 2**20:.0f} MiB file at once (each on a runner of its "
         "own: its own state folder), `upload --reuse-build`:"
     )
+    for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
+        print(
+            f"  {label:13s} {up['parts']:4d} parts sent ({up['parts'] * 8} MiB at 8 MiB a part, "
+            f"for {size / 2**20:.0f} MiB asked), {up['builds']} build(s), exit codes {up['codes']}"
+        )
     print(
         f"\nA plan of {slots} devices, {5 * slots} jobs: {3 * slots} pull requests, then "
         f"{slots} of main, then {slots} pull requests (launch to run start):"
@@ -245,11 +250,6 @@ def main() -> None:
         )
     ratio = _p95(classes["main"]) / _p95(fifo["main"])
     print(f"  main's p95 wait with the fleet: {ratio:.2f}x the FIFO's (goal: at most 0.5x)")
-    for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
-        print(
-            f"  {label:13s} {up['parts']:4d} parts sent ({up['parts'] * 8} MiB at 8 MiB a part, "
-            f"for {size / 2**20:.0f} MiB asked), {up['builds']} build(s), exit codes {up['codes']}"
-        )
 
 
 if __name__ == "__main__":
