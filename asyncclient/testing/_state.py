@@ -42,6 +42,8 @@ class ServiceSettings:
         max_bytes: The largest build accepted.
         devices: What the devices run (`apps.DeviceProfile`).
         idempotency_ttl: Seconds an idempotency key is remembered.
+        device_slots: How many runs run at once (a device plan); the others wait in the
+            order they came. None: every run starts after its queue time.
         ready_accepts_parts: Accept parts for a build that is already ready (the lenient
             reading) instead of refusing them with 409.
     """
@@ -51,8 +53,6 @@ class ServiceSettings:
     devices: DeviceProfile = attrs.field(factory=DeviceProfile)
     idempotency_ttl: float = attrs.field(default=86400.0, validator=_positive)
     device_slots: int | None = attrs.field(default=None, validator=_slots)
-    """How many runs the service runs at once (a device plan): the others wait in the order
-    they came and start as devices free up; None: every run starts after its queue time."""
     ready_accepts_parts: bool = False
     """The lenient reading of a ready build (the spec leaves it open): its parts are still
     answered with their etag (and discarded), as complete is answered with the build again.
