@@ -668,6 +668,23 @@ async def test_the_actions_steps_run_the_actions_own_code_and_keep_the_key_from_
     assert marker.exists()
 
 
+def _install_step_env(tmp_path: Path) -> dict[str, str]:
+    """The install step's environment on a runner, its pip a fake that records what it was
+    asked to install (and its environment) instead of installing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(_FAKE_PYTHON)
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+    env.update({
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
+        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(tmp_path / "output"),
+    })  # fmt: skip
+    return env
+
+
 @pytest.mark.parametrize(
     ("otel", "installed"),
     [
@@ -689,17 +706,7 @@ async def test_the_action_installs_the_extras_the_steps_variables_ask_for(
     """The install step, as the runner runs it with the caller's step env: the otel extra
     only when an OpenTelemetry export is asked for (the job then exports its trace), the
     fleet extra only when a fleet ledger is named."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "python3"
-    fake.write_text(_FAKE_PYTHON)
-    fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
-    env.update({
-        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
-        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
-        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(tmp_path / "output"), **otel,
-    })  # fmt: skip
+    env = {**_install_step_env(tmp_path), **otel}
     (step,) = [step for step in _action_steps() if step.get("id") == "install"]
     inputs = {"project": "p_demo", "api-key": KEY}
     env.update({k: _expand(str(v), inputs, {}) for k, v in step["env"].items()})
@@ -712,17 +719,7 @@ async def test_the_action_installs_the_extras_the_steps_variables_ask_for(
 async def test_the_actions_fleet_input_is_masked_and_brings_the_fleet_extra(
     tmp_path: Path,
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "python3"
-    fake.write_text(_FAKE_PYTHON)
-    fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
-    env.update({
-        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "REAL_PYTHON": sys.executable,
-        "PIP_ENV_FILE": str(tmp_path / "pip-env"), "RUNNER_TEMP": str(tmp_path / "temp"),
-        "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(tmp_path / "output"),
-    })  # fmt: skip
+    env = _install_step_env(tmp_path)
     (step,) = [step for step in _action_steps() if step.get("id") == "install"]
     url = "redis://:hunter2@ci-redis:6379/0"
     inputs = {"project": "p_demo", "api-key": KEY, "fleet": url}

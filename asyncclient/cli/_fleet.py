@@ -258,41 +258,16 @@ async def _connected(args: argparse.Namespace) -> Any:
 
 async def status(args: argparse.Namespace, out: Output) -> int:
     from asyncclient._core._untrusted import line
+    from asyncclient.fleet import status_json
 
     fleet = await _connected(args)
     try:
         jobs = await fleet.status()
     finally:
         await fleet.close()
-    most = fleet.max_runs
-    in_flight = sum(j.in_flight for j in jobs)
-    queued: dict[str, int] = {}
-    for j in jobs:
-        if j.queued:
-            name = line(j.priority or "pr")
-            queued[name] = queued.get(name, 0) + j.queued
+    shown = status_json(jobs, fleet.max_runs)
     if out.json_mode:
-        out.json(
-            {
-                "jobs": [
-                    {
-                        "jobId": j.job_id,
-                        "ref": j.ref,
-                        "commit": j.commit,
-                        "priority": j.priority,
-                        "runs": list(j.runs),
-                        "leaseLeft": j.lease_left,
-                        "supersededBy": j.superseded_by,
-                        "inFlight": j.in_flight,
-                        "queuedStarts": j.queued,
-                    }
-                    for j in jobs
-                ],
-                "inFlight": in_flight,
-                "maxRuns": most,
-                "queuedStarts": queued,
-            }
-        )
+        out.json(shown)
         return EXIT_OK
     if not jobs:
         out.data("no job in the fleet")
@@ -305,9 +280,13 @@ async def status(args: argparse.Namespace, out: Output) -> int:
             f"{line(j.job_id)}  ref {line(j.ref or '-')}  commit {line((j.commit or '-')[:12])}  "
             f"{len(j.runs)} run(s)  lease {left}{slots}{waits}{by}"
         )
+    most = shown["maxRuns"]
     limit = f" of {most}" if most else " (no limit set: ASYNCCLIENT_FLEET_MAX_RUNS)"
-    waiting = ", ".join(f"{name} {count}" for name, count in sorted(queued.items())) or "none"
-    out.data(f"runs in flight: {in_flight}{limit}; starts waiting by class: {waiting}")
+    waiting = (
+        ", ".join(f"{line(name)} {n}" for name, n in sorted(shown["queuedStarts"].items()))
+        or "none"
+    )
+    out.data(f"runs in flight: {shown['inFlight']}{limit}; starts waiting by class: {waiting}")
     return EXIT_OK
 
 

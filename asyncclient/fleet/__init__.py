@@ -51,6 +51,7 @@ __all__ = [
     "Reaped",
     "identity_from_ci",
     "redact_url",
+    "status_json",
 ]
 
 log: Final = logging.getLogger("asyncclient.fleet")
@@ -364,6 +365,35 @@ class Fleet:
                 f"the fleet's Redis at {redact_url(self.url)} failed: {type(exc).__name__}"
             ) from None
         return infos
+
+
+def status_json(jobs: Sequence[JobInfo], max_runs: int | None) -> dict[str, Any]:
+    """The ledger as JSON (`fleet status --json`, the MCP tool fleet_status): each job, the
+    fleet's runs in flight against its limit, and the starts waiting by class."""
+    queued: dict[str, int] = {}
+    for job in jobs:
+        if job.queued:
+            name = job.priority or "pr"
+            queued[name] = queued.get(name, 0) + job.queued
+    return {
+        "jobs": [
+            {
+                "jobId": j.job_id,
+                "ref": j.ref,
+                "commit": j.commit,
+                "priority": j.priority,
+                "runs": list(j.runs),
+                "leaseLeft": j.lease_left,
+                "supersededBy": j.superseded_by,
+                "inFlight": j.in_flight,
+                "queuedStarts": j.queued,
+            }
+            for j in jobs
+        ],
+        "inFlight": sum(j.in_flight for j in jobs),
+        "maxRuns": max_runs,
+        "queuedStarts": queued,
+    }
 
 
 async def stop_runs(

@@ -33,7 +33,14 @@ class FleetTools(ToolKit):
             import os
 
             from asyncclient.errors import ValidationError
-            from asyncclient.fleet import LEASE_ENV, MAX_RUNS_ENV, URL_ENV, Fleet, FleetError
+            from asyncclient.fleet import (
+                LEASE_ENV,
+                MAX_RUNS_ENV,
+                URL_ENV,
+                Fleet,
+                FleetError,
+                status_json,
+            )
 
             url = os.environ.get(URL_ENV, "").strip()
             if not url:
@@ -48,30 +55,7 @@ class FleetTools(ToolKit):
                     jobs = await fleet.status()
             except (ValueError, FleetError) as exc:
                 raise ValidationError(str(exc)) from None
-            queued: dict[str, int] = {}
-            for job in jobs:
-                if job.queued:
-                    name = job.priority or "pr"
-                    queued[name] = queued.get(name, 0) + job.queued
-            return {
-                "jobs": [
-                    {
-                        "jobId": j.job_id,
-                        "ref": j.ref,
-                        "commit": j.commit,
-                        "priority": j.priority,
-                        "runs": list(j.runs),
-                        "leaseLeft": j.lease_left,
-                        "supersededBy": j.superseded_by,
-                        "inFlight": j.in_flight,
-                        "queuedStarts": j.queued,
-                    }
-                    for j in jobs
-                ],
-                "inFlight": sum(j.in_flight for j in jobs),
-                "maxRuns": fleet.max_runs,
-                "queuedStarts": queued,
-            }
+            return status_json(jobs, fleet.max_runs)  # type: ignore[return-value]
 
         return await self._answer(
             work(), parts=("jobs",), advice={"jobs": "the fleet has more jobs than fit"}
