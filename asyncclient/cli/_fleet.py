@@ -169,7 +169,7 @@ async def fleet_job(
                 + (f", ref {ident.ref}" if ident.ref else "")
                 + (f" at {ident.commit[:12]}" if ident.commit else "")
                 + (f"; superseded {len(job.marked)} older job(s)" if job.marked else "")
-                + (f"; {most} runs in flight at most, class {ident.priority}" if most else "")
+                + (f"; at most {most} in flight, class {ident.priority}" if most else "")
             )
             for reaped in job.reaped:
                 out.info(
