@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,10 +118,11 @@ def _settings(options: FleetOptions) -> tuple[str, float, int | None] | None:
 
 @contextlib.asynccontextmanager
 async def fleet_job(
-    args: argparse.Namespace, out: Output, session: AsyncSession
+    args: argparse.Namespace, out: Output, session: AsyncSession, build: str | None = None
 ) -> AsyncIterator[FleetJob | None]:
     """This job in the fleet's ledger for the block (None without a ledger). A job superseded
-    before it starts anything ends here: 130, "superseded by COMMIT"."""
+    before it starts anything ends here: 130, "superseded by COMMIT". `build`: the build it
+    runs, whose time orders its commit when the CI gives no run number."""
     options = read(FleetOptions, args)
     found = _settings(options)
     if found is None:
@@ -134,6 +136,14 @@ async def fleet_job(
     from asyncclient.fleet import Fleet, FleetError, redact_url
 
     url, lease, most = found
+    built_at = None
+    if build is not None:
+        from asyncclient.errors import AsyncClientError
+
+        with contextlib.suppress(AsyncClientError):  # unread: the start order decides
+            built_at = (await session.get_build(build)).created_at
+        if built_at is not None and built_at > datetime.now(UTC) + timedelta(minutes=5):
+            built_at = None  # a build from the future orders nothing: the start order decides
     try:
         fleet = Fleet(url, lease=lease, max_runs=most)
         job = fleet.job(
@@ -142,6 +152,7 @@ async def fleet_job(
             commit=options.commit,
             supersede=options.supersede,
             priority=options.priority,
+            built_at=built_at,
         )
     except ValueError as exc:
         raise CommandError(str(exc)) from None

@@ -249,7 +249,7 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
     async with (
         job_telemetry(out, opts.test_id, waiting=opts.wait) as job,
         open_session(args) as session,
-        _in_fleet(args, out, session, opts.wait) as fleet,
+        _in_fleet(args, out, session, opts.wait, opts.build) as fleet,
     ):
         session = governed(session, fleet, out)
         start = await session.run_test(
@@ -302,7 +302,7 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
     async with (
         job_telemetry(out, opts.project_id, project=opts.project_id, waiting=opts.wait) as job,
         open_session(args) as session,
-        _in_fleet(args, out, session, opts.wait) as fleet,
+        _in_fleet(args, out, session, opts.wait, builds[0] if builds else None) as fleet,
     ):
         session = governed(session, fleet, out)
         result = await session.run_project(
@@ -355,7 +355,11 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
 
 
 def _in_fleet(
-    args: argparse.Namespace, out: Output, session: Any, following: bool
+    args: argparse.Namespace,
+    out: Output,
+    session: Any,
+    following: bool,
+    build: str | None = None,
 ) -> contextlib.AbstractAsyncContextManager[FleetJob | None]:
     """This job in the fleet's ledger while it follows runs it owns (asyncclient.cli._fleet);
     a start without --wait leaves its runs going on purpose, so it joins no ledger."""
@@ -363,7 +367,7 @@ def _in_fleet(
         return contextlib.nullcontext()
     from asyncclient.cli._fleet import fleet_job
 
-    return fleet_job(args, out, session)
+    return fleet_job(args, out, session, build)
 
 
 def _project_verdict(

@@ -28,6 +28,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
@@ -287,10 +288,17 @@ class Fleet:
         commit: str | None = None,
         supersede: bool | None = None,
         priority: str | None = None,
+        built_at: datetime | None = None,
     ) -> FleetJob:
         """This job in the ledger (an async context manager): its identity from the CI's
-        variables (`identity_from_ci`), with `ref`, `commit` and `supersede` over them."""
+        variables (`identity_from_ci`), with `ref`, `commit` and `supersede` over them.
+        `built_at` (the time its build was made) orders its commit among its ref's when the
+        CI gives no run number; with neither, the job that starts later is the newer."""
         ident = identity or identity_from_ci()
+        if built_at is not None and ident.order is None:
+            ident = attrs.evolve(
+                ident, order=int(built_at.timestamp() * 1000), order_kind="build-time"
+            )
         if ref is not None:
             if not _REF.fullmatch(ref):
                 raise ValueError(f"--ref {ref!r} is not a branch or merge request name")

@@ -436,3 +436,32 @@ async def test_the_tool_server_reads_the_fleet_for_an_agent(
     )
     assert (found["inFlight"], found["maxRuns"]) == (0, 4)
     assert "ASYNCCLIENT_FLEET" in refused
+
+
+async def test_without_run_numbers_the_builds_time_orders_the_commits(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession, apk: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """A job whose build is older than the build of a job already running for its ref is the
+    older commit, though it starts later: it starts nothing."""
+    from asyncclient.testing.builders import build_apk
+
+    older = await session.upload_build("p_demo", apk)
+    service.advance(600)
+    newer = await session.upload_build("p_demo", build_apk(tmp_path / "new.apk", version_code=8))
+    assert newer.created_at is not None
+    assert older.created_at is not None
+    assert newer.created_at > older.created_at
+    running = ledger.job(
+        session, Identity(job_id="newer", ref="pr/build", commit="bbbb2222", supersede=True),
+        built_at=newer.created_at,
+    )  # fmt: skip
+    async with running:
+        service.reset_requests()
+        code, _, err = await _cli(
+            _env(service, redis), "run", "test", "t_search", "--build", older.id, "--wait",
+            "--ref", "pr/build", "--commit", "aaaa1111", "--supersede",
+        )  # fmt: skip
+    assert code == 130, err
+    assert "superseded by bbbb2222" in err
+    assert service.requests_for("run_test") == []
