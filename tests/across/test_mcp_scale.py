@@ -344,6 +344,7 @@ async def test_toolsets_tools_and_read_only_together(service: FakeService, tmp_p
         "wait_for_runs",
         "flaky_tests",
         "failure_clusters",
+        "fleet_status",
         "list_endpoints",
     ]
     assert await _offered(
