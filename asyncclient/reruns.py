@@ -565,12 +565,6 @@ class Reruns:
         """run (a first run), rerun, repeat or copy."""
         return self._kind.get(run_id, "run")
 
-    def budget_left(self) -> float | None:
-        """Seconds of device time re-runs and copies may still take (None: no budget)."""
-        if self.budget_seconds is None:
-            return None
-        return self.budget_seconds - self.budget_used()
-
     def budget_used(self) -> float:
         """Seconds re-runs and copies took or are reckoned to take."""
         return sum(self._reckoned.values())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from asyncclient._values import _lenient
@@ -116,10 +116,6 @@ def requirement_line(req: Requirement) -> str:
 
 def labelled(req: Requirement) -> str:
     return ("failed " if req.outcome == "failed" else "unclear ") + requirement_line(req)
-
-
-def _ordered_counts(runs: Iterable[Run]) -> list[tuple[str, int]]:
-    return _ordered(Counter(status_of(run) for run in runs))
 
 
 def _ordered(counts: Mapping[str, int]) -> list[tuple[str, int]]:
