@@ -240,7 +240,7 @@ class Run:
         status: A `RunStatus`, or the service's word for a status this client does not know.
         test_id: The test it runs.
         test_title: The test's title.
-        mode: The mode it ran in (`auto`, `cold`, `replay`, ...).
+        mode: The mode it ran in (`auto`, `cold`, `warm`, or what the service says).
         final: Whether the service says the run is over, if it says so.
         source: What started it (a project run, a single run, ...).
         platform: `android`, `ios` or `web`.

@@ -535,7 +535,8 @@ class AsyncSession:
 
         Args:
             test_id: The test (`t_...`).
-            mode: `"auto"`, `"cold"` (explore afresh) or `"replay"`; default: the service's.
+            mode: `"auto"`, `"cold"` (explore afresh) or `"warm"` (replay the learned path);
+                default: the service's.
             build_id: The build to run (`ab_...`); default: the newest ready build of the
                 test's app.
             idempotency_key: At most 255 printable characters.
@@ -580,7 +581,7 @@ class AsyncSession:
 
         Args:
             project_id: The project (`p_...`).
-            mode: `"auto"`, `"cold"` or `"replay"`; default: the service's.
+            mode: `"auto"`, `"cold"` or `"warm"`; default: the service's.
             build_ids: Builds to run, at most one per app: each app test runs the build of its
                 own app.
             build_id: One build to run (sent as `buildId`).
