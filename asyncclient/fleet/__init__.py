@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 import attrs
 
 from asyncclient._core._checks import is_id
+from asyncclient._core._untrusted import clip, line
 from asyncclient.errors import ApiError, ConflictError, NotFoundError, TransportError
 from asyncclient.fleet import _scripts
 
@@ -69,6 +70,8 @@ HEAD_START: Final = {"release": 1200.0, "main": 600.0, "pr": 0.0}
 #: How often a waiting start asks for its turn.
 ACQUIRE_POLL: Final = 0.5
 MAX_RUNS_ENV: Final = "ASYNCCLIENT_FLEET_MAX_RUNS"
+#: Runs of one job a status reads, at most (and a reap claims: the Lua script's own bound).
+RUNS_SHOWN: Final = 10_000
 #: Jobs claimed by one reap, at most (a cron's call ends in bounded time whatever the ledger).
 REAP_MOST: Final = 500
 _REF: Final = re.compile(r"[A-Za-z0-9._/!#@+:-]{1,200}")
@@ -177,6 +180,12 @@ class JobInfo:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _shown(value: Any) -> str:
+    """Text the ledger holds (any job of the fleet may have written it), as it may be shown:
+    through the one sanitiser, one line, at most 120 characters."""
+    return clip(line(_text(value)), 120)
 
 
 def _run_ids(values: Iterable[Any]) -> tuple[str, ...]:
@@ -324,7 +333,7 @@ class Fleet:
         reaped: list[Reaped] = []
         at = 0
         while at + 4 <= len(answer):
-            job, ref, commit = (_text(v) for v in answer[at : at + 3])
+            job, ref, commit = (_shown(v) for v in answer[at : at + 3])
             count = int(answer[at + 3])
             runs = _run_ids(answer[at + 4 : at + 4 + count])
             at += 4 + count
@@ -344,7 +353,12 @@ class Fleet:
             raise FleetError("the fleet is not connected: use `async with Fleet(url)`")
         r, p = self._redis, self.prefix
         try:
-            jobs = sorted(_text(j) for j in await r.smembers(p + "jobs"))[:REAP_MOST]
+            jobs: list[str] = []
+            async for member in r.sscan_iter(p + "jobs", count=100):  # bounded, whatever it holds
+                jobs.append(_text(member))
+                if len(jobs) >= REAP_MOST:
+                    break
+            jobs.sort()
             flying = {_text(k): int(v) for k, v in (await r.hgetall(p + "inflight")).items()}
             waiting: dict[str, int] = {}
             for ticket in await r.zrange(p + "queue", 0, 9_999):
@@ -352,18 +366,25 @@ class Fleet:
                 waiting[owner] = waiting.get(owner, 0) + 1
             infos: list[JobInfo] = []
             for job in jobs:
-                fields = {_text(k): _text(v) for k, v in (await r.hgetall(f"{p}job:{job}")).items()}
-                runs = _run_ids(await r.smembers(f"{p}job:{job}:runs"))
+                known = ("ref", "commit", "superseded_by", "priority")
+                values = await r.hmget(f"{p}job:{job}", known)  # the fields we read, no others
+                fields = {k: _text(v) for k, v in zip(known, values, strict=True) if v is not None}
+                held: list[Any] = []
+                async for run in r.sscan_iter(f"{p}job:{job}:runs", count=500):
+                    held.append(run)
+                    if len(held) >= RUNS_SHOWN:
+                        break
+                runs = _run_ids(held)
                 left = await r.pttl(f"{p}lease:{job}")
                 infos.append(
                     JobInfo(
-                        job,
-                        fields.get("ref") or None,
-                        fields.get("commit") or None,
+                        _shown(job),
+                        _shown(fields["ref"]) if fields.get("ref") else None,
+                        _shown(fields["commit"]) if fields.get("commit") else None,
                         runs,
                         left / 1000 if left >= 0 else None,
-                        fields.get("superseded_by") or None,
-                        fields.get("priority") or None,
+                        _shown(fields["superseded_by"]) if fields.get("superseded_by") else None,
+                        _shown(fields["priority"]) if fields.get("priority") else None,
                         flying.get(job, 0),
                         waiting.get(job, 0),
                     )
@@ -483,7 +504,7 @@ class FleetJob:
         )
         state = _text(answer[0]) if answer else "ok"
         if state == "superseded":
-            self.superseded_by = _text(answer[1]) or "a newer commit"
+            self.superseded_by = _shown(answer[1]) or "a newer commit"
             self.ended.set()
             return self
         self.marked = tuple(_text(j) for j in answer[3:])
@@ -589,7 +610,7 @@ class FleetJob:
         self._held |= set(pending)
         self._pending -= set(pending)
         if state == "superseded" and self.superseded_by is None:
-            self.superseded_by = _text(answer[1]) or "a newer commit"
+            self.superseded_by = _shown(answer[1]) or "a newer commit"
             self.ended.set()
 
     def _went_alone(self, exc: FleetError) -> None:
@@ -705,7 +726,7 @@ class UploadClaims:
             holder = await r.get(claim)
         except Exception as exc:
             raise FleetError(f"the fleet's Redis failed: {type(exc).__name__}") from None
-        return _text(holder) if holder is not None else ""
+        return _shown(holder) if holder is not None else ""
 
     async def _renew(self, claim: str, lease: int) -> None:
         with contextlib.suppress(Exception):

@@ -156,8 +156,9 @@ for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
     table.insert(answer, job)
     table.insert(answer, ref)
     table.insert(answer, info[2] or '')
-    table.insert(answer, #runs)
-    for _, run in ipairs(runs) do table.insert(answer, run) end
+    local kept = math.min(#runs, 10000)
+    table.insert(answer, kept)
+    for i = 1, kept do table.insert(answer, runs[i]) end
     claimed = claimed + 1
   end
 end

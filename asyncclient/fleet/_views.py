@@ -143,10 +143,12 @@ class SharedViews:
             t
             for t in (
                 v.decode("utf-8", "replace")
-                for v in await r.zrangebyscore(p + "watching", now - self._ttl_ms, "+inf")
+                for v in await r.zrangebyscore(
+                    p + "watching", now - self._ttl_ms, "+inf", start=0, num=10_000
+                )
             )
             if is_id("run", t)
-        ][:10_000]
+        ]
         if not watched:
             return
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])

@@ -4,11 +4,16 @@ older commits of a ref are superseded, and nothing the ledger holds is acted on 
 
 import asyncio
 import json
+import unicodedata
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis_support import RedisServer
 
 from asyncclient import AsyncSession
+from asyncclient._core._checks import is_id
+from asyncclient._core._untrusted import line
 from asyncclient.fleet import Fleet, FleetError, Identity, identity_from_ci, redact_url
 from asyncclient.testing import FakeService
 
@@ -519,3 +524,52 @@ async def test_a_lease_lapses_by_the_servers_clock_and_the_job_is_then_reaped(
             (reaped,) = await fleet.reap(session)
     assert reaped.stopped == (run,)
     assert _stopped(service, run)
+
+
+HOSTILE = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=400
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(job_id=HOSTILE, ref=HOSTILE, commit=HOSTILE, by=HOSTILE, run=HOSTILE)
+def test_whatever_the_ledger_holds_is_shown_as_one_clean_bounded_line(
+    redis: RedisServer, job_id: str, ref: str, commit: str, by: str, run: str
+) -> None:
+    """Any job of the fleet can write the ledger: its ids, refs, commits and 'superseded by'
+    reach a terminal only through the one sanitiser, one line, bounded."""
+
+    async def read() -> list[str]:
+        async with Fleet(redis.url) as fleet:
+            r, p = fleet._redis, fleet.prefix
+            await r.flushdb()
+            await r.sadd(p + "jobs", job_id)
+            await r.hset(
+                f"{p}job:{job_id}",
+                mapping={"ref": ref, "commit": commit, "superseded_by": by, "priority": by},
+            )
+            await r.sadd(f"{p}job:{job_id}:runs", run, "j_aaaaaaaaaaaa")
+            (info,) = await fleet.status()
+            (reaped,) = await fleet.reap(_NoStops())  # no lease: it is dead
+        assert info.runs == ("j_aaaaaaaaaaaa",) or is_id("run", run)
+        assert reaped.stopped == info.runs
+        return [
+            info.job_id, info.ref or "", info.commit or "", info.superseded_by or "",
+            info.priority or "", reaped.job_id, reaped.ref or "", reaped.commit or "",
+        ]  # fmt: skip
+
+    for shown in asyncio.run(read()):
+        assert len(shown) <= 120
+        assert line(shown) == shown  # the sanitiser's own fixed point: nothing left to escape
+        assert not any(unicodedata.category(c) == "Cc" for c in shown), shown
+        assert not _BIDI.intersection(shown), shown
+
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+class _NoStops:
+    """A session whose stops succeed without a service (the reap's stops are not the point)."""
+
+    async def stop_run(self, run_id: str) -> str:
+        return "cancelled"
