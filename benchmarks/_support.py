@@ -87,18 +87,7 @@ class Emulator:
                 "seed": None if seed_file is None else str(seed_file),
             }
         )
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, options],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            self.__exit__(None, None, None)
-            raise RuntimeError("the emulator did not start")
-        info = json.loads(line)
+        self._proc, info = _started([sys.executable, "-c", _SERVER, options], "the emulator")
         self.url, self.run_key = info["url"], info["run_key"]
         self.edit_key, self.project_id = info["edit_key"], info["project_id"]
         self.ca_file = info["ca_file"]
@@ -179,18 +168,8 @@ class PlainService:
 
     def __enter__(self) -> Self:
         script = Path(__file__).resolve().parent / "plain_service.py"
-        self._proc = subprocess.Popen(
-            [sys.executable, str(script), *(["--tls"] if self.tls else [])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            self.__exit__(None, None, None)
-            raise RuntimeError("the plain service did not start")
-        info = json.loads(line)
+        argv = [sys.executable, str(script), *(["--tls"] if self.tls else [])]
+        self._proc, info = _started(argv, "the plain service")
         self.url, self.run_key, self.ca_file = info["url"], info["run_key"], info["ca_file"]
         self.edit_key = self.run_key
         return self
@@ -203,6 +182,18 @@ class PlainService:
     ) -> None:
         _stop(self._proc)
         self._proc = None
+
+
+def _started(argv: list[str], what: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """A service started in a child process (its stdin its lifeline), and the JSON line it
+    prints once it serves."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        _stop(proc)
+        raise RuntimeError(f"{what} did not start")
+    return proc, json.loads(line)
 
 
 def _stop(proc: subprocess.Popen[str] | None) -> None:
