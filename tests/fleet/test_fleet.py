@@ -531,7 +531,10 @@ HOSTILE = st.text(
 )
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(job_id=HOSTILE, ref=HOSTILE, commit=HOSTILE, by=HOSTILE, run=HOSTILE)
 def test_whatever_the_ledger_holds_is_shown_as_one_clean_bounded_line(
     redis: RedisServer, job_id: str, ref: str, commit: str, by: str, run: str
