@@ -8,6 +8,9 @@ on to the emulator and changes what a careful service would not.
   another test.
 - `rewriting_front`: every run view it passes on (a run's answer, each run of a listing)
   rewritten, with the fields a hostile service would send.
+- `starting_front`: every run start passed on, and its answer kept back from the client until
+  the test lets it go (a job killed, or cancelled, between the start and its answer), or
+  changed on its way.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from aiohttp import web
 
 from asyncclient.testing import FakeService
 
-__all__ = ["answering_front", "figures", "merging_front", "nested", "rewriting_front"]
+__all__ = [
+    "StartFront",
+    "answering_front",
+    "figures",
+    "merging_front",
+    "nested",
+    "rewriting_front",
+    "starting_front",
+]
 
 Handler = Callable[[web.Request, aiohttp.ClientSession], Awaitable[web.Response]]
 _HOP_BY_HOP = ("content-length", "transfer-encoding", "content-encoding")
@@ -169,3 +180,46 @@ async def answering_front(
 
     async with _front(handle) as url:
         yield url
+
+
+class StartFront:
+    """What `starting_front` saw: the answers of the starts it passed on (`answers`, set as
+    each comes back from the emulator), held until `release` is set."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.answers: list[dict[str, Any]] = []
+        self.answered = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+@contextlib.asynccontextmanager
+async def starting_front(
+    service: FakeService,
+    *,
+    hold: bool = True,
+    rewrite: Callable[[int, dict[str, Any]], tuple[int, dict[str, Any]]] | None = None,
+) -> AsyncIterator[StartFront]:
+    """A front whose run starts (POST .../run) reach the emulator; with `hold` each answer is
+    kept back until `front.release` is set; `rewrite(status, body)` changes the answer."""
+    front = StartFront()
+
+    async def handle(request: web.Request, client: aiohttp.ClientSession) -> web.Response:
+        status, body, headers = await _pass_on(client, service, request, request.path_qs)
+        if request.method != "POST" or not request.path.endswith("/run"):
+            return web.Response(status=status, body=body, headers=headers)
+        parsed = json.loads(body)
+        if rewrite is not None:
+            status, parsed = rewrite(status, parsed)
+        front.answers.append(parsed)
+        front.answered.set()
+        if hold:
+            await front.release.wait()
+        return web.json_response(parsed, status=status)
+
+    async with _front(handle) as url:
+        front.url = url
+        try:
+            yield front
+        finally:
+            front.release.set()  # no answer is held past the test

@@ -193,20 +193,26 @@ async def fleet_job(
 
 
 def governed(session: AsyncSession, job: FleetJob | None, out: Output) -> Any:
-    """The session whose starts wait their turn for the fleet's device slots (the session
-    itself without a ledger or a limit); the wait is said when the place in line changes."""
-    if job is None or job.fleet.max_runs is None:
+    """The session whose starts are recorded in the fleet's ledger before they are sent and
+    wait their turn for its device slots (the session itself without a ledger); a wait is said
+    when the place in line changes: a line, or the live table's caption while it is drawn."""
+    if job is None:
         return session
     from asyncclient.fleet import GovernedSession
 
     def waiting(place: int, in_flight: int) -> None:
-        ahead = "next" if place == 0 else f"{place} start(s) ahead"
-        out.info(
-            f"fleet: waiting for a device slot ({ahead}; {in_flight} of "
-            f"{job.fleet.max_runs} runs in flight)"
-        )
+        if place >= 0:
+            out.info(f"fleet: waiting for a device slot ({place_text(job, place, in_flight)})")
 
-    return GovernedSession(session, job, waiting)
+    job.waiting = waiting
+    return GovernedSession(session, job)
+
+
+def place_text(job: FleetJob, place: int, in_flight: int) -> str:
+    """A start's place in the fleet's line, in words."""
+    ahead = "next" if place == 0 else f"{place} start(s) ahead"
+    limit = f" of {job.limit}" if job.limit else ""
+    return f"{ahead}; {in_flight}{limit} runs in flight"
 
 
 @contextlib.asynccontextmanager
@@ -274,9 +280,10 @@ async def status(args: argparse.Namespace, out: Output) -> int:
     fleet = await _connected(args)
     try:
         jobs = await fleet.status()
+        learned = await fleet.learned_limit() if fleet.max_runs is None else None
     finally:
         await fleet.close()
-    shown = status_json(jobs, fleet.max_runs)
+    shown = status_json(jobs, fleet.max_runs, learned)
     if out.json_mode:
         out.json(shown)
         return EXIT_OK
@@ -293,6 +300,11 @@ async def status(args: argparse.Namespace, out: Output) -> int:
         )
     most = shown["maxRuns"]
     limit = f" of {most}" if most else " (no limit set: ASYNCCLIENT_FLEET_MAX_RUNS)"
+    if learned is not None and not most:
+        limit = (
+            f" of {learned[0]} (learned from the service's answers, for "
+            f"{learned[1] / 60:.0f} more min)"
+        )
     waiting = (
         ", ".join(f"{line(name)} {n}" for name, n in sorted(shown["queuedStarts"].items()))
         or "none"

@@ -86,6 +86,7 @@ async def follow(
             if fleet is not None:
                 fleet.hold(run_ids)
                 suite.observe(_held_in(fleet))
+                fleet.waiting = _place_in(fleet, progress)
             try:
                 job_report = await _until_fleet_ends(suite, fleet)
             except asyncio.CancelledError:
@@ -134,6 +135,17 @@ def _held_in(fleet: FleetJob) -> Callable[[SuiteEvent], None]:
             fleet.free(1)
 
     return hold
+
+
+def _place_in(fleet: FleetJob, progress: Progress) -> Callable[[int, int], None]:
+    """Where a re-run's start waiting for the fleet's device slots shows its place: the live
+    table (its caption), or a line."""
+    from asyncclient.cli._fleet import place_text
+
+    def waiting(place: int, in_flight: int) -> None:
+        progress.tell_wait(place_text(fleet, place, in_flight) if place >= 0 else None)
+
+    return waiting
 
 
 async def _until_fleet_ends(suite: SuiteRun, fleet: FleetJob | None) -> Any:

@@ -86,6 +86,7 @@ class Progress:
         self._timer: asyncio.TimerHandle | None = None
         self._expected: Mapping[str, Expected] | None = None  # per test id, for the ETA
         self._eta_text = ""
+        self._wait_text = ""  # a start waiting for the fleet's device slot, its place
 
     def __enter__(self) -> Progress:
         if self._use_live:
@@ -215,6 +216,16 @@ class Progress:
         else:
             self._draw()
 
+    def tell_wait(self, text: str | None) -> None:
+        """A start waiting its turn for the fleet's device slots (None: it went): in the live
+        table's caption, else a line."""
+        if self._live is None:
+            if text:
+                self._out.info(f"fleet: waiting for a device slot ({text})")
+            return
+        self._wait_text = text or ""
+        self._draw()
+
     def _left(self, run: Run) -> str:
         if self._expected is None or run.is_final:
             return ""
@@ -248,6 +259,8 @@ class Progress:
             caption += f" ({unseen} not seen yet)"
         if self._eta_text and self._going:  # none left going: nothing left to wait for
             caption += f"; {self._eta_text}"
+        if self._wait_text:
+            caption += f"; a start waits for a device slot: {self._wait_text}"
         columns = ["run", "test", "status", "duration"]
         if self._expected is not None:
             columns.append("left")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -34,9 +35,17 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 import attrs
 
+from asyncclient._core import _checks as checks
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import clip, line
-from asyncclient.errors import ApiError, ConflictError, NotFoundError, TransportError
+from asyncclient.errors import (
+    ApiError,
+    ConflictError,
+    NotFoundError,
+    NotStartedError,
+    TransportError,
+    ValidationError,
+)
 from asyncclient.fleet import _scripts
 
 if TYPE_CHECKING:
@@ -51,6 +60,7 @@ __all__ = [
     "Identity",
     "JobInfo",
     "Reaped",
+    "Start",
     "identity_from_ci",
     "redact_url",
     "status_json",
@@ -74,6 +84,13 @@ MAX_RUNS_ENV: Final = "ASYNCCLIENT_FLEET_MAX_RUNS"
 RUNS_SHOWN: Final = 10_000
 #: Jobs claimed by one reap, at most (a cron's call ends in bounded time whatever the ledger).
 REAP_MOST: Final = 500
+#: Unanswered starts one job records at once (a start past it goes ahead unrecorded), and
+#: those of a dead job a reaper asks again for: a forged ledger costs at most this many starts,
+#: each stopped at once.
+STARTS_KEPT: Final = 20
+#: How long a limit taught by the service's answers (overage, 402 not_started) holds.
+LEARNED_SECONDS: Final = 600.0
+_START_BYTES: Final = 4096
 _REF: Final = re.compile(r"[A-Za-z0-9._/!#@+:-]{1,200}")
 _COMMIT: Final = re.compile(r"[0-9a-fA-F]{4,64}|[A-Za-z0-9._-]{1,64}")
 _JOB: Final = re.compile(r"[A-Za-z0-9._:/-]{1,120}")
@@ -193,6 +210,81 @@ def _run_ids(values: Iterable[Any]) -> tuple[str, ...]:
     return tuple(sorted({t for t in map(_text, values) if is_id("run", t)}))
 
 
+@attrs.frozen
+class Start:
+    """A start asked of the service, recorded in the ledger before it is sent and forgotten in
+    the beat that records its runs: a job killed in between leaves it for a reaper, which asks
+    again with the same Idempotency-Key (the service answers with the same runs, and starts
+    none) and stops what the answer names.
+
+    Attributes:
+        key: The start's Idempotency-Key.
+        kind: "test" (run_test) or "project" (run_project).
+        target: The test or project id.
+        body: The JSON body sent (mode, buildId, buildIds).
+    """
+
+    key: str
+    kind: str
+    target: str
+    body: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "target": self.target, "body": dict(self.body)})
+
+    @classmethod
+    def from_ledger(cls, key: Any, raw: Any) -> Start | None:
+        """The start the ledger holds, checked as the session checks a start it is given
+        (ids, mode, key); None for anything else: it is never asked again."""
+        try:
+            text, blob = _text(key), raw if isinstance(raw, bytes) else _text(raw).encode()
+            if len(blob) > _START_BYTES:
+                return None
+            found = json.loads(blob)
+            kind, target, body = found["kind"], found["target"], found["body"]
+            if kind not in ("test", "project") or not isinstance(body, dict):
+                return None
+            if set(body) - {"mode", "buildId", "buildIds"}:
+                return None
+            checks.check_id(kind, target)
+            payload, checked = checks.run_body(
+                body.get("mode"),
+                body.get("buildIds") if kind == "project" else None,
+                body.get("buildId"),
+                text,
+            )
+        except (ValueError, KeyError, TypeError, ValidationError, UnicodeDecodeError):
+            return None
+        if payload != body:
+            return None
+        return cls(checked, kind, target, payload)
+
+    async def ask_again(self, session: AsyncSession) -> tuple[str, ...]:
+        """The runs the service names when asked again with this start's key (none when it
+        refuses: then nothing was started)."""
+        options = {
+            "mode": self.body.get("mode"),
+            "build_id": self.body.get("buildId"),
+            "idempotency_key": self.key,
+        }
+        try:
+            if self.kind == "test":
+                return _run_ids([(await session.run_test(self.target, **options)).run_id])
+            answer = await session.run_project(
+                self.target, build_ids=self.body.get("buildIds"), **options
+            )
+        except (ApiError, TransportError) as exc:
+            log.warning("could not ask again for start %s of %s: %s", self.key, self.target, exc)
+            return ()
+        return _run_ids(s.run_id for s in answer.started)
+
+
+def _starts(values: Sequence[Any]) -> list[Start]:
+    """The starts a REAP answer holds (key, JSON, key, JSON...), the well-formed ones."""
+    found = (Start.from_ledger(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2))
+    return [start for start in found if start is not None][:STARTS_KEPT]
+
+
 class Fleet:
     """A connection to the fleet's ledger (a Redis URL: `redis://[:password@]host:port/db`,
     `rediss://` for TLS, `unix://path`).
@@ -259,7 +351,7 @@ class Fleet:
                 f"the fleet's Redis at {redact_url(self.url)} could not be used: "
                 f"{type(exc).__name__}: {redact_url(str(exc))}"
             ) from None
-        for name in ("REGISTER", "BEAT", "RELEASE", "REAP", "ACQUIRE", "FREE"):
+        for name in _scripts.__all__:
             self._scripts[name] = self._redis.register_script(getattr(_scripts, name))
 
     async def close(self) -> None:
@@ -329,14 +421,20 @@ class Fleet:
     async def reap(self, session: AsyncSession) -> list[Reaped]:
         """Claim the jobs whose lease expired and stop their queued or running runs, each
         once across the fleet (the claim is atomic); returns what was done."""
-        answer = await self._script("REAP", REAP_MOST)
+        answer = await self._script("REAP", REAP_MOST, STARTS_KEPT)
         reaped: list[Reaped] = []
         at = 0
-        while at + 4 <= len(answer):
+        while at + 5 <= len(answer):
             job, ref, commit = (_shown(v) for v in answer[at : at + 3])
             count = int(answer[at + 3])
-            runs = _run_ids(answer[at + 4 : at + 4 + count])
+            runs = list(_run_ids(answer[at + 4 : at + 4 + count]))
             at += 4 + count
+            asked = int(answer[at]) if at < len(answer) else 0
+            starts = _starts(answer[at + 1 : at + 1 + 2 * asked])
+            at += 1 + 2 * asked
+            # Starts the job asked for and died before recording: asked again, same key.
+            for found in await asyncio.gather(*(s.ask_again(session) for s in starts)):
+                runs.extend(r for r in found if r not in runs)
             stopped, ended, errors = await stop_runs(session, runs)
             reaped.append(Reaped(job, ref or None, commit or None, stopped, ended, errors))
             log.warning(
@@ -346,6 +444,26 @@ class Fleet:
                 " ".join(stopped),
             )
         return reaped
+
+    async def learned_limit(self) -> tuple[int, float] | None:
+        """The runs in flight the service's answers taught the fleet (overage, 402
+        not_started), and the seconds it holds yet; None when nothing was learned."""
+        if self._redis is None:
+            raise FleetError("the fleet is not connected: use `async with Fleet(url)`")
+        try:
+            value, left = (
+                await self._redis.get(self.prefix + "limit"),
+                await self._redis.pttl(self.prefix + "limit"),
+            )
+        except Exception as exc:
+            raise FleetError(
+                f"the fleet's Redis at {redact_url(self.url)} failed: {type(exc).__name__}"
+            ) from None
+        try:
+            limit = int(_text(value)) if value is not None else 0
+        except ValueError:
+            return None
+        return (limit, left / 1000) if 1 <= limit <= 100_000 and left > 0 else None
 
     async def status(self) -> list[JobInfo]:
         """Every job of the ledger with its runs and the seconds its lease has left."""
@@ -396,9 +514,12 @@ class Fleet:
         return infos
 
 
-def status_json(jobs: Sequence[JobInfo], max_runs: int | None) -> dict[str, Any]:
+def status_json(
+    jobs: Sequence[JobInfo], max_runs: int | None, learned: tuple[int, float] | None = None
+) -> dict[str, Any]:
     """The ledger as JSON (`fleet status --json`, the MCP tool fleet_status): each job, the
-    fleet's runs in flight against its limit, and the starts waiting by class."""
+    fleet's runs in flight against its limit (set, or `learned` from the service's answers:
+    `Fleet.learned_limit`), and the starts waiting by class."""
     queued: dict[str, int] = {}
     for job in jobs:
         if job.queued:
@@ -421,6 +542,11 @@ def status_json(jobs: Sequence[JobInfo], max_runs: int | None) -> dict[str, Any]
         ],
         "inFlight": sum(j.in_flight for j in jobs),
         "maxRuns": max_runs,
+        "learnedLimit": (
+            {"runs": learned[0], "secondsLeft": round(learned[1], 1)}
+            if learned is not None and max_runs is None
+            else None
+        ),
         "queuedStarts": queued,
     }
 
@@ -473,6 +599,14 @@ class FleetJob:
         self.stopped: tuple[str, ...] = ()
         self._pending: set[str] = set()
         self._held: set[str] = set()
+        self._starts: dict[str, Start] = {}  # recorded, not yet answered
+        self._answered: set[str] = set()  # answered: forgotten at the next beat
+        #: Called with (place in line, runs in flight) while a start waits its turn, and with
+        #: (-1, runs in flight) when it goes; the command shows it (its live table, or a line).
+        self.waiting: Any = None
+        #: The fleet's limit of runs in flight as the governor last said it (set, or learned).
+        self.limit: int | None = fleet.max_runs
+        self._learned_said = False
         self._wake = asyncio.Event()
         self._closing = False
         self._tickets = 0
@@ -532,19 +666,80 @@ class FleetJob:
                     await asyncio.gather(task, return_exceptions=True)
         if self.superseded_by is not None and not self._held and not self._pending:
             return  # never registered, or nothing to release
+        if self._starts:
+            # Starts sent and never answered (cancelled, or the link failed on the way): asked
+            # again with their keys, and what the service started for them stopped.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(10):
+                    await asyncio.shield(self._stop_unanswered())
         # Released even when the job is cancelled: shielded, bounded.
         with contextlib.suppress(FleetError, TimeoutError, asyncio.CancelledError):
             async with asyncio.timeout(10):
                 await asyncio.shield(self.fleet._script("RELEASE", self.identity.job_id))
 
+    async def _stop_unanswered(self) -> None:
+        starts, self._starts = list(self._starts.values()), {}
+        found = await asyncio.gather(*(start.ask_again(self._session) for start in starts))
+        runs = sorted({r for ids in found for r in ids})
+        stopped, _, errors = await stop_runs(self._session, runs)
+        if stopped:
+            log.warning("stopped %d run(s) of starts left unanswered: %s", len(stopped), stopped)
+        for run_id, error in errors.items():
+            log.warning("could not stop run %s of a start left unanswered: %s", run_id, error)
+
+    async def intend(self, start: Start) -> None:
+        """Record a start before it is sent (see `Start`); `answered` forgets it."""
+        if self._alone or self.ended.is_set():
+            return
+        try:
+            done = await self.fleet._script(
+                "INTEND", self.identity.job_id, start.key, start.to_json(), STARTS_KEPT
+            )
+        except FleetError as exc:
+            self._went_alone(exc)
+            return
+        if done and int(done[0]) == 1:
+            self._starts[start.key] = start
+
+    def answered(self, start: Start, run_ids: Iterable[str]) -> None:
+        """The service answered `start` (with these runs, or refused it): the runs are held
+        and the start forgotten in one beat (the next, or at once when woken)."""
+        self.hold(run_ids)
+        if self._starts.pop(start.key, None) is not None:
+            self._answered.add(start.key)
+            self._wake.set()
+
+    async def learn(self, why: str, *, less: int = 0) -> None:
+        """The service said a start went past the plan (`why`: overage, 402 not_started):
+        without a set limit the fleet keeps to the runs it has in flight now (less `less`
+        counted for a start that began none), for LEARNED_SECONDS (said once)."""
+        if self.fleet.max_runs is not None or self._alone:
+            return
+        try:
+            answer = await self.fleet._script("LEARN", int(LEARNED_SECONDS * 1000), less)
+            limit = int(answer[0]) if answer else 0
+        except (FleetError, ValueError) as exc:
+            if isinstance(exc, FleetError):
+                self._went_alone(exc)
+            return
+        if limit and not self._learned_said:
+            self._learned_said = True
+            self.warn(
+                f"the service answered {why}: the fleet keeps to {limit} run(s) in flight for "
+                f"{LEARNED_SECONDS / 60:g} minutes (set ASYNCCLIENT_FLEET_MAX_RUNS to choose)"
+            )
+
     async def acquire(self, runs: int = 1, *, strict: bool = True, on_wait: Any = None) -> None:
-        """Wait for `runs` device slots of the fleet (`Fleet.max_runs`) in its fair queue: a
-        higher priority class goes first, a lower one ages up as it waits (`HEAD_START`).
-        strict=False admits as soon as one slot is free (a project's start, whose number of
-        runs is known only after it). `on_wait(place, in_flight)` is called when the place in
-        line changes. Without a limit it returns at once."""
+        """Wait for `runs` device slots of the fleet in its fair queue: a higher priority
+        class goes first, a lower one ages up as it waits (`HEAD_START`). The limit is
+        `Fleet.max_runs`, else the one the service's answers taught (`learn`), else none (the
+        start goes at once, counted). strict=False admits as soon as one slot is free (a
+        project's start, whose number of runs is known only after it). `on_wait(place,
+        in_flight)` (default `waiting`) is called when the place in line changes, and with
+        place -1 when the start goes after a wait."""
         most = self.fleet.max_runs
-        if most is None:
+        on_wait = on_wait if on_wait is not None else self.waiting
+        if self._alone:
             return
         self._tickets += 1
         ticket = f"{self.identity.job_id}|{self._tickets}"
@@ -553,14 +748,17 @@ class FleetJob:
         while True:
             try:
                 answer = await self.fleet._script(
-                    "ACQUIRE", self.identity.job_id, ticket, runs, most, head_start,
-                    "1" if strict else "0",
+                    "ACQUIRE", self.identity.job_id, ticket, runs,
+                    "" if most is None else most, head_start, "1" if strict else "0",
                 )  # fmt: skip
             except FleetError as exc:
                 self._went_alone(exc)
                 return  # no governor to wait for: the start goes ahead
-            granted, place, used = (int(v) for v in answer[:3])
+            granted, place, used, limit = (int(v) for v in answer[:4])
+            self.limit = limit if limit > 0 else None
             if granted:
+                if shown is not None and on_wait is not None:
+                    on_wait(-1, used)
                 return
             if place != shown and on_wait is not None:
                 on_wait(place, used)
@@ -570,7 +768,7 @@ class FleetJob:
     def free(self, runs: int = 1) -> None:
         """Give back slots of runs that ended (written at the next beat, at once when woken);
         a negative count charges more (a project's start that began more runs than asked)."""
-        if self.fleet.max_runs is not None and runs:
+        if runs:
             self._freed += runs
             self._wake.set()
 
@@ -599,16 +797,18 @@ class FleetJob:
             except FleetError:
                 self._freed += freed
                 raise
-        pending = sorted(self._pending)
+        pending, answered = sorted(self._pending), sorted(self._answered)
         answer = await self.fleet._script(
-            "BEAT", self.identity.job_id, int(self.fleet.lease * 1000), *pending
-        )
+            "BEAT", self.identity.job_id, int(self.fleet.lease * 1000), len(pending), *pending,
+            *answered,
+        )  # fmt: skip
         state = _text(answer[0]) if answer else "ok"
         if state == "gone":
             self.lost = True
             return
         self._held |= set(pending)
         self._pending -= set(pending)
+        self._answered -= set(answered)
         if state == "superseded" and self.superseded_by is None:
             self.superseded_by = _shown(answer[1]) or "a newer commit"
             self.ended.set()
@@ -656,10 +856,11 @@ class FleetJob:
 
 
 class GovernedSession:
-    """`session` with each start waiting its turn for the fleet's device slots (`job.acquire`):
-    a test's start takes one slot; a project's start waits for one free slot and is charged
-    each run it began. Everything else is the session's own. Give each ended run's slot back
-    with `job.free()`."""
+    """`session` with each start recorded in the ledger before it is sent (`Start`: a job killed
+    before its answer is written leaves nothing the fleet cannot stop) and waiting its turn for
+    the fleet's device slots (`job.acquire`): a test's start takes one slot; a project's start
+    waits for one free slot and is charged each run it began. Everything else is the
+    session's own. Give each ended run's slot back with `job.free()`."""
 
     def __init__(self, session: AsyncSession, job: FleetJob, on_wait: Any = None) -> None:
         self._session = session
@@ -669,22 +870,64 @@ class GovernedSession:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
 
-    async def run_test(self, test_id: str, **options: Any) -> Any:
-        await self._job.acquire(1, on_wait=self._on_wait)
+    async def run_test(
+        self,
+        test_id: str,
+        mode: str | None = None,
+        build_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        test_id = checks.check_id("test", test_id)
+        body, key = checks.run_body(mode, None, build_id, idempotency_key)
+        job = self._job
+        await job.acquire(1, on_wait=self._on_wait)
+        start = Start(key, "test", test_id, body)
+        await job.intend(start)
         try:
-            return await self._session.run_test(test_id, **options)
-        except BaseException:
-            self._job.free(1)
+            answer = await self._session.run_test(
+                test_id, mode=mode, build_id=build_id, idempotency_key=key
+            )
+        except ApiError:
+            job.answered(start, ())  # refused: nothing started
+            job.free(1)
             raise
+        except BaseException:
+            job.free(1)  # unknown: the start stays recorded, asked again at the job's end
+            raise
+        job.answered(start, [answer.run_id])
+        if answer.overage is True:
+            await job.learn("overage (the plan's included runs are spent)")
+        return answer
 
-    async def run_project(self, project_id: str, **options: Any) -> Any:
-        await self._job.acquire(1, strict=False, on_wait=self._on_wait)
+    async def run_project(
+        self,
+        project_id: str,
+        mode: str | None = None,
+        build_ids: Sequence[str] | None = None,
+        build_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        project_id = checks.check_id("project", project_id)
+        body, key = checks.run_body(mode, build_ids, build_id, idempotency_key)
+        job = self._job
+        await job.acquire(1, strict=False, on_wait=self._on_wait)
+        start = Start(key, "project", project_id, body)
+        await job.intend(start)
         try:
-            result = await self._session.run_project(project_id, **options)
-        except BaseException:
-            self._job.free(1)
+            result = await self._session.run_project(
+                project_id, mode=mode, build_ids=build_ids, build_id=build_id, idempotency_key=key
+            )
+        except ApiError as exc:
+            job.answered(start, ())
+            job.free(1)
+            if isinstance(exc, NotStartedError) and exc.status == 402:
+                await job.learn("402 not_started", less=1)
             raise
-        self._job.free(1 - len(result.started))
+        except BaseException:
+            job.free(1)
+            raise
+        job.answered(start, [s.run_id for s in result.started])
+        job.free(1 - len(result.started))
         return result
 
 

@@ -6,14 +6,16 @@ prefix: one Redis (or Valkey) server, or a primary with replicas; not a Redis Cl
 #   jobs          set: the jobs alive or not yet reaped
 #   job:ID        hash: ref, commit, order, kind (of order), started (ms), superseded_by
 #   job:ID:runs   set: the runs the job started and holds
+#   job:ID:starts hash: the job's starts asked and not yet answered (Idempotency-Key -> JSON)
 #   lease:ID      a string with an expiry: the job lives while it exists
 #   ref:REF       sorted set: the jobs of a ref by their order
 #   queue         sorted set: tickets (JOB|SEQ) waiting for device slots, by turn
 #   inflight      hash: runs in flight by job (the governor's count)
+#   limit         a string with an expiry: the runs in flight the service's answers taught
 
 from typing import Final
 
-__all__ = ["ACQUIRE", "BEAT", "FREE", "REAP", "REGISTER", "RELEASE"]
+__all__ = ["ACQUIRE", "BEAT", "FREE", "INTEND", "LEARN", "REAP", "REGISTER", "RELEASE"]
 
 # KEYS: none. ARGV: prefix, job, ref, commit, order ("" = the server's clock), kind, lease ms,
 # supersede ("1"/"0"), priority class. Returns {state, superseded_by, order, older job ids
@@ -66,18 +68,34 @@ for _, other in ipairs(marked) do table.insert(answer, other) end
 return answer
 """
 
-# ARGV: prefix, job, lease ms, run ids to hold... Renews the lease and records the runs.
-# Returns {state, superseded_by}: "ok"; "superseded" (the runs are recorded all the same: the
-# job stops them); "gone" (the job was reaped, or released: nothing is recorded).
+# ARGV: prefix, job, lease ms, n, n run ids to hold, then the keys of starts answered. Renews
+# the lease, records the runs and forgets the answered starts, in one step (a job that dies
+# after it leaves no start both recorded and forgotten). Returns {state, superseded_by}: "ok";
+# "superseded" (the runs are recorded all the same: the job stops them); "gone" (the job was
+# reaped, or released: nothing is recorded).
 BEAT: Final = """
-local p, job, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local p, job, lease, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if redis.call('SISMEMBER', p .. 'jobs', job) == 0 then return {'gone', ''} end
 if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then return {'gone', ''} end
-for i = 4, #ARGV do redis.call('SADD', p .. 'job:' .. job .. ':runs', ARGV[i]) end
+for i = 5, 4 + n do redis.call('SADD', p .. 'job:' .. job .. ':runs', ARGV[i]) end
+for i = 5 + n, #ARGV do redis.call('HDEL', p .. 'job:' .. job .. ':starts', ARGV[i]) end
 redis.call('SET', p .. 'lease:' .. job, '1', 'PX', lease)
 local by = redis.call('HGET', p .. 'job:' .. job, 'superseded_by')
 if by then return {'superseded', by} end
 return {'ok', ''}
+"""
+
+# ARGV: prefix, job, Idempotency-Key, the start as JSON, most. A start about to be asked:
+# if the job dies between the service's answer and the beat that records its runs, a reaper
+# asks again with the same key (the service answers the same runs) and stops them. Returns 1
+# {1} (recorded), {0} (the job is not alive in the ledger), {-1} (it has `most` unanswered).
+INTEND: Final = """
+local p, job = ARGV[1], ARGV[2]
+if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then return {0} end
+local starts = p .. 'job:' .. job .. ':starts'
+if redis.call('HLEN', starts) >= tonumber(ARGV[5]) then return {-1} end
+redis.call('HSET', starts, ARGV[3], ARGV[4])
+return {1}
 """
 
 # ARGV: prefix, job. The job ends: nothing of it is held any more.
@@ -86,7 +104,8 @@ local p, job = ARGV[1], ARGV[2]
 local ref = redis.call('HGET', p .. 'job:' .. job, 'ref')
 if ref and ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
 redis.call('SREM', p .. 'jobs', job)
-redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs', p .. 'lease:' .. job)
+redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs', p .. 'lease:' .. job,
+  p .. 'job:' .. job .. ':starts')
 redis.call('HDEL', p .. 'inflight', job)
 for _, ticket in ipairs(redis.call('ZRANGE', p .. 'queue', 0, -1)) do
   if string.sub(ticket, 1, #job + 1) == job .. '|' then redis.call('ZREM', p .. 'queue', ticket) end
@@ -94,15 +113,17 @@ end
 return 1
 """
 
-# ARGV: prefix, job, ticket, runs wanted, the fleet's limit, the class's head start (ms),
-# strict ("1": the runs must fit; "0": one free slot admits, as for a project's start).
+# ARGV: prefix, job, ticket, runs wanted, the fleet's limit ("": the limit learned, if any),
+# the class's head start (ms), strict ("1": the runs must fit; "0": one free slot admits, as
+# for a project's start).
 # The queue's order is the time a ticket came less its class's head start, so a higher class
 # goes first and a lower one that has waited longer than the difference goes before a newer
-# higher one: nobody starves. Returns {granted (1/0), place in line (0: next), in flight}.
+# higher one: nobody starves. Returns {granted (1/0), place in line (0: next), in flight, the
+# limit (-1: none)}.
 ACQUIRE: Final = """
 local p, job, ticket = ARGV[1], ARGV[2], ARGV[3]
-local want, most, head_start, strict = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
-  ARGV[7] == '1'
+local want, head_start, strict = tonumber(ARGV[4]), tonumber(ARGV[6]), ARGV[7] == '1'
+local most = tonumber(ARGV[5]) or tonumber(redis.call('GET', p .. 'limit')) or math.huge
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local q = p .. 'queue'
@@ -119,14 +140,33 @@ for i = 1, #held, 2 do
   else redis.call('HDEL', p .. 'inflight', held[i]) end
 end
 local place = redis.call('ZRANK', q, ticket)
-if place == false then return {0, -1, used} end
+local shown = most
+if most == math.huge then shown = -1 end
+if place == false then return {0, -1, used, shown} end
 local fits = used + want <= most or used == 0 or (not strict and used < most)
 if place == 0 and fits then
   redis.call('ZREM', q, ticket)
   redis.call('HINCRBY', p .. 'inflight', job, want)
-  return {1, 0, used + want}
+  return {1, 0, used + want, shown}
 end
-return {0, place, used}
+return {0, place, used, shown}
+"""
+
+# ARGV: prefix, ms, less. The service said a start went past the plan (overage, 402
+# not_started): the fleet holds to the runs it has in flight now, less the `less` counted for a
+# start that began nothing (at least 1), for `ms`. Returns {the limit}.
+LEARN: Final = """
+local p, ms = ARGV[1], tonumber(ARGV[2])
+local used = -tonumber(ARGV[3])
+local held = redis.call('HGETALL', p .. 'inflight')
+for i = 1, #held, 2 do
+  if redis.call('EXISTS', p .. 'lease:' .. held[i]) == 1 then
+    used = used + tonumber(held[i + 1])
+  end
+end
+if used < 1 then used = 1 end
+redis.call('SET', p .. 'limit', used, 'PX', ms)
+return {used}
 """
 
 # ARGV: prefix, job, runs (a negative count charges more). Runs of the job that ended.
@@ -137,10 +177,11 @@ if left <= 0 then redis.call('HDEL', p .. 'inflight', job) end
 return left
 """
 
-# ARGV: prefix, at most this many jobs. Claims every job whose lease expired: it leaves the
-# ledger here, so exactly one reaper gets its runs. Returns {job, ref, commit, n, runs...}...
+# ARGV: prefix, at most this many jobs, at most this many unanswered starts a job. Claims every
+# job whose lease expired: it leaves the ledger here, so exactly one reaper gets its runs.
+# Returns {job, ref, commit, n, runs..., m, key, start, key, start...}...
 REAP: Final = """
-local p, most = ARGV[1], tonumber(ARGV[2])
+local p, most, most_starts = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local answer = {}
 local claimed = 0
 for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
@@ -148,10 +189,12 @@ for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
   if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then
     local info = redis.call('HMGET', p .. 'job:' .. job, 'ref', 'commit')
     local runs = redis.call('SMEMBERS', p .. 'job:' .. job .. ':runs')
+    local starts = redis.call('HGETALL', p .. 'job:' .. job .. ':starts')
     local ref = info[1] or ''
     if ref ~= '' then redis.call('ZREM', p .. 'ref:' .. ref, job) end
     redis.call('SREM', p .. 'jobs', job)
-    redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs')
+    redis.call('DEL', p .. 'job:' .. job, p .. 'job:' .. job .. ':runs',
+      p .. 'job:' .. job .. ':starts')
     redis.call('HDEL', p .. 'inflight', job)
     table.insert(answer, job)
     table.insert(answer, ref)
@@ -159,6 +202,9 @@ for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
     local kept = math.min(#runs, 10000)
     table.insert(answer, kept)
     for i = 1, kept do table.insert(answer, runs[i]) end
+    local asked = math.min(#starts / 2, most_starts)
+    table.insert(answer, asked)
+    for i = 1, 2 * asked do table.insert(answer, starts[i]) end
     claimed = claimed + 1
   end
 end

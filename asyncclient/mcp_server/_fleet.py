@@ -16,6 +16,7 @@ class FleetResult(Bounded):
     jobs: list[dict[str, Any]]
     inFlight: int
     maxRuns: int | None
+    learnedLimit: dict[str, float] | None = None
     queuedStarts: dict[str, int]
 
 
@@ -25,7 +26,8 @@ class FleetTools(ToolKit):
         ASYNCCLIENT_FLEET where this server runs): per job its id, ref, commit, priority
         class, the runs it holds, leaseLeft (seconds; null: expired, its runs will be
         stopped), supersededBy, inFlight (device slots held) and queuedStarts; and the
-        fleet's inFlight against maxRuns, with the starts waiting by class. Use it to see
+        fleet's inFlight against maxRuns (or learnedLimit: runs and secondsLeft, taught by
+        the service's overage and 402 answers), with the starts waiting by class. Use it to see
         which jobs are alive, what a fleet is spending and who waits for devices. Reads only;
         at most 500 jobs."""
 
@@ -53,9 +55,10 @@ class FleetTools(ToolKit):
                 fleet = Fleet(url, lease=lease, max_runs=int(most_text) if most_text else None)
                 async with fleet:
                     jobs = await fleet.status()
+                    learned = await fleet.learned_limit()
             except (ValueError, FleetError) as exc:
                 raise ValidationError(str(exc)) from None
-            return status_json(jobs, fleet.max_runs)  # type: ignore[return-value]
+            return status_json(jobs, fleet.max_runs, learned)  # type: ignore[return-value]
 
         return await self._answer(
             work(), parts=("jobs",), advice={"jobs": "the fleet has more jobs than fit"}

@@ -593,3 +593,28 @@ def test_following_thousands_of_runs_shows_counts_the_going_and_the_latest_finis
     assert shown[:10] == ids[9_990:]  # the 10 still going first
     assert shown[10:] == list(reversed(ids[9_978:9_990]))  # then the latest to finish
     assert str(table.caption) == "10000 runs: 9980 passed, 10 failed, 10 running"
+
+
+def test_a_start_waiting_for_the_fleets_device_slot_shows_its_place_in_the_live_table() -> None:
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._progress import Progress
+    from asyncclient.models import Run, RunStatus
+
+    stderr = Terminal()
+    progress = Progress(Output(stdout=io.StringIO(), stderr=stderr), ["j_0001"], {"j_0001": "t"})
+    with progress:
+        progress.tell_wait("2 start(s) ahead; 8 of 8 runs in flight")
+        caption = str(progress._render().caption)
+        assert caption.endswith(
+            "; a start waits for a device slot: 2 start(s) ahead; 8 of 8 runs in flight"
+        )
+        progress.tell_wait(None)  # it went
+        assert "device slot" not in str(progress._render().caption)
+        progress.update(Run(id="j_0001", status=RunStatus.PASSED, test_id="t"))
+    assert "2 start(s) ahead" in stderr.getvalue()  # drawn, not only built
+    # Without a live table: a line.
+    plain = io.StringIO()
+    lines = Progress(Output(stdout=io.StringIO(), stderr=plain), ["j_0001"])
+    with lines:
+        lines.tell_wait("next; 1 of 1 runs in flight")
+    assert "fleet: waiting for a device slot (next; 1 of 1 runs in flight)" in plain.getvalue()

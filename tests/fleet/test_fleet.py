@@ -6,6 +6,7 @@ import asyncio
 import json
 import unicodedata
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -576,3 +577,196 @@ class _NoStops:
 
     async def stop_run(self, run_id: str) -> str:
         return "cancelled"
+
+
+# --- starts recorded before they are sent --------------------------------------------------------
+
+
+async def _starts_of(fleet: Fleet, job_id: str) -> dict[bytes, bytes]:
+    return await fleet._redis.hgetall(f"{fleet.prefix}job:{job_id}:starts")
+
+
+def _runs_of(service: FakeService, test_id: str) -> list[str]:
+    return [r.id for r in service.backend.tests[test_id].runs]
+
+
+async def _dies(job: object) -> None:
+    """The job's process is gone: its beat ends without a word, nothing is released."""
+    job._closing = True  # type: ignore[attr-defined]
+    job._wake.set()  # type: ignore[attr-defined]
+    await job._task  # type: ignore[attr-defined]
+
+
+async def test_an_answered_start_is_forgotten_in_the_beat_that_holds_its_run(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet import GovernedSession
+
+    async with Fleet(redis.url) as fleet, fleet.job(session, _job("s")) as job:
+        with service.hold("t_search", state="running"):
+            job._closing = True  # its beat waits: what the start leaves is seen before it
+            start = await GovernedSession(session, job).run_test("t_search")
+            assert len(await _starts_of(fleet, "s")) == 1  # recorded, not yet forgotten
+            await job.flush()
+            assert await _starts_of(fleet, "s") == {}
+            (seen,) = await fleet.status()
+            assert seen.runs == (start.run_id,)
+
+
+async def test_a_job_killed_between_a_starts_answer_and_its_beat_leaves_no_run_going(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """The service started the run; the job died before it could write it down. A reaper asks
+    again with the start's key (the service answers with that run and starts none) and stops
+    it."""
+    from front_support import starting_front
+
+    from asyncclient.fleet import GovernedSession
+
+    with service.hold("t_search", state="running"):
+        async with (
+            starting_front(service) as front,
+            AsyncSession(service.run_key, front.url) as through_front,
+            Fleet(redis.url, lease=5) as fleet,
+        ):
+            job = fleet.job(through_front, _job("killed"))
+            await job.__aenter__()
+            start = asyncio.create_task(GovernedSession(through_front, job).run_test("t_search"))
+            await asyncio.wait_for(front.answered.wait(), 30)
+            await _dies(job)  # the answer never reached it
+            start.cancel()
+            await asyncio.gather(start, return_exceptions=True)
+            (started,) = _runs_of(service, "t_search")
+            assert len(await _starts_of(fleet, "killed")) == 1
+            assert (await fleet.status())[0].runs == ()  # the ledger never saw the run
+            await _kill_lease(fleet, "killed")
+            service.reset_requests()
+            (reaped,) = await fleet.reap(session)
+        assert reaped.stopped == (started,)
+        assert _stopped(service, started)
+        assert _runs_of(service, "t_search") == [started]  # asked again: no second run
+        assert len(service.requests_for("run_test")) == 1
+
+
+async def test_a_job_cancelled_mid_start_stops_what_the_start_began(
+    redis: RedisServer, service: FakeService
+) -> None:
+    from front_support import starting_front
+
+    from asyncclient.fleet import GovernedSession
+
+    with service.hold("t_search", state="running"):
+        async with (
+            starting_front(service) as front,
+            AsyncSession(service.run_key, front.url) as through_front,
+            Fleet(redis.url) as fleet,
+        ):
+            async with fleet.job(through_front, _job("ctrl-c")) as job:
+                start = asyncio.create_task(
+                    GovernedSession(through_front, job).run_test("t_search")
+                )
+                await asyncio.wait_for(front.answered.wait(), 30)
+                start.cancel()  # Ctrl-C while the answer is on its way
+                await asyncio.gather(start, return_exceptions=True)
+                front.release.set()
+            (started,) = _runs_of(service, "t_search")
+            assert _stopped(service, started)
+            assert _runs_of(service, "t_search") == [started]
+            assert await fleet.status() == []
+
+
+async def test_a_start_the_ledger_holds_is_asked_again_only_when_it_is_well_formed(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    good = json.dumps({"kind": "test", "target": "t_search", "body": {"mode": "cold"}})
+    forged = {
+        "k-bad-json": "{not json",
+        "k-path": json.dumps({"kind": "test", "target": "../../admin", "body": {}}),
+        "k-kind": json.dumps({"kind": "delete", "target": "t_search", "body": {}}),
+        "k-field": json.dumps({"kind": "test", "target": "t_search", "body": {"x": 1}}),
+        "k-mode": json.dumps({"kind": "test", "target": "t_search", "body": {"mode": "rm"}}),
+        "k-build": json.dumps(
+            {"kind": "test", "target": "t_search", "body": {"buildId": "$(reboot)"}}
+        ),
+        "k-huge": json.dumps({"kind": "test", "target": "t_search", "body": {}, "x": "y" * 9000}),
+        "k e y\r\nX-Evil: 1": good,
+    }
+    async with Fleet(redis.url) as fleet:
+        dead = fleet.job(session, _job("forged"))
+        await dead.__aenter__()
+        await _dies(dead)
+        await fleet._redis.hset(f"{fleet.prefix}job:forged:starts", mapping=forged)
+        await _kill_lease(fleet, "forged")
+        service.reset_requests()
+        (reaped,) = await fleet.reap(session)
+        assert reaped.stopped == ()
+        assert service.requests_for("run_test") == []
+        assert service.requests_for("run_project") == []
+        # The same, well formed: asked again (the check above could fail).
+        other = fleet.job(session, _job("honest"))
+        await other.__aenter__()
+        await _dies(other)
+        await fleet._redis.hset(f"{fleet.prefix}job:honest:starts", "k-good", good)
+        await _kill_lease(fleet, "honest")
+        with service.hold("t_search", state="running"):
+            (reaped,) = await fleet.reap(session)
+        assert len(service.requests_for("run_test")) == 1
+        assert len(reaped.stopped) == 1
+
+
+# --- a limit the service's answers teach --------------------------------------------------------
+
+
+async def test_an_overage_answer_makes_the_fleet_keep_to_the_runs_it_has_in_flight(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet import GovernedSession
+
+    said: list[str] = []
+    async with (
+        Fleet(redis.url) as fleet,
+        fleet.job(session, Identity(job_id="a")) as a,
+        fleet.job(session, Identity(job_id="b")) as b,
+    ):
+        a.warn = said.append
+        with service.hold("t_search", "t_onboarding", state="running"):
+            await GovernedSession(session, a).run_test("t_search")  # within the plan
+            assert await fleet.learned_limit() is None
+            service.backend.projects["p_demo"].included_runs = 0  # the plan is spent
+            started = await GovernedSession(session, a).run_test("t_onboarding")
+            assert started.overage is True
+            limit = await fleet.learned_limit()
+            assert limit is not None
+            assert limit[0] == 2
+            assert 590 < limit[1] <= 600
+            assert len(said) == 1
+            assert "keeps to 2 run(s) in flight for 10 minutes" in said[0]
+            places: list[tuple[int, int]] = []
+            waiting = asyncio.create_task(b.acquire(1, on_wait=lambda *p: places.append(p)))
+            await _waiting(fleet, "b")
+            assert places[0] == (0, 2)
+            assert b.limit == 2
+            a.free(1)
+            await asyncio.wait_for(waiting, 30)
+            assert places[-1] == (-1, 2)  # 1 of a's and its own
+
+
+async def test_a_project_start_refused_402_teaches_the_limit_and_a_set_limit_wins(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.errors import NotStartedError
+    from asyncclient.fleet import GovernedSession
+
+    project = service.backend.projects["p_demo"]
+    with service.hold("t_search", state="running"):
+        async with Fleet(redis.url) as fleet, fleet.job(session, Identity(job_id="p")) as job:
+            await GovernedSession(session, job).run_test("t_search")
+            project.plan = "free"
+            for test in project.tests:
+                test.seed = attrs.evolve(test.seed, uses_endpoints=("staging",))
+            with pytest.raises(NotStartedError):
+                await GovernedSession(session, job).run_project("p_demo")
+            assert (await fleet.learned_limit() or (0, 0))[0] == 1
+        async with Fleet(redis.url, max_runs=5) as fleet, fleet.job(session, _job("q")) as q:
+            await q.acquire(3)  # a set limit is not the one learned
+            assert q.limit == 5

@@ -465,3 +465,52 @@ async def test_without_run_numbers_the_builds_time_orders_the_commits(
     assert code == 130, err
     assert "superseded by bbbb2222" in err
     assert service.requests_for("run_test") == []
+
+
+async def test_a_job_killed_mid_start_leaves_nothing_the_reaper_cannot_stop(
+    redis: RedisServer, ledger: Fleet, service: FakeService
+) -> None:
+    """The child's start reaches the service (which starts the suite's runs) and the child is
+    killed before the answer reaches it: the ledger holds the start, not the runs. `fleet
+    reap` asks again with the start's key (the same runs, none new) and stops them."""
+    from front_support import starting_front
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        async with starting_front(service) as front:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "asyncclient", "run", "project", "p_demo", "--wait",
+                env=_env(service, redis, ASYNCCLIENT_BASE_URL=front.url),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                await asyncio.wait_for(front.answered.wait(), 60)
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                await proc.wait()
+        started = [s["runId"] for s in front.answers[0]["started"]]
+        assert len(started) >= 2
+        (dead,) = await ledger.status()
+        assert dead.runs == ()  # the ledger never saw them
+        await ledger._redis.delete(f"{ledger.prefix}lease:{dead.job_id}")
+        before = len(service.backend.run_store.runs)
+        code, out, err = await _cli(_env(service, redis), "fleet", "reap", "--json")
+        assert code == 0, err
+        (reaped,) = json.loads(out)["reaped"]
+        assert sorted(reaped["stopped"]) == sorted(started)
+        assert all(_stopped(service, r) for r in started)
+        assert len(service.backend.run_store.runs) == before  # asked again: nothing new began
+
+
+async def test_fleet_status_says_a_limit_the_services_answers_taught(
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+) -> None:
+    async with ledger.job(session, Identity(job_id="learner")) as job:
+        await job.acquire(3)
+        await job.learn("overage")
+        code, out, err = await _cli(_env(service, redis), "fleet", "status")
+        assert code == 0, err
+        assert "runs in flight: 3 of 3 (learned from the service's answers, for 10 more min)" in out
+        code, out, _ = await _cli(_env(service, redis), "fleet", "status", "--json")
+        learned = json.loads(out)["learnedLimit"]
+        assert learned["runs"] == 3
+        assert 590 < learned["secondsLeft"] <= 600
