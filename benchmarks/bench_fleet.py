@@ -1,32 +1,42 @@
-"""A fleet of 40 jobs (40 processes of `asyncclient run test --wait`) sharing one emulator,
-without a ledger and then with one (a real redis-server), side by side:
+"""A fleet of 40 CI jobs (40 processes of `asyncclient run project --wait`) sharing one device
+plan over 10 minutes of the service's time, without a ledger and then with one (a real
+redis-server), side by side. What happens to each job is drawn from a seed, the same on both
+sides:
 
-- 10 jobs of main run to their end;
-- 10 jobs of main are killed with SIGKILL once their run has started (a runner that died);
-- 10 jobs of pull requests pr/1..pr/10 at commit aaaa1111, then, once theirs have started,
-  10 jobs of the same pull requests at commit bbbb2222 (a new push).
+- its class (main, release or a pull request's), its launch time, and its ref and commit (a
+  later job of the same pull request is a new push: it supersedes the older one);
+- its fate: it runs to its end, its runner dies (SIGKILL), or it is cancelled hard (SIGTERM,
+  then SIGKILL a moment later, as a runner with a short grace does).
 
-It prints the GET /runs requests the service answered, the side's runs billed (the spec: a
-stopped run is not counted), their device minutes, the runs of gone jobs that ran on, and how
-long after the kill or the push their runs stopped.
+The service (the emulator, at `--speed` service seconds a wall second) has a device plan of
+`--devices` slots: with no ledger the service's own FIFO decides who runs; with the ledger the
+fleet's governor (ASYNCCLIENT_FLEET_MAX_RUNS = the slots) does, by class.
 
-    .venv/bin/python benchmarks/bench_fleet.py [--jobs-per-role 10] [--lease 5]
+It prints, beside each other: device minutes billed to runs of jobs that were gone (dead,
+cancelled or superseded) by then, how long after its lease lapsed each such run was stopped,
+the queue wait (launch to the run's start) of each class at p95 and at worst, every request the
+service answered per run started, and for one 64 MiB file uploaded by 10 jobs at once, the bytes
+sent against the bytes asked.
 
-The emulator runs at the wall clock's pace (a run of t_search lasts about 20 s), so one side
-takes about a minute.
+    .venv/bin/python benchmarks/bench_fleet.py [--seed 1] [--jobs 40] [--minutes 10]
+
+One side takes about --minutes / --speed wall minutes (5 with the defaults) and the drain.
 """
 
 import argparse
 import asyncio
 import os
+import random
 import signal
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -36,220 +46,361 @@ from redis_support import redis_server
 
 from asyncclient import AsyncSession
 
-
-async def _job(env: dict[str, str], *argv: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "asyncclient", "run", "test", "t_search", "--wait",
-        "--interval", "1", *argv, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+KEY = "bench-fleet-key"
+TESTS = ("t_login", "t_search", "t_checkout")
 
 
-async def _started(proc: asyncio.subprocess.Process) -> str:
-    """The run id the job says it started."""
+def seed_data(run_seconds: float) -> dict[str, Any]:
+    """One project of three web tests whose runs take `run_seconds` (+-50 %)."""
+    return {
+        "projects": [{"id": "p_fleet", "name": "Fleet", "plan": "paid", "includedRuns": 100_000}],
+        "keys": [
+            {"key": KEY, "capability": "run", "projects": ["p_fleet"]},
+            {"key": KEY + "-edit", "capability": "edit", "projects": ["p_fleet"]},
+        ],
+        "tests": [
+            {
+                "id": test,
+                "project": "p_fleet",
+                "title": test,
+                "target": "web",
+                "url": "https://shop.example.com",
+                "outcome": "passed",
+                "queuedSeconds": 1,
+                "durationSeconds": run_seconds,
+                "durationJitter": 0.5,
+            }
+            for test in TESTS
+        ],
+    }
+
+
+@attrs.frozen
+class Job:
+    name: str
+    priority: str  # main, release, pr
+    ref: str
+    commit: str
+    launch: float  # service seconds after the start
+    fate: str  # "end", "killed", "cancelled"
+    fate_after: float  # service seconds after its launch
+
+
+def draw_jobs(seed: int, jobs: int, minutes: float) -> list[Job]:
+    """The fleet's jobs, drawn from `seed`: launches over the first 80 % of the window."""
+    rng = random.Random(seed)
+    window = minutes * 60 * 0.8
+    drawn: list[Job] = []
+    pushes: dict[str, int] = {}
+    for n in range(jobs):
+        roll = rng.random()
+        priority = "main" if roll < 0.25 else "release" if roll < 0.30 else "pr"
+        if priority == "pr":
+            ref = f"pr/{rng.randint(1, max(1, jobs // 5))}"
+            pushes[ref] = pushes.get(ref, 0) + 1
+            commit = f"{pushes[ref]:04x}{n:04x}"  # a later push of the ref: a later commit
+        else:
+            ref = "main" if priority == "main" else f"release/{n}"
+            commit = f"c0de{n:04x}"
+        fate_roll = rng.random()
+        fate = "killed" if fate_roll < 0.15 else "cancelled" if fate_roll < 0.25 else "end"
+        drawn.append(
+            Job(
+                name=f"job{n:02d}",
+                priority=priority,
+                ref=ref,
+                commit=commit,
+                launch=rng.uniform(0, window),
+                fate=fate,
+                fate_after=rng.uniform(20, 120),
+            )
+        )
+    # Launch order decides which push of a pull request is the newer one.
+    drawn.sort(key=lambda job: job.launch)
+    counts: dict[str, int] = {}
+    renamed = []
+    for job in drawn:
+        if job.priority == "pr":
+            counts[job.ref] = counts.get(job.ref, 0) + 1
+            job = attrs.evolve(job, commit=f"{counts[job.ref]:04x}{job.commit[4:]}")
+        renamed.append(job)
+    return renamed
+
+
+@attrs.define
+class Ran:
+    job: Job
+    launched: float = 0.0  # wall
+    ended: float | None = None  # wall: killed, cancelled, or when a newer push launched
+    code: int | None = None
+    runs: list[str] = attrs.Factory(list)
+
+
+async def _follow(proc: asyncio.subprocess.Process, ran: Ran) -> None:
     assert proc.stderr is not None
     while True:
         line = (await proc.stderr.readline()).decode()
         if not line:
-            raise RuntimeError("a job ended before it started its run")
+            break
         if line.startswith("started j_"):
-            return line.split()[1]
+            ran.runs.append(line.split()[1])
+    ran.code = await proc.wait()
 
 
-async def _drain(proc: asyncio.subprocess.Process) -> int:
-    assert proc.stderr is not None
-    while await proc.stderr.read(65536):
-        pass
-    return await proc.wait()
+async def _one(job: Job, env: dict[str, str], speed: float, t0: float, ran: Ran) -> None:
+    await asyncio.sleep(max(0.0, t0 + job.launch / speed - time.time()))
+    argv = [
+        sys.executable, "-m", "asyncclient", "run", "project", "p_fleet", "--wait",
+        "--interval", "2", "--ref", job.ref, "--commit", job.commit, "--priority", job.priority,
+        "--supersede" if job.priority == "pr" else "--no-supersede",
+    ]  # fmt: skip
+    ran.launched = time.time()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    following = asyncio.create_task(_follow(proc, ran))
+    if job.fate != "end":
+        done, _ = await asyncio.wait({following}, timeout=job.fate_after / speed)
+        if not done:
+            ran.ended = time.time()
+            if job.fate == "cancelled":
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.3)  # a short grace, then the runner is gone
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGKILL)
+    await following
 
 
-async def side(emu: Emulator, fleet_url: str | None, per_role: int, lease: float) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
-    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
+def _env(emu: Emulator, fleet_url: str | None, devices: int, lease: float) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ASYNCCLIENT_", "GITHUB_", "GITLAB_", "CI_"))
+    }
+    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=KEY)
     if fleet_url:
-        env.update(ASYNCCLIENT_FLEET=fleet_url, ASYNCCLIENT_FLEET_LEASE=str(lease))
-    began = datetime.now(UTC) - timedelta(seconds=1)
-    main = [await _job(env, "--ref", "main", "--commit", "cccc3333") for _ in range(per_role)]
-    doomed = [await _job(env, "--ref", "main", "--commit", "cccc3333") for _ in range(per_role)]
-    old = [
-        await _job(env, "--ref", f"pr/{i}", "--commit", "aaaa1111", "--supersede")
-        for i in range(per_role)
-    ]
-    doomed_runs = await asyncio.gather(*(_started(p) for p in doomed))
-    old_runs = await asyncio.gather(*(_started(p) for p in old))
-    await asyncio.sleep(1)  # each job's first beat has come and gone
-    for proc in doomed:
-        proc.send_signal(signal.SIGKILL)
-    killed_at = time.time()
-    new = [
-        await _job(env, "--ref", f"pr/{i}", "--commit", "bbbb2222", "--supersede")
-        for i in range(per_role)
-    ]
-    pushed_at = time.time()
-    await asyncio.gather(*(p.wait() for p in doomed))
-    codes = await asyncio.gather(*(_drain(p) for p in main + old + new))
-    async with AsyncSession(emu.run_key, emu.url) as session:
-        # Runs of the gone jobs still going (no ledger: nobody stops them) end by themselves.
-        while True:
-            views = await session.list_runs(ids=[*doomed_runs, *old_runs])
-            if all(run.is_final for run in views):
-                break
-            await asyncio.sleep(1)
-        listed = await session.list_runs(project_id=emu.project_id, limit=200)
-        runs = [r for r in listed if r.created_at is not None and r.created_at >= began]
+        env.update(
+            ASYNCCLIENT_FLEET=fleet_url,
+            ASYNCCLIENT_FLEET_LEASE=str(lease),
+            ASYNCCLIENT_FLEET_MAX_RUNS=str(devices),
+        )
+    return env
 
-    def billed(run: Any) -> bool:
-        return run.is_final and run.status_kind != "cancelled"
 
-    gone = {r.id: r for r in views}
-    orphans = [r for r in gone.values() if billed(r)]
+async def side(
+    jobs: list[Job], fleet_url: str | None, *, devices: int, speed: float, lease: float,
+    run_seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    with Emulator(seed=seed_data(run_seconds), speed=speed, device_slots=devices) as emu:
+        env = _env(emu, fleet_url, devices, lease)
+        async with AsyncSession(KEY, emu.url) as session:
+            # The service's clock against ours: a run's createdAt is the service's now.
+            probe = await session.run_test(TESTS[0])
+            wall_at_probe = time.time()
+            await session.stop_run(probe.run_id)
+            created = (await session.get_run(probe.run_id)).created_at
+            assert created is not None
+            before = dict(emu.stats()["requests"])
+            t0 = time.time()
+            ran = [Ran(job) for job in jobs]
+            await asyncio.gather(*(_one(r.job, env, speed, t0, r) for r in ran))
+            # A newer push makes an older job of its pull request useless from its launch.
+            for r in ran:
+                newer = [
+                    o.launched for o in ran
+                    if o.job.ref == r.job.ref and o.job.priority == "pr" and o.launched > r.launched
+                ]  # fmt: skip
+                if newer and r.job.fate == "end":
+                    r.ended = min(newer)
+            # The runs of gone jobs that nobody stopped end by themselves.
+            every: dict[str, Any] = {}
+            while True:
+                listed = []
+                for test in TESTS:
+                    listed += await session.list_runs(test_id=test, limit=200)
+                every = {r.id: r for r in listed if r.id != probe.run_id}
+                if all(r.is_final for r in every.values()):
+                    break
+                await asyncio.sleep(2)
+            after = emu.stats()["requests"]
+            by_op = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
+            requests = sum(by_op.values())
 
-    def stopped_after(ids: list[str], since: float) -> list[float]:
-        return [
-            gone[i].finished_at.timestamp() - since
-            for i in ids
-            if gone[i].status_kind == "cancelled" and gone[i].finished_at is not None
-        ]
+    def wall(at: datetime | None) -> float | None:
+        if at is None:
+            return None
+        return wall_at_probe + (at - created).total_seconds() / speed
 
+    gone_minutes = 0.0
+    stopped_after_lapse: list[float] = []
+    orphans = 0
+    waits: dict[str, list[float]] = {"main": [], "release": [], "pr": []}
+    never_started: dict[str, int] = {"main": 0, "release": 0, "pr": 0}
+    for r in ran:
+        views = [every[i] for i in r.runs if i in every]
+        if views:
+            first = min((wall(v.started_at) or float("inf")) for v in views)
+            if first < float("inf"):
+                waits[r.job.priority].append((first - r.launched) * speed)
+        elif r.job.fate == "end" and r.ended is None:  # not superseded: it wanted to run
+            never_started[r.job.priority] += 1
+        if r.ended is None:
+            continue
+        for view in views:
+            end = wall(view.finished_at)
+            begin = wall(view.started_at)
+            if end is None or begin is None or end <= r.ended:
+                continue
+            if view.status_kind != "cancelled":
+                orphans += 1
+                gone_minutes += (end - max(begin, r.ended)) * speed / 60
+            elif r.job.fate == "killed":
+                stopped_after_lapse.append(end - (r.ended + lease))
+    started = len(every)
     return {
-        "polls": emu.stats()["requests"].get("list_runs", 0),
-        "billed": sum(billed(r) for r in runs),
-        "device_minutes": sum((r.duration_ms or 0) for r in runs if billed(r)) / 60_000,
-        "orphans": len(orphans),
-        "orphan_minutes": sum((r.duration_ms or 0) for r in orphans) / 60_000,
-        "reaped_after": stopped_after(list(doomed_runs), killed_at),
-        "superseded_after": stopped_after(list(old_runs), pushed_at),
-        "exit_codes": sorted(set(codes)),
+        "gone_minutes": gone_minutes,
+        "orphans": orphans,
+        "stopped_after_lapse": stopped_after_lapse,
+        "waits": waits,
+        "never_started": never_started,
+        "requests": requests,
+        "by_op": by_op,
+        "runs": started,
+        "codes": sorted({r.code for r in ran if r.code is not None}),
     }
 
 
-async def uploads(emu: Emulator, fleet_url: str | None, jobs: int, apk: Path) -> dict[str, Any]:
+async def uploads(fleet_url: str | None, jobs: int, apk: Path) -> dict[str, Any]:
     """`jobs` processes uploading the same file at once, each with a state folder of its own
     (as on runners of their own: no lock on one machine joins them)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
-    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
-    if fleet_url:
-        env.update(ASYNCCLIENT_FLEET=fleet_url)
-    before = emu.stats()["requests"].get("upload_part", 0)
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "asyncclient",
-            "upload",
-            emu.project_id,
-            str(apk),
-            "--reuse-build",
-            env={**env, "ASYNCCLIENT_STATE_DIR": tempfile.mkdtemp()},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        for _ in range(jobs)
-    ]
-    outs = await asyncio.gather(*(p.communicate() for p in procs))
-    parts = emu.stats()["requests"].get("upload_part", 0) - before
+    with Emulator(speed=1.0, part_bytes=8 << 20) as emu:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
+        env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
+        if fleet_url:
+            env.update(ASYNCCLIENT_FLEET=fleet_url)
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "asyncclient",
+                "upload",
+                emu.project_id,
+                str(apk),
+                "--reuse-build",
+                env={**env, "ASYNCCLIENT_STATE_DIR": tempfile.mkdtemp()},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            for _ in range(jobs)
+        ]
+        outs = await asyncio.gather(*(p.communicate() for p in procs))
+        parts = emu.stats()["requests"].get("upload_part", 0)
     builds = {out.decode().strip() for out, _ in outs}
     return {"parts": parts, "builds": len(builds), "codes": sorted({p.returncode for p in procs})}
 
 
-async def queueing(emu: Emulator, fleet_url: str | None, slots: int) -> dict[str, Any]:
-    """A device plan of `slots` devices: 3 x `slots` pull request jobs, then `slots` main jobs,
-    then `slots` more pull request jobs, one run each. Each job's queue wait: from its launch
-    to its run's start (the service's clock is the wall clock here)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
-    env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)
-    if fleet_url:
-        env.update(ASYNCCLIENT_FLEET=fleet_url, ASYNCCLIENT_FLEET_MAX_RUNS=str(slots))
-    classes = ["pr"] * (3 * slots) + ["main"] * slots + ["pr"] * slots
-    launched: list[tuple[str, float, asyncio.subprocess.Process]] = []
-    for priority in classes:
-        launched.append((priority, time.time(), await _job(env, "--priority", priority)))
-    run_ids = await asyncio.gather(*(_started(p) for _, _, p in launched))
-    await asyncio.gather(*(_drain(p) for _, _, p in launched))
-    async with AsyncSession(emu.run_key, emu.url) as session:
-        runs = {r.id: r for r in await session.list_runs(ids=run_ids)}
-    waits: dict[str, list[float]] = {"main": [], "pr": []}
-    for (priority, at, _), run_id in zip(launched, run_ids, strict=True):
-        started = runs[run_id].started_at
-        if started is not None:
-            waits[priority].append(started.timestamp() - at)
-    return waits
-
-
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
-def _median(values: list[float]) -> str:
-    return f"{statistics.median(values):5.1f} s" if values else "    -  "
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs-per-role", type=int, default=10)
-    parser.add_argument("--lease", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--minutes", type=float, default=10.0, help="of the service's time")
+    parser.add_argument("--speed", type=float, default=2.0, help="service seconds a second")
+    parser.add_argument("--devices", type=int, default=12)
+    parser.add_argument("--run-seconds", type=float, default=90.0)
+    parser.add_argument("--lease", type=float, default=10.0)
+    parser.add_argument("--no-upload", action="store_true")
     args = parser.parse_args()
-    n = args.jobs_per_role
-    print(f"{4 * n} jobs: {n} main to the end, {n} killed, {n} pull requests superseded by {n}")
-    from asyncclient.testing.builders import build_apk
+    jobs = draw_jobs(args.seed, args.jobs, args.minutes)
+    fates = {f: sum(j.fate == f for j in jobs) for f in ("end", "killed", "cancelled")}
+    classes = {c: sum(j.priority == c for j in jobs) for c in ("main", "release", "pr")}
+    prs = [j.ref for j in jobs if j.priority == "pr"]
+    pushes = len(prs) - len(set(prs))
+    print(
+        f"seed {args.seed}: {len(jobs)} jobs over {args.minutes:g} service minutes (speed "
+        f"{args.speed:g}), {args.devices} devices, runs of {args.run_seconds:g} s +-50 %, lease "
+        f"{args.lease:g} s; classes {classes}; fates {fates}; {pushes} newer push(es)"
+    )
+    options = {
+        "devices": args.devices, "speed": args.speed, "lease": args.lease,
+        "run_seconds": args.run_seconds,
+    }  # fmt: skip
+    with redis_server(Path(tempfile.mkdtemp())) as redis:
+        alone = asyncio.run(side(jobs, None, **options))  # type: ignore[arg-type]
+        fleet = asyncio.run(side(jobs, redis.url, **options))  # type: ignore[arg-type]
+        if not args.no_upload:
+            from asyncclient.testing.builders import build_apk
 
-    apk = build_apk(Path(tempfile.mkdtemp()) / "shop.apk", filler_bytes=64 << 20)
-    with (
-        Emulator(speed=1.0, part_bytes=8 << 20) as emu,
-        redis_server(Path(tempfile.mkdtemp())) as redis,
-    ):
-        alone = asyncio.run(side(emu, None, n, args.lease))
-        alone_up = asyncio.run(uploads(emu, None, n, apk))
-        with Emulator(speed=1.0, part_bytes=8 << 20) as emu2:
-            fleet = asyncio.run(side(emu2, redis.url, n, args.lease))
-            fleet_up = asyncio.run(uploads(emu2, redis.url, n, apk))
-        slots = max(2, n * 4 // 5)
-        with Emulator(speed=1.0, device_slots=slots) as emu3:
-            fifo = asyncio.run(queueing(emu3, None, slots))
-        with Emulator(speed=1.0, device_slots=slots) as emu4:
-            classes = asyncio.run(queueing(emu4, redis.url, slots))
-    rows = [
-        ("runs billed", "billed", "{:>9d}"),
-        ("device minutes billed", "device_minutes", "{:9.1f}"),
-        ("runs of gone jobs that ran on", "orphans", "{:>9d}"),
-        ("their device minutes", "orphan_minutes", "{:9.1f}"),
-        ("GET /runs requests (every job's polls)", "polls", "{:>9d}"),
-    ]
-    print(f"\n{'':34s}{'no ledger':>12s}{'fleet ledger':>14s}")
-    for label, key, form in rows:
-        print(f"{label:34s}{form.format(alone[key]):>12s}{form.format(fleet[key]):>14s}")
-    print(
-        f"{'killed job: runs stopped after':34s}{_median(alone['reaped_after']):>12s}"
-        f"{_median(fleet['reaped_after']):>14s}  (median; lease {args.lease:g} s)"
+            apk = build_apk(Path(tempfile.mkdtemp()) / "shop.apk", filler_bytes=64 << 20)
+            alone_up = asyncio.run(uploads(None, 10, apk))
+            fleet_up = asyncio.run(uploads(redis.url, 10, apk))
+    print(f"\n{'':46s}{'no ledger':>14s}{'fleet ledger':>14s}")
+
+    def row(label: str, a: str, b: str, note: str = "") -> None:
+        print(f"{label:46s}{a:>14s}{b:>14s}  {note}")
+
+    saved = 1 - fleet["gone_minutes"] / alone["gone_minutes"] if alone["gone_minutes"] else 0.0
+    row(
+        "device min. of gone jobs' runs (after gone)",
+        f"{alone['gone_minutes']:.1f}",
+        f"{fleet['gone_minutes']:.1f}",
+        f"{saved:.0%} less (goal 95 %)",
     )
-    print(
-        f"{'new push: old runs stopped after':34s}{_median(alone['superseded_after']):>12s}"
-        f"{_median(fleet['superseded_after']):>14s}  (median)"
+    row("their runs that ran on", str(alone["orphans"]), str(fleet["orphans"]))
+    lapse = fleet["stopped_after_lapse"]
+    row(
+        "killed job's runs stopped after lease lapsed",
+        "never",
+        f"{max(lapse):.1f} s max" if lapse else "-",
+        f"median {statistics.median(lapse):.1f} s; goal within one lease ({args.lease:g} s)"
+        if lapse
+        else "",
     )
-    print(f"exit codes: no ledger {alone['exit_codes']}, fleet {fleet['exit_codes']}")
-    size = apk.stat().st_size
-    print(
-        f"\n{n} jobs uploading one {size / 2**20:.0f} MiB file at once (each on a runner of its "
-        "own: its own state folder), `upload --reuse-build`:"
-    )
-    for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
-        print(
-            f"  {label:13s} {up['parts']:4d} parts sent ({up['parts'] * 8} MiB at 8 MiB a part, "
-            f"for {size / 2**20:.0f} MiB asked), {up['builds']} build(s), exit codes {up['codes']}"
+    for cls in ("main", "release", "pr"):
+        a, b = alone["waits"][cls], fleet["waits"][cls]
+        if not (a or b):
+            continue
+        row(
+            f"queue wait of {cls} (launch to start), p95",
+            f"{_p95(a):.0f} s",
+            f"{_p95(b):.0f} s",
+            f"worst {max(a, default=0):.0f} / {max(b, default=0):.0f} s"
+            + (f"; {_p95(b) / _p95(a):.2f}x" if _p95(a) else ""),
         )
-    print(
-        f"\nA plan of {slots} devices, {5 * slots} jobs: {3 * slots} pull requests, then "
-        f"{slots} of main, then {slots} pull requests (launch to run start):"
+    row(
+        "jobs to their end that never started a run",
+        str(sum(alone["never_started"].values())),
+        str(sum(fleet["never_started"].values())),
+        "(a starved class would show here)",
     )
-    for label, waits in (("no ledger (the service's FIFO)", fifo), ("fleet, classes", classes)):
+    per_run = [s["requests"] / max(1, s["runs"]) for s in (alone, fleet)]
+    row(
+        "requests to the service per run",
+        f"{per_run[0]:.1f}",
+        f"{per_run[1]:.1f}",
+        f"{per_run[0] / per_run[1]:.1f}x fewer (goal 5x); "
+        f"{alone['requests']} / {fleet['requests']} requests, "
+        f"{alone['runs']} / {fleet['runs']} runs",
+    )
+    for label, s in (("no ledger", alone), ("fleet", fleet)):
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(s["by_op"].items(), key=lambda i: -i[1]))
+        print(f"  requests, {label}: {ops}")
+    print(f"exit codes: no ledger {alone['codes']}, fleet {fleet['codes']}")
+    if not args.no_upload:
+        size = apk.stat().st_size
         print(
-            f"  {label:31s} main p95 {_p95(waits['main']):5.1f} s, pull requests p95 "
-            f"{_p95(waits['pr']):5.1f} s, longest {max(waits['pr']):5.1f} s "
-            f"({len(waits['main']) + len(waits['pr'])} of {5 * slots} started)"
+            f"\n10 jobs uploading one {size / 2**20:.0f} MiB file at once, `upload --reuse-build`:"
         )
-    ratio = _p95(classes["main"]) / _p95(fifo["main"])
-    print(f"  main's p95 wait with the fleet: {ratio:.2f}x the FIFO's (goal: at most 0.5x)")
+        for label, up in (("no ledger", alone_up), ("fleet ledger", fleet_up)):
+            print(
+                f"  {label:13s} {up['parts'] * 8:4d} MiB sent for {size / 2**20:.0f} MiB asked "
+                f"({up['parts']} parts of 8 MiB), {up['builds']} build(s), exit codes "
+                f"{up['codes']}"
+            )
 
 
 if __name__ == "__main__":

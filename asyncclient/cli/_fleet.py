@@ -453,7 +453,11 @@ async def shared_views(
     from asyncclient.fleet._views import SharedViews
 
     if job is not None:
-        yield SharedViews(session, job.fleet, job.job_id)
+        views = SharedViews(session, job.fleet, job.job_id)
+        try:
+            yield views
+        finally:
+            await views.close()
         return
     found = _settings(read(FleetOptions, args))
     if found is None or _ALONE.get():
@@ -469,7 +473,9 @@ async def shared_views(
         out.warning(f"{exc}; this job goes on alone, outside the fleet")
         yield session
         return
+    views = SharedViews(session, fleet, identity_from_ci().job_id)
     try:
-        yield SharedViews(session, fleet, identity_from_ci().job_id)
+        yield views
     finally:
+        await views.close()
         await fleet.close()

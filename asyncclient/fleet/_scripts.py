@@ -15,7 +15,17 @@ prefix: one Redis (or Valkey) server, or a primary with replicas; not a Redis Cl
 
 from typing import Final
 
-__all__ = ["ACQUIRE", "BEAT", "FREE", "INTEND", "LEARN", "REAP", "REGISTER", "RELEASE"]
+__all__ = [
+    "ACQUIRE",
+    "BEAT",
+    "FREE",
+    "INTEND",
+    "LEARN",
+    "LET_GO",
+    "REAP",
+    "REGISTER",
+    "RELEASE",
+]
 
 # KEYS: none. ARGV: prefix, job, ref, commit, order ("" = the server's clock), kind, lease ms,
 # supersede ("1"/"0"), priority class. Returns {state, superseded_by, order, older job ids
@@ -209,4 +219,11 @@ for _, job in ipairs(redis.call('SMEMBERS', p .. 'jobs')) do
   end
 end
 return answer
+"""
+
+# ARGV: prefix, key, holder. Deletes the key (a lease) only while `holder` holds it.
+LET_GO: Final = """
+local key = ARGV[1] .. ARGV[2]
+if redis.call('GET', key) == ARGV[3] then return {redis.call('DEL', key)} end
+return {0}
 """

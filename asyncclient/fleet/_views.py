@@ -85,6 +85,12 @@ class SharedViews:
                 await self._poll_for_others(retries)
         return [found[r] for r in wanted if r in found]
 
+    async def close(self) -> None:
+        """Hand the poller's lease back when this job holds it, so that another job polls for
+        the fleet at its next sweep rather than after the lease lapses."""
+        with contextlib.suppress(Exception):  # unreachable: the lease lapses by itself
+            await self._fleet._script("LET_GO", "poller", self._holder)
+
     async def _read(self, wanted: list[str]) -> tuple[dict[str, Mapping[str, Any]], bool]:
         """The fresh views of `wanted`, and whether this job is (now) the poller."""
         r, p = self._fleet._redis, self._fleet.prefix

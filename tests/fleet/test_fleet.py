@@ -446,6 +446,11 @@ async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_
             await fleet._redis.delete(f"{fleet.prefix}poller")
             await other.list_run_views([theirs])
             assert await fleet._redis.get(f"{fleet.prefix}poller") == b"job-2"
+            # A job that ends hands the lease back at once; one that does not hold it, never.
+            await poller.close()
+            assert await fleet._redis.get(f"{fleet.prefix}poller") == b"job-2"
+            await other.close()
+            assert await fleet._redis.get(f"{fleet.prefix}poller") is None
 
 
 async def test_the_shared_sweep_follows_a_suite_to_its_end(
