@@ -75,6 +75,7 @@ from asyncclient.watch import RunWatcher, WatchOptions
 if TYPE_CHECKING:
     from asyncclient.config import Config
     from asyncclient.failures import Categories, FailureReport
+    from asyncclient.failures.bisect import BisectResult, BisectStep
     from asyncclient.flakiness import FlakinessReport
     from asyncclient.suite import SuitePolicy, SuiteRun
 
@@ -778,6 +779,64 @@ class AsyncSession:
         window = checks.check_days(days)
         return await fetch_flakiness(
             self, project_id, days=window, tests=named, categories=categories
+        )
+
+    async def bisect(
+        self,
+        project_id: str,
+        test_id: str,
+        *,
+        good: str,
+        bad: str,
+        confidence: float = 0.95,
+        flake_rate: float | None = None,
+        budget_minutes: float | None = None,
+        idempotency_key: str | None = None,
+        on_step: "Callable[[BisectStep], None] | None" = None,
+    ) -> "BisectResult":
+        """The first build between `good` and `bad` a test fails on, found by halving the
+        range, with a build called bad only after as many failures in a row as the test's
+        flake rate needs for `confidence` (see `asyncclient.failures.bisect` for the rule).
+
+        Args:
+            project_id: The project whose builds are searched (`p_...`).
+            test_id: The test that broke (`t_...`).
+            good: A build it passes on; `bad`: one it fails on (`ab_...`, one app).
+            confidence: The least chance the answer is right, 0.5 to 0.999.
+            flake_rate: How often it fails on good builds; default from its history.
+            budget_minutes: Device minutes the search may spend.
+            idempotency_key: The search's key (each run's is derived from it).
+            on_step: Called with each `BisectStep` as it ends.
+
+        The module's `bisect(session, ...)` also takes the runs' mode and the poll interval.
+
+        Returns:
+            A `BisectResult`: `first_bad`, `last_good`, `confidence`, the steps, runs and
+            device minutes spent (`first_bad` None and `stopped` saying why when it stopped).
+
+        Raises:
+            ValidationError: Bad ids or figures, or good and bad not of one app in that
+                order, before any run.
+
+        Examples:
+            ```python
+            found = await session.bisect("p_demo", "t_checkout", good="ab_1", bad="ab_9")
+            print(found.first_bad, f"{found.confidence:.1%}")
+            ```
+        """
+        from asyncclient.failures.bisect import bisect
+
+        return await bisect(
+            self,
+            project_id,
+            test_id,
+            good=good,
+            bad=bad,
+            confidence=confidence,
+            flake_rate=flake_rate,
+            budget_minutes=budget_minutes,
+            idempotency_key=idempotency_key,
+            on_step=on_step,
         )
 
     async def failure_clusters(

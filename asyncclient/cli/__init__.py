@@ -35,6 +35,7 @@ _COMMAND_MODULES = (
     "asyncclient.cli._demo",
     "asyncclient.cli._config",
     "asyncclient.cli._fleet",
+    "asyncclient.cli._bisect",
 )
 
 _EPILOG = """\

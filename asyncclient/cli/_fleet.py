@@ -366,7 +366,8 @@ async def upload_once(
     ledger (the caller reuses a ready build with the same sha256 alone)."""
     import hashlib
 
-    from asyncclient.fleet import Fleet, FleetError, UploadClaims, identity_from_ci, reusable
+    from asyncclient.fleet import Fleet, FleetError, identity_from_ci
+    from asyncclient.fleet._uploads import UploadClaims, reusable
     from asyncclient.upload import UploadResult
 
     found = _settings(read(FleetOptions, args))

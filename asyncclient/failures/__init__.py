@@ -5,6 +5,8 @@ the same way, the largest group first.
     from asyncclient.failures import cluster
     for found in cluster(runs):
         print(found.count, found.tests, found.signature)
+
+`asyncclient.failures.bisect` finds the build a test broke at.
 """
 
 from asyncclient.failures._categories import (

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import logging
 import os
 import re
 import secrets
@@ -35,18 +33,10 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 import attrs
 
-from asyncclient._core import _checks as checks
 from asyncclient._core._checks import is_id
-from asyncclient._core._untrusted import clip, line
-from asyncclient.errors import (
-    ApiError,
-    ConflictError,
-    NotFoundError,
-    NotStartedError,
-    TransportError,
-    ValidationError,
-)
 from asyncclient.fleet import _scripts
+from asyncclient.fleet._common import FleetError, log, redact_url, run_ids, shown, stop_runs, text
+from asyncclient.fleet._starts import STARTS_KEPT, GovernedSession, Start, starts_in
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -66,7 +56,6 @@ __all__ = [
     "status_json",
 ]
 
-log: Final = logging.getLogger("asyncclient.fleet")
 
 DEFAULT_LEASE: Final = 30.0
 URL_ENV: Final = "ASYNCCLIENT_FLEET"
@@ -84,25 +73,11 @@ MAX_RUNS_ENV: Final = "ASYNCCLIENT_FLEET_MAX_RUNS"
 RUNS_SHOWN: Final = 10_000
 #: Jobs claimed by one reap, at most (a cron's call ends in bounded time whatever the ledger).
 REAP_MOST: Final = 500
-#: Unanswered starts one job records at once (a start past it goes ahead unrecorded), and
-#: those of a dead job a reaper asks again for: a forged ledger costs at most this many starts,
-#: each stopped at once.
-STARTS_KEPT: Final = 20
 #: How long a limit taught by the service's answers (overage, 402 not_started) holds.
 LEARNED_SECONDS: Final = 600.0
-_START_BYTES: Final = 4096
 _REF: Final = re.compile(r"[A-Za-z0-9._/!#@+:-]{1,200}")
 _COMMIT: Final = re.compile(r"[0-9a-fA-F]{4,64}|[A-Za-z0-9._-]{1,64}")
 _JOB: Final = re.compile(r"[A-Za-z0-9._:/-]{1,120}")
-
-
-class FleetError(Exception):
-    """The ledger could not be used: a bad URL, an unreachable or refusing Redis."""
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for every message that names it)."""
-    return re.sub(r"(?<=://)([^/@]*)@", lambda m: "***@" if m.group(1) else "@", url)
 
 
 @attrs.frozen
@@ -193,96 +168,6 @@ class JobInfo:
     priority: str | None = None
     in_flight: int = 0  # device slots it holds (the governor's count)
     queued: int = 0  # its starts waiting for a slot
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _shown(value: Any) -> str:
-    """Text the ledger holds (any job of the fleet may have written it), as it may be shown:
-    through the one sanitiser, one line, at most 120 characters."""
-    return clip(line(_text(value)), 120)
-
-
-def _run_ids(values: Iterable[Any]) -> tuple[str, ...]:
-    """The run ids among what the ledger gave: anything else is never acted on."""
-    return tuple(sorted({t for t in map(_text, values) if is_id("run", t)}))
-
-
-@attrs.frozen
-class Start:
-    """A start asked of the service, recorded in the ledger before it is sent and forgotten in
-    the beat that records its runs: a job killed in between leaves it for a reaper, which asks
-    again with the same Idempotency-Key (the service answers with the same runs, and starts
-    none) and stops what the answer names.
-
-    Attributes:
-        key: The start's Idempotency-Key.
-        kind: "test" (run_test) or "project" (run_project).
-        target: The test or project id.
-        body: The JSON body sent (mode, buildId, buildIds).
-    """
-
-    key: str
-    kind: str
-    target: str
-    body: Mapping[str, Any] = attrs.field(factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, "target": self.target, "body": dict(self.body)})
-
-    @classmethod
-    def from_ledger(cls, key: Any, raw: Any) -> Start | None:
-        """The start the ledger holds, checked as the session checks a start it is given
-        (ids, mode, key); None for anything else: it is never asked again."""
-        try:
-            text, blob = _text(key), raw if isinstance(raw, bytes) else _text(raw).encode()
-            if len(blob) > _START_BYTES:
-                return None
-            found = json.loads(blob)
-            kind, target, body = found["kind"], found["target"], found["body"]
-            if kind not in ("test", "project") or not isinstance(body, dict):
-                return None
-            if set(body) - {"mode", "buildId", "buildIds"}:
-                return None
-            checks.check_id(kind, target)
-            payload, checked = checks.run_body(
-                body.get("mode"),
-                body.get("buildIds") if kind == "project" else None,
-                body.get("buildId"),
-                text,
-            )
-        except (ValueError, KeyError, TypeError, ValidationError, UnicodeDecodeError):
-            return None
-        if payload != body:
-            return None
-        return cls(checked, kind, target, payload)
-
-    async def ask_again(self, session: AsyncSession) -> tuple[str, ...]:
-        """The runs the service names when asked again with this start's key (none when it
-        refuses: then nothing was started)."""
-        options = {
-            "mode": self.body.get("mode"),
-            "build_id": self.body.get("buildId"),
-            "idempotency_key": self.key,
-        }
-        try:
-            if self.kind == "test":
-                return _run_ids([(await session.run_test(self.target, **options)).run_id])
-            answer = await session.run_project(
-                self.target, build_ids=self.body.get("buildIds"), **options
-            )
-        except (ApiError, TransportError) as exc:
-            log.warning("could not ask again for start %s of %s: %s", self.key, self.target, exc)
-            return ()
-        return _run_ids(s.run_id for s in answer.started)
-
-
-def _starts(values: Sequence[Any]) -> list[Start]:
-    """The starts a REAP answer holds (key, JSON, key, JSON...), the well-formed ones."""
-    found = (Start.from_ledger(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2))
-    return [start for start in found if start is not None][:STARTS_KEPT]
 
 
 class Fleet:
@@ -425,14 +310,14 @@ class Fleet:
         reaped: list[Reaped] = []
         at = 0
         while at + 5 <= len(answer):
-            job, ref, commit = (_shown(v) for v in answer[at : at + 3])
+            job, ref, commit = (shown(v) for v in answer[at : at + 3])
             count = int(answer[at + 3])
-            runs = list(_run_ids(answer[at + 4 : at + 4 + count]))
+            runs = list(run_ids(answer[at + 4 : at + 4 + count]))
             at += 4 + count
             asked = int(answer[at]) if at < len(answer) else 0
-            starts = _starts(answer[at + 1 : at + 1 + 2 * asked])
+            starts = starts_in(answer[at + 1 : at + 1 + 2 * asked])
             at += 1 + 2 * asked
-            # Starts the job asked for and died before recording: asked again, same key.
+            # Unrecorded starts: asked again, same key.
             for found in await asyncio.gather(*(s.ask_again(session) for s in starts)):
                 runs.extend(r for r in found if r not in runs)
             stopped, ended, errors = await stop_runs(session, runs)
@@ -460,7 +345,7 @@ class Fleet:
                 f"the fleet's Redis at {redact_url(self.url)} failed: {type(exc).__name__}"
             ) from None
         try:
-            limit = int(_text(value)) if value is not None else 0
+            limit = int(text(value)) if value is not None else 0
         except ValueError:
             return None
         return (limit, left / 1000) if 1 <= limit <= 100_000 and left > 0 else None
@@ -473,36 +358,36 @@ class Fleet:
         try:
             jobs: list[str] = []
             async for member in r.sscan_iter(p + "jobs", count=100):  # bounded, whatever it holds
-                jobs.append(_text(member))
+                jobs.append(text(member))
                 if len(jobs) >= REAP_MOST:
                     break
             jobs.sort()
-            flying = {_text(k): int(v) for k, v in (await r.hgetall(p + "inflight")).items()}
+            flying = {text(k): int(v) for k, v in (await r.hgetall(p + "inflight")).items()}
             waiting: dict[str, int] = {}
             for ticket in await r.zrange(p + "queue", 0, 9_999):
-                owner = _text(ticket).rpartition("|")[0]
+                owner = text(ticket).rpartition("|")[0]
                 waiting[owner] = waiting.get(owner, 0) + 1
             infos: list[JobInfo] = []
             for job in jobs:
                 known = ("ref", "commit", "superseded_by", "priority")
                 values = await r.hmget(f"{p}job:{job}", known)  # the fields we read, no others
-                fields = {k: _text(v) for k, v in zip(known, values, strict=True) if v is not None}
+                fields = {k: text(v) for k, v in zip(known, values, strict=True) if v is not None}
                 held: list[Any] = []
                 async for run in r.sscan_iter(f"{p}job:{job}:runs", count=500):
                     held.append(run)
                     if len(held) >= RUNS_SHOWN:
                         break
-                runs = _run_ids(held)
+                runs = run_ids(held)
                 left = await r.pttl(f"{p}lease:{job}")
                 infos.append(
                     JobInfo(
-                        _shown(job),
-                        _shown(fields["ref"]) if fields.get("ref") else None,
-                        _shown(fields["commit"]) if fields.get("commit") else None,
+                        shown(job),
+                        shown(fields["ref"]) if fields.get("ref") else None,
+                        shown(fields["commit"]) if fields.get("commit") else None,
                         runs,
                         left / 1000 if left >= 0 else None,
-                        _shown(fields["superseded_by"]) if fields.get("superseded_by") else None,
-                        _shown(fields["priority"]) if fields.get("priority") else None,
+                        shown(fields["superseded_by"]) if fields.get("superseded_by") else None,
+                        shown(fields["priority"]) if fields.get("priority") else None,
                         flying.get(job, 0),
                         waiting.get(job, 0),
                     )
@@ -551,27 +436,6 @@ def status_json(
     }
 
 
-async def stop_runs(
-    session: AsyncSession, run_ids: Sequence[str]
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
-    """Stop each run (in parallel): (stopped, already ended or gone, errors by run)."""
-
-    async def one(run_id: str) -> tuple[str, str]:
-        try:
-            await session.stop_run(run_id)
-        except (ConflictError, NotFoundError):
-            return run_id, "ended"
-        except (ApiError, TransportError) as exc:
-            return run_id, f"error: {exc}"
-        return run_id, "stopped"
-
-    done = await asyncio.gather(*(one(r) for r in run_ids))
-    stopped = tuple(r for r, what in done if what == "stopped")
-    ended = tuple(r for r, what in done if what == "ended")
-    errors = {r: what[7:] for r, what in done if what.startswith("error: ")}
-    return stopped, ended, errors
-
-
 class FleetJob:
     """One job in the ledger, from `async with` to its end: registered on entry (then
     `superseded_by` says whether a newer commit of its ref is there already), beating in the
@@ -581,7 +445,11 @@ class FleetJob:
     `ended` is set when the fleet ends this job: `superseded_by` (a newer commit of its ref:
     the job stops its runs itself at once, `stopped`). A ledger that cannot be reached costs
     one line to `warn` and the job goes on alone (ungoverned, unshared); `lost` says the fleet
-    took it for dead meanwhile (its lease lapsed: its runs may have been reaped)."""
+    took it for dead meanwhile (its lease lapsed: its runs may have been reaped).
+
+    `waiting(place, in_flight)` is told while a start waits its turn for a device slot (place
+    -1 when it goes): the command shows it in its live table or as a line. `limit` is the
+    fleet's limit of runs in flight as the governor last said it (set, or learned)."""
 
     def __init__(self, fleet: Fleet, session: AsyncSession, identity: Identity) -> None:
         self.fleet = fleet
@@ -601,10 +469,7 @@ class FleetJob:
         self._held: set[str] = set()
         self._starts: dict[str, Start] = {}  # recorded, not yet answered
         self._answered: set[str] = set()  # answered: forgotten at the next beat
-        #: Called with (place in line, runs in flight) while a start waits its turn, and with
-        #: (-1, runs in flight) when it goes; the command shows it (its live table, or a line).
-        self.waiting: Any = None
-        #: The fleet's limit of runs in flight as the governor last said it (set, or learned).
+        self.waiting: Any = None  # (place, in flight) while waiting; place -1: it went
         self.limit: int | None = fleet.max_runs
         self._learned_said = False
         self._wake = asyncio.Event()
@@ -636,12 +501,12 @@ class FleetJob:
             "1" if ident.supersede else "0",
             ident.priority,
         )
-        state = _text(answer[0]) if answer else "ok"
+        state = text(answer[0]) if answer else "ok"
         if state == "superseded":
-            self.superseded_by = _shown(answer[1]) or "a newer commit"
+            self.superseded_by = shown(answer[1]) or "a newer commit"
             self.ended.set()
             return self
-        self.marked = tuple(_text(j) for j in answer[3:])
+        self.marked = tuple(text(j) for j in answer[3:])
         self._task = asyncio.create_task(self._beat_forever(), name="asyncclient-fleet-beat")
         # A job entering is a good time to look for the dead.
         with contextlib.suppress(FleetError):
@@ -667,8 +532,7 @@ class FleetJob:
         if self.superseded_by is not None and not self._held and not self._pending:
             return  # never registered, or nothing to release
         if self._starts:
-            # Starts sent and never answered (cancelled, or the link failed on the way): asked
-            # again with their keys, and what the service started for them stopped.
+            # Unanswered starts: asked again, their runs stopped.
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 async with asyncio.timeout(10):
                     await asyncio.shield(self._stop_unanswered())
@@ -802,7 +666,7 @@ class FleetJob:
             "BEAT", self.identity.job_id, int(self.fleet.lease * 1000), len(pending), *pending,
             *answered,
         )  # fmt: skip
-        state = _text(answer[0]) if answer else "ok"
+        state = text(answer[0]) if answer else "ok"
         if state == "gone":
             self.lost = True
             return
@@ -810,7 +674,7 @@ class FleetJob:
         self._pending -= set(pending)
         self._answered -= set(answered)
         if state == "superseded" and self.superseded_by is None:
-            self.superseded_by = _shown(answer[1]) or "a newer commit"
+            self.superseded_by = shown(answer[1]) or "a newer commit"
             self.ended.set()
 
     def _went_alone(self, exc: FleetError) -> None:
@@ -853,174 +717,3 @@ class FleetJob:
                     self.reaped.extend(await self.fleet.reap(self._session))
             except FleetError as exc:
                 self._went_alone(exc)
-
-
-class GovernedSession:
-    """`session` with each start recorded in the ledger before it is sent (`Start`: a job killed
-    before its answer is written leaves nothing the fleet cannot stop) and waiting its turn for
-    the fleet's device slots (`job.acquire`): a test's start takes one slot; a project's start
-    waits for one free slot and is charged each run it began. Everything else is the
-    session's own. Give each ended run's slot back with `job.free()`."""
-
-    def __init__(self, session: AsyncSession, job: FleetJob, on_wait: Any = None) -> None:
-        self._session = session
-        self._job = job
-        self._on_wait = on_wait
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
-    async def run_test(
-        self,
-        test_id: str,
-        mode: str | None = None,
-        build_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        test_id = checks.check_id("test", test_id)
-        body, key = checks.run_body(mode, None, build_id, idempotency_key)
-        job = self._job
-        await job.acquire(1, on_wait=self._on_wait)
-        start = Start(key, "test", test_id, body)
-        await job.intend(start)
-        try:
-            answer = await self._session.run_test(
-                test_id, mode=mode, build_id=build_id, idempotency_key=key
-            )
-        except ApiError:
-            job.answered(start, ())  # refused: nothing started
-            job.free(1)
-            raise
-        except BaseException:
-            job.free(1)  # unknown: the start stays recorded, asked again at the job's end
-            raise
-        job.answered(start, [answer.run_id])
-        if answer.overage is True:
-            await job.learn("overage (the plan's included runs are spent)")
-        return answer
-
-    async def run_project(
-        self,
-        project_id: str,
-        mode: str | None = None,
-        build_ids: Sequence[str] | None = None,
-        build_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        project_id = checks.check_id("project", project_id)
-        body, key = checks.run_body(mode, build_ids, build_id, idempotency_key)
-        job = self._job
-        await job.acquire(1, strict=False, on_wait=self._on_wait)
-        start = Start(key, "project", project_id, body)
-        await job.intend(start)
-        try:
-            result = await self._session.run_project(
-                project_id, mode=mode, build_ids=build_ids, build_id=build_id, idempotency_key=key
-            )
-        except ApiError as exc:
-            job.answered(start, ())
-            job.free(1)
-            if isinstance(exc, NotStartedError) and exc.status == 402:
-                await job.learn("402 not_started", less=1)
-            raise
-        except BaseException:
-            job.free(1)
-            raise
-        job.answered(start, [s.run_id for s in result.started])
-        job.free(1 - len(result.started))
-        return result
-
-
-# --- one upload per file across the fleet ------------------------------------------------------
-
-
-#: How long a finished upload's build id stays in the ledger for later jobs to reuse.
-UPLOADED_TTL: Final = 86_400
-_SHA256: Final = re.compile(r"[0-9a-f]{64}")
-
-
-class UploadClaims:
-    """Who uploads a file (by project and sha256) in the fleet: the first to claim it; the
-    others wait for its build, read it back and reuse it when it is that file's, in that
-    project, ready (`reusable`), else upload it themselves. A claim is a key with the lease's
-    expiry that its holder renews while it uploads, so a holder that dies frees it."""
-
-    def __init__(self, fleet: Fleet, holder: str) -> None:
-        self.fleet = fleet
-        self.holder = holder
-        self._renewing: dict[str, asyncio.Task[None]] = {}
-
-    def _keys(self, project_id: str, sha256: str) -> tuple[str, str]:
-        if not (is_id("project", project_id) and _SHA256.fullmatch(sha256)):
-            raise ValueError("a claim needs a project id and a lower-case sha256")
-        p = self.fleet.prefix
-        return f"{p}upload:{project_id}:{sha256}", f"{p}uploaded:{project_id}:{sha256}"
-
-    async def claim(self, project_id: str, sha256: str) -> str | None:
-        """Claim the upload: None when this holder has it now (renewed until `done`), else
-        the holder that has it."""
-        claim, _ = self._keys(project_id, sha256)
-        r = self.fleet._redis
-        lease = int(self.fleet.lease * 1000)
-        try:
-            if await r.set(claim, self.holder, nx=True, px=lease):
-                self._renewing[claim] = asyncio.create_task(self._renew(claim, lease))
-                return None
-            holder = await r.get(claim)
-        except Exception as exc:
-            raise FleetError(f"the fleet's Redis failed: {type(exc).__name__}") from None
-        return _shown(holder) if holder is not None else ""
-
-    async def _renew(self, claim: str, lease: int) -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                await asyncio.sleep(lease / 3000)
-                await self.fleet._redis.set(claim, self.holder, xx=True, px=lease)
-
-    async def done(self, project_id: str, sha256: str, build_id: str | None) -> None:
-        """The holder's upload ended: its build (None: it failed) published for the others,
-        the claim let go."""
-        claim, uploaded = self._keys(project_id, sha256)
-        task = self._renewing.pop(claim, None)
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        r = self.fleet._redis
-        with contextlib.suppress(Exception):
-            if build_id is not None and is_id("build", build_id):
-                await r.set(uploaded, build_id, ex=UPLOADED_TTL)
-            if _text(await r.get(claim) or b"") == self.holder:
-                await r.delete(claim)
-
-    async def published(self, project_id: str, sha256: str) -> tuple[str | None, bool]:
-        """(the build id another job published for this file, whether a claim is held)."""
-        claim, uploaded = self._keys(project_id, sha256)
-        r = self.fleet._redis
-        try:  # one read of both: a holder's `done` between two reads would hide its build
-            build, holder = await r.mget(uploaded, claim)
-        except Exception as exc:
-            raise FleetError(f"the fleet's Redis failed: {type(exc).__name__}") from None
-        found = _text(build) if build is not None else None
-        return (found if found and is_id("build", found) else None), holder is not None
-
-    async def close(self) -> None:
-        for task in self._renewing.values():
-            task.cancel()
-        await asyncio.gather(*self._renewing.values(), return_exceptions=True)
-        self._renewing.clear()
-
-
-async def reusable(session: AsyncSession, build_id: str, project_id: str, sha256: str) -> Any:
-    """The build when it is this file's in this project and ready, read back from the
-    service; None otherwise, and None when it cannot be read (fail closed, as reuse does)."""
-    try:
-        build = await session.get_build(build_id)
-    except (ApiError, TransportError):
-        return None
-    same = (
-        build.project_id == project_id
-        and isinstance(build.sha256, str)
-        and build.sha256.lower() == sha256
-        and build.status == "ready"
-    )
-    return build if same else None

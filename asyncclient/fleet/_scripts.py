@@ -78,11 +78,9 @@ for _, other in ipairs(marked) do table.insert(answer, other) end
 return answer
 """
 
-# ARGV: prefix, job, lease ms, n, n run ids to hold, then the keys of starts answered. Renews
-# the lease, records the runs and forgets the answered starts, in one step (a job that dies
-# after it leaves no start both recorded and forgotten). Returns {state, superseded_by}: "ok";
-# "superseded" (the runs are recorded all the same: the job stops them); "gone" (the job was
-# reaped, or released: nothing is recorded).
+# ARGV: prefix, job, lease ms, n, n runs to hold, answered start keys. One step: lease
+# renewed, runs recorded, answered starts forgotten. Returns {state, superseded_by}: "ok";
+# "superseded" (runs recorded: the job stops them); "gone" (reaped or released).
 BEAT: Final = """
 local p, job, lease, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if redis.call('SISMEMBER', p .. 'jobs', job) == 0 then return {'gone', ''} end
@@ -95,10 +93,8 @@ if by then return {'superseded', by} end
 return {'ok', ''}
 """
 
-# ARGV: prefix, job, Idempotency-Key, the start as JSON, most. A start about to be asked:
-# if the job dies between the service's answer and the beat that records its runs, a reaper
-# asks again with the same key (the service answers the same runs) and stops them. Returns 1
-# {1} (recorded), {0} (the job is not alive in the ledger), {-1} (it has `most` unanswered).
+# ARGV: prefix, job, Idempotency-Key, start JSON, most. A start about to be sent (a reaper
+# asks again with its key). Returns {1} recorded, {0} job gone, {-1} `most` unanswered.
 INTEND: Final = """
 local p, job = ARGV[1], ARGV[2]
 if redis.call('EXISTS', p .. 'lease:' .. job) == 0 then return {0} end
@@ -162,9 +158,8 @@ end
 return {0, place, used, shown}
 """
 
-# ARGV: prefix, ms, less. The service said a start went past the plan (overage, 402
-# not_started): the fleet holds to the runs it has in flight now, less the `less` counted for a
-# start that began nothing (at least 1), for `ms`. Returns {the limit}.
+# ARGV: prefix, ms, less. Past the plan (overage, 402): the limit is the runs in flight now,
+# less `less` (a start that began none), at least 1, for `ms`. Returns {the limit}.
 LEARN: Final = """
 local p, ms = ARGV[1], tonumber(ARGV[2])
 local used = -tonumber(ARGV[3])
@@ -187,9 +182,8 @@ if left <= 0 then redis.call('HDEL', p .. 'inflight', job) end
 return left
 """
 
-# ARGV: prefix, at most this many jobs, at most this many unanswered starts a job. Claims every
-# job whose lease expired: it leaves the ledger here, so exactly one reaper gets its runs.
-# Returns {job, ref, commit, n, runs..., m, key, start, key, start...}...
+# ARGV: prefix, most jobs, most starts a job. Claims each job whose lease expired (once:
+# it leaves the ledger here). Returns {job, ref, commit, n, runs..., m, key, start...}...
 REAP: Final = """
 local p, most, most_starts = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local answer = {}

@@ -16,7 +16,7 @@ class FleetResult(Bounded):
     jobs: list[dict[str, Any]]
     inFlight: int
     maxRuns: int | None
-    learnedLimit: dict[str, float] | None = None
+    learnedLimit: dict[str, float] | None
     queuedStarts: dict[str, int]
 
 

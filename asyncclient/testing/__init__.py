@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._hold import Hold
     from asyncclient.testing._http import RequestRecord
+    from asyncclient.testing._regression_seed import regression_seed
     from asyncclient.testing._seed import Seed, SeedError
     from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
@@ -38,6 +39,7 @@ _LAZY = {
     "demo_seed_data": "asyncclient.testing._seed_load",
     "load_seed": "asyncclient.testing._seed_load",
     "recorded_retry_waits": "asyncclient._client._retrying",
+    "regression_seed": "asyncclient.testing._regression_seed",
 }
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "get_dialect",
     "load_seed",
     "recorded_retry_waits",
+    "regression_seed",
 ]
 
 

@@ -143,6 +143,7 @@ class Run:
     """One run. Its status is a function of the clock: no task moves it along."""
 
     __slots__ = (
+        "broken",
         "build",
         "created_at",
         "earliest",
@@ -176,6 +177,7 @@ class Run:
         duration: float,
         overage: bool,
         flaky_failure: bool = False,
+        broken: bool = False,
     ) -> None:
         self.id = id
         self.seq = seq
@@ -191,6 +193,7 @@ class Run:
         self.stopped_at: float | None = None
         self.overage = overage
         self.flaky_failure = flaky_failure  # a passing test's run that fails (seed: flaky*)
+        self.broken = broken  # seed: brokenFrom
         self.outcome: str | None = None  # the seed's history: how this run ended
         self.said: tuple[str | None, str | None] = (None, None)  # history: headline, reason
         # FakeService.hold: the state this run stays in until released.
@@ -208,6 +211,8 @@ class Run:
             return "running"
         if self.outcome is not None:
             return self.outcome
+        if self.broken:
+            return "failed"
         return self.test.seed.flaky_status if self.flaky_failure else self.test.seed.outcome
 
     def started_at(self, now: float) -> float | None:
@@ -267,6 +272,12 @@ class Run:
         seeded = list(self.test.seed.requirements) or [_default_requirement(self.test.seed)]
         if status == "cancelled":
             return [SeedRequirement(r.title, "skipped", "The run was stopped.") for r in seeded]
+        if self.broken:
+            first, *rest = seeded
+            return [
+                SeedRequirement(first.title, "failed", self.test.seed.broken_reason),
+                *(SeedRequirement(r.title, "skipped", "Not reached.") for r in rest),
+            ]
         if self.flaky_failure:
             # The first check fails outside the app; the rest unreached.
             first, *rest = seeded

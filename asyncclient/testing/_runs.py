@@ -29,6 +29,7 @@ from asyncclient.testing._records import (
     Run,
     Test,
 )
+from asyncclient.testing._seed import SeedTest
 from asyncclient.testing._state import SharedState
 
 __all__ = ["RunStore", "Skip"]
@@ -295,6 +296,7 @@ class RunStore:
             duration=max(0.001, seeded.duration_seconds * spread),
             overage=overage,
             flaky_failure=flaky,
+            broken=self._broken(project, seeded, build),
         )
         project.counted_runs += 1
         test.runs_since_suite += 1
@@ -314,6 +316,16 @@ class RunStore:
         if mode == "cold" and seeded.outcome == "passed" and not flaky:
             heapq.heappush(test.passing_cold, (run.end_at, run.seq, run))
         return run
+
+    def _broken(self, project: Project, seeded: SeedTest, build: BuildRef | None) -> bool:
+        """Whether the run's build is the one the test broke at (seed: brokenFrom) or one of
+        its app uploaded after it."""
+        if build is None or seeded.broken_from is None:
+            return False
+        order = [b.id for b in project.builds if b.app_id == build.app_id]
+        if build.id not in order or seeded.broken_from not in order:
+            return build.id == seeded.broken_from
+        return order.index(build.id) >= order.index(seeded.broken_from)
 
     def _schedule(self, now: float) -> None:
         """With device slots (ServiceSettings.device_slots): the runs waiting for a device

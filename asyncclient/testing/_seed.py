@@ -104,6 +104,9 @@ class SeedTest:
     flaky_rate: float = 0.0
     flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
     flaky_status: str = "failed"  # how such a run ends: failed, error, inconclusive or blocked
+    # brokenFrom: this build and later ones fail.
+    broken_from: str | None = None
+    broken_reason: str = "The checkout button is gone from the cart page."
     # Earlier days' finished runs, served as they are.
     history: tuple[SeedRun, ...] = ()
 

@@ -160,6 +160,8 @@ _TEST_KEYS = (
     "flakyRate",
     "flakyReason",
     "flakyStatus",
+    "brokenFrom",
+    "brokenReason",
     "history",
 )
 
@@ -255,7 +257,24 @@ def _test(source: str, where: str, data: Any) -> SeedTest:
             for i, item in enumerate(r.table_list("history"))
         ),
         **_flaky(r),
+        **_broken(r, target),
     )
+
+
+def _broken(r: "_Reader", target: str) -> dict[str, Any]:
+    """brokenFrom / brokenReason: an app test that passes until a build, and fails from it."""
+    if not (r.has("brokenFrom") or r.has("brokenReason")):
+        return {}
+    if target == "web":
+        r.fail("is only for android and ios tests (a build breaks them)", "brokenFrom")
+    if r.data.get("outcome", "passed") != "passed":
+        r.fail("makes only a test whose outcome is passed break", "brokenFrom")
+    broken: dict[str, Any] = {"broken_from": r.text("brokenFrom")}
+    if not broken["broken_from"].startswith("ab_"):
+        r.fail("must be a build id (ab_...)", "brokenFrom")
+    if r.has("brokenReason"):
+        broken["broken_reason"] = r.text("brokenReason")
+    return broken
 
 
 def _flaky(r: "_Reader") -> dict[str, Any]:

@@ -321,7 +321,7 @@ async def test_a_file_another_job_uploads_is_waited_for_and_its_build_reused(
     redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
     apk: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from asyncclient.fleet import UploadClaims
+    from asyncclient.fleet._uploads import UploadClaims
 
     sha = _sha256(apk)
     claims = UploadClaims(ledger, "holder-a")
@@ -343,7 +343,7 @@ async def test_a_published_build_that_is_not_the_files_is_never_reused(
     redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
     apk: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from asyncclient.fleet import UploadClaims
+    from asyncclient.fleet._uploads import UploadClaims
     from asyncclient.testing.builders import build_apk
 
     other = await session.upload_build("p_demo", build_apk(tmp_path / "other.apk"))
@@ -367,7 +367,7 @@ async def test_a_claim_whose_holder_died_is_taken_over(
     redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession,
     apk: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from asyncclient.fleet import UploadClaims
+    from asyncclient.fleet._uploads import UploadClaims
 
     sha = _sha256(apk)
     claims = UploadClaims(ledger, "holder-a")

@@ -1,0 +1,66 @@
+"""What every part of the fleet shares: its error, the URL without its password, the ledger's
+text as it may be shown, the run ids it may act on, and stopping runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from asyncclient._core._checks import is_id
+from asyncclient._core._untrusted import clip, line
+from asyncclient.errors import ApiError, ConflictError, NotFoundError, TransportError
+
+if TYPE_CHECKING:
+    from asyncclient._client._session import AsyncSession
+
+__all__ = ["FleetError", "log", "redact_url", "run_ids", "shown", "stop_runs", "text"]
+
+log: Final = logging.getLogger("asyncclient.fleet")
+
+
+class FleetError(Exception):
+    """The ledger could not be used: a bad URL, an unreachable or refusing Redis."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for every message that names it)."""
+    return re.sub(r"(?<=://)([^/@]*)@", lambda m: "***@" if m.group(1) else "@", url)
+
+
+def text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def shown(value: Any) -> str:
+    """Text the ledger holds (any job of the fleet may have written it), as it may be shown:
+    through the one sanitiser, one line, at most 120 characters."""
+    return clip(line(text(value)), 120)
+
+
+def run_ids(values: Iterable[Any]) -> tuple[str, ...]:
+    """The run ids among what the ledger gave: anything else is never acted on."""
+    return tuple(sorted({t for t in map(text, values) if is_id("run", t)}))
+
+
+async def stop_runs(
+    session: AsyncSession, run_ids: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """Stop each run (in parallel): (stopped, already ended or gone, errors by run)."""
+
+    async def one(run_id: str) -> tuple[str, str]:
+        try:
+            await session.stop_run(run_id)
+        except (ConflictError, NotFoundError):
+            return run_id, "ended"
+        except (ApiError, TransportError) as exc:
+            return run_id, f"error: {exc}"
+        return run_id, "stopped"
+
+    done = await asyncio.gather(*(one(r) for r in run_ids))
+    stopped = tuple(r for r, what in done if what == "stopped")
+    ended = tuple(r for r, what in done if what == "ended")
+    errors = {r: what[7:] for r, what in done if what.startswith("error: ")}
+    return stopped, ended, errors

@@ -1,0 +1,173 @@
+"""asyncclient.failures.bisect against the emulator with a regression to find
+(testing.regression_seed): the first bad build found in log2 steps of the rule's repeats, a
+plain one-run-a-step search fooled by the flakes the rule is there for, and nothing counted
+that the service ran on another build than the one asked."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from asyncclient import AsyncSession
+from asyncclient.errors import ValidationError
+from asyncclient.failures.bisect import ASSUMED_FLAKE_RATE, bisect, repeats_needed
+from asyncclient.testing import FakeService, regression_seed
+
+KEY = "shop-run-key"
+
+
+@pytest.fixture
+async def shop() -> AsyncIterator[FakeService]:
+    # Runs of 120 s at 6,000 service seconds a second: a step ends in a few polls.
+    async with FakeService(regression_seed(builds=16, broken_at=9), speed=6000) as service:
+        yield service
+
+
+@pytest.fixture
+async def session(shop: FakeService) -> AsyncIterator[AsyncSession]:
+    async with AsyncSession(KEY, shop.url) as s:
+        yield s
+
+
+def test_the_rule_asks_enough_failures_in_a_row_for_the_confidence() -> None:
+    assert repeats_needed(0.2, 6, 0.95) == 3  # 6 * 0.2**3 = 0.048 <= 0.05; 0.2**2 * 6 > 0.05
+    assert repeats_needed(0.0, 6, 0.95) == 1
+    assert repeats_needed(0.05, 4, 0.95) == 2
+    with pytest.raises(ValidationError, match="fix its flakiness first"):
+        repeats_needed(0.9, 6, 0.99)
+    with pytest.raises(ValidationError, match="confidence"):
+        repeats_needed(0.2, 6, 1.0)
+
+
+async def test_the_first_bad_build_is_found_within_log2_steps_of_the_rules_repeats(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    steps: list[Any] = []
+    result = await bisect(
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+        interval=0.02, on_step=steps.append,
+    )  # fmt: skip
+    assert (result.first_bad, result.last_good) == ("ab_shop_009", "ab_shop_008")
+    assert result.stopped is None
+    assert result.flake_source == "history"  # 40 runs of the first build
+    assert 0.2 <= result.flake_rate < 0.5  # the upper bound of what the history shows
+    assert result.confidence >= 0.95
+    assert len(result.steps) <= math.ceil(math.log2(15))
+    assert result.runs <= len(result.steps) * result.repeats
+    assert result.runs == len(shop.requests_for("run_test"))
+    assert [s.build_id for s in steps] == [s.build_id for s in result.steps]
+    # A build called bad failed the rule's number of times; one called good passed once.
+    for step in result.steps:
+        if step.verdict == "bad":
+            assert (step.passed, step.failed) == (0, result.repeats)
+        else:
+            assert step.passed >= 1
+    assert result.device_minutes > 0
+
+
+async def test_one_run_a_step_is_fooled_by_a_flake_the_rule_is_not(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    """Flake rate 0 makes it the plain search: one run a step, a failure is a bad build. Over
+    these keys the plain search names a good build at least once; the rule never does."""
+    plain, ruled = set(), set()
+    for n in range(6):
+        found = await bisect(
+            session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+            flake_rate=0.0, interval=0.02, idempotency_key=f"plain-{n}",
+        )  # fmt: skip
+        plain.add(found.first_bad)
+        found = await bisect(
+            session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+            interval=0.02, idempotency_key=f"ruled-{n}",
+        )  # fmt: skip
+        ruled.add(found.first_bad)
+    assert ruled == {"ab_shop_009"}
+    assert plain - {"ab_shop_009"}, plain  # some build before the break was called bad
+
+
+async def test_a_run_the_service_ran_on_another_build_is_not_counted(shop: FakeService) -> None:
+    from front_support import rewriting_front
+
+    def elsewhere(run: dict[str, Any]) -> None:
+        # The service says it ran the good build, however it names the build.
+        if isinstance(run.get("build"), dict):
+            run["build"]["id"] = "ab_shop_000"
+        if "buildId" in run:
+            run["buildId"] = "ab_shop_000"
+
+    async with rewriting_front(shop, elsewhere) as url, AsyncSession(KEY, url) as session:
+        result = await bisect(
+            session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+            interval=0.02,
+        )  # fmt: skip
+    assert result.first_bad is None
+    assert result.stopped is not None
+    assert "none of its runs could be counted" in result.stopped
+    (step,) = result.steps
+    assert (step.passed, step.failed, step.verdict) == (0, 0, "unknown")
+
+
+async def test_a_build_that_is_not_ready_is_left_out_and_never_run(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    shop.backend.build_store.builds["ab_shop_007"].status = "rejected"
+    result = await bisect(
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015", interval=0.02
+    )
+    assert result.left_out == {"ab_shop_007": "it is rejected, not ready"}
+    assert "ab_shop_007" not in result.builds
+    assert result.first_bad == "ab_shop_009"
+    ran = {r.build.id for r in shop.backend.run_store.runs.values() if r.build is not None}
+    assert "ab_shop_007" not in ran
+    assert "ab_shop_008" in ran or "ab_shop_006" in ran  # its neighbours were tried
+
+
+async def test_the_budget_stops_the_search_with_what_it_spent(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    result = await bisect(
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+        budget_minutes=1, interval=0.02,
+    )  # fmt: skip
+    assert result.first_bad is None
+    assert result.stopped == "the budget of 1 device minutes is spent"
+    assert len(result.steps) == 1  # one step of 2-minute runs spends it
+
+
+async def test_without_history_the_assumed_rate_is_said(shop: FakeService) -> None:
+    seed = regression_seed(builds=8, broken_at=3, history_runs=0)
+    async with FakeService(seed, speed=6000) as bare, AsyncSession(KEY, bare.url) as session:
+        result = await bisect(
+            session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_007",
+            interval=0.02,
+        )  # fmt: skip
+    assert (result.flake_rate, result.flake_source) == (ASSUMED_FLAKE_RATE, "assumed")
+    assert result.first_bad == "ab_shop_003"
+
+
+async def test_bad_input_is_refused_before_any_run(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    for good, bad, said in (
+        ("ab_shop_015", "ab_shop_000", "swap them"),
+        ("ab_shop_000", "ab_nope", "is not a build of p_shop"),
+        ("nope", "ab_shop_001", "--good"),
+    ):
+        with pytest.raises(ValidationError, match=said):
+            await bisect(session, "p_shop", "t_checkout", good=good, bad=bad)
+    assert shop.requests_for("run_test") == []
+
+
+def test_the_result_reads_as_json() -> None:
+    from asyncclient.failures.bisect import BisectResult, BisectStep
+
+    step = BisectStep("ab_1", ("j_1",), 1, 0, 0, "good", 120.0)
+    result = BisectResult("ab_2", "ab_1", 0.99, 3, 0.2, "given", (step,), 1, 2.0, ("ab_1",), {})
+    data = json.loads(json.dumps(result.to_json()))
+    assert data["firstBad"] == "ab_2"
+    assert data["steps"][0]["verdict"] == "good"
