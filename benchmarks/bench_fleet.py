@@ -26,6 +26,7 @@ jobs' own clock. One side takes about 6 wall minutes with the defaults.
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -137,20 +138,24 @@ class Ran:
     runs: list[str] = attrs.Factory(list)
 
 
-async def _follow(proc: asyncio.subprocess.Process, ran: Ran) -> None:
+async def _follow(proc: asyncio.subprocess.Process, ran: Ran, log: Path | None) -> None:
     assert proc.stderr is not None
-    while True:
-        line = (await proc.stderr.readline()).decode()
-        if not line:
-            break
-        if line.startswith("started j_"):
-            ran.runs.append(line.split()[1])
+    with open(log, "w") if log is not None else contextlib.nullcontext() as kept:
+        while True:
+            line = (await proc.stderr.readline()).decode()
+            if not line:
+                break
+            if kept is not None:
+                kept.write(line)
+            if line.startswith("started j_"):
+                ran.runs.append(line.split()[1])
     ran.code = await proc.wait()
 
 
 async def _one(
-    job: Job, env: dict[str, str], speed: float, interval: float, t0: float, ran: Ran
-) -> None:
+    job: Job, env: dict[str, str], speed: float, interval: float, t0: float, ran: Ran,
+    logs: Path | None,
+) -> None:  # fmt: skip
     await asyncio.sleep(max(0.0, t0 + job.launch / speed - time.time()))
     argv = [
         sys.executable, "-m", "asyncclient", "run", "project", "p_fleet", "--wait",
@@ -162,7 +167,8 @@ async def _one(
     proc = await asyncio.create_subprocess_exec(
         *argv, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
     )
-    following = asyncio.create_task(_follow(proc, ran))
+    log = None if logs is None else logs / f"{job.name}.log"
+    following = asyncio.create_task(_follow(proc, ran, log))
     if job.fate != "end":
         done, _ = await asyncio.wait({following}, timeout=job.fate_after / speed)
         if not done:
@@ -193,7 +199,7 @@ def _env(emu: Emulator, fleet_url: str | None, devices: int, lease: float) -> di
 
 async def side(
     jobs: list[Job], fleet_url: str | None, *, devices: int, speed: float, lease: float,
-    run_seconds: float, interval: float,
+    run_seconds: float, interval: float, logs: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     with Emulator(seed=seed_data(run_seconds), speed=speed, device_slots=devices) as emu:
         env = _env(emu, fleet_url, devices, lease)
@@ -207,7 +213,7 @@ async def side(
             before = dict(emu.stats()["requests"])
             t0 = time.time()
             ran = [Ran(job) for job in jobs]
-            await asyncio.gather(*(_one(r.job, env, speed, interval, t0, r) for r in ran))
+            await asyncio.gather(*(_one(r.job, env, speed, interval, t0, r, logs) for r in ran))
             # A newer push makes an older job of its pull request useless from its launch.
             for r in ran:
                 newer = [
@@ -321,6 +327,9 @@ def main() -> None:
     )
     parser.add_argument("--lease", type=float, default=10.0)
     parser.add_argument("--no-upload", action="store_true")
+    parser.add_argument(
+        "--logs", type=Path, metavar="DIR", help="keep each job's stderr, a folder per side"
+    )
     args = parser.parse_args()
     jobs = draw_jobs(args.seed, args.jobs, args.minutes)
     fates = {f: sum(j.fate == f for j in jobs) for f in ("end", "killed", "cancelled")}
@@ -338,8 +347,12 @@ def main() -> None:
         "run_seconds": args.run_seconds, "interval": args.interval,
     }  # fmt: skip
     with redis_server(Path(tempfile.mkdtemp())) as redis:
-        alone = asyncio.run(side(jobs, None, **options))  # type: ignore[arg-type]
-        fleet = asyncio.run(side(jobs, redis.url, **options))  # type: ignore[arg-type]
+        for name in ("alone", "fleet"):
+            if args.logs is not None:
+                (args.logs / name).mkdir(parents=True, exist_ok=True)
+        logs = {n: None if args.logs is None else args.logs / n for n in ("alone", "fleet")}
+        alone = asyncio.run(side(jobs, None, logs=logs["alone"], **options))  # type: ignore[arg-type]
+        fleet = asyncio.run(side(jobs, redis.url, logs=logs["fleet"], **options))  # type: ignore[arg-type]
         if not args.no_upload:
             from asyncclient.testing.builders import build_apk
 

@@ -801,7 +801,8 @@ class AsyncSession:
         Args:
             project_id: The project whose builds are searched (`p_...`).
             test_id: The test that broke (`t_...`).
-            good: A build it passes on; `bad`: one it fails on (`ab_...`, one app).
+            good: A build it passes on (`ab_...`).
+            bad: A build it fails on, of the same app, later in the builds' order.
             confidence: The least chance the answer is right, 0.5 to 0.999.
             flake_rate: How often it fails on good builds; default from its history.
             budget_minutes: Device minutes the search may spend.
@@ -817,6 +818,9 @@ class AsyncSession:
         Raises:
             ValidationError: Bad ids or figures, or good and bad not of one app in that
                 order, before any run.
+            ApiError: The service refused to list the builds or start a run, after the
+                retries its status allows.
+            TransportError: The service could not be reached, after the retries.
 
         Examples:
             ```python

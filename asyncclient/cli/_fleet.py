@@ -208,6 +208,26 @@ def governed(session: AsyncSession, job: FleetJob | None, out: Output) -> Any:
     return GovernedSession(session, job)
 
 
+@contextlib.asynccontextmanager
+async def ended_before_start(job: FleetJob | None) -> AsyncIterator[None]:
+    """A first start the fleet ended while it waited for a device slot (a newer commit
+    superseded the job): 130, "superseded by COMMIT: ... nothing started"."""
+    if job is None:
+        yield
+        return
+    from asyncclient.fleet import JobEnded
+
+    try:
+        yield
+    except JobEnded as exc:
+        raise CommandError(
+            f"superseded by {exc.superseded_by or 'a newer commit'} while waiting for a device "
+            f"slot: a newer commit of {job.identity.ref} is running in the fleet; nothing "
+            "started",
+            EXIT_INTERRUPTED,
+        ) from None
+
+
 def place_text(job: FleetJob, place: int, in_flight: int) -> str:
     """A start's place in the fleet's line, in words."""
     ahead = "next" if place == 0 else f"{place} start(s) ahead"

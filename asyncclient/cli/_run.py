@@ -22,7 +22,7 @@ from asyncclient.cli._common import (
     add_group,
     open_session,
 )
-from asyncclient.cli._fleet import add_fleet_options, governed, shared_views
+from asyncclient.cli._fleet import add_fleet_options, ended_before_start, governed, shared_views
 from asyncclient.cli._follow import follow
 from asyncclient.cli._follow_options import (
     add_follow_options,
@@ -252,12 +252,13 @@ async def run_test(args: argparse.Namespace, out: Output) -> int:
         _in_fleet(args, out, session, opts.wait, opts.build) as fleet,
     ):
         session = governed(session, fleet, out)
-        start = await session.run_test(
-            opts.test_id,
-            mode=opts.mode,
-            build_id=opts.build,
-            idempotency_key=opts.idempotency_key,
-        )
+        async with ended_before_start(fleet):
+            start = await session.run_test(
+                opts.test_id,
+                mode=opts.mode,
+                build_id=opts.build,
+                idempotency_key=opts.idempotency_key,
+            )
         if not opts.wait:
             if out.json_mode:
                 out.json(to_json(start))
@@ -305,13 +306,14 @@ async def run_project(args: argparse.Namespace, out: Output) -> int:
         _in_fleet(args, out, session, opts.wait, builds[0] if builds else None) as fleet,
     ):
         session = governed(session, fleet, out)
-        result = await session.run_project(
-            opts.project_id,
-            mode=opts.mode,
-            build_id=builds[0] if len(builds) == 1 else None,
-            build_ids=builds if len(builds) > 1 else None,
-            idempotency_key=opts.idempotency_key,
-        )
+        async with ended_before_start(fleet):
+            result = await session.run_project(
+                opts.project_id,
+                mode=opts.mode,
+                build_id=builds[0] if len(builds) == 1 else None,
+                build_ids=builds if len(builds) > 1 else None,
+                idempotency_key=opts.idempotency_key,
+            )
         # Skipped tests are the answer: shown with --quiet.
         for skipped in result.skipped:
             out.always(

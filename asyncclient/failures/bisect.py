@@ -313,7 +313,8 @@ async def bisect(
             list_builds, get_build and list_runs).
         project_id: The project whose builds are searched.
         test_id: The test that broke.
-        good: A build the test passes on; `bad`: one it fails on (both of one app).
+        good: A build the test passes on.
+        bad: A build it fails on, of the same app, later in the builds' order.
         confidence: The least chance the answer is right, by the rule above (0.5 to 0.999).
         flake_rate: How often the test fails on good builds; default from its history.
         budget_minutes: Device minutes the search may spend; it stops (with the range it

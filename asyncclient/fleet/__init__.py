@@ -35,7 +35,16 @@ import attrs
 
 from asyncclient._core._checks import is_id
 from asyncclient.fleet import _scripts
-from asyncclient.fleet._common import FleetError, log, redact_url, run_ids, shown, stop_runs, text
+from asyncclient.fleet._common import (
+    FleetError,
+    JobEnded,
+    log,
+    redact_url,
+    run_ids,
+    shown,
+    stop_runs,
+    text,
+)
 from asyncclient.fleet._starts import STARTS_KEPT, GovernedSession, Start, starts_in
 
 if TYPE_CHECKING:
@@ -48,6 +57,7 @@ __all__ = [
     "FleetJob",
     "GovernedSession",
     "Identity",
+    "JobEnded",
     "JobInfo",
     "Reaped",
     "Start",
@@ -610,6 +620,8 @@ class FleetJob:
         head_start = int(HEAD_START.get(self.identity.priority, 0) * 1000)
         shown: int | None = None
         while True:
+            if self.ended.is_set():
+                raise JobEnded(self.superseded_by)  # superseded while it waited
             try:
                 answer = await self.fleet._script(
                     "ACQUIRE", self.identity.job_id, ticket, runs,
@@ -620,6 +632,9 @@ class FleetJob:
                 return  # no governor to wait for: the start goes ahead
             granted, place, used, limit = (int(v) for v in answer[:4])
             self.limit = limit if limit > 0 else None
+            if place == -2:  # taken for dead meanwhile: nobody governs it now
+                self._went_alone(FleetError("the fleet took this job for dead while it waited"))
+                return
             if granted:
                 if shown is not None and on_wait is not None:
                     on_wait(-1, used)

@@ -11,18 +11,33 @@ from typing import TYPE_CHECKING, Any, Final
 
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import clip, line
-from asyncclient.errors import ApiError, ConflictError, NotFoundError, TransportError
+from asyncclient.errors import (
+    ApiError,
+    AsyncClientError,
+    ConflictError,
+    NotFoundError,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
 
-__all__ = ["FleetError", "log", "redact_url", "run_ids", "shown", "stop_runs", "text"]
+__all__ = ["FleetError", "JobEnded", "log", "redact_url", "run_ids", "shown", "stop_runs", "text"]
 
 log: Final = logging.getLogger("asyncclient.fleet")
 
 
 class FleetError(Exception):
     """The ledger could not be used: a bad URL, an unreachable or refusing Redis."""
+
+
+class JobEnded(AsyncClientError):
+    """The fleet ended this job while a start of it waited for a device slot (a newer commit
+    of its ref superseded it): the start was not sent. `superseded_by` names the commit."""
+
+    def __init__(self, superseded_by: str | None) -> None:
+        super().__init__(f"superseded by {superseded_by or 'a newer commit'}: nothing started")
+        self.superseded_by = superseded_by
 
 
 def redact_url(url: str) -> str:

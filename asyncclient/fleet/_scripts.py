@@ -124,8 +124,8 @@ return 1
 # for a project's start).
 # The queue's order is the time a ticket came less its class's head start, so a higher class
 # goes first and a lower one that has waited longer than the difference goes before a newer
-# higher one: nobody starves. Returns {granted (1/0), place in line (0: next), in flight, the
-# limit (-1: none)}.
+# higher one: nobody starves. Returns {granted (1/0), place in line (0: next; -2: the job is
+# not alive in the ledger), in flight, the limit (-1: none)}.
 ACQUIRE: Final = """
 local p, job, ticket = ARGV[1], ARGV[2], ARGV[3]
 local want, head_start, strict = tonumber(ARGV[4]), tonumber(ARGV[6]), ARGV[7] == '1'
@@ -133,8 +133,14 @@ local most = tonumber(ARGV[5]) or tonumber(redis.call('GET', p .. 'limit')) or m
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local q = p .. 'queue'
-if redis.call('ZSCORE', q, ticket) == false then redis.call('ZADD', q, now - head_start, ticket) end
 local function alive(j) return redis.call('EXISTS', p .. 'lease:' .. j) == 1 end
+local shown = most
+if most == math.huge then shown = -1 end
+if not alive(job) then
+  redis.call('ZREM', q, ticket)
+  return {0, -2, 0, shown}
+end
+if redis.call('ZSCORE', q, ticket) == false then redis.call('ZADD', q, now - head_start, ticket) end
 for _, other in ipairs(redis.call('ZRANGE', q, 0, -1)) do
   local j = string.match(other, '^(.*)|[^|]*$')
   if not j or not alive(j) then redis.call('ZREM', q, other) end
@@ -146,8 +152,6 @@ for i = 1, #held, 2 do
   else redis.call('HDEL', p .. 'inflight', held[i]) end
 end
 local place = redis.call('ZRANK', q, ticket)
-local shown = most
-if most == math.huge then shown = -1 end
 if place == false then return {0, -1, used, shown} end
 local fits = used + want <= most or used == 0 or (not strict and used < most)
 if place == 0 and fits then

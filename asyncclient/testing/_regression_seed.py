@@ -19,11 +19,24 @@ def regression_seed(
     run_seconds: float = 120.0,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """The seed (a dict for FakeService or `asyncclient serve --seed`): project `p_shop`, builds
-    `ab_shop_000`... labelled `seq=N commit=...` in commit order, test `t_checkout` that fails
-    `flake_rate` of its runs on builds before `ab_shop_{broken_at:03d}` and every run from it
-    on, with `history_runs` finished runs on the first build (its flakes) in its history. The
-    run key is `shop-run-key`."""
+    """The seed (a dict for FakeService, or saved as JSON for `asyncclient serve --seed`):
+    project `p_shop` (run key `shop-run-key`), its builds labelled `seq=N commit=...` in commit
+    order, and test `t_checkout`, which breaks at one of them.
+
+    Args:
+        builds: How many builds: `ab_shop_000` to `ab_shop_{builds - 1:03d}`.
+        broken_at: The build the test breaks at (1 to builds - 1): every run of it or a later
+            build fails.
+        flake_rate: The share of runs that fail on the builds before it (drawn by the
+            emulator from each run's start key).
+        history_runs: Finished runs of the first build in the test's history, exactly
+            `flake_rate` of them failed.
+        run_seconds: How long a run takes, in the service's seconds.
+        seed: Draws the labels' commits.
+
+    Returns:
+        The seed as a dict.
+    """
     if not 1 <= broken_at < builds:
         raise ValueError("broken_at must be a build after the first one")
     rng = random.Random(seed)

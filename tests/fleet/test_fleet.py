@@ -775,3 +775,44 @@ async def test_a_project_start_refused_402_teaches_the_limit_and_a_set_limit_win
         async with Fleet(redis.url, max_runs=5) as fleet, fleet.job(session, _job("q")) as q:
             await q.acquire(3)  # a set limit is not the one learned
             assert q.limit == 5
+
+
+async def test_a_start_waiting_when_its_job_is_superseded_is_never_sent(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.fleet import GovernedSession, JobEnded
+
+    async with (
+        Fleet(redis.url, max_runs=1) as fleet,
+        fleet.job(session, Identity(job_id="holder", ref="main")) as holder,
+        fleet.job(session, _job("old", commit="aaaa1111")) as old,
+    ):
+        await holder.acquire(1)
+        service.reset_requests()
+        waiting = asyncio.create_task(GovernedSession(session, old).run_test("t_search"))
+        await _waiting(fleet, "old")
+        async with fleet.job(session, _job("new", commit="bbbb2222")) as new:
+            assert new.marked == ("old",)
+            with pytest.raises(JobEnded, match="superseded by bbbb2222"):
+                await asyncio.wait_for(waiting, 30)
+        assert service.requests_for("run_test") == []
+        assert "old" not in await _in_flight(fleet)
+
+
+async def test_a_job_taken_for_dead_while_it_waits_goes_on_alone(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    said: list[str] = []
+    async with (
+        Fleet(redis.url, max_runs=1) as fleet,
+        fleet.job(session, Identity(job_id="holder")) as holder,
+        fleet.job(session, Identity(job_id="slow")) as slow,
+    ):
+        slow.warn = said.append
+        await holder.acquire(1)
+        waiting = asyncio.create_task(slow.acquire(1))
+        await _waiting(fleet, "slow")
+        await _kill_lease(fleet, "slow")  # its beats came too late: the fleet took it for dead
+        await asyncio.wait_for(waiting, 30)  # it goes on, ungoverned, rather than wait forever
+        assert len(said) == 1
+        assert "took this job for dead while it waited" in said[0]
