@@ -85,6 +85,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "failure_clusters",
         "fleet_status",
         "verify_fix",
+        "bisect",
     }
 
     def props(name: str) -> dict[str, Any]:
@@ -843,3 +844,39 @@ async def test_wait_for_runs_reruns_what_failed_and_marks_flaky_tests(tmp_path: 
     assert [v["testId"] for v in waited["notPassed"]] == ["t_broken"]
     assert len(waited["passed"]) == 2
     assert "retry_failed" in refused
+
+
+async def test_bisect_finds_the_first_bad_build_within_its_budgets(tmp_path: Path) -> None:
+    """bisect over the real stdio server against a seed with a regression: the first bad build
+    and its confidence; the same key answers again with the same runs (none new); a budget
+    beyond the tool's bound is refused before any run; the tool is not read-only."""
+    from asyncclient.testing import regression_seed
+
+    async with (
+        FakeService(regression_seed(builds=16, broken_at=6), speed=6000.0) as shop,
+        stdio_server(shop, "shop-run-key", tmp_path) as (client, _),
+    ):
+        tools = by_name((await client.list_tools()).tools)
+        calls = Calls(client)
+        args = {
+            "project_id": "p_shop", "test_id": "t_checkout", "good": "ab_shop_000",
+            "bad": "ab_shop_015", "idempotency_key": "agent-1",
+        }  # fmt: skip
+        found = await calls.ok("bisect", args)
+        starts = len(shop.requests_for("run_test"))
+        runs_before = len(shop.backend.run_store.runs)
+        again = await calls.ok("bisect", args)
+        runs_after = len(shop.backend.run_store.runs)
+        too_much = await calls.error("bisect", {**args, "budget_minutes": 601})
+        refused_starts = len(shop.requests_for("run_test"))
+    assert (found["firstBad"], found["lastGood"]) == ("ab_shop_006", "ab_shop_005")
+    assert found["confidence"] >= 0.95
+    assert found["summary"].startswith("t_checkout first fails on ab_shop_006")
+    assert found["runs"] == starts == sum(len(step["runs"]) for step in found["steps"])
+    assert again["firstBad"] == "ab_shop_006"
+    assert runs_after == runs_before  # asked again with its key: the same runs, none new
+    assert "budget_minutes" in too_much
+    assert refused_starts == 2 * starts
+    annotations = tools["bisect"].annotations
+    assert annotations is not None
+    assert annotations.read_only_hint is False

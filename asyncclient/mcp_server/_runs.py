@@ -24,6 +24,7 @@ from asyncclient.mcp_server._base import (
     compact,
     string,
 )
+from asyncclient.mcp_server._bisect import BisectTools
 from asyncclient.mcp_server._catalogue import tools_of
 from asyncclient.mcp_server._fleet import FleetTools
 from asyncclient.mcp_server._history import HistoryTools
@@ -123,7 +124,7 @@ VERIFY_RUNS: Final = 50  # the most runs of a test one call starts
 VERIFY_TESTS: Final = 5  # the most tests one call runs
 
 
-class RunTools(HistoryTools, FleetTools):
+class RunTools(HistoryTools, FleetTools, BisectTools):
     async def run_test(
         self,
         test_id: TestId,

@@ -1,0 +1,166 @@
+"""The runs toolset's bisect: the first build a test fails on (asyncclient.failures.bisect), for
+an agent asking "which build broke it?", within a device-minute and a time budget."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Final
+
+from mcp.types import CallToolResult
+from pydantic import WithJsonSchema
+
+from asyncclient.errors import ValidationError
+from asyncclient.mcp_server._base import (
+    Bounded,
+    ProgressReporter,
+    ProjectId,
+    TestId,
+    ToolContext,
+    ToolKit,
+    string,
+)
+
+__all__ = ["BisectResult", "BisectTools"]
+
+#: Device minutes one call may spend at most, and by default.
+MOST_MINUTES: Final = 600.0
+DEFAULT_MINUTES: Final = 120.0
+#: Seconds one call waits at most, and by default.
+MOST_SECONDS: Final = 3600.0
+DEFAULT_SECONDS: Final = 900.0
+
+_BUILD = string("A build (ab_...)", pattern="^ab_")
+
+
+class BisectResult(Bounded):
+    firstBad: str | None
+    lastGood: str | None
+    confidence: float
+    summary: str
+    runs: int
+    deviceMinutes: float
+    stopped: str | None
+    steps: list[dict[str, Any]]
+
+
+class BisectTools(ToolKit):
+    async def bisect(
+        self,
+        project_id: ProjectId,
+        test_id: TestId,
+        good: Annotated[str, _BUILD],
+        bad: Annotated[str, _BUILD],
+        ctx: ToolContext,
+        confidence: Annotated[
+            float,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "minimum": 0.5,
+                    "maximum": 0.999,
+                    "description": "The least chance the answer is right (default 0.95)",
+                }
+            ),
+        ] = 0.95,
+        budget_minutes: Annotated[
+            float,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": MOST_MINUTES,
+                    "description": "Device minutes the search may spend (default 120, at most "
+                    "600); past them it stops with the range it narrowed",
+                }
+            ),
+        ] = DEFAULT_MINUTES,
+        timeout_seconds: Annotated[
+            float,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": MOST_SECONDS,
+                    "description": "Give up waiting after this many seconds (default 900, at "
+                    "most 3600); call again with the same idempotency_key to go on",
+                }
+            ),
+        ] = DEFAULT_SECONDS,
+        idempotency_key: Annotated[
+            str | None,
+            string(
+                "Optional. The same key asks for the same runs: a call cut off by its timeout, "
+                "called again with it, goes on where it stopped without new runs",
+                minLength=1,
+                maxLength=255,
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, BisectResult]:
+        """Find the first build a test fails on, between a build it passes on (good) and one it
+        fails on (bad), by halving the range; a build is called bad only after as many
+        failures in a row as the test's flake rate (from its history) needs for the
+        confidence, so a flaky test cannot fool it. Returns firstBad, lastGood, the
+        confidence, a summary sentence, the runs and device minutes spent, and each step.
+        Starts runs (device time), within budget_minutes."""
+
+        async def work() -> BisectResult:
+            from asyncclient.failures.bisect import BisectStep, bisect
+
+            if not 0 < budget_minutes <= MOST_MINUTES:
+                raise ValidationError(
+                    f"budget_minutes must be above 0 and at most {MOST_MINUTES:g}"
+                )
+            if not 0 < timeout_seconds <= MOST_SECONDS:
+                raise ValidationError(
+                    f"timeout_seconds must be above 0 and at most {MOST_SECONDS:g}"
+                )
+            reporter = ProgressReporter(ctx)
+            done: list[BisectStep] = []
+
+            def on_step(step: BisectStep) -> None:
+                done.append(step)
+                # The steps a search of this many builds takes at most: its total.
+                reporter.update(len(done), max(len(done), 7), f"{step.build_id}: {step.verdict}")
+
+            try:
+                async with asyncio.timeout(timeout_seconds):
+                    found = await bisect(
+                        self._session,
+                        project_id,
+                        test_id,
+                        good=good,
+                        bad=bad,
+                        confidence=confidence,
+                        budget_minutes=budget_minutes,
+                        idempotency_key=idempotency_key,
+                        interval=self._options.poll_interval,
+                        on_step=on_step,
+                    )
+            except TimeoutError:
+                raise ValidationError(
+                    f"not found within {timeout_seconds:g} s ({len(done)} steps done); call "
+                    "again with the same idempotency_key to go on where it stopped"
+                ) from None
+            finally:
+                await reporter.close()
+            data = found.to_json()
+            if found.first_bad is None:
+                summary = f"not found: {found.stopped}"
+            else:
+                summary = (
+                    f"{test_id} first fails on {found.first_bad} (last good {found.last_good}), "
+                    f"{found.confidence:.1%} confidence; {found.runs} runs, "
+                    f"{found.device_minutes:.1f} device minutes"
+                )
+            return {
+                "firstBad": data["firstBad"],
+                "lastGood": data["lastGood"],
+                "confidence": data["confidence"],
+                "summary": summary,
+                "runs": data["runs"],
+                "deviceMinutes": data["deviceMinutes"],
+                "stopped": data["stopped"],
+                "steps": data["steps"],
+            }
+
+        return await self._answer(work(), parts=("steps",), advice={"steps": "many steps"})
