@@ -6,7 +6,8 @@ sides:
 - its class (main, release or a pull request's), its launch time, and its ref and commit (a
   later job of the same pull request is a new push: it supersedes the older one);
 - its fate: it runs to its end, its runner dies (SIGKILL), or it is cancelled hard (SIGTERM,
-  then SIGKILL a moment later, as a runner with a short grace does).
+  then SIGKILL a moment later, as a runner with a short grace does), a while after its runs
+  started.
 
 The service (the emulator, at `--speed` service seconds a wall second) has a device plan of
 `--devices` slots: with no ledger the service's own FIFO decides who runs; with the ledger the
@@ -170,6 +171,9 @@ async def _one(
     log = None if logs is None else logs / f"{job.name}.log"
     following = asyncio.create_task(_follow(proc, ran, log))
     if job.fate != "end":
+        # The runner dies (or is cancelled) a while after the job's runs started.
+        while not ran.runs and not following.done():
+            await asyncio.sleep(0.1)
         done, _ = await asyncio.wait({following}, timeout=job.fate_after / speed)
         if not done:
             ran.ended = time.time()

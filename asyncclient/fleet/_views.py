@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["VIEW_SECONDS", "SharedViews"]
 
-#: How long a published view serves the fleet's other watchers.
+#: How old a published view may be for any watcher (one that sweeps less often takes older
+#: views: as old as its own time between sweeps, up to _KEPT_SECONDS).
 VIEW_SECONDS: Final = 5.0
+_KEPT_SECONDS: Final = 30.0
 #: How long a job sweeps alone after the ledger failed it.
 _DOWN_SECONDS: Final = 30.0
 #: The statuses a shared view may have: a run still going.
@@ -42,7 +44,9 @@ class SharedViews:
         self._fleet = fleet
         self._holder = holder
         self._ttl_ms = int(view_seconds * 1000)
+        self._kept_ms = int(max(view_seconds, _KEPT_SECONDS) * 1000)
         self._others_every = view_seconds / 2
+        self._swept_at: float | None = None
         self._others_at = 0.0
         self._down_until = 0.0  # the ledger failed: the service alone until then
         self.requests = 0  # to the service, by this source
@@ -92,9 +96,14 @@ class SharedViews:
             await self._fleet._script("LET_GO", "poller", self._holder)
 
     async def _read(self, wanted: list[str]) -> tuple[dict[str, Mapping[str, Any]], bool]:
-        """The fresh views of `wanted`, and whether this job is (now) the poller."""
+        """The fresh views of `wanted`, and whether this job is (now) the poller. Fresh: at
+        most `view_seconds` old, or as old as the time since this job's last sweep (a job
+        that polls every 30 s takes a view 20 s old, as its own poll would have been)."""
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
+        since, self._swept_at = self._swept_at, time.monotonic()
+        between = 0 if since is None else int((self._swept_at - since) * 900)  # 90 %
+        tolerance = max(self._ttl_ms, min(self._kept_ms, between))
         lease = int(self._fleet.lease * 1000)
         async with r.pipeline(transaction=False) as pipe:
             pipe.zadd(p + "watching", dict.fromkeys(wanted, now))
@@ -108,7 +117,7 @@ class SharedViews:
             await r.set(p + "poller", self._holder, xx=True, px=lease)
         found: dict[str, Mapping[str, Any]] = {}
         for run_id, raw in zip(wanted, views, strict=True):
-            view = _view(raw, run_id)
+            view = _view(raw, run_id, now, tolerance)
             if view is not None:
                 found[run_id] = view
         return found, mine
@@ -134,11 +143,12 @@ class SharedViews:
 
     async def _publish(self, views: Mapping[str, Mapping[str, Any]]) -> None:
         r, p = self._fleet._redis, self._fleet.prefix
+        now = int(time.time() * 1000)
         async with r.pipeline(transaction=False) as pipe:
             for run_id, view in views.items():
-                data = orjson.dumps(view)
+                data = orjson.dumps({"at": now, "view": view})
                 if len(data) <= _MAX_VIEW_BYTES:
-                    pipe.set(f"{p}view:{run_id}", data, px=self._ttl_ms)
+                    pipe.set(f"{p}view:{run_id}", data, px=self._kept_ms)
             await pipe.execute()
 
     async def _poll_for_others(self, retries: int | None) -> None:
@@ -158,20 +168,30 @@ class SharedViews:
         if not watched:
             return
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
-        stale = [run_id for run_id, raw in zip(watched, fresh, strict=True) if raw is None]
+        stale = [
+            run_id
+            for run_id, raw in zip(watched, fresh, strict=True)
+            if _view(raw, run_id, now, self._ttl_ms) is None
+        ]
         if stale:
             await self._fetch(stale, retries)
 
 
-def _view(raw: bytes | None, run_id: str) -> Mapping[str, Any] | None:
-    """A published view, when it reads as the view of `run_id` still going: a verdict (any
-    other status) is never taken from the fleet, but read from the service itself, so a job
-    that writes to the ledger can delay another's verdict, never forge it."""
+def _view(raw: bytes | None, run_id: str, now: int, tolerance: int) -> Mapping[str, Any] | None:
+    """A published view, when it reads as the view of `run_id` still going, published at most
+    `tolerance` ms before `now`: a verdict (any other status) is never taken from the fleet,
+    but read from the service itself, so a job that writes to the ledger can delay another's
+    verdict, never forge it."""
     if raw is None or len(raw) > _MAX_VIEW_BYTES:
         return None
     try:
-        view = orjson.loads(raw)
+        found = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    at, view = found.get("at"), found.get("view")
+    if not (isinstance(at, int) and 0 <= now - at <= tolerance):
         return None
     if not (isinstance(view, dict) and view.get("id") == run_id):
         return None

@@ -4,6 +4,7 @@ older commits of a ref are superseded, and nothing the ledger holds is acted on 
 
 import asyncio
 import json
+import time
 import unicodedata
 
 import attrs
@@ -415,7 +416,10 @@ async def test_a_verdict_is_never_taken_from_the_fleet(
     with service.hold("t_search", state="running"):
         (run,) = await _started(session, "t_search")
         async with Fleet(redis.url) as fleet:
-            forged = {"id": run, "status": "passed", "testId": "t_search"}
+            forged = {
+                "at": int(time.time() * 1000),  # fresh: only its verdict is refused
+                "view": {"id": run, "status": "passed", "testId": "t_search"},
+            }
             await fleet._redis.set(f"{fleet.prefix}view:{run}", json.dumps(forged), px=60_000)
             service.reset_requests()
             (view,) = await SharedViews(session, fleet, "job-1").list_run_views([run])
@@ -816,3 +820,29 @@ async def test_a_job_taken_for_dead_while_it_waits_goes_on_alone(
         await asyncio.wait_for(waiting, 30)  # it goes on, ungoverned, rather than wait forever
         assert len(said) == 1
         assert "took this job for dead while it waited" in said[0]
+
+
+async def test_a_view_serves_a_job_that_sweeps_less_often_for_longer(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A view published 12 s ago is too old for a job sweeping every few seconds, and fresh
+    enough for one whose sweeps come 20 s apart (its own poll would be as old)."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet:
+            view = {"id": run, "status": "running", "testId": "t_search"}
+            aged = {"at": int(time.time() * 1000) - 12_000, "view": view}
+            key = f"{fleet.prefix}view:{run}"
+            quick = SharedViews(session, fleet, "quick")
+            slow = SharedViews(session, fleet, "slow")
+            slow._swept_at = time.monotonic() - 20  # its last sweep, 20 s ago
+            await fleet._redis.set(f"{fleet.prefix}poller", "another-job")  # neither polls
+            await fleet._redis.set(key, json.dumps(aged), px=60_000)
+            service.reset_requests()
+            await slow.list_run_views([run])
+            assert (slow.shared, slow.requests) == (1, 0)
+            await fleet._redis.set(key, json.dumps(aged), px=60_000)
+            await quick.list_run_views([run])
+            assert (quick.shared, quick.requests) == (0, 1)
