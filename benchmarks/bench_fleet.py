@@ -172,7 +172,7 @@ async def _one(
     following = asyncio.create_task(_follow(proc, ran, log))
     if job.fate != "end":
         # The runner dies (or is cancelled) a while after the job's runs started.
-        while not ran.runs and not following.done():
+        while not ran.runs and not following.done():  # noqa: ASYNC110 (a child's line)
             await asyncio.sleep(0.1)
         done, _ = await asyncio.wait({following}, timeout=job.fate_after / speed)
         if not done:
