@@ -347,7 +347,7 @@ async def bisect(
     left_out = {
         b.id: f"it is {clip(line(str(b.status)), 40)}, not ready"
         for b in order[1:-1]
-        if b.status != "ready"
+        if not b.is_ready
     }
     usable = [b.id for b in order if b.id not in left_out]
     steps_needed = max(1, math.ceil(math.log2(max(2, len(usable) - 1))))
@@ -385,6 +385,15 @@ async def bisect(
                 "or ended otherwise than passed or failed)"
             )
             break
+    ids = [b.id for b in order]
+    unknown = [i for i in ids[ids.index(usable[lo]) + 1 : ids.index(usable[hi])]]
+    if stopped is None and unknown:
+        # The break may be at a build that could not be tried: no build is named.
+        shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        stopped = (
+            f"the test broke after {usable[lo]} and by {usable[hi]}, but {shown} between them "
+            "could not be run"
+        )
     bad_steps = sum(1 for s in steps if s.verdict == "bad")
     found = stopped is None
     # Each step that called a build bad could be a good build's run of flakes.

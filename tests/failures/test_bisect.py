@@ -171,3 +171,38 @@ def test_the_result_reads_as_json() -> None:
     data = json.loads(json.dumps(result.to_json()))
     assert data["firstBad"] == "ab_2"
     assert data["steps"][0]["verdict"] == "good"
+
+
+async def test_every_dialect_gives_the_same_answer(dialect: str) -> None:
+    """`dialect`: conftest's, one run per emulator dialect."""
+    seed = regression_seed(builds=8, broken_at=5)
+    async with (
+        FakeService(seed, speed=6000, dialect=dialect) as service,
+        AsyncSession(KEY, service.url) as session,
+    ):
+        result = await bisect(
+            session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_007",
+            interval=0.02, idempotency_key="dialects",
+        )  # fmt: skip
+    assert (result.first_bad, result.last_good, result.stopped) == (
+        "ab_shop_005",
+        "ab_shop_004",
+        None,
+    )
+    assert result.flake_source == "history"
+
+
+async def test_a_break_next_to_a_build_that_cannot_run_names_no_build(
+    shop: FakeService, session: AsyncSession
+) -> None:
+    """The test broke at ab_shop_009; ab_shop_008 cannot be run: the break is at 008 or 009,
+    and the search says so instead of naming one."""
+    shop.backend.build_store.builds["ab_shop_008"].status = "rejected"
+    result = await bisect(
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015", interval=0.02
+    )
+    assert result.first_bad is None
+    assert result.stopped == (
+        "the test broke after ab_shop_007 and by ab_shop_009, but ab_shop_008 between them "
+        "could not be run"
+    )
