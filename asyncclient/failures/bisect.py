@@ -386,7 +386,7 @@ async def bisect(
             )
             break
     ids = [b.id for b in order]
-    unknown = [i for i in ids[ids.index(usable[lo]) + 1 : ids.index(usable[hi])]]
+    unknown = ids[ids.index(usable[lo]) + 1 : ids.index(usable[hi])]
     if stopped is None and unknown:
         # The break may be at a build that could not be tried: no build is named.
         shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
