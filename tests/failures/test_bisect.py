@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from asyncclient import AsyncSession
 from asyncclient.errors import ValidationError
@@ -206,3 +208,18 @@ async def test_a_break_next_to_a_build_that_cannot_run_names_no_build(
         "the test broke after ab_shop_007 and by ab_shop_009, but ab_shop_008 between them "
         "could not be run"
     )
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(label=st.none() | st.text(max_size=300) | st.integers() | st.lists(st.text(max_size=5)))
+def test_a_label_the_service_sends_orders_a_build_only_as_a_bounded_seq(label: object) -> None:
+    """A build's label is the service's text (any JSON value): it orders builds only through a
+    whole `seq=N` word of at most 12 digits; anything else orders nothing, and nothing crashes."""
+    from asyncclient.failures.bisect import _seq
+    from asyncclient.models import Build
+
+    found = _seq(Build(id="ab_1", label=label))
+    assert found is None or (isinstance(found, int) and 0 <= found < 10**12)
+    if found is not None:
+        assert isinstance(label, str)
+        assert f"seq={found}" in label or f"seq=0{found}" in label or "seq=0" in label

@@ -846,3 +846,55 @@ async def test_a_view_serves_a_job_that_sweeps_less_often_for_longer(
             await fleet._redis.set(key, json.dumps(aged), px=60_000)
             await quick.list_run_views([run])
             assert (quick.shared, quick.requests) == (0, 1)
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=12,
+)
+_START_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["test", "project", "delete", ""]) | st.text(max_size=8),
+        "target": st.sampled_from(["t_search", "p_demo", "../../admin", "t_$(x)"])
+        | st.text(max_size=20),
+        "body": st.fixed_dictionaries(
+            {},
+            optional={
+                "mode": st.sampled_from(["auto", "cold", "rm -rf"]) | _JSONISH,
+                "buildId": st.sampled_from(["ab_1", "ab_$(x)"]) | _JSONISH,
+                "buildIds": st.lists(st.sampled_from(["ab_1", "x"]), max_size=3) | _JSONISH,
+                "extra": _JSONISH,
+            },
+        )
+        | _JSONISH,
+    },
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    key=st.binary(max_size=300) | st.text(max_size=300),
+    raw=st.binary(max_size=600) | _START_FIELDS.map(json.dumps) | _JSONISH.map(json.dumps),
+)
+def test_a_start_the_ledger_holds_is_taken_only_as_the_session_would_send_it(
+    key: object, raw: object
+) -> None:
+    """Whatever a hostile ledger holds for a dead job's unanswered start: no crash, and a
+    start is taken only when its kind, target, body and key are what the session itself
+    checks and sends (the reaper asks it again); everything else is None."""
+    from asyncclient._core import _checks
+    from asyncclient.fleet import Start
+
+    start = Start.from_ledger(key, raw)
+    if start is None:
+        return
+    assert start.kind in ("test", "project")
+    assert is_id(start.kind, start.target)
+    assert set(start.body) <= {"mode", "buildId", "buildIds"}
+    assert start.body.get("mode") in (None, "auto", "cold", "warm")
+    assert all(is_id("build", b) for b in [start.body.get("buildId") or "ab_x"])
+    assert _checks.check_idempotency_key(start.key) == start.key
+    # Written back, it reads the same: nothing was read loosely.
+    assert Start.from_ledger(start.key, start.to_json()) == start
