@@ -163,6 +163,24 @@ def test_the_layers_are_folders_and_few_modules_sit_at_the_top() -> None:
         assert "May import" in doc, f"asyncclient.{package} must say what it may import"
 
 
+def test_the_rules_layer_runs_nothing() -> None:
+    """`_core` holds rules without I/O: none of its modules imports asyncio, aiohttp, a socket
+    or a thread (a batch of tasks belongs to `_local`, a request to `_client`)."""
+    running = {"asyncio", "aiohttp", "socket", "threading", "aiofiles", "subprocess"}
+    found = [
+        f"{name} imports {imported}"
+        for name, path in MODULES.items()
+        if name.startswith("asyncclient._core.")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for imported in (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
+        if imported.split(".")[0] in running
+    ]
+    assert found == []
+
+
 def test_a_lower_layer_never_imports_a_higher_one() -> None:
     wrong = [
         f"{importer} (layer {layer_of(importer)}) imports {imported} (layer {layer_of(imported)})"

@@ -1,6 +1,7 @@
 """The batched read, written once: `fetch(batch)` for each batch, a few at a time, the results in
 the batches' order. AsyncSession.list_runs (ids in batches of 50) and the run watcher's sweeps
-both read this way. A leaf: no I/O of its own (the caller's `fetch` does it)."""
+both read this way. Tasks on this machine's loop; no I/O of its own (the caller's `fetch`
+does it)."""
 
 from __future__ import annotations
 
