@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_support import runnable_pages
 
 import asyncclient
 import asyncclient.testing
@@ -494,3 +495,46 @@ def test_the_pages_that_list_operations_name_every_one() -> None:
     assert sorted(n for n in OPERATIONS if hasattr(AsyncSession, n) and n not in methods) == []
     assert tools == list(TOOLS)
     assert [n for n in OPERATIONS if f"`{n}`" not in named] == []
+
+
+# What each guide shows of a file that tests run or other pages share, word for word.
+_COPIED: dict[str, tuple[str, ...]] = {
+    "ci-recipes": ("docs/snippets/try-it.md",),
+    "other-ci": ("docs/snippets/try-it.md",),
+    "configuration": ("docs/snippets/try-it.md",),
+    "embedding": (
+        "docs/snippets/try-it.md",
+        "docs/examples/aiohttp_service.py",
+        "docs/examples/suite_service.py",
+        "docs/examples/asgi_service.py",
+        "docs/examples/outage.py",
+        "docs/examples/telemetry.py",
+    ),
+    "errors": ("docs/snippets/try-it.md",),
+    "flaky-across-jobs": ("docs/snippets/try-it.md",),
+    "flaky-and-reports": ("docs/snippets/try-it.md", "docs/snippets/bench-suite.md"),
+    "following-runs": ("docs/snippets/try-it.md",),
+    "library": ("docs/snippets/try-it.md",),
+    "mcp": ("docs/snippets/try-it.md",),
+    "see-the-fleet": ("docs/snippets/try-it.md", "docs/examples/otlp_receiver.py"),
+    "spend-device-time": ("docs/snippets/try-it.md",),
+    "time-and-cost": ("docs/snippets/try-it.md",),
+    "uploading": ("docs/snippets/try-it.md",),
+    "troubleshooting": ("docs/snippets/try-it.md",),
+    "why-it-failed": (
+        "docs/snippets/try-it.md",
+        "docs/snippets/failure-signatures.md",
+        "docs/snippets/bench-failures.md",
+    ),
+}
+
+
+@pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.stem)
+def test_a_guide_reads_on_the_repository_page_as_on_the_site(page: Path) -> None:
+    """No include line where the steps should be (GitHub shows `--8<--` as it is): a guide
+    holds its set-up steps and programs itself, and what it copies from a file that tests run
+    or other pages share is that file word for word."""
+    text = page.read_text()
+    assert "--8<--" not in text
+    for source in _COPIED.get(page.stem, ()):
+        assert (DOCS.parent / source).read_text().rstrip("\n") in text, source
