@@ -1,6 +1,7 @@
 """A stand-in for an OpenTelemetry collector: takes OTLP over HTTP (protobuf) on
-127.0.0.1:4318 and shows what it got at http://127.0.0.1:4318/show: the span tree,
-then each metric's total. A real collector (Jaeger, Tempo, ...) takes the same."""
+127.0.0.1:4318 and shows what it got at http://127.0.0.1:4318/show: the span tree, each
+job with its trace id (the one the job's summary names), then each metric's total. A real
+collector (Jaeger, Tempo, ...) takes the same."""
 
 from collections import Counter, defaultdict
 
@@ -69,6 +70,8 @@ async def show(request):
                 continue
             said = [f"{a.key}={value(a.value)}" for a in span.attributes]
             said = [pair for pair in said if pair.split("=")[0] in SHOWN]
+            if depth == 0:  # a job: its trace, as its summary names it
+                said.insert(0, f"trace={span.trace_id.hex()}")
             lines.append(f"{indent}{span.name} {' '.join(said)}")
             walk(span.span_id, depth + 1)
         if requests:
