@@ -83,7 +83,7 @@ class Start:
                 body.get("buildId"),
                 key_text,
             )
-        except (ValueError, KeyError, TypeError, ValidationError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError, ValidationError, RecursionError):
             return None
         if payload != body:
             return None

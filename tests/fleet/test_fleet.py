@@ -698,6 +698,7 @@ async def test_a_start_the_ledger_holds_is_asked_again_only_when_it_is_well_form
             {"kind": "test", "target": "t_search", "body": {"buildId": "$(reboot)"}}
         ),
         "k-huge": json.dumps({"kind": "test", "target": "t_search", "body": {}, "x": "y" * 9000}),
+        "k-deep": "[" * 4000,
         "k e y\r\nX-Evil: 1": good,
     }
     async with Fleet(redis.url) as fleet:
