@@ -17,11 +17,11 @@ from typing import Any, Final, Protocol, TypedDict, TypeVar
 
 from asyncclient._core import _checks as checks
 from asyncclient._core import _defaults as defaults
-from asyncclient._local._batches import each_batch
 from asyncclient._core._checks import IDS_PER_REQUEST, CheckedIds, check_id_list
 from asyncclient._core._converter import structure_hook
 from asyncclient._core._retry import Sleep, classify
 from asyncclient._core._wire import batched
+from asyncclient._local._batches import each_batch
 from asyncclient.errors import (
     ApiError,
     AsyncClientError,

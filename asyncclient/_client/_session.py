@@ -25,7 +25,6 @@ from asyncclient._client._transport import Transport
 from asyncclient._core import _checks as checks
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
-from asyncclient._local._batches import each_batch
 from asyncclient._core._converter import converter
 from asyncclient._core._operations import OPERATIONS
 from asyncclient._core._responses import (
@@ -46,6 +45,7 @@ from asyncclient._core._responses import (
     read_uploaded_part,
 )
 from asyncclient._core._retry import RetryPolicy, Sleep
+from asyncclient._local._batches import each_batch
 from asyncclient._local._bodies import PartBody, part_body
 from asyncclient._version import __version__
 from asyncclient.errors import (
