@@ -1,7 +1,7 @@
 """A stand-in for an OpenTelemetry collector: takes OTLP over HTTP (protobuf) on
-127.0.0.1:4318 and shows what it got at http://127.0.0.1:4318/show: the span tree, each
-job with its trace id (the one the job's summary names), then each metric's total. A real
-collector (Jaeger, Tempo, ...) takes the same."""
+127.0.0.1:4318 and shows what it got at http://127.0.0.1:4318/show: the span
+tree, each job with its trace id (the one the job's summary names), then each
+metric's total. A real collector (Jaeger, Tempo, ...) takes the same."""
 
 from collections import Counter, defaultdict
 
