@@ -88,7 +88,6 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 async def bisect(args: argparse.Namespace, out: Output) -> int:
-    from asyncclient.errors import ValidationError
     from asyncclient.failures.bisect import BisectStep
     from asyncclient.failures.bisect import bisect as search
 
@@ -103,23 +102,20 @@ async def bisect(args: argparse.Namespace, out: Output) -> int:
         out.info(f"{step.build_id}  {step.verdict:7s}  ({tally})")
 
     async with open_session(args) as session:
-        try:
-            result = await search(
-                session,
-                opts.project_id,
-                opts.test_id,
-                good=opts.good,
-                bad=opts.bad,
-                confidence=opts.confidence,
-                flake_rate=opts.flake_rate,
-                budget_minutes=opts.budget,
-                mode=opts.mode,
-                idempotency_key=opts.idempotency_key,
-                interval=opts.interval,
-                on_step=said,
-            )
-        except ValidationError as exc:
-            raise CommandError(str(exc)) from None
+        result = await search(
+            session,
+            opts.project_id,
+            opts.test_id,
+            good=opts.good,
+            bad=opts.bad,
+            confidence=opts.confidence,
+            flake_rate=opts.flake_rate,
+            budget_minutes=opts.budget,
+            mode=opts.mode,
+            idempotency_key=opts.idempotency_key,
+            interval=opts.interval,
+            on_step=said,
+        )
     if out.json_mode:
         out.json(result.to_json())
     for build_id, why in result.left_out.items():

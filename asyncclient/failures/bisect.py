@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import attrs
 
 from asyncclient._core import _checks as checks
+from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import clip, line
 from asyncclient.errors import AsyncClientError, ValidationError
 
@@ -166,7 +167,11 @@ def _order(builds: Sequence[Build], good: Build, bad: Build) -> tuple[list[Build
             f"--good {good.id} and --bad {bad.id} are builds of different apps: give two "
             "builds of one app"
         )
-    same = [b for b in builds if (b.app_id, b.platform) == (good.app_id, good.platform)]
+    same = [
+        b
+        for b in builds
+        if (b.app_id, b.platform) == (good.app_id, good.platform) and is_id("build", b.id)
+    ]
     if all(_seq(b) is not None for b in same):
         same.sort(key=lambda b: (_seq(b) or 0, b.id))
     else:
@@ -180,26 +185,20 @@ def _order(builds: Sequence[Build], good: Build, bad: Build) -> tuple[list[Build
     return same, start, end
 
 
+@attrs.define
 class _Search:
-    def __init__(
-        self,
-        session: Any,
-        test_id: str,
-        repeats: int,
-        key: str,
-        budget_seconds: float | None,
-        mode: str | None,
-        interval: float,
-    ) -> None:
-        self.interval = interval
-        self.session = session
-        self.test_id = test_id
-        self.repeats = repeats
-        self.key = key
-        self.budget = budget_seconds
-        self.mode = mode
-        self.spent = 0.0
-        self.started = 0
+    """One search's runs: each step's starts (keys derived from the search's), what they
+    spent, and how many began."""
+
+    session: Any
+    test_id: str
+    repeats: int
+    key: str
+    budget: float | None  # device seconds
+    mode: str | None
+    interval: float
+    spent: float = 0.0
+    started: int = 0
 
     async def _runs(self, build_id: str, attempts: range) -> list[Run]:
         starts = await asyncio.gather(
@@ -214,7 +213,8 @@ class _Search:
             )
         )
         self.started += len(starts)
-        ids = [s.run_id for s in starts]
+        # Only well-formed run ids are followed: anything else is no run of this search.
+        ids = [s.run_id for s in starts if is_id("run", s.run_id)]
         pending = set(ids)
         final: dict[str, Run] = {}
 

@@ -4,8 +4,9 @@ the session whose starts go through the fleet (`GovernedSession`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
@@ -130,6 +131,26 @@ class GovernedSession:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
 
+    @contextlib.asynccontextmanager
+    async def _sending(self, start: Start, *, strict: bool) -> AsyncIterator[None]:
+        """The start waits its turn for a slot and is written down before the block sends it.
+        A refusal forgets it (nothing started; a project's 402 teaches the limit); an unknown
+        end keeps it, asked again at the job's end. The slot goes back either way."""
+        job = self._job
+        await job.acquire(1, strict=strict, on_wait=self._on_wait)
+        await job.intend(start)
+        try:
+            yield
+        except ApiError as exc:
+            job.answered(start, ())
+            job.free(1)
+            if isinstance(exc, NotStartedError) and exc.status == 402:
+                await job.learn("402 not_started", less=1)
+            raise
+        except BaseException:
+            job.free(1)
+            raise
+
     async def run_test(
         self,
         test_id: str,
@@ -139,24 +160,14 @@ class GovernedSession:
     ) -> Any:
         test_id = checks.check_id("test", test_id)
         body, key = checks.run_body(mode, None, build_id, idempotency_key)
-        job = self._job
-        await job.acquire(1, on_wait=self._on_wait)
         start = Start(key, "test", test_id, body)
-        await job.intend(start)
-        try:
+        async with self._sending(start, strict=True):
             answer = await self._session.run_test(
                 test_id, mode=mode, build_id=build_id, idempotency_key=key
             )
-        except ApiError:
-            job.answered(start, ())  # refused: nothing started
-            job.free(1)
-            raise
-        except BaseException:
-            job.free(1)  # unknown: the start stays recorded, asked again at the job's end
-            raise
-        job.answered(start, [answer.run_id])
+        self._job.answered(start, [answer.run_id])
         if answer.overage is True:
-            await job.learn("overage (the plan's included runs are spent)")
+            await self._job.learn("overage (the plan's included runs are spent)")
         return answer
 
     async def run_project(
@@ -169,23 +180,11 @@ class GovernedSession:
     ) -> Any:
         project_id = checks.check_id("project", project_id)
         body, key = checks.run_body(mode, build_ids, build_id, idempotency_key)
-        job = self._job
-        await job.acquire(1, strict=False, on_wait=self._on_wait)
         start = Start(key, "project", project_id, body)
-        await job.intend(start)
-        try:
+        async with self._sending(start, strict=False):
             result = await self._session.run_project(
                 project_id, mode=mode, build_ids=build_ids, build_id=build_id, idempotency_key=key
             )
-        except ApiError as exc:
-            job.answered(start, ())
-            job.free(1)
-            if isinstance(exc, NotStartedError) and exc.status == 402:
-                await job.learn("402 not_started", less=1)
-            raise
-        except BaseException:
-            job.free(1)
-            raise
-        job.answered(start, [s.run_id for s in result.started])
-        job.free(1 - len(result.started))
+        self._job.answered(start, [s.run_id for s in result.started])
+        self._job.free(1 - len(result.started))  # charged each run it began
         return result

@@ -223,3 +223,21 @@ def test_a_label_the_service_sends_orders_a_build_only_as_a_bounded_seq(label: o
     if found is not None:
         assert isinstance(label, str)
         assert f"seq={found}" in label or f"seq=0{found}" in label or "seq=0" in label
+
+
+def test_a_build_id_that_is_not_one_is_never_searched() -> None:
+    """The listing is the service's: a build whose id is not a build id (a terminal escape, a
+    path) orders nothing and is never run or printed."""
+    from datetime import UTC, datetime
+
+    from asyncclient.failures.bisect import _order
+    from asyncclient.models import Build
+
+    def build(build_id: str, n: int) -> Build:
+        made = datetime(2026, 12, 1, n, tzinfo=UTC)
+        return Build(id=build_id, app_id="a", platform="android", created_at=made)
+
+    listed = [build("ab_1", 1), build("ab_\x1b[31m", 2), build("../ab_3", 3), build("ab_4", 4)]
+    same, start, end = _order(listed, listed[0], listed[3])
+    assert [b.id for b in same] == ["ab_1", "ab_4"]
+    assert (start, end) == (0, 1)
