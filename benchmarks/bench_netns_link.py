@@ -34,7 +34,7 @@ NS, OUTSIDE, INSIDE = "acbench", "acb0", "acb1"
 CLIENT, SERVER = "10.231.0.1", "10.231.0.2"  # this benchmark's own namespace only
 SHAPES = {  # name -> (tbf rate, tbf burst, emulator options, file MB, fixed settings)
     "slow shared": ("160mbit", "256kb", [], 200, [2, 4, 16]),
-    "long fat": ("800mbit", "1mb", ["--part-bandwidth", "4000000", "--latency-ms", "80"], 512,
+    "long fat": ("800mbit", "1mb", ["--part-bandwidth", "4000000", "--latency-ms", "80"], 1024,
                  [16, 64]),
 }  # fmt: skip
 BIN = Path(sys.executable).parent
@@ -83,8 +83,13 @@ def emulator(options: list[str]) -> Iterator[str]:
         proc.wait()
 
 
-def upload(url: str, path: Path, state: Path, fixed: int | None) -> tuple[float, float, str]:
-    """(seconds, first part's answer in seconds, the default's numbers) of one upload."""
+Row = tuple[float, float, float, str]
+
+
+def upload(url: str, path: Path, state: Path, fixed: int | None) -> Row:
+    """(seconds, first part's answer in seconds, the parts' seconds, the default's numbers) of
+    one upload; the parts' seconds run from the service's answer to the start to the last
+    part's answer: what the link carried, without the command's start, hash and complete."""
     env = {**os.environ, "ASYNCCLIENT_BASE_URL": url, "ASYNCCLIENT_API_KEY": "demo-run",
            "ASYNCCLIENT_STATE_DIR": str(state)}  # fmt: skip
     extra = [] if fixed is None else ["--max-parts-in-flight", str(fixed), "--concurrency",
@@ -105,10 +110,13 @@ def upload(url: str, path: Path, state: Path, fixed: int | None) -> tuple[float,
     first_part = next((at(s) for s in stamps if s[4] == "requests" and "/parts/" in s[5]
                        and "-> 200" in s[5]), None)  # fmt: skip
     stored = (first_part - first_request) if first_part and first_request else float("nan")
+    started = next((at(s) for s in stamps if "start_upload" in s[5]), None)
+    last_part = [at(s) for s in stamps if "/parts/" in s[5] and "-> 200" in s[5]]
+    parts = (last_part[-1] - started) if started and last_part else float("nan")
     moves = [re.findall(r"flight (\d+) -> (\d+)", s[5])[0] for s in stamps
              if "parts in flight" in s[5]]  # fmt: skip
     levels = [moves[0][0], *(to for _, to in moves)] if moves else []
-    return took, stored, " ".join(levels) if fixed is None else ""
+    return took, stored, parts, " ".join(levels) if fixed is None else ""
 
 
 def main(args: argparse.Namespace) -> None:
@@ -122,24 +130,31 @@ def main(args: argparse.Namespace) -> None:
         spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in "12"]
     try:
         for name, (rate, burst, options, mb, fixed) in SHAPES.items():
+            if name not in args.shapes:
+                continue
             path = work / f"{mb}.apk"
             build_apk(path, filler_bytes=mb * 1_000_000)
             size = path.stat().st_size
             with link(rate, burst), emulator(options) as url:
-                rows: dict[str, list[tuple[float, float, str]]] = {}
+                rows: dict[str, list[Row]] = {}
                 for _ in range(args.rounds):
                     for setting in [None, *fixed]:
                         label = "default" if setting is None else f"fixed {setting}"
                         rows.setdefault(label, []).append(upload(url, path, work, setting))
             print(f"\n{name}: tbf {rate}, {mb} MB, {args.rounds} round(s), medians"
                   + (", both cores busy" if args.busy else ""))  # fmt: skip
-            best = min(statistics.median(t for t, _, _ in runs) for runs in rows.values())
+            link_mbs = int(rate.removesuffix("mbit")) / 8
+            best = min(statistics.median(r[2] for r in runs) for runs in rows.values())
             for label, runs in rows.items():
-                took = statistics.median(t for t, _, _ in runs)
-                stored = statistics.median(f for _, f, _ in runs)
-                print(f"  {label:9} {took:6.2f} s  {size / took / 1e6:6.1f} MB/s  "
-                      f"{best / took:5.0%} of the best  first part stored {stored:5.2f} s  "
-                      f"{runs[-1][2]}")  # fmt: skip
+                took = statistics.median(r[0] for r in runs)
+                stored = statistics.median(r[1] for r in runs)
+                parts = statistics.median(r[2] for r in runs)
+                print(f"  {label:9} {took:6.2f} s  parts {size / parts / 1e6:5.1f} MB/s "
+                      f"{size / parts / 1e6 / link_mbs:4.0%} of the link {best / parts:5.0%} "
+                      f"of the best  first part stored {stored:5.2f} s")  # fmt: skip
+                for took_r, _, parts_r, levels in runs if label == "default" else []:
+                    print(f"    a round: {took_r:6.2f} s, parts {size / parts_r / 1e6:5.1f} MB/s,"
+                          f" parts in flight {levels}")  # fmt: skip
     finally:
         for spinner in spinners:
             spinner.kill()
@@ -150,4 +165,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--busy", action="store_true", help="both cores busy meanwhile")
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     main(parser.parse_args())

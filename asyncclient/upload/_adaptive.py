@@ -42,7 +42,7 @@ LINEAR: Final = 0.8  # the fast start quadruples while this efficient
 GAINING: Final = 0.5  # ... doubles while this; a probe up is followed by another
 KEEP_RAISE: Final = 0.5  # a raise is kept when at least this efficient
 BIG_RISE: Final = 0.2  # ... or when throughput rose by this share
-KEEP_LOWER: Final = 0.03  # a cut is kept when it costs at most this share
+KEEP_LOWER: Final = 0.015  # a cut is kept when it costs at most this share
 
 
 class Rule:
@@ -53,9 +53,10 @@ class Rule:
     TCP's slow start doubles its window.
     Then it probes a quarter up or an eighth down: a raise is kept when it brings half its
     share or a fifth more throughput (and the next probe is a raise again when it brought
-    half), a cut when it costs under 3 % (and the next probe is a cut again); otherwise it
-    goes back and probes the other way, and a cut that cost waits longer each time. Pushback
-    halves the number and holds off raises for a while.
+    half), a cut when it costs under 3 % of the best before it (and the next probe is a cut
+    again). A probe that fails goes back and the next goes the other way (the start's failed
+    quadruple goes back halfway: the link filled between); a cut that cost waits longer each
+    time. Pushback halves the number and holds off raises for a while.
     """
 
     def __init__(self, start: int = START, floor: int = FLOOR, ceiling: int = CEILING) -> None:
@@ -87,11 +88,15 @@ class Rule:
                 self._up = gain >= GAINING
                 self.starting = self.starting or gain >= LINEAR  # room again: ramp as at first
                 return self._probe(now, gain)
+            # A quadruple overshot: the link filled between (its new parts, still starting,
+            # may even cost a little): the middle, then probes with full windows.
+            back = before * 2 if self.starting and level >= 4 * before else before
             self.starting, self._up, self._reference = False, False, None
-            return self._set(before)
+            return self._set(back)
         self.starting = False
         if throughput >= was * (1 - KEEP_LOWER):  # a cut that costs (almost) nothing
-            self._reference = (level, throughput)
+            # Measured against the best of the cuts before it: cuts never add up.
+            self._reference = (level, max(was, throughput))
             self._up = False
             self._cuts_wait = 0
             return self._probe(now, gain)

@@ -52,9 +52,14 @@ class Simulated:
         *,
         noise: float = 0.0,
         seed: int = 1,
+        warmup: float = 0.0,
     ) -> None:
         self.per_part = per_part
         self.link = link
+        # A raise's new parts carry nothing for `warmup` s each (they start one after
+        # another) and cost the old ones a tenth meanwhile.
+        self.warmup = warmup
+        self.raised: tuple[float, int] = (-1.0, 0)  # (when, the level before)
         self.noise = noise
         self.random = random.Random(seed)
         self.rule = Rule()
@@ -64,6 +69,9 @@ class Simulated:
         self.trace: list[tuple[float, int, float]] = []  # (time, level, carried bytes/s)
 
     def rate(self, level: int, at: float) -> float:
+        when, before = self.raised
+        if at < when + self.warmup * (level - before):
+            return 0.9 * min(before * self.per_part, self.link(at))
         return min(level * self.per_part, self.link(at))
 
     def run(self, seconds: float, step: float = 0.01) -> float:
@@ -91,7 +99,9 @@ class Simulated:
             measured = self.run(window) / window
             if self.noise:
                 measured *= 1 + self.random.uniform(-self.noise, self.noise)
-            self.rule.measured(measured, self.now)
+            level = self.rule.level
+            if self.rule.measured(measured, self.now) > level:
+                self.raised = (self.now, level)
         return self.now
 
     def carried_between(self, start: float, end: float) -> float:
@@ -118,6 +128,17 @@ def test_long_fat_link_is_filled_within_a_second() -> None:
     assert took - best < 0.75
     assert sim.carried_between(1.0, took) >= 0.97 * 100 * MB
     assert max(level for _, level, _ in sim.trace) <= CEILING
+
+
+def test_a_quadruple_judged_while_its_parts_start_goes_back_only_halfway() -> None:
+    """New parts that start one after another, 6 ms each, and cost the old ones a tenth
+    meanwhile: the start's 16 -> 64 is judged in that dip (0.29 s). It went back to 16 and
+    climbed a quarter at a time (found over a real 100 MB/s bottleneck: 84 % of the link);
+    going back to 32, which fills the link, loses about a second of it over 1 GiB (that way,
+    4.9 s)."""
+    sim = Simulated(4 * MB, steady(100 * MB), warmup=0.006)
+    took = sim.upload(GiB)
+    assert took - GiB / (100 * MB) < 1.5
 
 
 def test_short_thin_link_never_goes_past_four() -> None:
