@@ -36,6 +36,7 @@ from asyncclient.failures import DEFAULT_CATEGORIES, Categories
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
+    from asyncclient.failures.exonerate import BaselineVerdict
     from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
     from asyncclient.spend.reuse import Reuse
@@ -90,6 +91,8 @@ class Attempts:
             that kind): re-run, and never what makes it flaky.
         not_rerun: Why it was not re-run though it had re-runs left: it failed the same way
             as its newest runs on the same build (see SuitePolicy.rerun_known).
+        baseline: What its runs on the baseline build said of its failure (SuitePolicy.
+            baseline), when it failed and ran there.
     """
 
     test_id: str
@@ -103,6 +106,12 @@ class Attempts:
     decided_on: int = 0
     infrastructure: frozenset[str] = frozenset()
     not_rerun: str | None = None
+    baseline: BaselineVerdict | None = None
+
+    @property
+    def pre_existing(self) -> bool:
+        """It failed in the end, and on the baseline build too, the same way."""
+        return self.baseline is not None and self.baseline.pre_existing and not self.passed
 
     @property
     def passed_on(self) -> int:
@@ -228,6 +237,8 @@ class SuiteResult:
         fail_fast: The runs stopped because enough tests had not passed (--max-failures).
         new_test_warn: Whether a test flaky on arrival only warns (else it fails the suite).
         categories: The failure categories in force (every report names each failure's).
+        pre_existing: What a pre-existing failure does to the suite: `fail` (it fails it, as
+            any), `pass` or `warn` (it does not; `warn` has the command say so).
     """
 
     tests: tuple[Attempts, ...]
@@ -243,6 +254,7 @@ class SuiteResult:
     fail_fast: frozenset[str] = frozenset()
     new_test_warn: bool = False
     categories: Categories = DEFAULT_CATEGORIES
+    pre_existing: str = "fail"
 
     @property
     def history(self) -> Mapping[str, TestFlakiness | None] | None:
@@ -265,8 +277,14 @@ class SuiteResult:
             (t.passed and not (self.fail_on_flaky and t.flaky))
             or self.excused(t)
             or (self.new_test_warn and t.outcome == "flaky_on_arrival")
+            or (t.pre_existing and self.pre_existing != "fail")
             for t in self.tests
         )
+
+    @property
+    def pre_existing_failures(self) -> tuple[Attempts, ...]:
+        """The tests that failed on the baseline build too, the same way."""
+        return tuple(t for t in self.tests if t.pre_existing)
 
     @property
     def quarantined_failures(self) -> tuple[Attempts, ...]:
@@ -320,6 +338,13 @@ class SuiteResult:
                 )
             elif outcome == "reused":
                 parts.append(f"{len(tests)} reused (passed before on an identical build)")
+            elif outcome == "failed" and any(t.pre_existing for t in tests):
+                before = sum(1 for t in tests if t.pre_existing)
+                after = "" if attempts == [1] else f" after {shown} attempts"
+                parts.append(
+                    f"{len(tests)} failed{after} ({before} pre-existing: they fail on the "
+                    "baseline too)"
+                )
             elif outcome == "failed" and attempts != [1]:
                 parts.append(f"{len(tests)} failed after {shown} attempts")
             elif outcome == "not_final":
@@ -420,6 +445,11 @@ class Reruns:
         """The order of the tests in the result: that of these first runs (others after)."""
         for run_id in run_ids:
             self._rank.setdefault(run_id, len(self._rank))
+
+    @property
+    def key(self) -> str:
+        """The suite's key, every start's key derives from (no test starts twice)."""
+        return self._key
 
     @property
     def rerun_mode(self) -> str | None:
@@ -580,6 +610,21 @@ class Reruns:
             self._reckoned[run.id] = took
         elif run.status_kind == "cancelled" and run.started_at is None:
             self._reckoned[run.id] = 0.0
+
+    def reserve(self, run_id: str, test_id: str) -> None:
+        """Reckon a run started beside the re-runs (a baseline run) against the budget."""
+        from asyncclient.eta import DEFAULT_RUN_SECONDS
+
+        self._reckoned[run_id] = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS)
+
+    def fits(self, test_id: str, runs: int) -> bool:
+        """Whether `runs` more runs of the test fit the budget (no budget: always)."""
+        if self.budget_seconds is None:
+            return True
+        from asyncclient.eta import DEFAULT_RUN_SECONDS
+
+        need = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS) * runs
+        return self.budget_used() + need <= self.budget_seconds
 
     def _fits(self, entry: str, test_id: str) -> bool:
         """Whether one more re-run or copy of the test fits the budget; one that does not is

@@ -125,6 +125,20 @@ def ci_run(environ: Mapping[str, str]) -> CiRun:
     return CiRun()
 
 
+def baseline_ref(environ: Mapping[str, str]) -> str:
+    """The branch `--baseline auto` looks for: a pull or merge request's target, else
+    GitLab's default branch, else `main`."""
+    for name in (
+        "GITHUB_BASE_REF",
+        "CI_MERGE_REQUEST_TARGET_BRANCH_NAME",
+        "CI_DEFAULT_BRANCH",
+    ):
+        found = _value(environ, name, 200)
+        if found and not any(ch.isspace() for ch in found):
+            return found
+    return "main"
+
+
 def pipeline_attributes(run: CiRun, environ: Mapping[str, str]) -> dict[str, str]:
     """The job span's `cicd.*` and `vcs.*` attributes: from the CI's variables on GitHub
     Actions and GitLab CI; elsewhere, those `OTEL_RESOURCE_ATTRIBUTES` names (the plain

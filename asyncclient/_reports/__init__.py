@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunResult",
     "arrival_notes",
+    "baseline_notes",
     "counts_line",
     "duration_seconds",
     "failed_requirements",
@@ -201,6 +202,26 @@ def arrival_notes(result: SuiteResult) -> list[str]:
     return lines
 
 
+def baseline_notes(result: SuiteResult) -> list[str]:
+    """What the baseline said of each test that failed and ran there, a line each; a
+    pre-existing one says what it does to the job (--pre-existing)."""
+    does = {
+        "fail": "it fails the job (--pre-existing fail)",
+        "pass": "it does not fail the job (--pre-existing pass)",
+        "warn": "it does not fail the job (--pre-existing warn)",
+    }[result.pre_existing]
+    lines = []
+    for test in result.tests:
+        verdict = test.baseline
+        if verdict is None or test.passed:
+            continue
+        if test.pre_existing:
+            lines.append(f"{test.test_id} {verdict.why}; {does}")
+        else:
+            lines.append(f"{test.test_id}: {verdict.why}")
+    return lines
+
+
 def suite_notes(result: SuiteResult) -> list[str]:
     """What the quarantine and the history say of a suite, a line each: every quarantined
     test (excused, failing the job anyway, or passed: a hint to lift it), and for every test
@@ -230,6 +251,7 @@ def suite_notes(result: SuiteResult) -> list[str]:
                 f"quarantined {test.test_id} did not pass ({reason}): it does not fail the job"
             )
     lines += arrival_notes(result)
+    lines += baseline_notes(result)
     flakiness = result.flakiness
     if flakiness is not None:
         lines += [

@@ -146,6 +146,8 @@ def _result(
         labels.append({"name": "tag", "value": "reused"})
     if final and test.cause is not None:
         labels.append({"name": "tag", "value": f"cause:{_text(test.cause.label, 200)}"})
+    if final and test.pre_existing:
+        labels.append({"name": "tag", "value": "pre-existing"})
     parameters = [
         {"name": "build", "value": _text(run.build_id or "", 200)},
         {"name": "mode", "value": _text(run.mode or "", 100)},
@@ -171,6 +173,9 @@ def _result(
         result["links"].append({"name": "run", "url": _text(attempt.safe_link), "type": "link"})
     if test.quarantine is not None and final:
         result["description"] = _text(f"quarantined: {test.quarantine}")
+    elif test.baseline and final:
+        said = "pre-existing: " if test.pre_existing else "baseline: "
+        result["description"] = _text(said + test.baseline)
     return result
 
 

@@ -123,6 +123,8 @@ def _test(
         )
         if test.fail_fast:
             entry["message"] = f"stopped by fail-fast (--max-failures); {entry['message']}"
+        if test.pre_existing:
+            entry["message"] = f"pre-existing: {test.baseline}; {entry['message']}"
         trace = _trace(final)
         if trace:
             entry["trace"] = trace
@@ -143,6 +145,9 @@ def _test(
         extra["cause"] = test.cause.fields(with_tests=False)
     if test.not_rerun:
         extra["notRerun"] = test.not_rerun
+    if test.baseline:
+        extra["baseline"] = test.baseline
+        extra["preExisting"] = test.pre_existing
     if final.reused is not None:
         extra["reused"] = final.reused.fields()
     if test.repeated:

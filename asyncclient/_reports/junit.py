@@ -89,6 +89,9 @@ def junit_xml(report: SuiteReport) -> bytes:
             pairs.append(("reusedFrom", run.reused.earlier_run_id))
         if test.repeated:
             pairs.append(("newTestRuns", str(len(test.attempts))))
+        if test.baseline:
+            pairs.append(("preExisting", "true" if test.pre_existing else "false"))
+            pairs.append(("baseline", test.baseline))
         for key, value in pairs:
             _property(props, f"{run.id}.{key}", value)
     if not len(props):
@@ -199,6 +202,9 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
         out_lines.append(f"category: {test.cause.category_name} ({test.cause.category})")
     if test.not_rerun:
         out_lines.append(f"not re-run: {test.not_rerun}")
+    if test.baseline:
+        said = "pre-existing: " if test.pre_existing else "baseline: "
+        out_lines.append(said + test.baseline)
     system_out = ET.Element("system-out")
     system_out.text = _clean("\n".join(out_lines))
     children["system-out"].append(system_out)

@@ -103,6 +103,9 @@ def step_summary_markdown(report: SuiteReport) -> str:
                     lines.append(f"  - category: {_cell(named)}")
                 if test.not_rerun:
                     lines.append(f"  - not re-run: {_cell(test.not_rerun)}")
+                if test.baseline:
+                    said = "**pre-existing**: " if test.pre_existing else "baseline: "
+                    lines.append(f"  - {said}{_cell(test.baseline)}")
             lines += ["", "</details>"]
     flaky = [test for test in report.tests if test.flaky]
     if flaky:
@@ -117,7 +120,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 f"({_run_link(test.final)}); before: {tries}"
             )
     if report.notes:
-        lines += ["", "#### Quarantine, history and new tests", ""]
+        lines += ["", "#### Quarantine, history, baseline and new tests", ""]
         lines += [f"- {_cell(note)}" for note in report.notes]
     if report.skipped:
         lines += ["", f"Not started ({len(report.skipped)}):"]

@@ -454,6 +454,8 @@ class TestReport:
     cause: Cause | None = None  # why its verdict run failed, else its last failed attempt
     not_rerun: str | None = None  # why it got no re-run though it had some left
     recovered: bool = False  # passed on a re-run after infrastructure failures only
+    baseline: str | None = None  # what its runs on the baseline build said of its failure
+    pre_existing: bool = False  # it fails on the baseline too, the same way
 
     @property
     def slower(self) -> tuple[float, float] | None:
@@ -573,6 +575,8 @@ def _test(
         start_error=test.start_error,
         not_rerun=test.not_rerun,
         recovered=test.recovered,
+        baseline=None if test.baseline is None or test.passed else test.baseline.why,
+        pre_existing=test.pre_existing,
         fail_fast=attempts[-1].id in result.fail_fast,
         usual_seconds=usual.run_p50 if usual is not None and usual.samples else None,
         left=_left(attempts[-1].run, usual),

@@ -74,6 +74,8 @@ def summary_lines(report: SuiteReport) -> list[str]:
             lines.append(f"{indent}category: {cause.category_name} ({cause.category})")
         if test.not_rerun:
             lines.append(f"{indent}not re-run: {test.not_rerun} (--rerun-known re-runs it)")
+        if test.baseline:
+            lines.append(f"{indent}{'pre-existing: ' if test.pre_existing else ''}{test.baseline}")
     lines += report.notes
     if report.trace_id:
         lines.append(f"trace {report.trace_id}")

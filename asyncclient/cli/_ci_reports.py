@@ -141,6 +141,9 @@ def _json_test(test: TestReport, report: SuiteReport) -> dict[str, Any]:
         entry["cause"] = test.cause.fields()
     if test.not_rerun:
         entry["notRerun"] = test.not_rerun
+    if test.baseline:
+        entry["baseline"] = test.baseline
+        entry["preExisting"] = test.pre_existing
     if report.trace_id is not None:  # the job's trace: from a failed test to its spans
         entry["traceId"] = report.trace_id
     if test.flakiness_read:

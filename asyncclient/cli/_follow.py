@@ -128,8 +128,12 @@ def _held_in(fleet: FleetJob) -> Callable[[SuiteEvent], None]:
     def hold(event: SuiteEvent) -> None:
         if isinstance(event, kinds.RunStarted):
             fleet.hold([event.run_id])
+        elif isinstance(event, kinds.BaselineStarted):
+            fleet.hold(list(event.run_ids))
         elif (
-            isinstance(event, kinds.RunChanged) and event.run.is_final and event.run.id not in ended
+            isinstance(event, kinds.RunChanged | kinds.BaselineRunChanged)
+            and event.run.is_final
+            and event.run.id not in ended
         ):
             ended.add(event.run.id)
             fleet.free(1)
@@ -231,6 +235,14 @@ class _Shown:
                     )
                 for run_id, error in event.errors.items():
                     out.warning(f"could not stop {run_id}: {error}; it runs on")
+            case kinds.BaselineStarted():
+                out.info(
+                    f"{event.test_id} failed in {event.failed_run}: running it on the baseline "
+                    f"{event.baseline} too ({' '.join(event.run_ids)}; {event.needed} failure(s) "
+                    "the same way call it pre-existing)"
+                )
+            case kinds.BaselineJudged():
+                out.info(f"{event.verdict.test_id}: {event.verdict.why}")
             case kinds.FailFast():
                 _tell_fail_fast(event, out)
             case kinds.Notice():
@@ -296,6 +308,12 @@ def _verdict(suite: SuiteRun, out: Output) -> int:
         return EXIT_NOT_PASSED
     if suite.stopped_fast:
         return EXIT_NOT_PASSED
+    if result.pre_existing == "warn":
+        for test in result.pre_existing_failures:
+            out.warning(
+                f"{test.test_id} failed, and fails on the baseline too: pre-existing, not "
+                "failing the job (--pre-existing warn)"
+            )
     return EXIT_OK if result.passed else EXIT_NOT_PASSED
 
 

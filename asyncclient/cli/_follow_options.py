@@ -149,6 +149,27 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "says why)",
     )
     group.add_argument(
+        "--baseline",
+        metavar="BUILD|auto",
+        help="run each test that fails at once on this build too (main's, say), beside its "
+        "re-runs and within --retry-budget; one that fails there the same way is reported "
+        "pre-existing. auto: the newest ready build of the same file labelled ref=BRANCH "
+        "(uploads in CI write that label)",
+    )
+    group.add_argument(
+        "--baseline-ref",
+        metavar="BRANCH",
+        help="the branch --baseline auto looks for (default: the pull or merge request's "
+        "target, else main)",
+    )
+    group.add_argument(
+        "--pre-existing",
+        choices=("fail", "pass", "warn"),
+        default="fail",
+        help="what a pre-existing failure does to the exit code: fail (default: nothing is "
+        "hidden unless asked), pass, or warn (pass, with a warning line)",
+    )
+    group.add_argument(
         "--fail-on-quarantined",
         action="store_true",
         help="with --quarantine: a quarantined test that did not pass fails the command again",
@@ -207,6 +228,30 @@ def _seconds(flag: str, value: float | None) -> None:
         raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
 
 
+def _checked_baseline(options: Follow) -> Follow:
+    """--baseline as a build id or auto (its branch from the CI's variables when not given);
+    --baseline-ref and --pre-existing only with it."""
+    if options.baseline is None:
+        if options.baseline_ref is not None or options.pre_existing != "fail":
+            flag = "--baseline-ref" if options.baseline_ref is not None else "--pre-existing"
+            raise CommandError(f"{flag} needs --baseline BUILD|auto: it says what to compare with")
+        return options
+    if options.baseline != "auto":
+        from asyncclient._core._checks import check_id
+
+        check_id("build", options.baseline, "--baseline")
+    ref = options.baseline_ref
+    if ref is None:
+        import os
+
+        from asyncclient._core._ci_run import baseline_ref
+
+        ref = baseline_ref(os.environ)
+    if not ref or len(ref) > 200 or any(ch.isspace() for ch in ref):
+        raise CommandError(f"--baseline-ref {ref!r} is not a branch name: give one such as main")
+    return attrs.evolve(options, baseline_ref=ref)
+
+
 def check_follow_options(
     args: argparse.Namespace, *, waiting: bool, out: Output | None = None
 ) -> Follow:
@@ -239,6 +284,9 @@ def check_follow_options(
                 ("--no-history", options.no_history),
                 ("--categories", options.categories),
                 ("--rerun-known", options.rerun_known),
+                ("--baseline", options.baseline),
+                ("--baseline-ref", options.baseline_ref),
+                ("--pre-existing", options.pre_existing != "fail"),
                 ("--reuse-passed", options.reuse_passed),
                 ("--new-test-runs", options.new_test_runs),
                 ("--new-test-budget", options.new_test_budget),
@@ -273,6 +321,7 @@ def check_follow_options(
         )
     if options.rerun_known and not options.retry_failed:
         raise CommandError("--rerun-known needs --retry-failed N: it says which failures re-run")
+    options = _checked_baseline(options)
     from asyncclient.failures import find_categories
 
     # Read before any run: a bad file fails here.

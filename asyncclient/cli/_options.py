@@ -101,6 +101,9 @@ class Follow:
     retry_budget: float | None = None  # minutes of device time for re-runs and copies
     categories: str | None = None  # the failure categories file named
     rerun_known: bool = False
+    baseline: str | None = None  # a build, or "auto"
+    baseline_ref: str | None = None  # the branch auto looks for (default: the CI's target)
+    pre_existing: str = "fail"
     quarantined: Quarantine | None = None
     categorised: Categories | None = None  # the categories in force, read before any request
 
@@ -129,6 +132,9 @@ class Follow:
             explain_failures=not self.no_history,
             categories=self.categorised or DEFAULT_CATEGORIES,
             rerun_known=self.rerun_known,
+            baseline=self.baseline,
+            baseline_ref=self.baseline_ref or "main",
+            pre_existing=self.pre_existing,  # type: ignore[arg-type]
         )
 
     def honoured(self) -> dict[str, str]:

@@ -100,7 +100,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
     p.add_argument("files", metavar="FILE", nargs="+", help="the app files to upload")
-    p.add_argument("--label", help="a free label for every build, for example a commit")
+    p.add_argument(
+        "--label",
+        help="a free label for every build, for example a commit; in CI without it: "
+        "ref=BRANCH commit=SHA (what --baseline auto reads)",
+    )
     p.add_argument(
         "--concurrency",
         type=_positive,
@@ -155,10 +159,9 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
     fixed = opts.concurrency is not None or opts.max_parts_in_flight is not None
     tuner = None if fixed else Adaptive()
     display = display_for(out, files, tuner)
+    label = opts.label if opts.label is not None else _ci_label()
     items = [
-        UploadItem(
-            path, opts.label, display.progress_for(index), on_wait=display.waiting_for(index)
-        )
+        UploadItem(path, label, display.progress_for(index), on_wait=display.waiting_for(index))
         for index, path in enumerate(files)
     ]
     async with open_session(args) as session:
@@ -191,6 +194,17 @@ async def upload(args: argparse.Namespace, out: Output) -> int:
                 )
                 raise
     return _report(out, results, api_key_source(args), tuner)
+
+
+def _ci_label() -> str | None:
+    """In CI, with no --label: `ref=BRANCH commit=SHA`, which `--baseline auto` reads."""
+    import os
+
+    from asyncclient._core._ci_run import ci_run
+    from asyncclient.failures.exonerate import ci_label
+
+    run = ci_run(os.environ)
+    return ci_label(run.ref, run.revision) if run.system else None
 
 
 def _report(

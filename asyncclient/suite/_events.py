@@ -12,10 +12,14 @@ import attrs
 if TYPE_CHECKING:
     from asyncclient._reports.model import Attempt, SuiteReport
     from asyncclient.eta import Expected, JobEta
+    from asyncclient.failures.exonerate import BaselineVerdict
     from asyncclient.models import Run
     from asyncclient.spend.reuse import Reuse
 
 __all__ = [
+    "BaselineJudged",
+    "BaselineRunChanged",
+    "BaselineStarted",
     "BudgetReached",
     "CopiesStopped",
     "Eta",
@@ -251,6 +255,60 @@ class RerunSkipped(SuiteEvent):
 
 
 @attrs.frozen
+class BaselineStarted(SuiteEvent):
+    """A test failed on the job's build: it now runs on the baseline build too (`run_ids`),
+    beside its re-runs; `needed` of them must fail the same way to call it pre-existing."""
+
+    test_id: str
+    failed_run: str
+    baseline: str
+    run_ids: tuple[str, ...]
+    needed: int
+    name: ClassVar[str] = "baseline_started"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "testId": self.test_id,
+            "runId": self.failed_run,
+            "baseline": self.baseline,
+            "baselineRuns": list(self.run_ids),
+            "needed": self.needed,
+        }
+
+
+@attrs.frozen
+class BaselineRunChanged(SuiteEvent):
+    """A run on the baseline build changed status (it is not an attempt of its test)."""
+
+    run: Run
+    test_id: str
+    name: ClassVar[str] = "baseline_run_status"
+
+    def fields(self) -> dict[str, Any]:
+        return {"runId": self.run.id, "testId": self.test_id, "status": str(self.run.status)}
+
+
+@attrs.frozen
+class BaselineJudged(SuiteEvent):
+    """What the baseline said of a test's failure: pre-existing, new or undecided."""
+
+    verdict: BaselineVerdict
+    name: ClassVar[str] = "baseline_judged"
+
+    def fields(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "testId": v.test_id,
+            "baseline": v.baseline,
+            "state": v.state,
+            "baselineRuns": list(v.runs),
+            "sameCause": v.same_cause,
+            "needed": v.needed,
+            "why": v.why,
+        }
+
+
+@attrs.frozen
 class BudgetReached(SuiteEvent):
     """A re-run or copy was not started: it would take the device time past `retry_budget`."""
 
@@ -296,6 +354,9 @@ class JobFinished(SuiteEvent):
             counts[test.outcome] = counts.get(test.outcome, 0) + 1
         if self.report.skipped:
             counts["not_started"] = len(self.report.skipped)
+        pre_existing = sum(1 for test in self.report.tests if test.pre_existing)
+        if pre_existing:
+            counts["pre_existing"] = pre_existing
         return {
             "passed": self.report.passed,
             "counts": counts,

@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from asyncclient._client import _telemetry
 from asyncclient._core import _defaults as defaults
 from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
 from asyncclient.reruns import Reruns, remaining
+from asyncclient.suite._baseline import BaselineRuns
 from asyncclient.suite._events import (
+    BaselineJudged,
+    BaselineRunChanged,
+    BaselineStarted,
     BudgetReached,
     CopiesStopped,
     Eta,
@@ -162,6 +165,11 @@ class SuiteRun:
         self._error: Exception | None = None
         self._history_read = False
         self._known = KnownFailures(session, self.policy.categories, self.reruns, self._emit)
+        self._baseline: BaselineRuns | None = None
+        if p.baseline is not None:
+            self._baseline = BaselineRuns(
+                session, p.baseline, self.reruns.key, self.reruns, p.categories, ref=p.baseline_ref
+            )
         self._views: dict[str, Run] = {}  # every run of the job, latest view (the ETA's)
         self._statuses: dict[str, str] = {}
         self._finished: set[str] = set()
@@ -368,10 +376,10 @@ class SuiteRun:
             except WatchTimeoutError as exc:
                 self.timed_out = exc
             except asyncio.CancelledError:
-                reruns.record(watcher.runs.values())
+                reruns.record(self._ours(watcher.runs.values()))
                 self._conclude(with_flakiness=None)
                 raise
-            reruns.record(watcher.runs.values())
+            reruns.record(self._ours(watcher.runs.values()))
             if self.stopped_fast or watcher.unknown or self.timed_out is not None:
                 self.unknown = watcher.unknown
                 break
@@ -399,9 +407,18 @@ class SuiteRun:
         mode = self.reruns.rerun_mode
         self.starts = tuple(Started(s.test_id, s.run_id, s.build_id, mode) for s in started.started)
 
+    def _ours(self, runs: Iterable[Run]) -> list[Run]:
+        """The runs of the job's own build (the baseline's are apart)."""
+        baseline = self._baseline
+        return [r for r in runs if baseline is None or not baseline.owns(r.id)]
+
     async def _seen(self, run: Run, watcher: RunWatcher) -> None:
         """One change of a run: record it, tell it, and act on it."""
         policy, reruns = self.policy, self.reruns
+        baseline = self._baseline
+        if baseline is not None and baseline.owns(run.id):
+            await self._baseline_seen(baseline, run, watcher)
+            return
         reruns.record([run])
         if run.id in reruns.foreign:  # another's: no verdict, never stopped (its test says why)
             watcher.forget(run.id)
@@ -421,6 +438,10 @@ class SuiteRun:
             kind = reruns.kind_of(run.id)
             stopped_as = "copy" if run.id in reruns.stopped else None
             self._emit(RunFinished(read_attempt(run, attempt), kind, stopped_as))
+            if baseline is not None and baseline.wants(run) and run.id not in reruns.foreign:
+                await self._to_baseline(baseline, run, watcher)
+            elif baseline is not None and run.passed and run.test_id:
+                await baseline.stop(run.test_id)  # it passed after all: the baseline is moot
         if run.is_final and policy.at_once:
             if run.passed:
                 await self._stop_others(run)
@@ -447,6 +468,40 @@ class SuiteRun:
                         policy.max_failures,
                     )
                 )
+
+    async def _to_baseline(self, baseline: BaselineRuns, run: Run, watcher: RunWatcher) -> None:
+        """A test failed on the job's build: run it on the baseline now, as many times as
+        its flakiness asks (asyncclient.failures.exonerate.repeats_for)."""
+        test = run.test_id or run.id
+        rate = None
+        if self.history.get(test):
+            found = (await self._analyse([test])).get(test)
+            rate = found.failure_rate if found is not None and found.state == "flaky" else None
+        said = len(baseline.said)
+        ids = await baseline.start(run, rate)
+        for line in baseline.said[said:]:
+            self._emit(Notice("info", line))
+        if ids:
+            watcher.add(ids)
+            base = baseline.baseline_of(test) or ""
+            self._emit(BaselineStarted(test, run.id, base, ids, len(ids)))
+        elif test in baseline.errors:
+            self._emit(Notice("warning", f"{test}: {baseline.errors[test]}"))
+
+    async def _baseline_seen(self, baseline: BaselineRuns, run: Run, watcher: RunWatcher) -> None:
+        """A baseline run changed: once it tells, the test's verdict is said, and the test's
+        other baseline runs stop when one pass already clears the change of nothing."""
+        test = baseline.test_of(run.id)
+        baseline.seen(run)
+        if test is None or baseline.test_of(run.id) is None:  # another build's: not counted
+            watcher.forget(run.id)
+            return
+        self._emit(BaselineRunChanged(run, test))
+        verdict = baseline.newly_judged(test) if run.is_final else None
+        if verdict is not None:
+            if verdict.state == "new":
+                await baseline.stop(test)
+            self._emit(BaselineJudged(verdict))
 
     async def _stop_others(self, run: Run) -> None:
         """A run passed: its test's other runs still going are stopped (not counted). A run the
@@ -610,69 +665,17 @@ class SuiteRun:
         return [run_id for _, run_id, _ in copies]
 
     async def _analyse(self, tests: Sequence[str]) -> dict[str, TestFlakiness]:
-        """The flakiness of each test from its history (read once): per build, as
-        `asyncclient flaky` says it. The builds of the runs whose list view did not carry
-        one are read in full (50 a request, only for tests with both a pass and not)."""
-        from asyncclient.eta import slim
-        from asyncclient.flakiness import DEFAULT_DAYS, analyse, counted
+        from asyncclient.suite._flakiness import analyse
 
-        wanted = [t for t in dict.fromkeys(tests) if self.history.get(t)]
-        missing: list[str] = []
-        for test in wanted:
-            runs = [r for r in self.history[test] if counted(r)]
-            if any(r.passed for r in runs) and any(not r.passed for r in runs):
-                missing += [r.id for r in runs if r.used_build_id is None and r.platform != "web"]
-        if missing:
-            try:
-                full = {
-                    run.id: slim(run)
-                    for start in range(0, len(missing), 50)
-                    for run in await self._session.list_runs(ids=missing[start : start + 50])
-                }
-            except AsyncClientError as exc:
-                self._emit(Notice("warning", f"could not read the builds of earlier runs: {exc}"))
-                full = {}
-            for test in wanted:
-                self.history[test] = [
-                    full[r.id] if r.id in full and full[r.id].test_id == test else r
-                    for r in self.history[test]
-                ]
-        since = datetime.now(UTC) - timedelta(days=DEFAULT_DAYS)
-        found = analyse((run for test in wanted for run in self.history[test]), since=since)
-        return {test.test_id: test for test in found}
+        return await analyse(self._session, self.history, tests, self._emit)
 
     async def _flakiness_of_failures(self) -> dict[str, TestFlakiness | None] | None:
-        """The flakiness of each test that did not pass (its history before this job): from
-        the history read once; a test not in it (not read) is read now, one listing each."""
+        """The flakiness of each test that did not pass (its history before this job)."""
         if not (self.policy.read_history and self.policy.explain_failures):
             return None
-        result = self.reruns.result()
-        failing = [t.test_id for t in result.tests if t.outcome == "failed"]
-        if not failing:
-            return None
-        known = [t for t in failing if t in self.history]
-        found: dict[str, TestFlakiness | None] = {}
-        if known:
-            analysed = await self._analyse(known)
-            found.update({t: analysed.get(t) for t in known})
-        rest = [t for t in failing if t not in self.history]
-        if rest:
-            from asyncclient.flakiness import fetch_flakiness
+        from asyncclient.suite._flakiness import of_failures
 
-            project = next((run.project_id for run in result.runs if run.project_id), None)
-            try:
-                report = await fetch_flakiness(
-                    self._session, project, tests=rest, exclude={run.id for run in result.runs}
-                )
-            except AsyncClientError as exc:
-                self._emit(
-                    Notice(
-                        "error", f"could not read the history of the tests that did not pass: {exc}"
-                    )
-                )
-                return found or None
-            found.update({t: report.of(t) for t in rest})
-        return found
+        return await of_failures(self._session, self.history, self.reruns.result(), self._emit)
 
     def _conclude(
         self, *, with_flakiness: Mapping[str, TestFlakiness | None] | None
@@ -687,6 +690,10 @@ class SuiteRun:
         )
         if with_flakiness is not None:
             result = attrs.evolve(result, flakiness=dict(with_flakiness))
+        if self._baseline is not None:
+            verdicts = self._baseline.verdicts()
+            tests = tuple(attrs.evolve(t, baseline=verdicts.get(t.test_id)) for t in result.tests)
+            result = attrs.evolve(result, tests=tests, pre_existing=self.policy.pre_existing)
         self.outcome = result
         self.report = suite_report(
             result,

@@ -8,8 +8,10 @@ from typing import Final, Literal
 
 import attrs
 
+from asyncclient._core._checks import check_id
 from asyncclient.errors import ValidationError
 from asyncclient.failures import DEFAULT_CATEGORIES, Categories
+from asyncclient.failures.exonerate import PRE_EXISTING_MODES, PreExistingMode
 from asyncclient.reruns import MAX_RETRY_FAILED
 
 __all__ = [
@@ -74,6 +76,13 @@ class SuitePolicy:
         rerun_known: Re-run an app failure even when it fails the same way as the test's
             newest runs on the same build did (by default it is not re-run: the history
             already says how it ends).
+        baseline: A build (`ab_...`) to run each failed test on at once, beside its re-runs,
+            or `auto`: the newest ready build of the same file whose label says
+            `baseline_ref` (uploads in CI label their builds `ref=REF commit=SHA`). A test
+            that fails there too, the same way, is pre-existing (None: off).
+        baseline_ref: The branch `auto` looks for (default `main`).
+        pre_existing: What a pre-existing failure does: `fail` (it fails the suite as any
+            failure: nothing is hidden unless asked), `pass` or `warn` (it does not).
     """
 
     retry_failed: int = 0
@@ -95,6 +104,9 @@ class SuitePolicy:
     explain_failures: bool = True
     categories: Categories = DEFAULT_CATEGORIES
     rerun_known: bool = False
+    baseline: str | None = None
+    baseline_ref: str = "main"
+    pre_existing: PreExistingMode = "fail"
 
     def __attrs_post_init__(self) -> None:
         from asyncclient.spend.arrival import MAX_NEW_TEST_RUNS
@@ -131,6 +143,17 @@ class SuitePolicy:
             )
         if self.stop_on_timeout and self.timeout is None:
             raise ValidationError("stop_on_timeout needs a timeout")
+        if self.baseline is not None and self.baseline != "auto":
+            check_id("build", self.baseline, "baseline")
+        ref = self.baseline_ref
+        if not isinstance(ref, str) or not ref or len(ref) > 200 or any(c.isspace() for c in ref):
+            raise ValidationError(
+                f"baseline_ref {ref!r} is not a branch name: give one such as main, without spaces"
+            )
+        if self.pre_existing not in PRE_EXISTING_MODES:
+            raise ValidationError(
+                f"pre_existing {self.pre_existing!r} is not one of {', '.join(PRE_EXISTING_MODES)}"
+            )
         if not isinstance(self.categories, Categories):
             raise ValidationError(
                 "categories must be asyncclient.failures.Categories (load_categories(path))"

@@ -78,6 +78,9 @@ def test_attributes(test: TestReport) -> dict[str, Any]:
         found["asyncclient.failure.kind"] = text(cause.category, 32)
         said = cause.example.headline or cause.example.status
         found["asyncclient.failure.headline"] = text(said)
+    if test.baseline:
+        found["asyncclient.test.pre_existing"] = test.pre_existing
+        found["asyncclient.test.baseline"] = text(test.baseline)
     return found
 
 

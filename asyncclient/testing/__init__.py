@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from asyncclient.testing._conditions import FAULT_KINDS, OPERATIONS, Fault, NetworkConditions
     from asyncclient.testing._hold import Hold
     from asyncclient.testing._http import RequestRecord
-    from asyncclient.testing._regression_seed import regression_seed
+    from asyncclient.testing._regression_seed import baseline_seed, regression_seed
     from asyncclient.testing._seed import Seed, SeedError
     from asyncclient.testing._seed_load import demo_seed, demo_seed_data, load_seed
     from asyncclient.testing._state import ServiceSettings
@@ -40,6 +40,7 @@ _LAZY = {
     "load_seed": "asyncclient.testing._seed_load",
     "recorded_retry_waits": "asyncclient._client._retrying",
     "regression_seed": "asyncclient.testing._regression_seed",
+    "baseline_seed": "asyncclient.testing._regression_seed",
 }
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Seed",
     "SeedError",
     "ServiceSettings",
+    "baseline_seed",
     "demo_seed",
     "demo_seed_data",
     "get_dialect",

@@ -1,13 +1,13 @@
-"""A seed with a regression to find: a project of one Android app with many builds in commit
-order, and a test that flakes on every build before the one it broke at and fails on that one
-and every later one (`asyncclient bisect`, its guide and benchmark)."""
+"""Seeds with regressions: one to find (`regression_seed`: many builds in commit order, a test
+that flakes before the build it broke at and fails from it on; `asyncclient bisect`), and one
+to tell from failures that were there before (`baseline_seed`: `--baseline`)."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
-__all__ = ["regression_seed"]
+__all__ = ["baseline_seed", "regression_seed"]
 
 
 def regression_seed(
@@ -85,4 +85,72 @@ def regression_seed(
                 "history": history,
             }
         ],
+    }
+
+
+_BASELINE_TESTS = (  # test, title, the build it broke at ("main": before the change), why
+    ("t_login", "Log in", None, ""),
+    ("t_search", "Search the catalogue", None, ""),
+    ("t_checkout", "Check out a basket", "main", "The checkout button is gone from the cart page."),
+    ("t_profile", "Edit the profile", "main", "The profile page says 'Something went wrong'."),
+    ("t_orders", "List the orders", "main", "The orders list never finishes loading."),
+    ("t_coupon", "Apply a coupon", "change", "The coupon field refuses a valid code."),
+    ("t_wishlist", "Add to the wishlist", "change", "The wishlist heart does nothing."),
+)
+
+
+def baseline_seed(*, run_seconds: float = 60.0) -> dict[str, Any]:
+    """A seed where a change's build fails 5 tests and main's build fails 3 of them the same
+    way (`--baseline`, its guide and benchmark): project `p_shop` (run key `shop-run-key`),
+    main's build `ab_shop_main` labelled `ref=main commit=...` and the change's newer build
+    `ab_shop_change` labelled `ref=feature/cart commit=...`, the same file (shop 1.0.0).
+    t_checkout, t_profile and t_orders fail on both; t_coupon and t_wishlist on the change's
+    only; t_login and t_search pass.
+
+    Args:
+        run_seconds: How long a run takes, in the service's seconds.
+
+    Returns:
+        The seed as a dict.
+    """
+    builds = {"main": "ab_shop_main", "change": "ab_shop_change"}
+    labels = {
+        "main": "ref=main commit=4f1c2a9e0b7d3c5a8e6f1b2d4c6a8e0f2b4d6c8a",
+        "change": "ref=feature/cart commit=9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b",
+    }
+    tests = []
+    for test_id, title, broken, why in _BASELINE_TESTS:
+        test: dict[str, Any] = {
+            "id": test_id,
+            "project": "p_shop",
+            "title": title,
+            "target": "android",
+            "appId": "com.example.shop",
+            "outcome": "passed",
+            "durationSeconds": run_seconds,
+            "queuedSeconds": 2,
+        }
+        if broken is not None:
+            test.update(brokenFrom=builds[broken], brokenReason=why)
+        tests.append(test)
+    return {
+        "projects": [{"id": "p_shop", "name": "Shop", "plan": "paid", "includedRuns": 100_000}],
+        "keys": [
+            {"key": "shop-run-key", "capability": "run", "projects": ["p_shop"]},
+            {"key": "shop-edit-key", "capability": "edit", "projects": ["p_shop"]},
+        ],
+        "builds": [
+            {
+                "id": builds[name],
+                "project": "p_shop",
+                "platform": "android",
+                "appId": "com.example.shop",
+                "appName": "Shop",
+                "version": "1.0.0",
+                "versionCode": str(100 + n),
+                "label": labels[name],
+            }
+            for n, name in enumerate(("main", "change"))
+        ],
+        "tests": tests,
     }
