@@ -86,6 +86,7 @@ async def test_lists_every_tool_with_the_specs_rules_in_its_schema(
         "fleet_status",
         "verify_fix",
         "bisect",
+        "exonerate",
     }
 
     def props(name: str) -> dict[str, Any]:
@@ -878,5 +879,45 @@ async def test_bisect_finds_the_first_bad_build_within_its_budgets(tmp_path: Pat
     assert "budget_minutes" in too_much
     assert refused_starts == 2 * starts
     annotations = tools["bisect"].annotations
+    assert annotations is not None
+    assert annotations.read_only_hint is False
+
+
+async def test_exonerate_tells_a_pre_existing_failure_from_the_changes(tmp_path: Path) -> None:
+    """exonerate over the real stdio server: a failure main's build has too is pre-existing,
+    one it does not is the change's; more runs than the tool's bound are refused before any
+    run; the tool is not read-only."""
+    from asyncclient import AsyncSession
+    from asyncclient.testing import baseline_seed
+
+    async with (
+        FakeService(baseline_seed(), speed=6000.0) as shop,
+        stdio_server(shop, "shop-run-key", tmp_path) as (client, _),
+        AsyncSession("shop-run-key", shop.url) as session,
+    ):
+        failed = {}
+        for test in ("t_orders", "t_wishlist"):
+            start = await session.run_test(test, build_id="ab_shop_change")
+            await session.wait_for_runs([start.run_id], interval=0.02)
+            failed[test] = start.run_id
+        tools = by_name((await client.list_tools()).tools)
+        calls = Calls(client)
+        before = await calls.ok(
+            "exonerate", {"run_id": failed["t_orders"], "baseline": "ab_shop_main"}
+        )
+        change = await calls.ok(
+            "exonerate", {"run_id": failed["t_wishlist"], "baseline": "ab_shop_main"}
+        )
+        starts = len(shop.requests_for("run_test"))
+        too_many = await calls.error(
+            "exonerate", {"run_id": failed["t_orders"], "baseline": "ab_shop_main", "runs": 6}
+        )
+        refused_starts = len(shop.requests_for("run_test"))
+    assert (before["state"], before["preExisting"]) == ("pre-existing", True)
+    assert before["summary"].startswith("t_orders: fails on the baseline ab_shop_main too")
+    assert (change["state"], change["preExisting"]) == ("new", False)
+    assert "runs" in too_many
+    assert refused_starts == starts
+    annotations = tools["exonerate"].annotations
     assert annotations is not None
     assert annotations.read_only_hint is False

@@ -220,6 +220,8 @@ class Cost:
     copy_device_seconds: float = 0.0
     copy_runs: int = 0
     stopped_runs: int = 0
+    baseline_device_seconds: float = 0.0
+    baseline_runs: int = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -246,6 +248,8 @@ class Cost:
             "copyDeviceSeconds": round(self.copy_device_seconds, 3),
             "copyRuns": self.copy_runs,
             "stoppedRuns": self.stopped_runs,
+            "baselineDeviceSeconds": round(self.baseline_device_seconds, 3),
+            "baselineRuns": self.baseline_runs,
         }
 
     def line(self) -> str:
@@ -276,6 +280,12 @@ class Cost:
             saved = format_duration(self.saved_seconds) or "0.0 s"
             text += f"; {saved} saved by reusing {self.reused_runs} pass"
             text += "" if self.reused_runs == 1 else "es"
+        if self.baseline_runs:
+            text += (
+                f"; on the baseline: {self.baseline_runs} run"
+                f"{'' if self.baseline_runs == 1 else 's'}, "
+                f"{format_duration(self.baseline_device_seconds) or '0.0 s'}"
+            )
         return text
 
     def sentence(self) -> str:
@@ -567,7 +577,7 @@ def _test(
         test_id=test.test_id,
         outcome=test.outcome,
         attempts=attempts,
-        cost=_cost(attempts, result.overage),
+        cost=_cost(attempts, result.overage) + _baseline_cost(test),
         quarantine=result.quarantined.get(test.test_id),
         excused=result.excused(test),
         flakiness_read=test.test_id in flakiness,
@@ -583,6 +593,20 @@ def _test(
         trend=_trend(attempts, earlier[test.test_id])
         if earlier and test.test_id in earlier
         else (),
+    )
+
+
+def _baseline_cost(test: Attempts) -> Cost:
+    """What the test's runs on the baseline build took (in the job's device time too)."""
+    verdict = test.baseline
+    if verdict is None or not verdict.runs:
+        return Cost()
+    seconds = verdict.device_seconds
+    return Cost(
+        device_seconds=seconds,
+        runs=len(verdict.runs),
+        baseline_device_seconds=seconds,
+        baseline_runs=len(verdict.runs),
     )
 
 
@@ -633,7 +657,9 @@ def suite_report(
         tests=tests,
         skipped=tuple(skipped),
         counts=summary
-        if by_tests or any(t.repeats or t.outcome == "reused" for t in result.tests)
+        if by_tests
+        or result.pre_existing_failures
+        or any(t.repeats or t.outcome == "reused" for t in result.tests)
         else counts_line(result.final_runs),
         summary=summary,
         notes=(*suite_notes(result), *slower),

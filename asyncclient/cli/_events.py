@@ -65,18 +65,14 @@ class Events:
         self.emit("job_finished", exitCode=None, passed=False, interrupted=True)
 
     def finished(self, report: SuiteReport, exit_code: int) -> None:
-        counts: dict[str, int] = {}
-        for test in report.tests:
-            counts[test.outcome] = counts.get(test.outcome, 0) + 1
-        if report.skipped:
-            counts["not_started"] = len(report.skipped)
+        from asyncclient.suite._events import JobFinished
+
+        # The loop's own counts, cost and tests; passed is the command's exit code's.
+        fields = {**JobFinished(report).fields(), "passed": exit_code == 0}
         self.emit(
             "job_finished",
             exitCode=exit_code,
-            passed=exit_code == 0,
-            counts=counts,
-            tests=len(report.tests) + len(report.skipped),
-            **report.cost.fields(),
+            **fields,
             causes=[cause.fields() for cause in report.causes],
             **({"traceId": report.trace_id} if report.trace_id else {}),
         )

@@ -70,6 +70,7 @@ class BaselineVerdict:
         same_cause: How many of them failed with the job's failure's cause.
         needed: How many had to (`repeats_for`).
         why: One line for every report.
+        device_seconds: What the baseline runs took (those that said).
     """
 
     test_id: str
@@ -79,6 +80,7 @@ class BaselineVerdict:
     same_cause: int
     needed: int
     why: str
+    device_seconds: float = 0.0
 
     @property
     def pre_existing(self) -> bool:
@@ -94,43 +96,48 @@ def judge(
     categories: Categories = DEFAULT_CATEGORIES,
 ) -> BaselineVerdict:
     """The verdict on `failure` (the test's failed run on the job's build) from its runs on
-    `baseline`: one pass there clears it of nothing (the failure is the change's); `needed`
+    `baseline`: one pass there makes the failure the change's; `needed`
     failures in the one cluster with `failure` (asyncclient.failures.cluster, the grouping
     every report uses) make it pre-existing; a failure there with another cause is new."""
     test = failure.test_id or failure.id
     ids = tuple(run.id for run in baseline_runs)
+    seconds = sum(run.duration_seconds or 0.0 for run in baseline_runs if run.is_final)
     same = other = 0
+
+    def made(state: State, why: str) -> BaselineVerdict:
+        return BaselineVerdict(test, baseline, state, ids, same, needed, why, seconds)
+
     for run in baseline_runs:
         if not run.is_final or run.status_kind == "cancelled" or categories.infrastructure(run):
             continue
         if run.passed:
             shown = _untrusted.clip(_untrusted.line(run.id), 40)
-            return BaselineVerdict(
-                test, baseline, "new", ids, same, needed,
+            return made(
+                "new",
                 f"passes on the baseline {baseline} (run {shown}): the failure is the change's",
-            )  # fmt: skip
+            )
         groups = cluster([failure, run], categories)
         if len(groups) == 1 and len(groups[0].run_ids) == 2:
             same += 1
         else:
             other += 1
     if same >= needed:
-        return BaselineVerdict(
-            test, baseline, "pre-existing", ids, same, needed,
+        return made(
+            "pre-existing",
             f"fails on the baseline {baseline} too ({same} of {len(ids)} runs, same cause): "
             "pre-existing",
-        )  # fmt: skip
+        )
     if other:
-        return BaselineVerdict(
-            test, baseline, "new", ids, same, needed,
+        return made(
+            "new",
             f"fails on the baseline {baseline} another way ({other} of {len(ids)} runs): "
             "not the same failure",
-        )  # fmt: skip
-    return BaselineVerdict(
-        test, baseline, "undecided", ids, same, needed,
+        )
+    return made(
+        "undecided",
         f"the baseline {baseline} did not tell: {same} of {needed} failures the same way "
         f"from {len(ids)} run(s)",
-    )  # fmt: skip
+    )
 
 
 def ci_label(ref: str | None, commit: str | None) -> str | None:

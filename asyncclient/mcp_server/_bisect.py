@@ -1,5 +1,6 @@
-"""The runs toolset's bisect: the first build a test fails on (asyncclient.failures.bisect), for
-an agent asking "which build broke it?", within a device-minute and a time budget."""
+"""The runs toolset's "is it my change?" tools: bisect, the first build a test fails on
+(asyncclient.failures.bisect), within a device-minute and a time budget; exonerate, a failed
+run's test run on a baseline build (asyncclient.failures.exonerate), within its runs and time."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from asyncclient.mcp_server._base import (
     Bounded,
     ProgressReporter,
     ProjectId,
+    RunId,
     TestId,
     ToolContext,
     ToolKit,
     string,
 )
 
-__all__ = ["BisectResult", "BisectTools"]
+__all__ = ["BisectResult", "BisectTools", "ExonerateResult"]
 
 #: Device minutes one call may spend at most, and by default.
 MOST_MINUTES: Final = 600.0
@@ -30,6 +32,10 @@ MOST_SECONDS: Final = 3600.0
 DEFAULT_SECONDS: Final = 900.0
 
 _BUILD = string("A build (ab_...)", pattern="^ab_")
+_BASELINE = string("The baseline build (ab_...): main's newest, say", pattern="^ab_")
+#: Baseline runs one exonerate call may start at most, and seconds it waits by default.
+MOST_BASELINE_RUNS: Final = 5
+DEFAULT_EXONERATE_SECONDS: Final = 900.0
 
 
 class BisectResult(Bounded):
@@ -41,6 +47,16 @@ class BisectResult(Bounded):
     deviceMinutes: float
     stopped: str | None
     steps: list[dict[str, Any]]
+
+
+class ExonerateResult(Bounded):
+    state: str
+    preExisting: bool
+    baseline: str
+    runs: list[str]
+    sameCause: int
+    needed: int
+    summary: str
 
 
 class BisectTools(ToolKit):
@@ -164,3 +180,76 @@ class BisectTools(ToolKit):
             }
 
         return await self._answer(work(), parts=("steps",), advice={"steps": "many steps"})
+
+    async def exonerate(
+        self,
+        run_id: RunId,
+        baseline: Annotated[
+            str, string("The baseline build (ab_...): main's, say", pattern="^ab_")
+        ],
+        ctx: ToolContext,
+        runs: Annotated[
+            int | None,
+            WithJsonSchema(
+                {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "maximum": MOST_BASELINE_RUNS,
+                    "description": "Optional. Runs on the baseline (default: 1, or as many as "
+                    "the test's flakiness asks, at most 5)",
+                }
+            ),
+        ] = None,
+        timeout_seconds: Annotated[
+            float,
+            WithJsonSchema(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": MOST_SECONDS,
+                    "description": "Stop waiting (and the runs still going) after this many "
+                    "seconds (default 900, at most 3600)",
+                }
+            ),
+        ] = DEFAULT_EXONERATE_SECONDS,
+    ) -> Annotated[CallToolResult, ExonerateResult]:
+        """Is a failure the change's? Run the failed run's test on a baseline build (main's)
+        and compare: when it fails there too with the same cause, the failure is
+        pre-existing; when it passes there, it is the change's. A flaky test (its history)
+        needs the failure on the baseline more than once. Returns the state (pre-existing,
+        new or undecided), the baseline runs and a summary. Starts runs (device time): at
+        most 5."""
+
+        async def work() -> ExonerateResult:
+            from asyncclient.failures.exonerate import exonerate
+            from asyncclient.flakiness import fetch_flakiness
+
+            if runs is not None and not 1 <= runs <= MOST_BASELINE_RUNS:
+                raise ValidationError(f"runs must be 1 to {MOST_BASELINE_RUNS}")
+            if not 0 < timeout_seconds <= MOST_SECONDS:
+                raise ValidationError(
+                    f"timeout_seconds must be above 0 and at most {MOST_SECONDS:g}"
+                )
+            failed = await self._session.get_run(run_id)
+            rate = None
+            if failed.test_id and failed.project_id:
+                report = await fetch_flakiness(
+                    self._session, failed.project_id, tests=[failed.test_id], exclude={run_id}
+                )
+                found = report.of(failed.test_id)
+                rate = found.failure_rate if found is not None and found.state == "flaky" else None
+            verdict = await exonerate(
+                self._session, run_id, baseline, runs=runs, failure_rate=rate,
+                wait_seconds=timeout_seconds,
+            )  # fmt: skip
+            return {
+                "state": verdict.state,
+                "preExisting": verdict.pre_existing,
+                "baseline": verdict.baseline,
+                "runs": list(verdict.runs),
+                "sameCause": verdict.same_cause,
+                "needed": verdict.needed,
+                "summary": f"{verdict.test_id}: {verdict.why}",
+            }
+
+        return await self._answer(work())

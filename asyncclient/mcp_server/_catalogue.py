@@ -1,7 +1,7 @@
 """Every tool the server offers, one table: the spec's tools from their operations' rows
 (_core._operations: resource, reads, destructive) and the server's own tools (upload_build,
 wait_for_runs, download_run_file, flaky_tests, failure_clusters, verify_fix, bisect,
-fleet_status);
+exonerate, fleet_status);
 the tool lists, toolsets and annotations are read from it alone.
 """
 
@@ -59,6 +59,7 @@ _OWN: Final = (
                          writes_here=True)),
     ("flaky_tests", Tool("verify_fix", "runs", reads=False)),
     ("verify_fix", Tool("bisect", "runs", reads=False)),
+    ("bisect", Tool("exonerate", "runs", reads=False)),
     ("flaky_tests", Tool("failure_clusters", "runs", reads=True)),
     ("failure_clusters", Tool("fleet_status", "runs", reads=True)),
 )  # fmt: skip

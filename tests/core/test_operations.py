@@ -70,5 +70,5 @@ def test_the_tool_lists_come_from_the_operation_table() -> None:
         assert (name in DESTRUCTIVE_TOOLS) == operation.destructive
     assert set(TOOLS) - set(spec) == {"upload_build", "wait_for_runs", "flaky_tests",
                                        "failure_clusters", "fleet_status", "verify_fix",
-                                       "bisect", "download_run_file"}  # fmt: skip
+                                       "bisect", "exonerate", "download_run_file"}  # fmt: skip
     assert sorted(n for names in TOOLSETS.values() for n in names) == sorted(TOOLS)

@@ -57,6 +57,8 @@ def test_device_time_counts_every_run_and_the_re_runs_apart() -> None:
         "copyDeviceSeconds": 0.0,
         "copyRuns": 0,
         "stoppedRuns": 0,
+        "baselineDeviceSeconds": 0.0,
+        "baselineRuns": 0,
     }
     line = "device time 5 min 00 s (2 min 00 s of it re-runs), 25.0 s queued, 5 runs, 1 beyond"
     assert _text.summary_lines(report)[-2].startswith(line)
