@@ -152,7 +152,8 @@ async def test_baseline_runs_that_do_not_fit_the_budget_are_not_started(
     suite = await _suite(session, "ab_shop_change", baseline="auto", retry_budget=0.5)
     assert suite.outcome is not None
     judged = [t.baseline for t in suite.outcome.tests if t.baseline is not None]
-    assert judged and all(v.state == "undecided" for v in judged)
+    assert judged
+    assert all(v.state == "undecided" for v in judged)
     assert any("budget" in v.why for v in judged)
     assert not suite.outcome.pre_existing_failures
 
@@ -166,7 +167,8 @@ async def test_exonerate_runs_a_failed_run_on_the_baseline_by_itself(
             pass
     verdict = await exonerate(session, start.run_id, "ab_shop_main")
     assert verdict.state == "pre-existing"
-    assert verdict.runs and all(r.startswith("j_") for r in verdict.runs)
+    assert verdict.runs
+    assert all(r.startswith("j_") for r in verdict.runs)
     new = await session.run_test("t_coupon", build_id="ab_shop_change")
     async with session.watch_runs([new.run_id], interval=0.02) as watcher:
         async for _ in watcher:
