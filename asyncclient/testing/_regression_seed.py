@@ -99,7 +99,9 @@ _BASELINE_TESTS = (  # test, title, the build it broke at ("main": before the ch
 )
 
 
-def baseline_seed(*, run_seconds: float = 60.0) -> dict[str, Any]:
+def baseline_seed(
+    *, run_seconds: float = 60.0, jitter: float = 0.0, seed: int | None = None
+) -> dict[str, Any]:
     """A seed where a change's build fails 5 tests and main's build fails 3 of them the same
     way (`--baseline`, its guide and benchmark): project `p_shop` (run key `shop-run-key`),
     main's build `ab_shop_main` labelled `ref=main commit=...` and the change's newer build
@@ -109,10 +111,15 @@ def baseline_seed(*, run_seconds: float = 60.0) -> dict[str, Any]:
 
     Args:
         run_seconds: How long a run takes, in the service's seconds.
+        jitter: Each run's duration varies by up to this share either way (drawn by the
+            emulator from the run's id).
+        seed: With one, each test's usual duration is drawn from it (0.5 to 1.5 times
+            run_seconds).
 
     Returns:
         The seed as a dict.
     """
+    rng = random.Random(seed)
     builds = {"main": "ab_shop_main", "change": "ab_shop_change"}
     labels = {
         "main": "ref=main commit=4f1c2a9e0b7d3c5a8e6f1b2d4c6a8e0f2b4d6c8a",
@@ -127,7 +134,8 @@ def baseline_seed(*, run_seconds: float = 60.0) -> dict[str, Any]:
             "target": "android",
             "appId": "com.example.shop",
             "outcome": "passed",
-            "durationSeconds": run_seconds,
+            "durationSeconds": run_seconds * (1.0 if seed is None else rng.uniform(0.5, 1.5)),
+            "durationJitter": jitter,
             "queuedSeconds": 2,
         }
         if broken is not None:
