@@ -500,7 +500,12 @@ class Reruns:
         (by the service's clock); None when it may be ours."""
         if run.id not in self._asked:
             return None
-        asked, build = self._asked[run.id], run.used_build_id
+        return self.not_this_jobs(run, self._asked[run.id])
+
+    def not_this_jobs(self, run: Run, asked: str | None) -> str | None:
+        """Why `run`, answered for a start of this job on build `asked`, is another's: its view
+        names another build, or it was created before this job's first runs; else None."""
+        build = run.used_build_id
         answered = _untrusted.clip(_untrusted.line(run.id), 80)
         if asked is not None and build is not None and build != asked:
             shown = _untrusted.clip(_untrusted.line(build), 80)
@@ -590,6 +595,10 @@ class Reruns:
         """The runs started here (re-runs, copies, repeats) whose view the service has not
         given yet: whether each is this job's is not known (`_not_ours`)."""
         return [r for r in run_ids if r in self._asked and r not in self._viewed]
+
+    def knows(self, run_id: str) -> bool:
+        """Whether `run_id` is one of the job's runs (a first run, re-run, copy or repeat)."""
+        return run_id in self._entry_of or run_id in self._asked
 
     def kind_of(self, run_id: str) -> str:
         """run (a first run), rerun, repeat or copy."""

@@ -10,8 +10,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import attrs
+
 from asyncclient._core import _checks as checks
-from asyncclient._core import _untrusted
 from asyncclient.errors import AsyncClientError
 from asyncclient.failures.exonerate import BaselineVerdict, find_baseline, judge, repeats_for
 
@@ -55,6 +56,7 @@ class BaselineRuns:
         self.errors: dict[str, str] = {}  # test -> why it did not run on the baseline
         self.not_counted: dict[str, str] = {}  # run -> why (another build's run)
         self._judged: set[str] = set()
+        self._skipped: dict[str, list[str]] = {}  # test -> why its answered runs did not count
 
     def owns(self, run_id: str) -> bool:
         return run_id in self._owner or run_id in self.not_counted
@@ -128,7 +130,14 @@ class BaselineRuns:
             return checks.check_id("run", started.run_id, "the answer's runId")
 
         done = await asyncio.gather(*(one(n) for n in range(needed)), return_exceptions=True)
-        ids = tuple(d for d in done if isinstance(d, str))
+        answered = [d for d in done if isinstance(d, str)]
+        # A run of the job's own, answered for a baseline start, is not the baseline's.
+        ids = tuple(d for d in answered if not self._reruns.knows(d))
+        if answered and not ids:
+            self.errors[test] = (
+                f"not run on the baseline {baseline}: the service answered a run of this job "
+                f"({answered[0]}): not counted"
+            )
         refused = [d for d in done if isinstance(d, BaseException)]
         for error in refused:
             if not isinstance(error, AsyncClientError):
@@ -146,9 +155,10 @@ class BaselineRuns:
         test = self._owner.get(run.id)
         if test is None:
             return
-        if run.used_build_id not in (None, self._base.get(test)):
-            shown = _untrusted.clip(_untrusted.line(run.used_build_id), 80)
-            self.not_counted[run.id] = f"the service answered run {run.id} of build {shown}"
+        why = self._reruns.not_this_jobs(run, self._base.get(test))
+        if why is not None:  # another build's, or older than the job: not counted, left alone
+            self.not_counted[run.id] = why
+            self._skipped.setdefault(test, []).append(why)
             del self._owner[run.id]
             self._tests[test].remove(run.id)
             return
@@ -180,13 +190,17 @@ class BaselineRuns:
             needed = self._needed[test_id]
             return BaselineVerdict(test_id, baseline, "undecided", (), 0, needed, error)
         runs: Sequence[Run] = [self._views[r] for r in self._tests[test_id] if r in self._views]
-        return judge(
+        verdict = judge(
             failure,
             runs,
             baseline=baseline,
             needed=self._needed[test_id],
             categories=self._categories,
         )
+        skipped = self._skipped.get(test_id)
+        if skipped and verdict.state == "undecided":
+            verdict = attrs.evolve(verdict, why=f"{verdict.why}; {skipped[0]}")
+        return verdict
 
     def newly_judged(self, test_id: str) -> BaselineVerdict | None:
         """The test's verdict, once: when its baseline runs told, or all of them ended."""

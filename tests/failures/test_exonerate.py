@@ -174,3 +174,30 @@ async def test_exonerate_runs_a_failed_run_on_the_baseline_by_itself(
         async for _ in watcher:
             pass
     assert (await exonerate(session, new.run_id, "ab_shop_main")).state == "new"
+
+
+@pytest.mark.parametrize("build", ["ab_shop_main", "ab_shop_change"])
+async def test_a_baseline_start_answered_with_a_run_not_this_jobs_is_not_counted(
+    shop: FakeService, session: AsyncSession, build: str
+) -> None:
+    """The service answers t_orders' baseline start with a failed run of t_orders the job did
+    not start: an old one on main's build (created 10 minutes before the job), or one on the
+    change's build. Neither is evidence: t_orders is undecided, never pre-existing; the other
+    tests are judged as ever."""
+    from front_support import answering_front
+
+    old = await session.run_test("t_orders", build_id=build)
+    await session.wait_for_runs([old.run_id], interval=0.02)
+    shop.advance(600)
+    async with (
+        answering_front(shop, "t_orders", old.run_id) as url,
+        AsyncSession(KEY, url) as fronted,
+    ):
+        judged = await _suite(fronted, "ab_shop_change", baseline="auto")
+    assert judged.outcome is not None
+    verdicts = {t.test_id: t.baseline for t in judged.outcome.tests if t.baseline is not None}
+    orders = verdicts["t_orders"]
+    assert orders is not None
+    assert orders.state == "undecided"
+    assert "not counted: the service answered run" in orders.why
+    assert {t.test_id for t in judged.outcome.pre_existing_failures} == BEFORE - {"t_orders"}
