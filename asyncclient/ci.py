@@ -87,6 +87,8 @@ class Settings:
     profile: str = ""
     fail_on_flaky: bool = False
     rerun_known: bool = False  # re-run an app failure known on the same build (--rerun-known)
+    baseline: str = ""  # a build or auto: each failed test runs there too (--baseline)
+    pre_existing: str = ""  # fail, pass or warn ("": the command's default, fail)
     reuse_passed: str = ""  # days, checked by the command
     new_test_runs: int = 0
     new_test_warn: bool = False
@@ -176,6 +178,13 @@ def _key_part(value: str, name: str) -> str:
 _KEY_PART: Final = re.compile(r"[A-Za-z0-9._:\-]{1,120}")
 
 
+def _pre_existing(value: str, name: str) -> str:
+    value = value.strip()
+    if value and value not in ("fail", "pass", "warn"):
+        raise SettingError(f"{name} is {value!r}: give fail, pass or warn (or leave it empty)")
+    return value
+
+
 def _settings(
     get: Callable[[str], str], names: Mapping[str, str], key_prefix: str, label: str
 ) -> Settings:
@@ -208,6 +217,8 @@ def _settings(
         profile=get("profile").strip(),
         fail_on_flaky=_flag(get("fail-on-flaky"), names["fail-on-flaky"]),
         rerun_known=_flag(get("rerun-known"), names["rerun-known"]),
+        baseline=get("baseline").strip(),
+        pre_existing=_pre_existing(get("pre-existing"), names["pre-existing"]),
         reuse_passed=_days(get("reuse-passed"), names["reuse-passed"]),
         new_test_runs=_count(get("new-test-runs"), names["new-test-runs"], "repeats (0 to 20)"),
         new_test_warn=_flag(get("new-test-warn"), names["new-test-warn"]),
@@ -236,6 +247,8 @@ SETTINGS: Final = (
     "profile",
     "fail-on-flaky",
     "rerun-known",
+    "baseline",
+    "pre-existing",
     "reuse-passed",
     "new-test-runs",
     "new-test-warn",
@@ -254,7 +267,7 @@ def github_settings(environ: Mapping[str, str]) -> Settings:
 
     attempt = environ.get("GITHUB_RUN_ATTEMPT", "1")
     prefix = f"gh-{environ.get('GITHUB_RUN_ID', 'local')}-{attempt}-{environ.get('GITHUB_JOB', '')}"
-    return _settings(get, names, prefix, environ.get("GITHUB_SHA", ""))
+    return _settings(get, names, prefix, _label(environ, "GITHUB_SHA"))
 
 
 def gitlab_settings(environ: Mapping[str, str]) -> Settings:
@@ -265,7 +278,17 @@ def gitlab_settings(environ: Mapping[str, str]) -> Settings:
         return environ.get(names[name], "")
 
     prefix = f"gl-{environ.get('CI_PIPELINE_ID', 'local')}-{environ.get('CI_JOB_ID', '')}"
-    return _settings(get, names, prefix, environ.get("CI_COMMIT_SHA", ""))
+    return _settings(get, names, prefix, _label(environ, "CI_COMMIT_SHA"))
+
+
+def _label(environ: Mapping[str, str], commit: str) -> str:
+    """The builds' label when none is set: `ref=BRANCH commit=SHA` (what `--baseline auto`
+    reads), else the commit alone."""
+    from asyncclient._core._ci_run import ci_run
+    from asyncclient.failures.exonerate import ci_label
+
+    run = ci_run(environ)
+    return ci_label(run.ref, run.revision) or environ.get(commit, "")
 
 
 # --- the loop -------------------------------------------------------------------------------------
@@ -359,6 +382,10 @@ def run_arguments(
             argv += ["--retry-budget", settings.retry_budget]
         if settings.rerun_known:
             argv.append("--rerun-known")
+    if settings.baseline:
+        argv += ["--baseline", settings.baseline]
+        if settings.pre_existing:
+            argv += ["--pre-existing", settings.pre_existing]
     if settings.max_failures:
         argv += ["--max-failures", str(settings.max_failures)]
     if settings.timeout:

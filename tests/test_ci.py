@@ -373,10 +373,34 @@ def test_settings_from_the_actions_inputs_and_the_templates_variables() -> None:
     assert "--reuse-passed" not in ci.run_arguments(gitlab, [])
 
 
+def test_the_steps_label_their_builds_for_baseline_auto_and_pass_the_baseline_on() -> None:
+    sha = "4f1c2a9e0b7d3c5a8e6f1b2d4c6a8e0f2b4d6c8a"
+    github = ci.github_settings(
+        {
+            "INPUT_PROJECT": "p_1", "INPUT_BASELINE": "auto", "INPUT_PRE_EXISTING": "warn",
+            "GITHUB_ACTIONS": "true", "GITHUB_REF_NAME": "main", "GITHUB_SHA": sha,
+        }
+    )  # fmt: skip
+    assert github.label == f"ref=main commit={sha}"
+    argv = ci.run_arguments(github, ["ab_1"])
+    assert argv[argv.index("--baseline") + 1] == "auto"
+    assert argv[argv.index("--pre-existing") + 1] == "warn"
+    gitlab = ci.gitlab_settings(
+        {
+            "ASYNCCLIENT_PROJECT": "p_1", "GITLAB_CI": "true",
+            "CI_COMMIT_REF_NAME": "feature/cart", "CI_COMMIT_SHA": sha,
+        }
+    )  # fmt: skip
+    assert gitlab.label == f"ref=feature/cart commit={sha}"
+    assert "--baseline" not in ci.run_arguments(gitlab, [])
+
+
 @pytest.mark.parametrize(
     ("environ", "said"),
     [
         ({}, "the input project is not set: give the project's id (p_...)"),
+        ({"INPUT_PROJECT": "p_1", "INPUT_PRE_EXISTING": "hide"},
+         "the input pre-existing is 'hide': give fail, pass or warn (or leave it empty)"),
         ({"INPUT_PROJECT": "p_1", "INPUT_RETRY_FAILED": "two"},
          "the input retry-failed is 'two': give a whole number of re-runs (0 to 10)"),
         ({"INPUT_PROJECT": "p_1", "INPUT_FAIL_ON_FLAKY": "maybe"},
