@@ -489,8 +489,8 @@ class SuiteRun:
             self._emit(Notice("warning", f"{test}: {baseline.errors[test]}"))
 
     async def _baseline_seen(self, baseline: BaselineRuns, run: Run, watcher: RunWatcher) -> None:
-        """A baseline run changed: once it tells, the test's verdict is said, and the test's
-        other baseline runs stop when one pass already clears the change of nothing."""
+        """A baseline run changed: once the test's baseline runs tell, its verdict is said; a
+        pass there (the failure is the change's) stops the others."""
         test = baseline.test_of(run.id)
         baseline.seen(run)
         if test is None or baseline.test_of(run.id) is None:  # another build's: not counted
