@@ -87,8 +87,8 @@ class Settings:
     profile: str = ""
     fail_on_flaky: bool = False
     rerun_known: bool = False  # re-run an app failure known on the same build (--rerun-known)
-    baseline: str = ""  # a build or auto: each failed test runs there too (--baseline)
-    pre_existing: str = ""  # fail, pass or warn ("": the command's default, fail)
+    baseline: str = ""  # a build or auto (--baseline)
+    pre_existing: str = ""  # fail, pass or warn; "": fail
     reuse_passed: str = ""  # days, checked by the command
     new_test_runs: int = 0
     new_test_warn: bool = False

@@ -464,7 +464,7 @@ class TestReport:
     cause: Cause | None = None  # why its verdict run failed, else its last failed attempt
     not_rerun: str | None = None  # why it got no re-run though it had some left
     recovered: bool = False  # passed on a re-run after infrastructure failures only
-    baseline: str | None = None  # what its runs on the baseline build said of its failure
+    baseline: str | None = None  # what the baseline said of its failure
     pre_existing: bool = False  # it fails on the baseline too, the same way
 
     @property

@@ -67,7 +67,7 @@ class Events:
     def finished(self, report: SuiteReport, exit_code: int) -> None:
         from asyncclient.suite._events import JobFinished
 
-        # The loop's own counts, cost and tests; passed is the command's exit code's.
+        # The loop's counts; passed is the exit code's.
         fields = {**JobFinished(report).fields(), "passed": exit_code == 0}
         self.emit(
             "job_finished",

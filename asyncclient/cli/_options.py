@@ -102,7 +102,7 @@ class Follow:
     categories: str | None = None  # the failure categories file named
     rerun_known: bool = False
     baseline: str | None = None  # a build, or "auto"
-    baseline_ref: str | None = None  # the branch auto looks for (default: the CI's target)
+    baseline_ref: str | None = None  # the branch auto looks for
     pre_existing: str = "fail"
     quarantined: Quarantine | None = None
     categorised: Categories | None = None  # the categories in force, read before any request

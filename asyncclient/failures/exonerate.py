@@ -245,7 +245,7 @@ async def exonerate(
         async with session.watch_runs(ids, timeout=wait_seconds, stop_on_timeout=True) as watcher:
             async for run in watcher:
                 if run.used_build_id not in (None, baseline):
-                    watcher.forget(run.id)  # another build's run: not counted, left alone
+                    watcher.forget(run.id)  # not counted, left alone
                     continue
                 seen[run.id] = run
                 if run.is_final and run.passed:

@@ -41,22 +41,22 @@ class BaselineRuns:
     ) -> None:
         self.spec = baseline if baseline == "auto" else checks.check_id("build", baseline)
         self.ref = ref
-        self.said: list[str] = []  # what finding the baseline found, a line each
+        self.said: list[str] = []  # what auto found, a line each
         self._found: dict[str, str | None] = {}  # the job's build -> its baseline (auto)
         self._base: dict[str, str] = {}  # test -> its baseline
         self._session = session
         self._key = key
         self._reruns = reruns
         self._categories = categories
-        self._tests: dict[str, list[str]] = {}  # test -> its baseline runs, in order started
+        self._tests: dict[str, list[str]] = {}  # test -> its baseline runs
         self._owner: dict[str, str] = {}  # baseline run -> its test
         self._views: dict[str, Run] = {}
         self._failure: dict[str, Run] = {}  # test -> its failure on the job's build
         self._needed: dict[str, int] = {}
         self.errors: dict[str, str] = {}  # test -> why it did not run on the baseline
-        self.not_counted: dict[str, str] = {}  # run -> why (another build's run)
+        self.not_counted: dict[str, str] = {}  # run -> why
         self._judged: set[str] = set()
-        self._skipped: dict[str, list[str]] = {}  # test -> why its answered runs did not count
+        self._skipped: dict[str, list[str]] = {}  # test -> why runs did not count
 
     def owns(self, run_id: str) -> bool:
         return run_id in self._owner or run_id in self.not_counted
@@ -131,7 +131,7 @@ class BaselineRuns:
 
         done = await asyncio.gather(*(one(n) for n in range(needed)), return_exceptions=True)
         answered = [d for d in done if isinstance(d, str)]
-        # A run of the job's own, answered for a baseline start, is not the baseline's.
+        # The job's own run, answered here, is not the baseline's.
         ids = tuple(d for d in answered if not self._reruns.knows(d))
         if answered and not ids:
             self.errors[test] = (
@@ -156,7 +156,7 @@ class BaselineRuns:
         if test is None:
             return
         why = self._reruns.not_this_jobs(run, self._base.get(test))
-        if why is not None:  # another build's, or older than the job: not counted, left alone
+        if why is not None:  # not counted, left alone
             self.not_counted[run.id] = why
             self._skipped.setdefault(test, []).append(why)
             del self._owner[run.id]

@@ -441,7 +441,7 @@ class SuiteRun:
             if baseline is not None and baseline.wants(run) and run.id not in reruns.foreign:
                 await self._to_baseline(baseline, run, watcher)
             elif baseline is not None and run.passed and run.test_id:
-                await baseline.stop(run.test_id)  # it passed after all: the baseline is moot
+                await baseline.stop(run.test_id)  # passed: the baseline is moot
         if run.is_final and policy.at_once:
             if run.passed:
                 await self._stop_others(run)
@@ -493,7 +493,7 @@ class SuiteRun:
         pass there (the failure is the change's) stops the others."""
         test = baseline.test_of(run.id)
         baseline.seen(run)
-        if test is None or baseline.test_of(run.id) is None:  # another build's: not counted
+        if test is None or baseline.test_of(run.id) is None:  # not counted
             watcher.forget(run.id)
             return
         self._emit(BaselineRunChanged(run, test))

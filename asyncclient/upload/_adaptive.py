@@ -88,14 +88,13 @@ class Rule:
                 self._up = gain >= GAINING
                 self.starting = self.starting or gain >= LINEAR  # room again: ramp as at first
                 return self._probe(now, gain)
-            # A quadruple overshot: the link filled between (its new parts, still starting,
-            # may even cost a little): the middle, then probes with full windows.
+            # A quadruple overshot: the link filled in between.
             back = before * 2 if self.starting and level >= 4 * before else before
             self.starting, self._up, self._reference = False, False, None
             return self._set(back)
         self.starting = False
         if throughput >= was * (1 - KEEP_LOWER):  # a cut that costs (almost) nothing
-            # Measured against the best of the cuts before it: cuts never add up.
+            # Against the best before it: cuts never add up.
             self._reference = (level, max(was, throughput))
             self._up = False
             self._cuts_wait = 0
