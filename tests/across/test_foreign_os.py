@@ -177,15 +177,21 @@ async def test_an_upload_killed_midway_resumes_from_its_journal(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        # Killed once some parts are in: the journal holds them.
-        for _ in range(600):
+        # Killed once the journal holds some parts (the service's count runs ahead of the
+        # journal on a busy machine: a part stored, its answer not yet read).
+        journals = tmp_path / "state" / "uploads"
+        for _ in range(1500):
             await asyncio.sleep(0.02)
-            if len([r for r in svc.requests_for("upload_part") if r.status == 200]) >= 3:
+            held = sum(
+                path.read_text(errors="replace").count('"part"')
+                for path in (journals.glob("*.json") if journals.is_dir() else [])
+            )
+            if held >= 2:
                 break
         first.send_signal(signal.SIGKILL)
         await first.communicate()
         sent_before = len([r for r in svc.requests_for("upload_part") if r.status == 200])
-        assert 3 <= sent_before < 12  # midway: 12 parts in all
+        assert 2 <= sent_before < 12  # midway: 12 parts in all
 
         second = await run_all(
             [["upload", svc.project_id, str(big_apk)]],
