@@ -216,7 +216,7 @@ def baseline_notes(result: SuiteResult) -> list[str]:
         if verdict is None or test.passed:
             continue
         if test.pre_existing:
-            lines.append(f"{test.test_id} {verdict.why}; {does}")
+            lines.append(f"{test.test_id} is pre-existing: it {verdict.why}; {does}")
         else:
             lines.append(f"{test.test_id}: {verdict.why}")
     return lines

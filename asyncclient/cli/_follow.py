@@ -242,7 +242,9 @@ class _Shown:
                     "the same way call it pre-existing)"
                 )
             case kinds.BaselineJudged():
-                out.info(f"{event.verdict.test_id}: {event.verdict.why}")
+                verdict = event.verdict
+                said = " is pre-existing: it" if verdict.pre_existing else ":"
+                out.info(f"{verdict.test_id}{said} {verdict.why}")
             case kinds.FailFast():
                 _tell_fail_fast(event, out)
             case kinds.Notice():

@@ -124,8 +124,7 @@ def judge(
     if same >= needed:
         return made(
             "pre-existing",
-            f"fails on the baseline {baseline} too ({same} of {len(ids)} runs, same cause): "
-            "pre-existing",
+            f"fails on the baseline {baseline} too ({same} of {len(ids)} runs, same cause)",
         )
     if other:
         return made(
