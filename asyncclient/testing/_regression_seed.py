@@ -10,6 +10,17 @@ from typing import Any
 __all__ = ["baseline_seed", "regression_seed"]
 
 
+def _shop() -> dict[str, Any]:
+    """Project p_shop and its two keys, new for each seed (a caller may change its seed)."""
+    return {
+        "projects": [{"id": "p_shop", "name": "Shop", "plan": "paid", "includedRuns": 100_000}],
+        "keys": [
+            {"key": "shop-run-key", "capability": "run", "projects": ["p_shop"]},
+            {"key": "shop-edit-key", "capability": "edit", "projects": ["p_shop"]},
+        ],
+    }
+
+
 def regression_seed(
     builds: int = 64,
     broken_at: int = 41,
@@ -52,11 +63,7 @@ def regression_seed(
         for n in range(history_runs)
     ]
     return {
-        "projects": [{"id": "p_shop", "name": "Shop", "plan": "paid", "includedRuns": 100_000}],
-        "keys": [
-            {"key": "shop-run-key", "capability": "run", "projects": ["p_shop"]},
-            {"key": "shop-edit-key", "capability": "edit", "projects": ["p_shop"]},
-        ],
+        **_shop(),
         "builds": [
             {
                 "id": build_id,
@@ -142,11 +149,7 @@ def baseline_seed(
             test.update(brokenFrom=builds[broken], brokenReason=why)
         tests.append(test)
     return {
-        "projects": [{"id": "p_shop", "name": "Shop", "plan": "paid", "includedRuns": 100_000}],
-        "keys": [
-            {"key": "shop-run-key", "capability": "run", "projects": ["p_shop"]},
-            {"key": "shop-edit-key", "capability": "edit", "projects": ["p_shop"]},
-        ],
+        **_shop(),
         "builds": [
             {
                 "id": builds[name],
