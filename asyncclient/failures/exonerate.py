@@ -30,6 +30,7 @@ __all__ = [
     "ci_label",
     "exonerate",
     "find_baseline",
+    "is_branch",
     "judge",
     "read_label",
     "repeats_for",
@@ -139,11 +140,16 @@ def judge(
     )
 
 
+def is_branch(ref: object) -> bool:
+    """Whether `ref` can be a branch name here: 1 to 200 printable characters, no space."""
+    return isinstance(ref, str) and 0 < len(ref) <= 200 and ref.isprintable() and " " not in ref
+
+
 def ci_label(ref: str | None, commit: str | None) -> str | None:
     """The label an upload in CI gives its build when none is given: `ref=REF commit=SHA`
     (the form `read_label` and `--baseline auto` read); None without both, or with a ref
     that has a space or a commit that is not hex."""
-    if not ref or not commit or any(ch.isspace() for ch in ref) or len(ref) > 200:
+    if not is_branch(ref) or not commit:
         return None
     commit = commit.lower()
     if not re.fullmatch(r"[0-9a-f]{7,64}", commit):

@@ -11,7 +11,7 @@ import attrs
 from asyncclient._core._checks import check_id
 from asyncclient.errors import ValidationError
 from asyncclient.failures import DEFAULT_CATEGORIES, Categories
-from asyncclient.failures.exonerate import PRE_EXISTING_MODES, PreExistingMode
+from asyncclient.failures.exonerate import PRE_EXISTING_MODES, PreExistingMode, is_branch
 from asyncclient.reruns import MAX_RETRY_FAILED
 
 __all__ = [
@@ -146,7 +146,7 @@ class SuitePolicy:
         if self.baseline is not None and self.baseline != "auto":
             check_id("build", self.baseline, "baseline")
         ref = self.baseline_ref
-        if not isinstance(ref, str) or not ref or len(ref) > 200 or any(c.isspace() for c in ref):
+        if not is_branch(ref):
             raise ValidationError(
                 f"baseline_ref {ref!r} is not a branch name: give one such as main, without spaces"
             )

@@ -103,6 +103,7 @@ async def test_the_exit_code_follows_pre_existing(
         (("--baseline", "j_123"), "is not a build id"),
         (("--pre-existing", "pass"), "--pre-existing needs --baseline"),
         (("--baseline", "auto", "--baseline-ref", "my branch"), "is not a branch name"),
+        (("--baseline", "auto", "--baseline-ref", "main\x1b[2J"), "is not a branch name"),
     ],
 )
 async def test_bad_input_is_refused_before_any_request(
