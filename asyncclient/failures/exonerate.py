@@ -142,7 +142,12 @@ def judge(
 
 def is_branch(ref: object) -> bool:
     """Whether `ref` can be a branch name here: 1 to 200 printable characters, no space."""
-    return isinstance(ref, str) and 0 < len(ref) <= 200 and ref.isprintable() and " " not in ref
+    return (
+        isinstance(ref, str)
+        and 0 < len(ref) <= 200
+        and ref.isprintable()
+        and not any(ch.isspace() for ch in ref)
+    )
 
 
 def ci_label(ref: str | None, commit: str | None) -> str | None:

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from asyncclient import AsyncSession
 from asyncclient.failures.exonerate import (
@@ -61,7 +63,20 @@ def test_the_ci_label_reads_back_and_a_cut_one_reads_as_none() -> None:
     assert read_label("ref=main") is None
     assert read_label(None) is None
     assert ci_label("my branch", "4f1c2a9e") is None
+    assert ci_label("my\u2003branch", "4f1c2a9e") is None
     assert ci_label("main", "not-hex") is None
+
+
+@given(st.text(max_size=300), st.text(max_size=80))
+def test_any_label_reads_as_a_whole_ref_and_commit_or_none(label: str, ref: str) -> None:
+    found = read_label(label)
+    if found is not None:
+        assert not any(ch.isspace() for ch in found[0])
+        assert 7 <= len(found[1]) <= 64
+        assert all(ch in "0123456789abcdef" for ch in found[1])
+    made = ci_label(ref, "4f1c2a9e0b7d")
+    if made is not None:  # a label the step writes reads back as it was given
+        assert read_label(made) == (ref, "4f1c2a9e0b7d")
 
 
 def test_the_verdict_same_cause_pre_existing_a_pass_or_another_cause_new() -> None:
