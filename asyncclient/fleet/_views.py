@@ -168,10 +168,13 @@ class SharedViews:
         if not watched:
             return
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
+        # Those that would be too old before this job's next poll for the others: a view left
+        # to lapse had each watcher ask the service itself until the poll after.
+        lasts = max(0, self._ttl_ms - int(self._others_every * 1000))
         stale = [
             run_id
             for run_id, raw in zip(watched, fresh, strict=True)
-            if _view(raw, run_id, now, self._ttl_ms) is None
+            if _view(raw, run_id, now, lasts) is None
         ]
         if stale:
             await self._fetch(stale, retries)

@@ -457,6 +457,33 @@ async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_
             assert await fleet._redis.get(f"{fleet.prefix}poller") is None
 
 
+async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A view 3 s old, fresh for 2 s more (5 s): the poller, polling the others every 2.5 s,
+    refreshes it now. Left to lapse, every watcher would ask the service itself until the
+    poll after (found in bench_fleet.py)."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, theirs = await _started(session, "t_search", "t_onboarding")
+        async with Fleet(redis.url) as fleet:
+            poller = SharedViews(session, fleet, "job-1", view_seconds=5)
+            other = SharedViews(session, fleet, "job-2", view_seconds=5)
+            await other.list_run_views([theirs])  # job-2 watches its run
+            key = f"{fleet.prefix}view:{theirs}"
+            aged = json.loads(await fleet._redis.get(key))
+            aged["at"] -= 3000
+            await fleet._redis.set(key, json.dumps(aged), px=30_000)
+            await fleet._redis.set(f"{fleet.prefix}poller", "job-1")
+            service.reset_requests()
+            await poller.list_run_views([mine])
+            polled = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
+            refreshed = json.loads(await fleet._redis.get(key))
+    assert any(theirs in ids for ids in polled)
+    assert refreshed["at"] > aged["at"] + 2000
+
+
 async def test_the_shared_sweep_follows_a_suite_to_its_end(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
