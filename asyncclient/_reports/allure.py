@@ -47,6 +47,16 @@ def _text(value: object, limit: int = FIELD_LIMIT) -> str:
     return clip(line(value), limit)
 
 
+def _whole_words(value: object, limit: int) -> str:
+    """`value` on one line, at most `limit` characters, cut after a whole word (with "…")."""
+    text = line(value)
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
 def history_id(test_id: str) -> str:
     """The test's id in Allure's history: the same in every job that runs the test."""
     return hashlib.md5(f"asyncclient:{test_id}".encode(), usedforsecurity=False).hexdigest()
@@ -192,7 +202,7 @@ def _categories(report: SuiteReport, finals: Mapping[str, str]) -> list[dict[str
         messages = {finals[test_id] for test_id in cause.tests if test_id in finals}
         if messages:
             said = cause.example.headline or cause.example.status
-            name = _text(f"{cause.label}: {said}", 200)
+            name = _whole_words(f"{cause.category_name or cause.label}: {said}", 200)
             found.setdefault(name, set()).update(messages)
     categories: list[dict[str, Any]] = [
         {

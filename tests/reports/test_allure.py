@@ -133,7 +133,20 @@ def test_categories_from_the_causes_then_allures_defaults(tmp_path: Path) -> Non
     ]
     ours = categories[:-2]
     assert any("\\QCheckout total wrong\\E" in c["messageRegex"] for c in ours)
+    # Each named for its cause's category, then what it said: never "failed: ...".
+    assert all(not c["name"].startswith("failed:") for c in ours)
+    assert all(c["name"].split(": ", 1)[0] for c in ours)
     assert _allure._quoted("a\\Eb") == "\\Qa\\E\\\\E\\Qb\\E"
+
+
+def test_a_long_category_name_is_cut_after_a_whole_word() -> None:
+    said = "app or test: " + "The checkout total stays wrong " * 10
+    cut = _allure._whole_words(said, 60)
+    assert len(cut) <= 60
+    assert cut.endswith("…")
+    assert said.startswith(cut[:-1])
+    assert said[len(cut) - 1] == " "  # the cut fell between words
+    assert _allure._whole_words("short", 60) == "short"
 
 
 def test_the_executor_is_the_ci_run(tmp_path: Path) -> None:
