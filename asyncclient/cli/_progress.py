@@ -267,14 +267,15 @@ class Progress:
         if self._attempts:
             columns.insert(2, "attempt")
         table = Table(*columns, caption=caption)
-        # Rows to the height: going first, then latest finished.
+        # Every run in the order it started while they fit (a row never moves); past the
+        # height, those going first, then the latest finished.
         height = self._console.height if self._console is not None else 40
         room = max(5, height - 8)
         if len(self._order) <= room:
-            done: Any = (i for i in self._order if i not in self._going)
+            shown = list(self._order)
         else:
             done = reversed(self._finished)
-        shown = list(itertools.islice(itertools.chain(self._going, done), room))
+            shown = list(itertools.islice(itertools.chain(self._going, done), room))
         for run_id in shown:
             run = views.get(run_id)
             if run is None:

@@ -618,3 +618,21 @@ def test_a_start_waiting_for_the_fleets_device_slot_shows_its_place_in_the_live_
     with lines:
         lines.tell_wait("next; 1 of 1 runs in flight")
     assert "fleet: waiting for a device slot (next; 1 of 1 runs in flight)" in plain.getvalue()
+
+
+def test_the_live_tables_rows_keep_the_order_the_runs_started_in() -> None:
+    """A run that ends keeps its row: rows that jump as runs finish are hard to follow."""
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._progress import Progress
+    from asyncclient.models import Run, RunStatus
+
+    ids = ["j_0001", "j_0002", "j_0003"]
+    progress = Progress(
+        Output(stdout=io.StringIO(), stderr=Terminal()), ids, dict.fromkeys(ids, "t")
+    )
+    with progress:
+        for run_id in ids:
+            progress.update(Run(id=run_id, status=RunStatus.RUNNING, test_id="t"))
+        progress.update(Run(id="j_0001", status=RunStatus.PASSED, test_id="t"))
+        rows = list(progress._render().columns[0].cells)
+    assert [str(row) for row in rows] == ids
