@@ -5,6 +5,7 @@ category, new today or old, with a recent run to open."""
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from asyncclient.cli._common import EXIT_OK, add_command, open_session
@@ -22,7 +23,8 @@ _EXAMPLES = """\
 
 _SHOWN = 20  # causes in the table (--json gives all the report keeps)
 _EXAMPLE_CHARS = 60  # of an example headline (--json: up to 500)
-_LINK_CHARS = 120  # of its link (a result page's address is far shorter)
+_LINK = 120  # characters of its link (a result page's address is far shorter)
+_LINK_COLUMNS = 160  # narrower: the run's id (a link whole, or none), fewer columns
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -61,6 +63,7 @@ def _table(out: Output, report: FailureReport) -> None:
     from asyncclient.failures import MAX_CLUSTERS
 
     shown = report.clusters[:_SHOWN]
+    narrow = out.stdout_is_terminal and shutil.get_terminal_size().columns < _LINK_COLUMNS
     rows = [
         [
             str(found.count),
@@ -69,11 +72,16 @@ def _table(out: Output, report: FailureReport) -> None:
             f"{found.category.name} ({found.category.kind})",
             "new" if report.is_new(found) else (format_time(found.first) if found.first else ""),
             clip(found.example.headline_text or found.status, _EXAMPLE_CHARS),
-            clip(found.example.link or found.example.id, _LINK_CHARS),
+            found.example.id if narrow else clip(found.example.link or found.example.id, _LINK),
         ]
         for found in shown
     ]
-    out.table(["RUNS", "TESTS", "BUILDS", "CATEGORY", "SINCE", "EXAMPLE", "RECENT RUN"], rows)
+    columns = ["RUNS", "TESTS", "BUILDS", "CATEGORY", "SINCE", "EXAMPLE", "RECENT RUN"]
+    if narrow:  # builds and since: in --json, or a wider terminal
+        keep = (0, 1, 3, 5, 6)
+        columns = [columns[n] for n in keep]
+        rows = [[row[n] for n in keep] for row in rows]
+    out.table(columns, rows, flexible=columns.index("EXAMPLE"))
     if not shown:
         out.info(f"no failed runs of {report.project_id} in the last {report.days:g} days")
         return

@@ -105,15 +105,33 @@ class Output:
         print(block(f"warning: {text}"), file=self.stderr, flush=True)
 
     def table(
-        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+        self,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        *,
+        title: str | None = None,
+        flexible: int | None = None,
     ) -> None:
-        """A rich table on a terminal; aligned plain text when piped."""
+        """A rich table on a terminal; aligned plain text when piped. `flexible`: on a
+        terminal each row stays one line, the cells of that column cut with "…" to fit, the
+        others whole."""
         cells = [["" if v is None else cell(v) for v in row] for row in rows]
         if self.stdout_is_terminal:
             from rich.table import Table
             from rich.text import Text
 
             table = Table(*columns, title=title, header_style="bold")
+            if flexible is not None:
+                import shutil
+
+                room = shutil.get_terminal_size().columns - 3 * len(columns) - 1  # the borders
+                for n, column in enumerate(table.columns):
+                    column.no_wrap, column.overflow = True, "ellipsis"
+                    if n != flexible:
+                        widest = max((len(row[n]) for row in cells), default=0)
+                        column.min_width = max(len(columns[n]), widest)
+                        room -= column.min_width
+                table.columns[flexible].max_width = max(len(columns[flexible]), room)
             for row in cells:
                 # Text, not str: "[x]" is data, not markup.
                 table.add_row(*(Text(v) for v in row))

@@ -4,7 +4,9 @@ voucher bug and t_onboarding's missing Continue button)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,39 @@ async def test_an_outage_across_devices_is_one_cause_first_in_the_job_and_across
     clusters = across.json()["clusters"]
     assert clusters[0]["clusterId"] == outage["clusterId"]
     assert (clusters[0]["runs"], clusters[0]["testCount"]) == (9, 9)
+
+
+async def test_at_80_columns_each_cause_is_one_line_with_no_cut_link(
+    svc: FakeService, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an 80-column terminal: a row a cause, and the recent run as its id (a link whole or
+    none: a link cut to `http://12…` opens nothing)."""
+    import io
+
+    from asyncclient.cli import main
+    from asyncclient.cli._output import Output
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "40")
+    stdout = Terminal()
+    original = Output.__init__
+
+    def on_terminal(self: Output, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **{**kwargs, "stdout": stdout})
+
+    monkeypatch.setattr(Output, "__init__", on_terminal)
+    code = await asyncio.to_thread(main, ["failures", "p_demo"])
+    assert code == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", stdout.getvalue())  # as the terminal shows it
+    drawn = [line for line in shown.splitlines() if line.strip()]
+
+    rows = [line for line in drawn if " j_" in line]
+    assert len(rows) == 4  # one line a cause
+    assert all(len(line) <= 80 for line in drawn)
+    assert "http" not in shown
