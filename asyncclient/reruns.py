@@ -119,6 +119,16 @@ class Attempts:
         return self.decided_on or len(self.runs)
 
     @property
+    def passed_as(self) -> str:
+        """What the run it passed on was: `attempt N`, or `copy N` (a known-flaky test's copy,
+        no attempt of its own)."""
+        number = self.passed_on
+        if self.kinds and self.kinds[-1] == "copy":  # the deciding run goes last
+            # The runs before it in the order they started come first, in that order.
+            return f"copy {self.kinds[: number - 1].count('copy') + 1}"
+        return f"attempt {number}"
+
+    @property
     def final(self) -> Run:
         """The last attempt: the test's verdict."""
         return self.runs[-1]
@@ -326,8 +336,8 @@ class SuiteResult:
             attempts = sorted({t.attempts for t in tests})
             shown = "/".join(str(a) for a in attempts)
             if outcome == "flaky":
-                on = "/".join(str(a) for a in sorted({t.passed_on for t in tests}))
-                parts.append(f"{len(tests)} flaky (passed on attempt {on})")
+                on = "/".join(sorted({t.passed_as for t in tests}, key=lambda w: (len(w), w)))
+                parts.append(f"{len(tests)} flaky (passed on {on})")
             elif outcome == "flaky_on_arrival":
                 parts.append(f"{len(tests)} flaky on arrival")
             elif outcome == "passed" and any(t.recovered for t in tests):

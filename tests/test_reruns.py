@@ -246,3 +246,21 @@ def test_a_test_fails_for_good_only_when_no_re_run_follows() -> None:
     assert not reruns.failed_for_good(final("j_4", "t_c", "passed"))
     assert not reruns.failed_for_good(Run(id="j_5", status=RunStatus.RUNNING, test_id="t_d"))
     assert Reruns(0).failed_for_good(final("j_6", "t_e", "error"))  # no re-runs at all
+
+
+def test_a_test_that_passed_on_a_copy_reads_so() -> None:
+    """A known-flaky test's copy is no attempt of its own: `passed on copy 1`."""
+    from asyncclient.reruns import Attempts
+
+    first = Run(id="j_first0000001", test_id="t_x", status="failed", final=True)
+    copy = Run(id="j_copy00000001", test_id="t_x", status="passed", final=True)
+    test = Attempts("t_x", (first, copy), kinds=("run", "copy"), at_once=True, decided_on=2)
+    assert test.passed_as == "copy 1"
+    # At once, the deciding run goes last whatever its place: the second of two copies.
+    other = Run(id="j_copy00000002", test_id="t_x", status="failed", final=True)
+    test = Attempts(
+        "t_x", (first, other, copy), kinds=("run", "copy", "copy"), at_once=True, decided_on=3
+    )
+    assert test.passed_as == "copy 2"
+    rerun = Attempts("t_x", (first, copy), kinds=("run", "rerun"))
+    assert rerun.passed_as == "attempt 2"

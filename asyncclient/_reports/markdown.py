@@ -115,8 +115,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 f"{_run_link(a)} {_cell(a.status)}: {_cell(a.headline)}" for a in test.earlier
             )
             lines.append(
-                f"- **{_cell(test.title)}** passed on attempt {test.final.number}"
-                f"{' (a copy)' if test.final.kind == 'copy' else ''} "
+                f"- **{_cell(test.title)}** passed on {test.passed_as} "
                 f"({_run_link(test.final)}); before: {tries}"
             )
     if report.notes:

@@ -468,6 +468,16 @@ class TestReport:
     pre_existing: bool = False  # it fails on the baseline too, the same way
 
     @property
+    def passed_as(self) -> str:
+        """Its verdict run: `attempt N`, or `copy N` (a known-flaky test's copy, in the order
+        the copies started: no attempt of its own)."""
+        final = self.final
+        if final.kind == "copy":
+            copies = sorted((a for a in self.attempts if a.kind == "copy"), key=lambda a: a.number)
+            return f"copy {copies.index(final) + 1}"
+        return f"attempt {final.number}"
+
+    @property
     def slower(self) -> tuple[float, float] | None:
         """(took, usual) seconds when its last run took more than its usual time by over a
         fifth and over 5 s (SLOWER_SHARE, SLOWER_SECONDS); else None."""

@@ -61,14 +61,13 @@ def summary_lines(report: SuiteReport) -> list[str]:
                 word = "flaky: passed on" if test.flaky else "passed on"
                 if test.recovered:
                     word = "not flaky (the infrastructure failed before): passed on"
-            copy = " (a copy)" if run.kind == "copy" else ""
             tries = ", ".join(
                 f"{a.id} {a.status}" + (" (stopped: another run passed)" if a.stopped else "")
                 for a in test.earlier
             )
             together = any(a.kind == "copy" or a.stopped for a in test.attempts)
             label = "others" if together else "earlier"
-            lines.append(f"{indent}{word} attempt {run.number}{copy} ({label}: {tries})")
+            lines.append(f"{indent}{word} {test.passed_as} ({label}: {tries})")
         if test.cause is not None:
             cause = test.cause
             lines.append(f"{indent}category: {cause.category_name} ({cause.category})")

@@ -80,6 +80,8 @@ class Progress:
         self._clock = clock
         self._attempts: dict[str, int] = {}  # run id -> attempt, for re-runs (2, 3, ...)
         self._repeats: set[str] = set()  # the runs that repeat a new test (not re-runs)
+        self._copies: dict[str, int] = {}  # a known-flaky test's copies: run -> 1, 2, ...
+        self._copies_of: dict[str, int] = {}  # test -> copies started
         self._reused: set[str] = set()  # the runs stopped for an earlier pass (--reuse-passed)
         self._drawn_at = 0.0
         self._dirty = False
@@ -127,13 +129,19 @@ class Progress:
             self._attempts[run_id] = attempt
             if repeat:
                 self._repeats.add(run_id)
+            if kind == "copy":  # a copy is no attempt of its own: copy 1, copy 2, ...
+                copies = self._copies_of[test_id] = self._copies_of.get(test_id, 0) + 1
+                self._copies[run_id] = copies
             run = Run(id=run_id, status=RunStatus.QUEUED, test_id=test_id)
             self._views[run_id] = run
             self._counts[self._status_of(run)] += 1
             if self._live is None:
-                labels = {"repeat": "repeat of a new test", "copy": "copy of a known-flaky test"}
-                said = labels.get(kind, "re-run")
-                self._out.info(f"{run_id}  {test_id}  {said} (attempt {attempt})")
+                said = {"repeat": "repeat of a new test"}.get(kind, "re-run")
+                if kind == "copy":
+                    number = self._copies[run_id]
+                    self._out.info(f"{run_id}  {test_id}  copy {number} of a known-flaky test")
+                else:
+                    self._out.info(f"{run_id}  {test_id}  {said} (attempt {attempt})")
         if self._live is not None:
             self._draw()
 
@@ -168,6 +176,8 @@ class Progress:
             shown = f"  (attempt {attempt})" if attempt else ""
             if run.id in self._repeats:
                 shown = f"  (repeat, attempt {attempt})"
+            if run.id in self._copies:
+                shown = f"  (copy {self._copies[run.id]})"
             self._out.info(f"{run.id}  {run.test_id or '-'}  {self._status_text(run)}{shown}")
             return
         self._dirty = True
@@ -289,7 +299,9 @@ class Progress:
                     Text(format_duration(duration_seconds(run))),
                 ]
             if self._attempts:
-                cells.insert(2, Text(str(self._attempts.get(run_id, 1))))
+                copy = self._copies.get(run_id)
+                said = f"copy {copy}" if copy else str(self._attempts.get(run_id, 1))
+                cells.insert(2, Text(said))
             if self._expected is not None:
                 cells.append(Text(self._left(run) if run is not None else "", style="dim"))
             table.add_row(*cells)

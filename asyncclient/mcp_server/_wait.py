@@ -144,7 +144,7 @@ def flaky_line(test: TestReport) -> str:
         f"{attempt.id} {attempt.status}" + (f": {attempt.headline}" if attempt.headline else "")
         for attempt in test.earlier
     )
-    text = f"{test.test_id} passed on attempt {test.final.number} (earlier: {earlier})"
+    text = f"{test.test_id} passed on {test.passed_as} (earlier: {earlier})"
     return text if len(text) <= 2 * LINE_CHARS else text[: 2 * LINE_CHARS - 1] + _budget.ELLIPSIS
 
 

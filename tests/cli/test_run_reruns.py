@@ -772,6 +772,11 @@ async def test_hedge_copies_a_known_flaky_test_and_stops_the_copies_once_it_pass
     assert sum(1 for line in finished if line.get("stoppedBy")) == 2
     assert "stopped 2 other run(s) of it, not counted" in result.stderr
     assert "copies: 2 runs" in result.stderr
+    # A copy is no attempt of its own: copy 1 and copy 2, never "attempt 2/3".
+    said = [line for line in result.stderr.splitlines() if "known-flaky" in line]
+    assert [line.split("  ")[-1] for line in said] == [
+        "copy 1 of a known-flaky test", "copy 2 of a known-flaky test",
+    ]  # fmt: skip
     xmlschema.XMLSchema(
         Path(__file__).parent.parent / "data" / "surefire-test-report.xsd"
     ).validate(str(junit))
