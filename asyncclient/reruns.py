@@ -351,9 +351,10 @@ class SuiteResult:
             elif outcome == "failed" and any(t.pre_existing for t in tests):
                 before = sum(1 for t in tests if t.pre_existing)
                 after = "" if attempts == [1] else f" after {shown} attempts"
+                they = "it fails" if before == 1 else "they fail"
                 parts.append(
-                    f"{len(tests)} failed{after} ({before} pre-existing: they fail on the "
-                    "baseline too)"
+                    f"{len(tests)} failed{after} ({before} pre-existing: {they} on the baseline "
+                    "too)"
                 )
             elif outcome == "failed" and attempts != [1]:
                 parts.append(f"{len(tests)} failed after {shown} attempts")
