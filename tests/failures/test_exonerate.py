@@ -216,3 +216,29 @@ async def test_a_baseline_start_answered_with_a_run_not_this_jobs_is_not_counted
     assert orders.state == "undecided"
     assert "not counted: the service answered run" in orders.why
     assert {t.test_id for t in judged.outcome.pre_existing_failures} == BEFORE - {"t_orders"}
+
+
+async def test_a_baseline_start_answered_with_the_jobs_own_run_is_refused() -> None:
+    """The service answers the baseline start with the very run that failed on the job's
+    build: it is the job's, not the baseline's, and says so; nothing is followed."""
+    from asyncclient.failures import DEFAULT_CATEGORIES
+    from asyncclient.models import RunStart
+    from asyncclient.reruns import Reruns
+    from asyncclient.suite._baseline import BaselineRuns
+
+    failed = _run("j_fail01", "failed", "The orders list never loads.")
+    reruns = Reruns(0)
+    reruns.record([failed])
+
+    class Answering:
+        async def run_test(self, *args: Any, **kwargs: Any) -> RunStart:
+            return RunStart(run_id="j_fail01", mode="cold")
+
+    baseline = BaselineRuns(Answering(), "ab_main", "key", reruns, DEFAULT_CATEGORIES)  # type: ignore[arg-type]
+    assert baseline.wants(failed)
+    assert await baseline.start(failed, None) == ()
+    assert not baseline.owns("j_fail01")
+    verdict = baseline.verdict("t_checkout")
+    assert verdict is not None
+    assert verdict.state == "undecided"
+    assert "the service answered a run of this job (j_fail01): not counted" in verdict.why
