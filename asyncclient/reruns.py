@@ -266,11 +266,6 @@ class SuiteResult:
     categories: Categories = DEFAULT_CATEGORIES
     pre_existing: str = "fail"
 
-    @property
-    def history(self) -> Mapping[str, TestFlakiness | None] | None:
-        """`flakiness`, by its old name (deprecated: the history is the earlier runs)."""
-        return self.flakiness
-
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).
 
@@ -348,16 +343,12 @@ class SuiteResult:
                 )
             elif outcome == "reused":
                 parts.append(f"{len(tests)} reused (passed before on an identical build)")
-            elif outcome == "failed" and any(t.pre_existing for t in tests):
-                before = sum(1 for t in tests if t.pre_existing)
+            elif outcome == "failed":
                 after = "" if attempts == [1] else f" after {shown} attempts"
+                before = sum(1 for t in tests if t.pre_existing)
                 they = "it fails" if before == 1 else "they fail"
-                parts.append(
-                    f"{len(tests)} failed{after} ({before} pre-existing: {they} on the baseline "
-                    "too)"
-                )
-            elif outcome == "failed" and attempts != [1]:
-                parts.append(f"{len(tests)} failed after {shown} attempts")
+                said = f" ({before} pre-existing: {they} on the baseline too)" if before else ""
+                parts.append(f"{len(tests)} failed{after}{said}")
             elif outcome == "not_final":
                 parts.append(f"{len(tests)} not final")
             else:
