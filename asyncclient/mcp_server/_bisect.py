@@ -49,6 +49,18 @@ class BisectResult(Bounded):
     steps: list[dict[str, Any]]
 
 
+def _seconds(description: str) -> WithJsonSchema:
+    """A wait in seconds, above 0 and at most MOST_SECONDS."""
+    return WithJsonSchema(
+        {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": MOST_SECONDS,
+            "description": description,
+        }
+    )
+
+
 class ExonerateResult(Bounded):
     state: str
     preExisting: bool
@@ -92,14 +104,9 @@ class BisectTools(ToolKit):
         ] = DEFAULT_MINUTES,
         timeout_seconds: Annotated[
             float,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": MOST_SECONDS,
-                    "description": "Give up waiting after this many seconds (default 900, at "
-                    "most 3600); call again with the same idempotency_key to go on",
-                }
+            _seconds(
+                "Give up waiting after this many seconds (default 900, at most 3600); call "
+                "again with the same idempotency_key to go on"
             ),
         ] = DEFAULT_SECONDS,
         idempotency_key: Annotated[
@@ -202,14 +209,9 @@ class BisectTools(ToolKit):
         ] = None,
         timeout_seconds: Annotated[
             float,
-            WithJsonSchema(
-                {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": MOST_SECONDS,
-                    "description": "Stop waiting (and the runs still going) after this many "
-                    "seconds (default 900, at most 3600)",
-                }
+            _seconds(
+                "Stop waiting (and the runs still going) after this many seconds "
+                "(default 900, at most 3600)"
             ),
         ] = DEFAULT_EXONERATE_SECONDS,
     ) -> Annotated[CallToolResult, ExonerateResult]:
