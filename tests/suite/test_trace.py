@@ -404,3 +404,24 @@ async def test_each_run_span_has_its_queue_seconds_from_the_runs_own_times(
     (run,) = _named(otel.finished(), "asyncclient.run")
     assert run.attributes is not None
     assert run.attributes.get("asyncclient.run.queue.seconds") == queued
+
+
+async def test_a_pre_existing_failure_is_on_its_tests_span(otel: Telemetry) -> None:
+    """--baseline in the trace: the test span of a failure main's build has too says so."""
+    from asyncclient.testing import baseline_seed
+
+    policy = SuitePolicy(baseline="ab_shop_main", interval=0.02)
+    async with (
+        FakeService(baseline_seed(), speed=6000.0) as svc,
+        AsyncSession(base_url=svc.url, api_key="shop-run-key") as session,
+    ):
+        await session.run_suite("p_shop", build_ids=["ab_shop_change"], policy=policy).result()
+    tests = {
+        span.attributes["test.case.name"]: span.attributes
+        for span in _named(otel.finished(), "asyncclient.test")
+        if span.attributes
+    }
+    marked = {name for name, said in tests.items() if said.get("asyncclient.test.pre_existing")}
+    assert marked == {"t_checkout", "t_profile", "t_orders"}
+    assert tests["t_coupon"]["asyncclient.test.pre_existing"] is False
+    assert "passes on the baseline" in str(tests["t_coupon"]["asyncclient.test.baseline"])
