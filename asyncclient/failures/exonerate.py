@@ -234,6 +234,8 @@ async def exonerate(
         raise ValidationError(f"run {run_id} did not fail ({failure.status}): nothing to exonerate")
     if not failure.test_id or not checks.is_id("test", failure.test_id):
         raise ValidationError(f"run {run_id} does not name its test: nothing to run on {baseline}")
+    if failure.platform == "web" or failure.used_build_id is None:
+        raise ValidationError(f"run {run_id} ran on no build (a web test): nothing to compare with")
     needed = repeats_for(failure_rate)
     count = needed if runs is None else checks.check_count("runs", runs)
     count = min(count, MOST_BASELINE_RUNS)
@@ -254,7 +256,7 @@ async def exonerate(
     with contextlib.suppress(WatchTimeoutError):  # judged on what ended in time
         async with session.watch_runs(ids, timeout=wait_seconds, stop_on_timeout=True) as watcher:
             async for run in watcher:
-                if run.used_build_id not in (None, baseline):
+                if _not_started_here(run, failure, baseline):
                     watcher.forget(run.id)  # not counted, left alone
                     continue
                 seen[run.id] = run
@@ -269,3 +271,12 @@ async def exonerate(
         needed=needed,
         categories=categories,
     )
+
+
+def _not_started_here(run: Run, failure: Run, baseline: str) -> bool:
+    """A run the service answered for a start on `baseline` that is no evidence: another
+    build's, the failed run itself, or one created before it (an old run)."""
+    if run.used_build_id not in (None, baseline) or run.id == failure.id:
+        return True
+    created, since = run.created_at, failure.created_at
+    return created is not None and since is not None and created < since

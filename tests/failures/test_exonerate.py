@@ -242,3 +242,33 @@ async def test_a_baseline_start_answered_with_the_jobs_own_run_is_refused() -> N
     assert verdict is not None
     assert verdict.state == "undecided"
     assert "the service answered a run of this job (j_fail01): not counted" in verdict.why
+
+
+def test_exonerate_counts_no_run_it_did_not_start_on_the_baseline() -> None:
+    """A view that names no build (a service may leave it out) is not taken on trust: the
+    failed run itself, or a run created before it, is no evidence; a new one is."""
+    from datetime import UTC, datetime, timedelta
+
+    from asyncclient.failures.exonerate import _not_started_here
+
+    at = datetime(2026, 12, 7, 5, 0, tzinfo=UTC)
+    failure = Run(id="j_fail01", test_id="t_x", status="failed", final=True, created_at=at)
+    itself = Run(id="j_fail01", test_id="t_x", status="failed", final=True, created_at=at)
+    old = Run(id="j_old001", test_id="t_x", status="failed", created_at=at - timedelta(hours=1))
+    new = Run(id="j_new001", test_id="t_x", status="failed", created_at=at + timedelta(minutes=1))
+    other = Run(id="j_new002", test_id="t_x", status="failed", build={"id": "ab_other"})
+    assert _not_started_here(itself, failure, "ab_main")
+    assert _not_started_here(old, failure, "ab_main")
+    assert _not_started_here(other, failure, "ab_main")
+    assert not _not_started_here(new, failure, "ab_main")
+
+
+async def test_exonerate_refuses_a_run_with_no_build() -> None:
+    from asyncclient.errors import ValidationError
+
+    class Web:
+        async def get_run(self, run_id: str) -> Run:
+            return Run(id=run_id, test_id="t_web", status="failed", final=True, platform="web")
+
+    with pytest.raises(ValidationError, match="ran on no build"):
+        await exonerate(Web(), "j_web0001", "ab_shop_main")
