@@ -34,6 +34,8 @@ SLICE: Final = 256 << 10
 KEEP_ALIVE: Final = 15.0
 # Answers are read in steps of this size.
 _STEP: Final = 64 << 10
+# Progress reaches the loop at most this often (a fifth of the upload tuner's tick).
+_EVERY: Final = 0.01
 _INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 _preadv: Final = getattr(os, "preadv", None)
 _poll: Final = getattr(select, "poll", None)
@@ -108,15 +110,17 @@ class _Job:
 
 
 class _Progress:
-    """Bytes sent, handed to the part's progress on the loop, at most one wake-up pending."""
+    """Bytes sent, handed to the part's progress on the loop at most once every _EVERY
+    seconds: one wake-up of the loop per hand-over, not one per slice."""
 
-    __slots__ = ("_lock", "_loop", "_part", "_pending", "_scheduled")
+    __slots__ = ("_last", "_lock", "_loop", "_part", "_pending", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, part: PartBody) -> None:
         self._loop = loop
         self._part = part
         self._pending = 0
         self._scheduled = False
+        self._last = -_EVERY
         self._lock = threading.Lock()
 
     def add(self, count: int) -> None:
@@ -126,11 +130,20 @@ class _Progress:
                 return
             self._scheduled = True
         with contextlib.suppress(RuntimeError):  # the loop has closed
-            self._loop.call_soon_threadsafe(self.flush)
+            self._loop.call_soon_threadsafe(self._arm)
+
+    def _arm(self) -> None:
+        """On the loop: hand over now, or when _EVERY has passed since the last hand-over."""
+        due = self._last + _EVERY
+        if due <= self._loop.time():
+            self.flush()
+        else:
+            self._loop.call_at(due, self.flush)
 
     def flush(self) -> None:
         with self._lock:
             count, self._pending, self._scheduled = self._pending, 0, False
+        self._last = self._loop.time()
         if count:
             self._part._advance(count)
 

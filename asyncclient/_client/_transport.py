@@ -29,7 +29,7 @@ from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
 from asyncclient._core._responses import error_from_response
 from asyncclient._core._retry import Retry, RetryPolicy, classify
-from asyncclient._local._bodies import AttemptBody, Body, attempt_body, retrying_body
+from asyncclient._local._bodies import Body, attempt_body, retrying_body
 from asyncclient._values import _bounds as bounds
 from asyncclient.errors import (
     ApiError,
@@ -77,9 +77,6 @@ def _parsed(raw: bytes, operation: str) -> Any:
 
 
 _dumps: Final = orjson.dumps
-
-# The idle timer's stand-in for requests without a body.
-_NO_DEADLINE: Final = contextlib.nullcontext()
 
 
 WAITING_FOR_CONNECTION: Final = "waiting for a connection"
@@ -406,7 +403,9 @@ class Transport:
             call.last.phase = "waiting for the answer"
             if call.tracer or call.meters or requests_log.isEnabledFor(_DEBUG):
                 return await self._send_observed(call, http)
-            return await self._send_single_request(call, http, call.headers)
+            if call.transfer or call.prepare is not None:
+                return await self._send_single_request(call, http, call.headers)
+            return await self._exchange(call, http, call.data, call.headers, self._request_options)
         finally:
             slots.give()
 
@@ -495,38 +494,50 @@ class Transport:
     async def _send_single_request(
         self, call: Call, http: aiohttp.ClientSession, headers: Mapping[str, str]
     ) -> Any:
-        """The request of one attempt with `headers`, its answer read and mapped."""
+        """The request of one attempt with `headers`, its answer read and mapped: a part or a
+        download (timed by idle time, its body opened per attempt) around _exchange."""
         if call.prepare is not None:
             headers = await call.prepare(headers)
         data: Any = call.data
-        parts = self._part_sender() if call.transfer else None
+        if not call.transfer:
+            return await self._exchange(call, http, data, headers, self._request_options)
+        parts = self._part_sender()
         if parts is not None and parts.takes(data):
             try:
                 return await self._send_part(parts, call, data, headers)
             except Unconnected:
                 pass  # aiohttp connects, or says why it cannot
-        sending: AttemptBody | None = None
-        deadline: contextlib.AbstractAsyncContextManager[Any] = _NO_DEADLINE
-        if call.transfer:
-            sending = await attempt_body(data, headers, self._timeout_s)
-            data, headers = sending.data, sending.headers
-            if sending.timer is not None:
-                deadline = sending.timer
-            options = self._transfer_options
-        else:
-            options = self._request_options
+        sending = await attempt_body(data, headers, self._timeout_s)
         try:
-            async with (
-                deadline,
-                http.request(
-                    call.method,
-                    call.url,
-                    params=call.params,
-                    data=data,
-                    headers=headers,
-                    **options,
-                ) as resp,
-            ):
+            if sending.timer is None:
+                return await self._exchange(
+                    call, http, sending.data, sending.headers, self._transfer_options
+                )
+            try:
+                async with sending.timer:
+                    return await self._exchange(
+                        call, http, sending.data, sending.headers, self._transfer_options
+                    )
+            except TimeoutError as exc:  # the body stopped moving
+                call.last.failure = exc
+                return await self._transport_failure(exc, call)
+        finally:
+            await sending.close()
+
+    async def _exchange(
+        self,
+        call: Call,
+        http: aiohttp.ClientSession,
+        data: Any,
+        headers: Mapping[str, str],
+        options: Mapping[str, Any],
+    ) -> Any:
+        """One request on aiohttp and its answer: the body (or what call.consume made of it)
+        within max_response_bytes, a Retry, or the public error raised."""
+        try:
+            async with http.request(
+                call.method, call.url, params=call.params, data=data, headers=headers, **options
+            ) as resp:
                 status = call.last.status = resp.status
                 call.last.headers = resp.headers
                 consume = call.consume
@@ -545,9 +556,6 @@ class Transport:
         except (aiohttp.ClientError, TimeoutError) as exc:
             call.last.failure = exc
             return await self._transport_failure(exc, call)
-        finally:
-            if sending is not None:
-                await sending.close()
         return self._refused(call, status, resp_headers, body, url)
 
     def _part_sender(self) -> PartSender | None:

@@ -701,3 +701,32 @@ async def test_cancelling_a_part_whose_handshake_stalls_ends_its_thread_at_once(
         # The thread let go of its connection: the front saw it closed (600 s to go otherwise).
         closed = await asyncio.to_thread(front.closed_by_client.wait, 60)
     assert closed
+
+
+async def test_progress_wakes_the_loop_at_most_once_a_tick() -> None:
+    """Slices sent by a part's thread reach the loop in one hand-over per _EVERY seconds,
+    not one wake-up per slice: the loop's clock is held, so no timing decides it."""
+    loop = asyncio.get_running_loop()
+    now = [1000.0]
+    loop.time = lambda: now[0]  # type: ignore[method-assign]
+    try:
+        advanced: list[int] = []
+        part: Any = type("Part", (), {"_advance": staticmethod(advanced.append)})()
+        progress = _tls_parts._Progress(loop, part)
+
+        async def turns() -> None:
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+        progress.add(1)
+        await turns()
+        assert advanced == [1]
+        for _ in range(100):
+            progress.add(1)
+            await turns()
+        assert advanced == [1], "a hand-over within the tick"
+        now[0] += _tls_parts._EVERY
+        await turns()
+        assert advanced == [1, 100]
+    finally:
+        del loop.time
