@@ -17,6 +17,7 @@ from typing import Final
 
 import attrs
 
+from asyncclient._values import _bounds as bounds
 from asyncclient.errors import AsyncClientError
 from asyncclient.flakiness import RunLister
 from asyncclient.models import Run
@@ -58,6 +59,9 @@ class Expected:
         run_p50: Seconds it runs, the median.
         run_p90: Seconds it runs, the 90th percentile.
         samples: The finished runs it was made of (0: the defaults).
+        pace: Wall seconds a second of run time takes: 1 where the service's clock is the
+            wall's; below 1 on an emulator faster than real time, whose durations are the
+            device's seconds and whose timestamps the wall's. The time left is on the wall.
     """
 
     queue_p50: float = DEFAULT_QUEUE_SECONDS
@@ -65,6 +69,11 @@ class Expected:
     run_p50: float = DEFAULT_RUN_SECONDS
     run_p90: float = DEFAULT_RUN_SECONDS
     samples: int = 0
+    pace: float = 1.0
+
+
+# Paces believed: a thousandth to ten.
+_PACE: Final = (0.001, 10.0)
 
 
 @attrs.frozen
@@ -114,14 +123,20 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-def _timings(run: Run) -> tuple[float, float] | None:
-    """(queue, duration) seconds of a finished run, when its fields say."""
+def _timings(run: Run) -> tuple[float, float, float | None] | None:
+    """(queue, duration, pace) of a finished run, when its fields say: the queue on the wall
+    (its timestamps), the duration in the device's seconds, and the wall seconds each of
+    those took (its timestamps' span over its duration; None when they do not say)."""
     if not run.is_final or run.status_kind == "cancelled":
         return None
     duration = run.duration_seconds  # bounded: None when unknown
     if duration is None:
         return None
-    return run.queue_seconds or 0.0, duration
+    pace = None
+    if run.started_at is not None and run.finished_at is not None and duration > 0:
+        span = bounds.seconds((run.finished_at - run.started_at).total_seconds())
+        pace = None if span is None else span / duration
+    return run.queue_seconds or 0.0, duration, pace
 
 
 def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:
@@ -132,13 +147,16 @@ def expected_of(runs: Iterable[Run], mode: str | None = None) -> Expected:
     chosen = same if len(same) >= _MIN_SAME_MODE else [t for _, t in timed]
     if not chosen:
         return Expected()
-    queues, durations = [q for q, _ in chosen], [d for _, d in chosen]
+    queues, durations = [q for q, _, _ in chosen], [d for _, d, _ in chosen]
+    paces = [p for _, _, p in chosen if p is not None]
+    pace = min(max(_quantile(paces, 0.5), _PACE[0]), _PACE[1]) if paces else 1.0
     return Expected(
         _quantile(queues, 0.5),
         _quantile(queues, 0.9),
         _quantile(durations, 0.5),
         _quantile(durations, 0.9),
         len(chosen),
+        1.0 if abs(pace - 1.0) < 0.1 else pace,  # rounding is no pace
     )
 
 
@@ -240,16 +258,17 @@ def remaining(run: Run, expected: Expected, now: datetime | None = None) -> tupl
     if run.is_final:
         return 0.0, 0.0
     at = now or datetime.now(UTC)
-    floor = expected.run_p50 / 10
+    run_p50, run_p90 = expected.run_p50 * expected.pace, expected.run_p90 * expected.pace
+    floor = run_p50 / 10
     if run.started_at is None:
         waited = max(0.0, (at - run.created_at).total_seconds()) if run.created_at else 0.0
         return (
-            max(expected.queue_p50 - waited, 0.0) + expected.run_p50,
-            max(expected.queue_p90 - waited, 0.0) + expected.run_p90,
+            max(expected.queue_p50 - waited, 0.0) + run_p50,
+            max(expected.queue_p90 - waited, 0.0) + run_p90,
         )
     ran = max(0.0, (at - run.started_at).total_seconds())
-    p90 = max(expected.run_p90 - ran, floor)
-    return min(max(expected.run_p50 - ran, floor), p90), p90
+    p90 = max(run_p90 - ran, floor)
+    return min(max(run_p50 - ran, floor), p90), p90
 
 
 def job_eta(

@@ -9,7 +9,13 @@ __all__ = ["Clock", "ManualClock", "ScaledClock", "make_clock", "to_iso"]
 
 
 class Clock:
-    """Service time in seconds since the Unix epoch; `advance` moves it forward."""
+    """Service time in seconds since the Unix epoch; `advance` moves it forward.
+
+    `rate` is service seconds per wall second (1 but for a ScaledClock); `wall` maps a
+    service time to the time it is on the wall, which is what the wire shows.
+    """
+
+    rate = 1.0
 
     def __init__(self) -> None:
         # Whole milliseconds, so timestamps read back from the wire compare equal.
@@ -34,6 +40,26 @@ class Clock:
             raise ValueError("the clock only moves forward")
         self._offset += seconds
 
+    def wall(self, ts: float) -> float:
+        """The wall-clock time of service time `ts` (the same time but for a ScaledClock)."""
+        return ts
+
+    def span(self, start: float, *ends: float | None) -> tuple[float | None, ...]:
+        """A run's times as the wire shows them: `start` on the wall, each later time after
+        the one before it by its service seconds over `rate` (so a seeded run of earlier
+        days took, on the wall, what it would take now; None stays None)."""
+        shown: list[float | None] = [self.wall(start)]
+        last, at = start, shown[0]
+        for end in ends:
+            if end is None:
+                shown.append(None)
+                continue
+            assert at is not None
+            at = at + (end - last) / self.rate
+            last = end
+            shown.append(at)
+        return tuple(shown)
+
 
 class ManualClock(Clock):
     """Time stands still until `advance` is called."""
@@ -50,11 +76,15 @@ class ScaledClock(Clock):
         if not speed > 0:
             raise ValueError(f"speed must be positive, got {speed!r}")
         super().__init__()
-        self.speed = speed
+        self.speed = self.rate = speed
         self._start = time.monotonic()
 
     def now(self) -> float:
         return self._base + self._offset + (time.monotonic() - self._start) * self.speed
+
+    def wall(self, ts: float) -> float:
+        # From the start on, `speed` times the wall.
+        return ts if ts <= self._base else self._base + (ts - self._base) / self.speed
 
 
 def make_clock(kind: str, speed: float) -> Clock:

@@ -16,6 +16,7 @@ import attrs
 from asyncclient.apps import Problem
 from asyncclient.testing import _files
 from asyncclient.testing._build_files import PartWriter
+from asyncclient.testing._clock import Clock
 from asyncclient.testing._seed import SeedRequirement, SeedTest
 
 __all__ = [
@@ -145,6 +146,7 @@ class Run:
     __slots__ = (
         "broken",
         "build",
+        "clock",
         "created_at",
         "earliest",
         "end_at",
@@ -178,8 +180,10 @@ class Run:
         overage: bool,
         flaky_failure: bool = False,
         broken: bool = False,
+        clock: Clock | None = None,
     ) -> None:
         self.id = id
+        self.clock = clock  # its times on the wall
         self.seq = seq
         self.test = test
         self.project_id = test.seed.project

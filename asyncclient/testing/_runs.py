@@ -158,6 +158,7 @@ class RunStore:
                 queued=1.0 if entry.queued_seconds is None else entry.queued_seconds,
                 duration=entry.duration_seconds or seeded.duration_seconds,
                 overage=False,
+                clock=self._state.clock,
             )
             if entry.status == "cancelled":
                 run.stopped_at = run.start_at
@@ -297,6 +298,7 @@ class RunStore:
             overage=overage,
             flaky_failure=flaky,
             broken=self._broken(project, seeded, build),
+            clock=self._state.clock,
         )
         project.counted_runs += 1
         test.runs_since_suite += 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from asyncclient.testing._builds import BuildRejected
-from asyncclient.testing._clock import to_iso
+from asyncclient.testing._clock import Clock, to_iso
 from asyncclient.testing._errors import ServiceError, Skip
 from asyncclient.testing._records import FINAL_STATUSES
 
@@ -160,12 +160,15 @@ class Dialect:
 
     # --- builds -------------------------------------------------------------------------------
 
-    def build_view(self, build: Build, *, single: bool) -> dict[str, Any]:
+    def build_view(
+        self, build: Build, *, single: bool, clock: Clock | None = None
+    ) -> dict[str, Any]:
         """A build as the list view (single=False) or the single view writes it.
 
         Args:
             build: The build (its state in the emulator).
             single: True for the single view (Get a build), False for List builds.
+            clock: The emulator's clock: its times shown on the wall's (None: as they are).
 
         Returns:
             What the dialect writes on the wire for it.
@@ -190,8 +193,8 @@ class Dialect:
             view["sha256"] = build.sha256
         view.update(
             label=build.label,
-            createdAt=self.timestamp(build.created_at),
-            readyAt=self.timestamp(build.ready_at),
+            createdAt=self.timestamp(_wall(clock, build.created_at)),
+            readyAt=self.timestamp(_wall(clock, build.ready_at)),
         )
         return view
 
@@ -215,6 +218,8 @@ class Dialect:
         if run.said[0] is not None:
             return run.said[0]
         if run.flaky_failure:
+            if seeded.flaky_status == "failed":  # its check says why
+                return seeded.flaky_reason
             return f"The run failed before its first check: {seeded.flaky_reason}"
         if seeded.headline and run.outcome in (None, seeded.outcome):
             return seeded.headline
@@ -227,7 +232,8 @@ class Dialect:
         }[status]
 
     def timing(self, run: Run, now: float) -> dict[str, Any]:
-        """createdAt, startedAt, finishedAt and durationMs of a run at service time `now`.
+        """createdAt, startedAt, finishedAt and durationMs of a run at service time `now`: the
+        times on the wall's clock (`Clock.span` of the run's clock), durationMs the device's.
 
         Args:
             run: The run (its state in the emulator).
@@ -241,8 +247,11 @@ class Dialect:
         duration = (
             None if started is None or finished is None else round((finished - started) * 1000)
         )
+        created: float | None = run.created_at
+        if run.clock is not None:
+            created, started, finished = run.clock.span(run.created_at, started, finished)
         return {
-            "createdAt": self.timestamp(run.created_at),
+            "createdAt": self.timestamp(created),
             "startedAt": self.timestamp(started),
             "finishedAt": self.timestamp(finished),
             "durationMs": duration,
@@ -452,12 +461,15 @@ class Dialect:
 
     # --- endpoints ----------------------------------------------------------------------------
 
-    def endpoint_view(self, endpoint: Endpoint, now: float) -> dict[str, Any]:
+    def endpoint_view(
+        self, endpoint: Endpoint, now: float, clock: Clock | None = None
+    ) -> dict[str, Any]:
         """A tester endpoint as List endpoints writes it (never its headers).
 
         Args:
             endpoint: The tester endpoint.
             now: Service time, in seconds.
+            clock: The emulator's clock: its times shown on the wall's (None: as they are).
 
         Returns:
             What the dialect writes on the wire for it.
@@ -469,8 +481,8 @@ class Dialect:
             "description": endpoint.description,
             "method": endpoint.method,
             "url": endpoint.url,
-            "created_at": self.timestamp(endpoint.created_at),
-            "last_used_at": self.timestamp(endpoint.last_used_at(now)),
+            "created_at": self.timestamp(_wall(clock, endpoint.created_at)),
+            "last_used_at": self.timestamp(_wall(clock, endpoint.last_used_at(now))),
         }
 
     # --- errors -------------------------------------------------------------------------------
@@ -544,3 +556,7 @@ class Dialect:
             kind = "text/html" if body.lstrip().startswith("<") else "text/plain"
             return WireAnswer(status, kind, body.encode(), headers)
         return WireAnswer(status, _JSON, dumps(body).encode(), headers)
+
+
+def _wall(clock: Clock | None, ts: float | None) -> float | None:
+    return ts if ts is None or clock is None else clock.wall(ts)
