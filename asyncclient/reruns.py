@@ -41,13 +41,7 @@ if TYPE_CHECKING:
     from asyncclient.models import Run
     from asyncclient.spend.reuse import Reuse
 
-__all__ = [
-    "MAX_RETRY_FAILED",
-    "Attempts",
-    "Reruns",
-    "SuiteResult",
-    "needs_rerun",
-]
+__all__ = ["MAX_RETRY_FAILED", "Attempts", "Reruns", "SuiteResult", "needs_rerun"]
 
 MAX_RETRY_FAILED = 10
 """The most re-runs a test may get (--retry-failed)."""
@@ -786,10 +780,12 @@ class Reruns:
         return next((n for n, run in enumerate(attempts, 1) if run.id == run_id), 1)
 
     def rerun_options(self, run: Run) -> dict[str, str | None]:
-        """mode and build_id of a re-run of `run`'s test: those of the test's first run."""
+        """mode and build_id of a re-run of `run`'s test: those of the test's first run (the
+        job's build when its view named none, unless it is a web test)."""
         first = self._entries[self._entry_of[run.id]][0]
         mode = self._mode or (first.mode if first.mode in _MODES else None)
-        return {"mode": mode, "build_id": first.used_build_id or self._build_id}
+        build = first.used_build_id or (None if first.platform == "web" else self._build_id)
+        return {"mode": mode, "build_id": build}
 
     async def start(self, session: AsyncSession, due: Sequence[Run]) -> list[tuple[str, str, int]]:
         """Start a re-run of each test of `due` together (a few requests at once); returns

@@ -71,7 +71,7 @@ async def test_only_what_did_not_pass_is_rerun_with_the_first_runs_build_and_mod
     flaky = next(t for t in result.tests if t.flaky)
     assert [r.status_kind for r in flaky.runs] == ["failed", "passed"]
     assert flaky.failed_attempts == flaky.runs[:1]
-    assert "lost its connection" in flaky.runs[0].headline_text
+    assert flaky.runs[0].headline_text == "The next screen did not appear within the step's 10 s."
     assert len(result.runs) == 6
 
 
@@ -264,3 +264,27 @@ def test_a_test_that_passed_on_a_copy_reads_so() -> None:
     assert test.passed_as == "copy 2"
     rerun = Attempts("t_x", (first, copy), kinds=("run", "rerun"))
     assert rerun.passed_as == "attempt 2"
+
+
+async def test_a_web_tests_rerun_in_a_job_given_a_build_goes_without_it(rerun_seed: Seed) -> None:
+    """The job's --build is for app tests: a failed web test's re-run is started without it
+    (the service refuses a build for a web test: before, the re-run never started)."""
+    async with (
+        FakeService(
+            rerun_seed(flaky=False, broken=False, extra=1, failing=1), clock="manual"
+        ) as svc,
+        AsyncSession("ci-run", svc.url, backoff_base=0.0) as client,
+    ):
+        start = await client.run_project("p_ci", build_id=BUILD)
+        result = await wait_with_retries(
+            client,
+            [s.run_id for s in start.started],
+            retry_failed=1,
+            build_id=BUILD,
+            **ManualTime(svc).options(),
+        )
+        web = runs_of(svc, "t_0000")
+        refused = [r for r in svc.requests_for("run_test") if r.status >= 400]
+    assert {t.test_id: t.attempts for t in result.tests} == {"t_pass": 1, "t_0000": 2}
+    assert [run.build for run in web] == [None, None]
+    assert refused == []
