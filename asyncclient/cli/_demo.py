@@ -1,23 +1,25 @@
-"""`asyncclient demo`: the whole job, end to end, against the embedded emulator.
-
-Starts the emulator on a free loopback port, builds a sample .apk, uploads it, runs project
-p_demo, follows the runs live, prints the verdicts, reads which tests flake across jobs from the
-project's history, downloads a screenshot, writes the HTML report, and says what next.
+"""`asyncclient demo`: the commands a user types, each printed first, run in this process
+against the embedded emulator (upload, a hedged job with a baseline and every report beside
+the same suite in rounds, `failures`, `flaky`); one closing line a step says what it showed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
+import shlex
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 from asyncclient.cli._common import EXIT_OK, CommandError, add_command
-from asyncclient.cli._options import read
+from asyncclient.cli._options import Globals, read
 from asyncclient.cli._output import Output
 
 _EXAMPLES = """\
@@ -44,10 +46,11 @@ Or keep playing locally: `asyncclient serve`, then point the commands above at i
 class DemoOptions:
     """`demo`'s options; the parser's defaults are these."""
 
-    speed: float = 30.0
+    speed: float = 60.0
     dialect: str = "asyncclient"
     tls: bool = False
     output: str | None = None
+    keep_serving: bool = False
 
 
 _DEFAULT: Final = DemoOptions()
@@ -60,9 +63,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents,
         handler="asyncclient.cli._demo:demo",
         help="a tour of the main job against the embedded emulator",
-        description="Upload a sample build, run project p_demo, follow the runs live, print the "
-        "verdicts and download a screenshot, all against an emulator started in-process on "
-        "127.0.0.1. Needs no account and no network.",
+        description="Upload a sample build, run project p_demo with hedged copies of its "
+        "flaky test, main's build as the baseline and every report (HTML, JUnit, CTRF, "
+        "Allure), beside the same suite re-run in rounds, then group the failures by cause and "
+        "find the flaky tests: the commands you would type, each printed first, against an "
+        "emulator started in-process on 127.0.0.1. Needs no account and no network.",
         examples=_EXAMPLES,
         uses_service=False,
     )
@@ -70,7 +75,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--speed",
         type=float,
         default=_DEFAULT.speed,
-        help="emulator seconds per wall second (default %(default)g: the tour takes about 5 s)",
+        help="emulator seconds per wall second (default %(default)g: the tour takes about 6 s)",
     )
     p.add_argument(
         "--dialect",
@@ -86,19 +91,25 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "and the client trusts that CA (as --ca-file would)",
     )
     p.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="keep the emulator up after the tour, so the report's run links open (Ctrl-C "
+        "stops it)",
+    )
+    p.add_argument(
         "--output",
         metavar="DIR",
-        help="keep the sample build and the screenshot in DIR (default: a new temporary "
-        "folder that keeps only the screenshot: the ~25 MB build is removed once uploaded)",
+        help="write the sample build, the reports and the evidence to DIR (default: a new "
+        "temporary folder, which keeps the reports: the ~25 MB build is removed once uploaded)",
     )
 
 
 async def demo(args: argparse.Namespace, out: Output) -> int:
     opts = read(DemoOptions, args)
-    if opts.speed <= 0:
-        raise CommandError(f"--speed {opts.speed} must be above 0 (1 is real time)")
-    from asyncclient import AsyncSession
+    if not 0 < opts.speed <= 10_000:
+        raise CommandError(f"--speed {opts.speed} must be above 0, at most 10000 (1: real time)")
     from asyncclient.testing import FakeService, ServiceSettings, get_dialect
+    from asyncclient.testing._demo_seed import tour_seed
 
     try:
         dialect = get_dialect(opts.dialect)
@@ -113,58 +124,120 @@ async def demo(args: argparse.Namespace, out: Output) -> int:
     )
     folder.mkdir(parents=True, exist_ok=True)
     apk = folder / "shop.apk"
-    screenshot: Path | None = None
-    report: Path | None = None
+    done = False
     # Small parts: several in flight at once.
     settings = ServiceSettings(part_bytes=4 << 20)
     try:
         async with FakeService(
-            speed=opts.speed, settings=settings, dialect=dialect, tls=opts.tls
+            tour_seed(), speed=opts.speed, settings=settings, dialect=dialect, tls=opts.tls
         ) as service:
             out.info(
-                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{opts.speed:g}, "
+                f"Emulator of the Test-Run Service on {service.url} (demo seed, x{opts.speed:g}: "
+                f"a run's device minute passes in {60 / opts.speed:.1g} s on your clock; "
                 f"dialect {dialect.name})."
             )
             if service.ca_file is not None:
                 out.info(f"TLS: its certificate comes from a throwaway CA, {service.ca_file}")
-            async with AsyncSession(
-                api_key=service.run_key,
-                base_url=service.url,
-                ca_file=service.ca_file,
-                # The emulator is local: no proxy.
-                proxy="direct",
-            ) as session:
-                build_id = await _upload(session, service.project_id, apk, out)
-                if not keep_all:
-                    apk.unlink()  # uploaded: the ~25 MB sample has served its purpose
-                tests = await _run_project(session, service.project_id, build_id, out)
-                result = await _follow(session, tests, out)
-                await _flakiness(session, service.project_id, out)
-                shot = await _download_screenshot(session, result, folder, out)
-                screenshot = shot[1]
-                report = _write_report(result, folder, shot, out)
+            tour = _Tour(service, folder, out)
+            await tour.run(apk)
+            if not keep_all:
+                apk.unlink(missing_ok=True)  # uploaded: the sample is done
+            tour.recap(opts.keep_serving)
+            done = True
+            if not out.quiet:
+                report = (folder / "report.html").absolute().as_uri()
+                out.info(f"\nOpen the report in a browser: {report}")
+            out.info("")
+            out.info(_NEXT_STEPS)
+            if opts.keep_serving:
+                await _serve_until_stopped(service, out)
     finally:
         if not keep_all:
-            # Without --output only the screenshot stays.
             apk.unlink(missing_ok=True)
-            # With --quiet nobody is told: keep nothing.
-            if screenshot is None or out.quiet:
+            if not done or out.quiet:  # reports nobody was told of
                 shutil.rmtree(folder, ignore_errors=True)
-    if screenshot is not None and not keep_all:
-        out.info(f"   kept: {screenshot} (the sample build was removed once uploaded)")
-    if report is not None and not out.quiet:
-        out.info(f"   open it in a browser: {report.absolute().as_uri()}")
-    out.info("")
-    out.info(_NEXT_STEPS)
     return EXIT_OK
 
 
-async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
-    from asyncclient.cli._upload_progress import display_for
-    from asyncclient.testing.builders import build_apk
+async def _serve_until_stopped(service: Any, out: Output) -> None:
+    out.info(
+        f"\nThe emulator stays up on {service.url} so the report's links open: Ctrl-C stops it."
+    )
+    # Ctrl-C cancels it: exit 130, as any command.
+    await asyncio.Event().wait()
 
-    def make_apk() -> int:  # 24 MiB, in a thread: the emulator serves here
-        path = build_apk(
+
+@attrs.define
+class _Step:
+    """One step of the tour: what it showed, and the command that does it on your project."""
+
+    showed: str
+    command: str
+
+
+class _Tour:
+    """The tour's steps, each the command a user would type, run in this process against the
+    emulator, with the command line printed before it."""
+
+    def __init__(self, service: Any, folder: Path, out: Output) -> None:
+        self._service = service
+        self._folder = folder
+        self._out = out
+        self._steps: list[_Step] = []
+        # The emulator is local: no proxy, whatever the environment says.
+        self._connection = [
+            "--base-url", service.url, "--api-key", service.run_key, "--proxy", "direct",
+        ]  # fmt: skip
+        if service.ca_file is not None:
+            self._connection += ["--ca-file", str(service.ca_file)]
+
+    async def run(self, apk: Path) -> None:
+        project = self._service.project_id
+        build = await self._upload(project, apk)
+        await self._jobs(project, build)
+        await self._command(
+            ["failures", project],
+            "\n4. The failures of the last 14 days grouped by cause: an outage is one cause",
+            _Step(
+                "an outage is one cause; app failures apart",
+                "asyncclient failures PROJECT",
+            ),
+        )
+        await self._command(
+            ["flaky", project],
+            "\n5. Which tests flake across jobs",
+            _Step(
+                "flaky, broken and stable tests from the history",
+                "asyncclient flaky PROJECT --write-quarantine quarantine.toml",
+            ),
+        )
+
+    async def _command(
+        self, argv: list[str], title: str, step: _Step | None, out: Output | None = None
+    ) -> tuple[int, float]:
+        """Run `asyncclient ARGV` here (the connection given as flags, not shown); returns its
+        exit code and its wall-clock seconds."""
+        from asyncclient.cli import build_parser
+        from asyncclient.cli._common import resolve_handler
+
+        # --quiet: warnings too, the tour's own.
+        shown = out or (_silent() if self._out.quiet else self._out)
+        if title:
+            self._out.info(title)
+            self._out.info(f"$ asyncclient {' '.join(map(_quoted, argv))}")
+        args = build_parser().parse_args([*argv, *self._connection])
+        args.argv = argv
+        began = time.monotonic()
+        code = await resolve_handler(read(Globals, args).handler)(args, shown)
+        if step is not None:
+            self._steps.append(step)
+        return code, time.monotonic() - began
+
+    async def _upload(self, project: str, apk: Path) -> str:
+        from asyncclient.testing.builders import build_apk
+
+        made = await asyncio.to_thread(
+            build_apk,
             apk,
             package="com.example.shop",
             version_name="2.4.0",
@@ -172,124 +245,126 @@ async def _upload(session: Any, project_id: str, apk: Path, out: Output) -> str:
             label="Shop",
             filler_bytes=24 << 20,
         )
-        return path.stat().st_size
-
-    size = await asyncio.to_thread(make_apk)
-    out.info(f"\n1. Upload a build: {apk} ({size >> 20} MiB, 4 parts in flight)")
-    with display_for(out, [apk]) as display:
-        uploads = await session.upload_builds(
-            [apk], project_id=project_id, progress=_per_file(display)
+        label = f"ref=feature/voucher commit={_COMMIT}"
+        argv = ["upload", project, str(apk), "--label", label, "--json"]
+        printed = io.StringIO()  # read, not shown
+        quiet = Output(
+            json_mode=True,
+            quiet=self._out.quiet,
+            stdout=printed,
+            stderr=io.StringIO() if self._out.quiet else None,
         )
-        result = uploads[0]
-        display.finished(result)
-    if result.error is not None:
-        raise result.error
-    build = result.build
-    assert build is not None  # a result without an error carries its build
-    out.info(
-        f"   {build.id}: {build.app_id} {build.version} ({build.platform}), {build.status}, "
-        f"sha256 {'verified' if result.verified else 'not reported'}"
-    )
-    return str(build.id)
-
-
-def _per_file(display: Any) -> Any:
-    progress = display.progress_for(0)
-    if progress is None:  # --quiet: nothing to draw
-        return None
-
-    def report(path: Path, done: int, total: int) -> None:
-        progress(done, total)
-
-    return report
-
-
-async def _run_project(session: Any, project_id: str, build_id: str, out: Output) -> dict[str, str]:
-    """Start the project's runs; returns the test id of each run started, in start order."""
-    out.info(f"\n2. Run every test of {project_id} on that build")
-    started = await session.run_project(project_id, build_id=build_id)
-    for run in started.started:
-        out.info(f"   started {run.run_id} for {run.test_id} ({run.mode})")
-    for skipped in started.skipped:
-        out.info(f"   skipped {skipped.test_id}: {skipped.reason}")
-    return {run.run_id: run.test_id for run in started.started}
-
-
-async def _follow(session: Any, tests: dict[str, str], out: Output) -> Any:
-    """Follow the runs, re-running once each test that did not pass; returns the SuiteResult."""
-    from asyncclient._reports.model import suite_report
-    from asyncclient._reports.text import summary_lines
-    from asyncclient.cli._progress import Progress
-    from asyncclient.suite import wait_with_retries
-
-    run_ids = list(tests)
-    out.info(
-        f"\n3. Follow {len(run_ids)} runs (one request per sweep for all of them); a test that "
-        "does not pass is run once more (--retry-failed 1)"
-    )
-    with Progress(out, run_ids, tests) as progress:
-        result = await wait_with_retries(
-            session,
-            run_ids,
-            retry_failed=1,
-            interval=0.25,
-            max_interval=1.0,
-            on_run=progress.update,
-            on_rerun=progress.add_attempts,
+        code, _ = await self._command(
+            argv,
+            f"\n1. Upload a build ({made.stat().st_size >> 20} MiB, in parts in parallel, "
+            "checked by sha256), labelled with its branch and commit as uploads in CI are",
+            _Step("parts in parallel, sha256 checked", "asyncclient upload PROJECT app.apk"),
+            quiet,
         )
-    out.info(
-        "\n4. Verdicts (t_checkout fails on purpose: see its failed requirement; t_onboarding "
-        "is flaky: its first run fails, its re-run passes)"
-    )
-    for line in summary_lines(suite_report(result, name="p_demo")):
-        out.info(f"   {line}")
-    return result
+        if code:
+            raise CommandError("the sample build's upload failed; see above", code)
+        build = json.loads(printed.getvalue())["builds"][0]
+        self._out.info(f"   {build['id']}: {build['appId']} {build['version']}, {build['status']}")
+        return str(build["id"])
 
-
-async def _download_screenshot(
-    session: Any, result: Any, folder: Path, out: Output
-) -> tuple[str, Path]:
-    runs = list(result.final_runs)
-    with_files = [run for run in runs if run.screenshot_refs]
-    if not with_files:
-        raise CommandError("no run produced a screenshot; the emulator seed looks wrong", 1)
-    run = next((r for r in with_files if not r.passed), with_files[0])
-    path = await session.download_run_file(run.id, run.screenshot_refs[0], folder)
-    out.info(f"\n6. Downloaded a screenshot of {run.id} ({run.test_id}): {path}")
-    return run.id, Path(path)
-
-
-async def _flakiness(session: Any, project_id: str, out: Output) -> None:
-    """Which tests flake across jobs: the seed's two weeks of history, and this suite."""
-    report = await session.flakiness(project_id)
-    out.info(
-        f"\n5. Which tests flake across jobs: {project_id}'s runs of the last 14 days, this "
-        "suite's included (asyncclient flaky)"
-    )
-    width = max((len(test.test_id) for test in report.tests), default=0)
-    for test in report.tests:
+    async def _jobs(self, project: str, build: str) -> None:
+        """The job with hedged copies and every report, and beside it the same suite with
+        re-runs in rounds, quiet: their wall-clock and device time side by side."""
+        folder = self._folder
+        job = [
+            "run", "project", project, "--build", build, "--wait", "--retry-failed", "2",
+            "--interval", "0.2", "--baseline", "auto", "--pre-existing", "warn",
+        ]  # fmt: skip
+        hedge = [
+            *job, "--retry-strategy", "hedge",
+            "--junit", str(folder / "junit.xml"), "--ctrf", str(folder / "ctrf.json"),
+            "--allure-results", str(folder / "allure-results"),
+            "--html", str(folder / "report.html"),
+            "--download-failed", str(folder / "evidence"),
+            "--events", str(folder / "events.jsonl"),
+        ]  # fmt: skip
+        rounds = [
+            *job, "--retry-strategy", "rounds",
+            "--events", str(folder / "rounds-events.jsonl"), "--quiet",
+        ]  # fmt: skip
+        (code, hedge_s), (_, rounds_s) = await asyncio.gather(
+            self._command(
+                hedge,
+                "\n2. Run the project's tests and follow them: history read first (the ETA, "
+                "known breakage), a known-flaky test hedged with copies at once, each failure "
+                "run on main's build too (pre-existing or not), every report written",
+                _Step(
+                    "ETA, hedged copies, causes, pre-existing, JUnit/CTRF/Allure/HTML",
+                    "asyncclient run project PROJECT --build BUILD --wait --retry-failed 2 "
+                    "--retry-strategy hedge --baseline auto --junit junit.xml --html report.html",
+                ),
+            ),
+            self._command(rounds, "", None, _silent()),
+        )
+        out = self._out
+        if code == 0:
+            out.info("   (exit code 0: its one failure fails on main too; --pre-existing warn)")
+        else:
+            out.info(f"   (exit code {code})")
         out.info(
-            f"   {test.test_id.ljust(width)}  {test.state:<6}  flaky on {test.flaky_builds} of "
-            f"{test.builds} builds  {test.strip}"
+            "\n3. Hedged copies beside re-runs in rounds: the same suite on the same build, "
+            "run at the same time, quietly"
         )
-    out.info(
-        "   broken: failed on each of its last 3 builds (a regression: fix it); flaky: passed "
-        "and failed on one build (quarantine it: asyncclient flaky --write-quarantine FILE)"
-    )
+        out.info(f"$ asyncclient {' '.join(map(_quoted, rounds))}")
+        rows = [
+            ("hedge", hedge_s, _cost(folder / "events.jsonl")),
+            ("rounds", rounds_s, _cost(folder / "rounds-events.jsonl")),
+        ]
+        out.info(f"   {'strategy':<9} {'your clock':>10}  {'at x1':>12}  device time")
+        for name, wall, cost in rows:
+            out.info(
+                f"   {name:<9} {wall:>9.1f}s  {_minutes(wall * self._service.clock.rate):>12}  "
+                f"{_minutes(cost)}"
+            )
+        self._steps.append(
+            _Step(
+                "hedged copies beside rounds: the wall-clock and device time of each",
+                "--retry-strategy hedge (or rounds, at-once)",
+            )
+        )
+        out.info(
+            f"   in {folder}: report.html, junit.xml, ctrf.json, allure-results/ and evidence/ "
+            "(screenshots and videos of the runs that did not pass)"
+        )
+
+    def recap(self, keep_serving: bool) -> None:
+        out = self._out
+        out.info("\nWhat each step showed, and how to do it on your project:")
+        for n, step in enumerate(self._steps, 1):
+            out.info(f"   {n}. {step.showed}: {step.command}")
+        if not keep_serving:
+            out.info(
+                "The report's run links point at this emulator, which stops with the demo: "
+                "`asyncclient demo --keep-serving` keeps it up until Ctrl-C."
+            )
 
 
-def _write_report(result: Any, folder: Path, shot: tuple[str, Path], out: Output) -> Path:
-    """The HTML report of the suite, with the downloaded screenshot as its evidence."""
-    from asyncclient._reports.html import write_html
-    from asyncclient._reports.model import suite_report
+_COMMIT: Final = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b"
 
-    run_id, screenshot = shot
-    evidence = {run_id: [screenshot.name]}
-    path = write_html(
-        folder / "report.html",
-        suite_report(result, name="p_demo"),
-        evidence=evidence,
-        evidence_dir=folder,
-    )
-    out.info(f"\n7. Wrote the HTML report: {path}")
-    return path
+
+def _quoted(word: str) -> str:
+    return shlex.quote(word)
+
+
+def _cost(events: Path) -> float:
+    """The device seconds a job's `job_finished` event says it took (0 when it says none)."""
+    for line in reversed(events.read_text(encoding="utf-8").splitlines()):
+        event = json.loads(line)
+        if event.get("event") == "job_finished":
+            return float(event.get("deviceSeconds") or 0.0)
+    return 0.0
+
+
+def _silent() -> Output:
+    """Where the job beside the shown one writes: nowhere (its events file says the rest)."""
+    return Output(json_mode=False, quiet=True, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def _minutes(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s"

@@ -32,6 +32,7 @@ class Globals:
     """The options every command has, and what the parser and the files add to them."""
 
     command: str = ""
+    handler: str = ""  # "module:coroutine", set by the command's parser
     argv: list[str] = attrs.field(factory=list)
     json: bool = False
     quiet: bool = False

@@ -1,12 +1,14 @@
 """The built-in demo seed, as a JSON seed file would hold it: p_demo, p_free and p_new, the keys
 demo-run and demo-edit, their tests and builds, and two weeks of p_demo's history (t_login and
 t_search stable, t_onboarding flaky, t_checkout broken), whose failures carry a `label` of their
-cause, a corpus tests/test_failures.py measures the grouping against.
+cause, a corpus tests/test_failures.py measures the grouping against. `tour_seed()` is what
+`asyncclient demo` tours: the same, plus main's builds and a device the farm loses.
 """
 
+import copy
 from typing import Any
 
-__all__ = ["DEMO"]
+__all__ = ["DEMO", "tour_seed"]
 
 _OUTAGE = "The tester could not reach the app: connection refused by {} after {} s."
 _LOST = "The device farm lost the device at {} (node {})."
@@ -284,3 +286,32 @@ DEMO: dict[str, Any] = {
         }
     ],
 }
+
+_MAIN = "ref=main commit=4f1c2a9e0b7d3c5a8e6f1b2d4c6a8e0f2b4d6c8a"
+
+
+def tour_seed() -> dict[str, Any]:
+    """The demo seed as `asyncclient demo` tours it: main's newest builds of the files the
+    tour uploads and runs (labelled as uploads in CI label them, for `--baseline auto`),
+    t_onboarding's flake failing as on its earlier days (its first run ends before the copies
+    hedging starts beside it), and t_search's first run lost by the
+    device farm (`error`: an infrastructure cause, re-run, no flake)."""
+    seed = copy.deepcopy(DEMO)
+    tests = {test["id"]: test for test in seed["tests"]}
+    # Its runs all take their usual time: the first, the flaky one, ends before its copies.
+    tests["t_onboarding"].update(
+        flakyReason="Page 3 showed no Continue button after 12 s.", durationJitter=0
+    )
+    tests["t_search"].update(
+        flakyRuns=1,
+        flakyReason="The device lost its connection to the tester in the middle of a step.",
+        flakyStatus="error",
+    )
+    app = {"project": "p_demo", "appName": "Shop", "label": _MAIN}
+    seed["builds"][:0] = [
+        {"id": "ab_demo_android_45", "platform": "android", "appId": "com.example.shop",
+         "version": "2.3.0", "versionCode": "230", "fileName": "shop.apk", **app},
+        {"id": "ab_demo_ios_99", "platform": "ios", "appId": "com.example.shop.ios",
+         "version": "0.9.0", "versionCode": "99", "fileName": "Shop-1.0.0.app.zip", **app},
+    ]  # fmt: skip
+    return seed

@@ -102,7 +102,7 @@ class SeedTest:
     # Flaky: first `flaky_runs` fail, then `flaky_rate`; passed tests only.
     flaky_runs: int = 0
     flaky_rate: float = 0.0
-    flaky_reason: str = "The device lost its connection to the tester in the middle of a step."
+    flaky_reason: str = "The next screen did not appear within the step's 10 s."
     flaky_status: str = "failed"  # how such a run ends: failed, error, inconclusive or blocked
     # brokenFrom: this build and later ones fail.
     broken_from: str | None = None
@@ -124,6 +124,7 @@ class SeedBuild:
     min_os: str | None
     abis: tuple[str, ...] | None  # Android ABIs, or iOS architectures
     platforms: tuple[str, ...] | None  # iOS CFBundleSupportedPlatforms
+    file_name: str | None = None  # default: app id and version
 
 
 @attrs.frozen
@@ -202,7 +203,7 @@ def materialize_build(build: SeedBuild, directory: Path) -> tuple[Path, str]:
     """Write a real app file for a seeded build with the builders; returns (path, file name)."""
     directory.mkdir(parents=True, exist_ok=True)
     if build.platform == "android":
-        file_name = f"{build.app_id}-{build.version}.apk"
+        file_name = build.file_name or f"{build.app_id}-{build.version}.apk"
         android: dict[str, Any] = {}
         if build.min_os is not None:
             android["min_sdk"] = int(build.min_os)
@@ -217,7 +218,7 @@ def materialize_build(build: SeedBuild, directory: Path) -> tuple[Path, str]:
             **android,
         )
     else:
-        file_name = f"{build.app_name}-{build.version}.app.zip"
+        file_name = build.file_name or f"{build.app_name}-{build.version}.app.zip"
         ios: dict[str, Any] = {}
         if build.min_os is not None:
             ios["min_os"] = build.min_os

@@ -310,6 +310,7 @@ _BUILD_KEYS = (
     "minOs",
     "abis",
     "platforms",
+    "fileName",
 )
 
 
@@ -327,6 +328,12 @@ def _build(source: str, where: str, data: Any) -> SeedBuild:
         r.fail(f"must be an API level such as '24' on android, got {min_os!r}", "minOs")
     if platform == "android" and r.has("platforms"):
         r.fail("is only for ios builds", "platforms")
+    file_name = r.opt_text("fileName")
+    suffix = ".apk" if platform == "android" else ".app.zip"
+    if file_name is not None and (
+        not file_name.endswith(suffix) or file_name.startswith(".") or {"/", "\\"} & set(file_name)
+    ):
+        r.fail(f"must be a file name ending in {suffix}, got {file_name!r}", "fileName")
     return SeedBuild(
         id=r.text("id", prefix="ab_"),
         project=r.text("project"),
@@ -339,6 +346,7 @@ def _build(source: str, where: str, data: Any) -> SeedBuild:
         min_os=min_os,
         abis=r.text_list("abis") if r.has("abis") else None,
         platforms=r.text_list("platforms") if r.has("platforms") else None,
+        file_name=file_name,
     )
 
 
