@@ -290,8 +290,7 @@ def _time_note(started_at: float, speed: float) -> str:
     if speed == 1:
         return f"service time started at {start} UTC (now) and runs at the wall clock's pace"
     pace = "faster" if speed > 1 else "slower"
-    ahead = "ahead of" if speed > 1 else "behind"
     return (
         f"service time started at {start} UTC (now) and runs x{speed:g} {pace} than your "
-        f"clock: run timestamps drift {ahead} it"
+        "clock: runs' times are shown on yours, their durations in device time"
     )

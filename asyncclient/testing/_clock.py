@@ -68,8 +68,9 @@ class ManualClock(Clock):
 class ScaledClock(Clock):
     """Wall time multiplied by `speed` (service seconds per wall second), plus any `advance`.
 
-    Service time starts at the wall clock's now and then runs `speed` times faster, so after a
-    wall minute at speed 10 the service's timestamps are 9 minutes ahead of the wall clock.
+    Service time starts at the wall clock's now and then runs `speed` times faster: after a
+    wall minute at speed 10 it is 9 minutes ahead. The wire shows its times on the wall
+    (`wall`, `span`), durations in service time.
     """
 
     def __init__(self, speed: float) -> None:

@@ -294,8 +294,8 @@ def tour_seed() -> dict[str, Any]:
     """The demo seed as `asyncclient demo` tours it: main's newest builds of the files the
     tour uploads and runs (labelled as uploads in CI label them, for `--baseline auto`),
     t_onboarding's flake failing as on its earlier days (its first run ends before the copies
-    hedging starts beside it), and t_search's first run lost by the
-    device farm (`error`: an infrastructure cause, re-run, no flake)."""
+    hedging starts beside it), and t_search's first run lost by the device farm (`error`: an
+    infrastructure cause, re-run, no flake)."""
     seed = copy.deepcopy(DEMO)
     tests = {test["id"]: test for test in seed["tests"]}
     # Its runs all take their usual time: the first, the flaky one, ends before its copies.

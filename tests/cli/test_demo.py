@@ -287,7 +287,8 @@ async def test_serve_says_how_its_time_relates_to_the_wall_clock(tmp_path: Path)
         prefix, _, rest = note.partition("service time started at ")
         assert prefix == ""
         assert rest.endswith(
-            "UTC (now) and runs x60 faster than your clock: run timestamps drift ahead of it"
+            "UTC (now) and runs x60 faster than your clock: runs' times are shown on yours, "
+            "their durations in device time"
         )
         started = datetime.strptime(rest[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
         assert abs((started - datetime.now(UTC)).total_seconds()) < 60
