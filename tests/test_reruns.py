@@ -33,6 +33,13 @@ async def session(svc: FakeService) -> AsyncIterator[AsyncSession]:
         yield client
 
 
+async def followed_on_build(svc: FakeService, client: AsyncSession, **policy: Any) -> SuiteResult:
+    """The project's runs on BUILD, followed with `policy`'s re-runs on the service's clock."""
+    start = await client.run_project("p_ci", build_id=BUILD)
+    runs = [s.run_id for s in start.started]
+    return await wait_with_retries(client, runs, **policy, **ManualTime(svc).options())
+
+
 def runs_of(svc: FakeService, test_id: str) -> list[Any]:
     return [run for run in svc.backend.runs.values() if run.test.id == test_id]
 
@@ -83,14 +90,7 @@ async def test_a_flaky_test_alone_passes_unless_flaky_counts_as_failed(
         FakeService(rerun_seed(broken=False), clock="manual") as svc,
         AsyncSession("ci-run", svc.url, backoff_base=0.0) as client,
     ):
-        start = await client.run_project("p_ci", build_id=BUILD)
-        result = await wait_with_retries(
-            client,
-            [s.run_id for s in start.started],
-            retry_failed=1,
-            fail_on_flaky=fail_on_flaky,
-            **ManualTime(svc).options(),
-        )
+        result = await followed_on_build(svc, client, retry_failed=1, fail_on_flaky=fail_on_flaky)
     assert result.passed is not fail_on_flaky
     assert result.summary() == "2 tests: 1 passed, 1 flaky (passed on attempt 2)"
 
@@ -275,14 +275,7 @@ async def test_a_web_tests_rerun_in_a_job_given_a_build_goes_without_it(rerun_se
         ) as svc,
         AsyncSession("ci-run", svc.url, backoff_base=0.0) as client,
     ):
-        start = await client.run_project("p_ci", build_id=BUILD)
-        result = await wait_with_retries(
-            client,
-            [s.run_id for s in start.started],
-            retry_failed=1,
-            build_id=BUILD,
-            **ManualTime(svc).options(),
-        )
+        result = await followed_on_build(svc, client, retry_failed=1, build_id=BUILD)
         web = runs_of(svc, "t_0000")
         refused = [r for r in svc.requests_for("run_test") if r.status >= 400]
     assert {t.test_id: t.attempts for t in result.tests} == {"t_pass": 1, "t_0000": 2}
