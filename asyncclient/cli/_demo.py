@@ -75,7 +75,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--speed",
         type=float,
         default=_DEFAULT.speed,
-        help="emulator seconds per wall second (default %(default)g: the tour takes about 6 s)",
+        help="emulator seconds per wall second (default %(default)g: the tour takes about 5 s)",
     )
     p.add_argument(
         "--dialect",
