@@ -95,6 +95,12 @@ class AsyncSession:
     Use it as `async with AsyncSession() as session:` (or call `await session.close()`), and
     keep one for as long as the program runs: it holds the connection pool.
 
+    Every operation raises `ApiError` when the service refuses (a subclass per status, such
+    as `NotFoundError` or `PermissionDeniedError`), after the retries that status allows, and
+    `TransportError` when the service could not be reached or did not answer in time, after
+    the retries; each method's Raises names only what is its own (`ValidationError` for input
+    refused before any request, and the statuses it explains).
+
     Args:
         api_key: The API key. Default: `$ASYNCCLIENT_API_KEY`. Never shown in logs, reprs,
             errors or output.
@@ -354,10 +360,6 @@ class AsyncSession:
         Raises:
             ValidationError: `project_id` is not a project id, before any request.
             NotFoundError: No such project for this key.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -380,10 +382,6 @@ class AsyncSession:
         Raises:
             ValidationError: `build_id` is not a build id, before any request.
             NotFoundError: The service knows no such build (or not for this key).
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         build_id = checks.check_id("build", build_id)
         return await self._call("get_build", read_build, ids={"build_id": build_id})
@@ -409,10 +407,6 @@ class AsyncSession:
         Raises:
             ValidationError: A bad file name, size or label, before any request.
             PaymentRequiredError: The file is larger than the plan allows.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         project_id = checks.check_id("project", project_id)
         payload: dict[str, Any] = {
@@ -447,10 +441,6 @@ class AsyncSession:
         Raises:
             ValidationError: A bad build id or part number, an empty part, or a slice past the
                 end of its file, before any request.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         build_id = checks.check_id("build", build_id)
         part_number = checks.check_part_number(part_number)
@@ -475,10 +465,6 @@ class AsyncSession:
             ValidationError: A bad build id or an empty part list, before any request.
             BuildRejectedError: The devices cannot run the build (`.problems` say why).
             ConflictError: A part is missing or its etag differs.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         build_id = checks.check_id("build", build_id)
         if isinstance(parts, str | bytes) or not isinstance(parts, Iterable):
@@ -504,10 +490,6 @@ class AsyncSession:
             PermissionDeniedError: The key cannot also create and edit tests.
             ConflictError: A test pins the build.
             NotFoundError: No such build.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         build_id = checks.check_id("build", build_id)
         await self._delete("delete_build", {"build_id": build_id})
@@ -549,10 +531,6 @@ class AsyncSession:
             ValidationError: A bad test id, mode, build id or key, before any request.
             NotFoundError: No such test or build for this key.
             PaymentRequiredError: The test needs a paid plan (tester endpoints).
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -597,10 +575,6 @@ class AsyncSession:
             NotStartedError: No test started (402 `not_started`, 400 `empty`); `.skipped`
                 says why for each test.
             NotFoundError: No such project or build for this key.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -647,10 +621,6 @@ class AsyncSession:
 
         Raises:
             ValidationError: A bad filter (status, ids, limit), before any request.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -708,10 +678,6 @@ class AsyncSession:
 
         Raises:
             ValidationError: More than 50 ids, or one that is not a run id.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         batch = checks.check_run_ids(run_ids)
         if len(batch) > checks.IDS_PER_REQUEST:
@@ -762,8 +728,6 @@ class AsyncSession:
 
         Raises:
             ValidationError: A bad project or test id, or `days` not above 0.
-            ApiError: The service refused a request, after the retries its status allows.
-            TransportError: The service could not be reached, after the retries.
 
         Examples:
             ```python
@@ -818,9 +782,6 @@ class AsyncSession:
         Raises:
             ValidationError: Bad ids or figures, or good and bad not of one app in that
                 order, before any run.
-            ApiError: The service refused to list the builds or start a run, after the
-                retries its status allows.
-            TransportError: The service could not be reached, after the retries.
 
         Examples:
             ```python
@@ -874,8 +835,6 @@ class AsyncSession:
 
         Raises:
             ValidationError: A bad project or test id, or `days` not above 0.
-            ApiError: The service refused a request, after the retries its status allows.
-            TransportError: The service could not be reached, after the retries.
 
         Examples:
             ```python
@@ -908,10 +867,6 @@ class AsyncSession:
         Raises:
             ValidationError: `run_id` is not a run id, before any request.
             NotFoundError: The service knows no such run.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         run_id = checks.check_id("run", run_id)
         return await self._call("get_run", read_run, ids={"run_id": run_id})
@@ -932,10 +887,6 @@ class AsyncSession:
             ValidationError: `run_id` is not a run id, before any request.
             ConflictError: The run had already ended.
             NotFoundError: No such run.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         run_id = checks.check_id("run", run_id)
         try:
@@ -968,10 +919,6 @@ class AsyncSession:
             LocalFileError: The file cannot be written (disk full, permissions); the `.part`
                 is kept for a resume.
             NotFoundError: No such run or file.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -994,10 +941,6 @@ class AsyncSession:
         Raises:
             ValidationError: `project_id` is not a project id, before any request.
             NotFoundError: No such project for this key.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         project_id = checks.check_id("project", project_id)
         return await self._call("list_endpoints", read_endpoints, ids={"project_id": project_id})
@@ -1034,10 +977,6 @@ class AsyncSession:
                 before any request.
             PermissionDeniedError: The key cannot also create and edit tests.
             PaymentRequiredError: Tester endpoints need a paid plan.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         project_id = checks.check_id("project", project_id)
         payload = checks.check_endpoint(name, description, url, method, headers, body_template)
@@ -1055,10 +994,6 @@ class AsyncSession:
             ValidationError: `endpoint_id` is not an endpoint id, before any request.
             PermissionDeniedError: The key cannot also create and edit tests.
             NotFoundError: No such endpoint.
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
         """
         endpoint_id = checks.check_id("endpoint", endpoint_id)
         await self._delete("delete_endpoint", {"endpoint_id": endpoint_id})
@@ -1107,10 +1042,6 @@ class AsyncSession:
             BuildRejectedError: The devices cannot run the build (`.problems` say why).
             ChecksumMismatchError: The service's sha256 differs from the file's.
             LocalFileError: The journal cannot be written (disk full, permissions).
-            ApiError: The service refused (a subclass per status, such as NotFoundError or
-                PermissionDeniedError), after the retries that status allows.
-            TransportError: The service could not be reached or did not answer in time,
-                after the retries.
 
         Examples:
             ```python
@@ -1376,8 +1307,6 @@ class AsyncSession:
                 the final views of the others).
             ApiError: A refusal (401, 403, ...), or 5xx after `max_failed_sweeps` failed
                 sweeps in a row.
-            TransportError: The service could not be reached for `max_failed_sweeps` sweeps
-                in a row.
 
         Examples:
             ```python

@@ -232,8 +232,8 @@ def test_every_session_operation_says_what_it_takes_returns_and_raises(
     name: str, member: Any
 ) -> None:
     """Google style, as mkdocstrings renders it into tables: Args (one entry per parameter),
-    Returns (unless None), and Raises naming the local, the service's and the network's
-    errors."""
+    Returns (unless None), and Raises naming the local error; the service's refusal and the
+    network's failure, the same for every operation, are said once, in the class (below)."""
     doc = inspect.getdoc(member) or ""
     sections: dict[str, str] = {}
     current = ""
@@ -252,8 +252,15 @@ def test_every_session_operation_says_what_it_takes_returns_and_raises(
         assert "Returns" in sections, name
     raises = sections.get("Raises", "")
     assert "ValidationError" in raises
-    assert "ApiError" in raises
-    assert "TransportError" in raises
+    assert "ApiError: The service refused" not in raises  # the class says it
+    assert "TransportError: The service could not be reached" not in raises
+
+
+def test_the_errors_every_operation_raises_are_said_once_in_the_class() -> None:
+    doc = inspect.getdoc(asyncclient.AsyncSession) or ""
+    said = doc.split("Args:")[0]
+    assert "Every operation raises `ApiError` when the service refuses" in said
+    assert "`TransportError` when the service could not be reached" in said
 
 
 def test_signature_defaults_are_the_values_the_code_uses() -> None:
