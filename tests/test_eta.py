@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncclient.eta import (
     DEFAULT_QUEUE_SECONDS,
@@ -237,3 +240,36 @@ def test_the_time_left_is_on_the_wall_when_the_services_clock_runs_faster() -> N
         for i in range(5)
     ]
     assert expected_of(real).pace == 1.0
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=-(10**12), max_value=10**12),  # durationMs, any the wire says
+            st.floats(min_value=-1e7, max_value=1e7),  # seconds from startedAt to finishedAt
+        ),
+        max_size=25,
+    ),
+    st.floats(min_value=-1e6, max_value=1e6),
+)
+def test_any_times_a_service_sends_give_a_bounded_pace_and_time_left(
+    timings: list[tuple[int, float]], ran: float
+) -> None:
+    """Durations and spans out of range, negative or zero (a hostile or broken service): the
+    pace stays within a thousandth and ten, and the time left is finite and not below 0."""
+    runs = [
+        Run(
+            id=f"j_{i}", status=RunStatus.PASSED, final=True, test_id="t_a", mode="cold",
+            created_at=T0, started_at=T0, finished_at=T0 + timedelta(seconds=span),
+            duration_ms=ms,
+        )
+        for i, (ms, span) in enumerate(timings)
+    ]  # fmt: skip
+    expected = expected_of(runs)
+    assert expected.pace == 1.0 or 0.001 <= expected.pace <= 10.0
+    running = Run(id="j_r", status=RunStatus.RUNNING, test_id="t_a", created_at=T0, started_at=T0)
+    p50, p90 = remaining(running, expected, now=T0 + timedelta(seconds=ran))
+    assert math.isfinite(p50)
+    assert math.isfinite(p90)
+    assert 0 <= p50 <= p90

@@ -224,7 +224,7 @@ class _Tour:
         shown = out or (_silent() if self._out.quiet else self._out)
         if title:
             self._out.info(title)
-            self._out.info(f"$ asyncclient {' '.join(map(_quoted, argv))}")
+            self._out.info(f"$ asyncclient {shlex.join(argv)}")
         args = build_parser().parse_args([*argv, *self._connection])
         args.argv = argv
         began = time.monotonic()
@@ -310,7 +310,7 @@ class _Tour:
             "\n3. Hedged copies beside re-runs in rounds: the same suite on the same build, "
             "run at the same time, quietly"
         )
-        out.info(f"$ asyncclient {' '.join(map(_quoted, rounds))}")
+        out.info(f"$ asyncclient {shlex.join(rounds)}")
         rows = [
             ("hedge", hedge_s, _cost(folder / "events.jsonl")),
             ("rounds", rounds_s, _cost(folder / "rounds-events.jsonl")),
@@ -345,10 +345,6 @@ class _Tour:
 
 
 _COMMIT: Final = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b"
-
-
-def _quoted(word: str) -> str:
-    return shlex.quote(word)
 
 
 def _cost(events: Path) -> float:

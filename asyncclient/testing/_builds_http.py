@@ -30,7 +30,7 @@ async def list_builds(request: web.Request) -> web.Response:
     settings = backend.settings
     return json_answer(
         {
-            "builds": [dialect.build_view(b, single=False, clock=backend.clock) for b in builds],
+            "builds": [dialect.build_view(b, single=False) for b in builds],
             "maxBytes": settings.max_bytes,
             "partBytes": settings.part_bytes,
         }
@@ -40,8 +40,7 @@ async def list_builds(request: web.Request) -> web.Response:
 async def get_build(request: web.Request) -> web.Response:
     backend, key = authenticated(request)
     build = backend.build_store.get(key, request.match_info["build_id"])
-    view = request.app[STATE].dialect.build_view(build, single=True, clock=backend.clock)
-    return json_answer({"build": view})
+    return json_answer({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
 async def start_upload(request: web.Request) -> web.Response:
@@ -129,8 +128,7 @@ async def complete_upload(request: web.Request) -> web.Response:
             raise invalid("parts", "each part must be an object {partNumber: int, etag: string}")
         parts.append((item["partNumber"], item["etag"]))
     build = await backend.build_store.complete_upload(key, request.match_info["build_id"], parts)
-    view = request.app[STATE].dialect.build_view(build, single=True, clock=backend.clock)
-    return json_answer({"build": view})
+    return json_answer({"build": request.app[STATE].dialect.build_view(build, single=True)})
 
 
 async def delete_build(request: web.Request) -> web.Response:

@@ -44,21 +44,19 @@ class Clock:
         """The wall-clock time of service time `ts` (the same time but for a ScaledClock)."""
         return ts
 
-    def span(self, start: float, *ends: float | None) -> tuple[float | None, ...]:
-        """A run's times as the wire shows them: `start` on the wall, each later time after
-        the one before it by its service seconds over `rate` (so a seeded run of earlier
+    def span(
+        self, created: float, started: float | None, finished: float | None
+    ) -> tuple[float, float | None, float | None]:
+        """A run's times as the wire shows them: its creation on the wall, then its queue and
+        its run each lasting their service seconds over `rate` (so a seeded run of earlier
         days took, on the wall, what it would take now; None stays None)."""
-        shown: list[float | None] = [self.wall(start)]
-        last, at = start, shown[0]
-        for end in ends:
-            if end is None:
-                shown.append(None)
-                continue
-            assert at is not None
-            at = at + (end - last) / self.rate
-            last = end
-            shown.append(at)
-        return tuple(shown)
+        shown = self.wall(created)
+        begun = started if started is not None else created
+        at_start = None if started is None else shown + (started - created) / self.rate
+        at_end = None
+        if finished is not None:
+            at_end = (at_start if at_start is not None else shown) + (finished - begun) / self.rate
+        return shown, at_start, at_end
 
 
 class ManualClock(Clock):

@@ -26,6 +26,7 @@ class EndpointStore:
     def add_seeded(self, seeded: Iterable[SeedEndpoint], at: float) -> None:
         for seeded_endpoint in seeded:
             endpoint = Endpoint(
+                clock=self._state.clock,
                 id=seeded_endpoint.id or self._state.new_id("ep_", self.endpoints),
                 project_id=seeded_endpoint.project,
                 name=seeded_endpoint.name,
@@ -60,6 +61,7 @@ class EndpointStore:
                 409, "already_exists", f"{project.id} already has an endpoint named {name}"
             )
         endpoint = Endpoint(
+            clock=self._state.clock,
             id=self._state.new_id("ep_", self.endpoints),
             project_id=project.id,
             name=name,

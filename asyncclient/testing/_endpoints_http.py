@@ -20,8 +20,7 @@ async def list_endpoints(request: web.Request) -> web.Response:
     endpoints = backend.endpoint_store.list_endpoints(key, request.match_info["project_id"])
     now = backend.now()
     dialect = request.app[STATE].dialect
-    views = [dialect.endpoint_view(e, now, backend.clock) for e in endpoints]
-    return json_answer({"endpoints": views})
+    return json_answer({"endpoints": [dialect.endpoint_view(e, now) for e in endpoints]})
 
 
 async def add_endpoint(request: web.Request) -> web.Response:

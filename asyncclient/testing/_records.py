@@ -93,6 +93,7 @@ class Build:
     place_lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
     # sha256 over each prefix of parts in place.
     prefix: list[Any] = attrs.Factory(lambda: [hashlib.sha256()])
+    clock: Clock | None = attrs.field(default=None, repr=False)  # its times on the wall
     hash_generation: int = 0  # bumped when a part the hasher may be reading is replaced
     hasher: asyncio.Task[None] | None = None
     # Parts received in place, and commit_part's (0: none).
@@ -323,6 +324,7 @@ class Endpoint:
     body_template: str | None = attrs.field(repr=False)
     created_at: float
     uses: list[Run] = attrs.Factory(list)
+    clock: Clock | None = attrs.field(default=None, repr=False)  # its times on the wall
 
     def last_used_at(self, now: float) -> float | None:
         """When a run last called it: half-way through a run that got that far, not stopped."""

@@ -207,3 +207,36 @@ def test_a_missing_seed_file(tmp_path: Path) -> None:
 def test_a_bad_seed_fails_when_the_service_is_made(tmp_path: Path) -> None:
     with pytest.raises(SeedError):
         FakeService(write(tmp_path, "x.json", "{}"))
+
+
+_ONE_PROJECT = {
+    "projects": [{"id": "p_x"}],
+    "keys": [{"key": "k", "capability": "run", "projects": ["p_x"]}],
+}
+
+
+@pytest.mark.parametrize(
+    ("platform", "name"),
+    [
+        ("android", "../shop.apk"),
+        ("android", "dir/shop.apk"),
+        ("android", "dir\\shop.apk"),
+        ("android", ".apk"),
+        ("android", "shop.app.zip"),
+        ("ios", "Shop.apk"),
+    ],
+)
+def test_a_builds_file_name_is_one_app_file_name(platform: str, name: str) -> None:
+    """A seed's `fileName` names a file in the build's own folder: no path, no hidden name,
+    the platform's suffix; anything else is one line naming the key."""
+    build = {"id": "ab_x", "project": "p_x", "platform": platform, "appId": "org.example.x"}
+    seed = {**_ONE_PROJECT, "builds": [{**build, "fileName": name}]}
+    with pytest.raises(SeedError, match="fileName") as caught:
+        load_seed(seed)
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_a_builds_file_name_is_the_one_uploaded() -> None:
+    build = {"id": "ab_x", "project": "p_x", "platform": "android", "appId": "org.example.x"}
+    seed = load_seed({**_ONE_PROJECT, "builds": [{**build, "fileName": "app.apk"}]})
+    assert seed.builds[0].file_name == "app.apk"

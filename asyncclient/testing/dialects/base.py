@@ -160,15 +160,12 @@ class Dialect:
 
     # --- builds -------------------------------------------------------------------------------
 
-    def build_view(
-        self, build: Build, *, single: bool, clock: Clock | None = None
-    ) -> dict[str, Any]:
+    def build_view(self, build: Build, *, single: bool) -> dict[str, Any]:
         """A build as the list view (single=False) or the single view writes it.
 
         Args:
             build: The build (its state in the emulator).
             single: True for the single view (Get a build), False for List builds.
-            clock: The emulator's clock: its times shown on the wall's (None: as they are).
 
         Returns:
             What the dialect writes on the wire for it.
@@ -193,8 +190,8 @@ class Dialect:
             view["sha256"] = build.sha256
         view.update(
             label=build.label,
-            createdAt=self.timestamp(_wall(clock, build.created_at)),
-            readyAt=self.timestamp(_wall(clock, build.ready_at)),
+            createdAt=self.timestamp(_wall(build.clock, build.created_at)),
+            readyAt=self.timestamp(_wall(build.clock, build.ready_at)),
         )
         return view
 
@@ -461,15 +458,12 @@ class Dialect:
 
     # --- endpoints ----------------------------------------------------------------------------
 
-    def endpoint_view(
-        self, endpoint: Endpoint, now: float, clock: Clock | None = None
-    ) -> dict[str, Any]:
+    def endpoint_view(self, endpoint: Endpoint, now: float) -> dict[str, Any]:
         """A tester endpoint as List endpoints writes it (never its headers).
 
         Args:
             endpoint: The tester endpoint.
             now: Service time, in seconds.
-            clock: The emulator's clock: its times shown on the wall's (None: as they are).
 
         Returns:
             What the dialect writes on the wire for it.
@@ -481,8 +475,8 @@ class Dialect:
             "description": endpoint.description,
             "method": endpoint.method,
             "url": endpoint.url,
-            "created_at": self.timestamp(_wall(clock, endpoint.created_at)),
-            "last_used_at": self.timestamp(_wall(clock, endpoint.last_used_at(now))),
+            "created_at": self.timestamp(_wall(endpoint.clock, endpoint.created_at)),
+            "last_used_at": self.timestamp(_wall(endpoint.clock, endpoint.last_used_at(now))),
         }
 
     # --- errors -------------------------------------------------------------------------------
