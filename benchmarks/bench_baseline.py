@@ -18,7 +18,7 @@ import statistics
 from typing import Any
 
 from asyncclient import AsyncSession
-from asyncclient.suite import SuitePolicy
+from asyncclient.suite import SuitePolicy, SuiteRun
 from asyncclient.testing import FakeService, baseline_seed
 
 KEY = "shop-run-key"
@@ -34,7 +34,7 @@ async def job(seed: int, baseline: bool, speed: float = 300.0) -> dict[str, Any]
             interval=POLL,
             baseline="auto" if baseline else None,
         )
-        suite = session.run_suite("p_shop", build_ids=["ab_shop_change"], policy=policy)
+        suite = SuiteRun.for_project(session, "p_shop", build_ids=["ab_shop_change"], policy=policy)
         report = await suite.result()
         assert suite.outcome is not None
         ids = [r.id for r in suite.outcome.runs]

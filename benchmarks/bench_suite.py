@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _support import Emulator
 
-from asyncclient import AsyncSession, SuitePolicy
+from asyncclient import AsyncSession, SuitePolicy, SuiteRun
 
 KEY = "bench-run"
 PROJECT = "p_bench"
@@ -102,7 +102,9 @@ async def jobs(
             )
             before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.monotonic()
-            suite = session.run_suite(PROJECT, policy=policy, idempotency_key=f"bench-job-{j}")
+            suite = SuiteRun.for_project(
+                session, PROJECT, policy=policy, idempotency_key=f"bench-job-{j}"
+            )
             report = await suite.result()
             took = time.monotonic() - started
             after = resource.getrusage(resource.RUSAGE_SELF)

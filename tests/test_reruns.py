@@ -14,7 +14,7 @@ from clock_support import ManualTime
 from asyncclient import AsyncSession, ValidationError, wait_with_retries
 from asyncclient._core._checks import derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, Reruns, SuiteResult, needs_rerun
+from asyncclient.reruns import Attempts, Reruns, SuitePolicy, SuiteResult, needs_rerun
 from asyncclient.testing import FakeService
 
 BUILD = "ab_b1"  # RERUN_BUILD of conftest.py
@@ -183,7 +183,7 @@ async def test_each_rerun_has_its_own_key_derived_from_the_suites(
     assert all(k is not None and len(k) <= 64 and k[:32] != keys[0][:32] for k in keys[1:])
     # The same suite key again: the service starts nothing new for the re-runs.
     before = len(svc.backend.runs)
-    reruns = Reruns(2, idempotency_key="ci-42")
+    reruns = Reruns(SuitePolicy(retry_failed=2), idempotency_key="ci-42")
     reruns.record([Run(id=start.run_id, status=RunStatus.FAILED, test_id="t_broken", final=True)])
     await reruns.start(session, reruns.due())
     assert len(svc.backend.runs) == before
@@ -215,29 +215,31 @@ def test_the_summary_counts_tests_not_runs() -> None:
     assert result.summary() == (
         "4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 3 attempts"
     )
-    assert SuiteResult(result.tests[:2], fail_on_flaky=True).passed is False
+    assert (
+        SuiteResult(result.tests[:2], SuitePolicy(retry_failed=1, fail_on_flaky=True)).passed
+        is False
+    )
     assert SuiteResult(result.tests[:2]).passed is True
 
 
 def test_bad_policies_are_refused() -> None:
     with pytest.raises(ValidationError, match="retry_failed 11 is out of range"):
-        Reruns(11)
-    with pytest.raises(ValidationError, match="retry_failed must be a whole number"):
-        Reruns(True)  # type: ignore[arg-type]
+        SuitePolicy(retry_failed=11)
+    with pytest.raises(ValidationError, match="retry_failed True is out of range"):
+        SuitePolicy(retry_failed=True)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="mode must be one of"):
-        Reruns(1, mode="hot")
+        Reruns(SuitePolicy(retry_failed=1), mode="hot")
 
 
 def test_a_test_fails_for_good_only_when_no_re_run_follows() -> None:
     """--max-failures counts a test once its last run did not pass and nothing will follow:
     out of re-runs, stopped, or its re-run refused; never a quarantined test."""
     from asyncclient.models import Run, RunStatus
-    from asyncclient.reruns import Reruns
 
     def final(run_id: str, test_id: str, status: str) -> Run:
         return Run(id=run_id, status=RunStatus(status), test_id=test_id, final=True)
 
-    reruns = Reruns(1, quarantined={"t_q": "known"})
+    reruns = Reruns(SuitePolicy(retry_failed=1, quarantined={"t_q": "known"}))
     first = final("j_1", "t_a", "failed")
     assert not reruns.failed_for_good(first)  # a re-run is due
     reruns.record([first])

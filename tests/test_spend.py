@@ -13,7 +13,7 @@ import pytest
 from asyncclient import AsyncSession
 from asyncclient._values._lenient import build_sha256_of
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, SuiteResult
+from asyncclient.reruns import Attempts, SuitePolicy, SuiteResult
 from asyncclient.spend import (
     Reuse,
     Started,
@@ -105,7 +105,7 @@ def test_verdicts_of_reused_and_repeated_tests() -> None:
     assert Attempts("t_a", failing, repeats=1).outcome == "failed"
     flaky = Attempts("t_a", disagree, repeats=2)
     assert not SuiteResult((flaky,)).passed
-    assert SuiteResult((flaky,), new_test_warn=True).passed
+    assert SuiteResult((flaky,), SuitePolicy(new_test_warn=True)).passed
     assert "1 flaky on arrival" in SuiteResult((flaky,)).summary()
 
 

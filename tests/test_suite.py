@@ -21,6 +21,7 @@ from asyncclient.suite import (
     RunStarted,
     StartRefused,
     SuiteEvent,
+    SuiteRun,
     runs_for,
 )
 from asyncclient.testing import FakeService
@@ -62,7 +63,7 @@ async def test_at_once_starts_every_re_run_of_a_test_together(
     strategy: str, svc: FakeService, session: AsyncSession
 ) -> None:
     policy = SuitePolicy(retry_failed=2, retry_strategy=strategy, **FAST)  # type: ignore[arg-type]
-    suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+    suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     order: list[tuple[str, str, int]] = []
 
     def seen(event: SuiteEvent) -> None:
@@ -105,7 +106,7 @@ async def test_the_first_pass_stops_the_other_re_runs_which_are_not_counted(
             hold[0].release_run(hold[0].run_ids[0])
 
     policy = SuitePolicy(retry_failed=2, retry_strategy="at-once", **FAST)
-    suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+    suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     suite.observe(seen)
     try:
         report = await suite.result()
@@ -159,7 +160,7 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
                 hold.release_run(first)
 
     policy = SuitePolicy(retry_failed=2, retry_strategy="hedge", **FAST)
-    suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+    suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     suite.observe(seen)
     try:
         report = await suite.result()
@@ -217,7 +218,9 @@ async def test_a_broken_or_quarantined_test_gets_no_copies(
         policy = SuitePolicy(
             retry_failed=2, retry_strategy="hedge", quarantined={"t_flaky": "known"}, **FAST
         )
-        report = await session.run_suite("p_ci", build_id="ab_b1", policy=policy).result()
+        report = await SuiteRun.for_project(
+            session, "p_ci", build_id="ab_b1", policy=policy
+        ).result()
     kinds = {t.test_id: [a.kind for a in t.attempts] for t in report.tests}
     assert "copy" not in kinds["t_broken"]
     assert "copy" not in kinds["t_flaky"]
@@ -230,7 +233,7 @@ async def test_the_budget_caps_the_device_time_of_re_runs(
     # its two re-runs fit one minute; t_broken has no history (120 s): it gets none, and the
     # report says why.
     policy = SuitePolicy(retry_failed=2, retry_strategy="at-once", retry_budget=1.0, **FAST)
-    suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+    suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     report = await suite.result()
     broken = next(t for t in report.tests if t.test_id == "t_broken")
     assert len(broken.attempts) == 1
@@ -249,7 +252,7 @@ async def test_the_budget_caps_the_device_time_of_re_runs(
 async def test_events_are_replayed_to_each_iterator_and_end_with_the_job(
     svc: FakeService, session: AsyncSession
 ) -> None:
-    suite = session.run_suite("p_ci", build_id="ab_b1", policy=SuitePolicy(**FAST))
+    suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=SuitePolicy(**FAST))
     names = [event.event async for event in suite]
     again = [event.event async for event in suite]
     report = await suite.result()
@@ -288,7 +291,7 @@ def test_a_bad_policy_is_refused_when_made(options: dict[str, Any], says: str) -
 async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
     svc: FakeService, session: AsyncSession
 ) -> None:
-    suite = session.follow_suite(["j_000000000001"], policy=SuitePolicy(**FAST))
+    suite = SuiteRun(session, ["j_000000000001"], policy=SuitePolicy(**FAST))
     # An unknown run: the loop ends (the watcher gives it up), the report says so.
     report = await suite.result()
     assert await suite.result() is report
@@ -297,7 +300,7 @@ async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
 
     broken = AsyncSession("not-a-key", svc.url, backoff_base=0.0)  # 401: the watch ends at once
     async with broken:
-        failing = broken.follow_suite(["j_000000000002"], policy=SuitePolicy(**FAST))
+        failing = SuiteRun(broken, ["j_000000000002"], policy=SuitePolicy(**FAST))
         seen = [event.event async for event in failing]  # ends with the loop, however it ends
         with pytest.raises(UnauthenticatedError):
             await failing.result()
@@ -315,7 +318,7 @@ async def test_leaving_the_suite_early_stops_its_runs(
     read) as well as while it watches. The runs are held queued: none can end on its own."""
     with svc.hold("t_pass", "t_flaky", "t_broken"):
         policy = SuitePolicy(retry_failed=1, **FAST)
-        suite = session.run_suite("p_ci", build_id="ab_b1", policy=policy)
+        suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
         async with suite:
             async for event in suite:
                 if event.event == leave_on:
@@ -361,7 +364,7 @@ async def test_a_rerun_of_unknown_length_counts_as_its_usual_time_against_the_bu
         FakeService(seed, speed=1000, dialect=HistoryTimed) as svc,
         AsyncSession("u-run", svc.url) as session,
     ):
-        report = await session.run_suite("p_u", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_u", policy=policy).result()
         runs = [run for run in svc.backend.runs.values() if run.outcome is None]
     (broken,) = report.tests
     assert len(broken.attempts) == 2, [a.kind for a in broken.attempts]

@@ -77,7 +77,6 @@ if TYPE_CHECKING:
     from asyncclient.failures import Categories, FailureReport
     from asyncclient.failures.bisect import BisectResult, BisectStep
     from asyncclient.flakiness import FlakinessReport
-    from asyncclient.suite import SuitePolicy, SuiteRun
 
 __all__ = ["AsyncSession", "PartBody"]
 
@@ -1166,113 +1165,6 @@ class AsyncSession:
             timeout=timeout,
             stop_on_timeout=stop_on_timeout,
             **options,
-        )
-
-    def run_suite(
-        self,
-        project_id: str,
-        *,
-        build_id: str | None = None,
-        build_ids: Sequence[str] | None = None,
-        mode: str | None = None,
-        policy: "SuitePolicy | None" = None,
-        idempotency_key: str | None = None,
-    ) -> "SuiteRun":
-        """Start every test of a project and follow them to their verdicts, as `policy` says
-        (re-runs, at once or in rounds, copies of known-flaky tests, fail-fast, quarantine,
-        reuse, a device-time budget).
-
-        Nothing is sent until the suite is awaited or iterated: `await suite.result()` gives
-        the report (`SuiteReport`), `async for event in suite` what happens as it happens.
-
-        Args:
-            project_id: The project (`p_...`).
-            build_id: The build every app test runs (`ab_...`).
-            build_ids: Builds each app test picks its own app's from.
-            mode: `"auto"`, `"cold"` or `"warm"`; default: the service's.
-            policy: How the suite is followed (default: no re-runs).
-            idempotency_key: The start's key; each re-run's and copy's is derived from it.
-
-        Returns:
-            A `SuiteRun`.
-
-        Raises:
-            ValidationError: A bad id or option, before any request.
-
-        Examples:
-            ```python
-            policy = SuitePolicy(retry_failed=2, retry_strategy="hedge")
-            report = await session.run_suite("p_checkout", build_id="ab_1", policy=policy).result()
-            ```
-        """
-        from asyncclient.suite import SuiteRun
-
-        project_id = checks.check_id("project", project_id)
-        if build_id is not None:
-            build_id = checks.check_id("build", build_id)
-        builds = (
-            None if build_ids is None else checks.check_id_list("build", build_ids, "build_ids")
-        )
-        if mode is not None:
-            checks.check_choice("mode", mode, frozenset({"auto", "cold", "warm"}))
-        key = idempotency_key or f"asyncclient-suite-{os.urandom(12).hex()}"
-
-        async def start() -> ProjectRunStart:
-            return await self.run_project(
-                project_id, mode=mode, build_ids=builds, build_id=build_id, idempotency_key=key
-            )
-
-        return SuiteRun(
-            self,
-            policy=policy,
-            start=start,
-            mode=mode,
-            build_id=build_id,
-            idempotency_key=key,
-            name=project_id,
-        )
-
-    def follow_suite(
-        self,
-        run_ids: Iterable[str],
-        *,
-        policy: "SuitePolicy | None" = None,
-        tests: Mapping[str, str] | None = None,
-        mode: str | None = None,
-        build_id: str | None = None,
-        idempotency_key: str | None = None,
-        name: str = "asyncclient",
-    ) -> "SuiteRun":
-        """Follow runs already started to their tests' verdicts, as `policy` says (see
-        `run_suite`).
-
-        Args:
-            run_ids: The suite's first runs (`j_...`).
-            policy: How the suite is followed (default: no re-runs).
-            tests: Each run's test id, when known (the ETA and hedging start before a sweep).
-            mode: The mode the runs were started in (re-runs and copies use it).
-            build_id: The build they run (likewise; default: each run's own).
-            idempotency_key: The suite's key; each re-run's and copy's is derived from it.
-            name: The report's name.
-
-        Returns:
-            A `SuiteRun`.
-
-        Raises:
-            ValidationError: A bad run id or option, before any request.
-        """
-        from asyncclient.suite import SuiteRun
-
-        ids = checks.check_id_list("run", run_ids, "run_ids", unique=False)
-        return SuiteRun(
-            self,
-            ids,
-            policy=policy,
-            tests=tests,
-            mode=mode,
-            build_id=build_id,
-            idempotency_key=idempotency_key,
-            name=name,
         )
 
     @_telemetry.traced("wait_for_runs")

@@ -26,7 +26,7 @@ from asyncclient._reports import (
     title,
 )
 from asyncclient.models import Run
-from asyncclient.reruns import Attempts, SuiteResult, TestOutcome
+from asyncclient.reruns import Attempts, SuitePolicy, SuiteResult, TestOutcome
 
 if TYPE_CHECKING:
     from asyncclient.eta import Expected
@@ -706,6 +706,6 @@ def runs_report(
     tests = tuple(
         Attempts(run.test_id or run.id, (*(earlier or {}).get(run.id, ()), run)) for run in finals
     )
-    result = SuiteResult(tests, quarantined=dict(quarantined or {}))
+    result = SuiteResult(tests, SuitePolicy(quarantined=dict(quarantined or {})))
     report = suite_report(result, name=name, skipped=skipped, by_tests=False)
     return attrs.evolve(report, notes=())

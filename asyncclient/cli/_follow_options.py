@@ -16,8 +16,7 @@ import attrs
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
 from asyncclient.cli._options import Follow, Globals, read
-from asyncclient.reruns import MAX_RETRY_FAILED
-from asyncclient.suite._policy import DEFAULT_HEDGE_TARGET, RETRY_STRATEGIES
+from asyncclient.reruns import DEFAULT_HEDGE_TARGET, MAX_RETRY_FAILED, RETRY_STRATEGIES
 
 if TYPE_CHECKING:
     from asyncclient.cli._output import Output

@@ -111,8 +111,8 @@ class Follow:
     def policy(self) -> SuitePolicy:
         """The suite loop's policy these options make (checked by check_follow_options)."""
         from asyncclient.failures import DEFAULT_CATEGORIES
+        from asyncclient.reruns import DEFAULT_HEDGE_TARGET
         from asyncclient.suite import SuitePolicy
-        from asyncclient.suite._policy import DEFAULT_HEDGE_TARGET
 
         return SuitePolicy(
             retry_failed=self.retry_failed,

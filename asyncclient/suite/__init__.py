@@ -1,9 +1,9 @@
-"""Following a suite to each test's verdict, in the library: `AsyncSession.run_suite` and
-`AsyncSession.follow_suite` return a `SuiteRun` (its typed events, then its report), driven by
-a `SuitePolicy` (re-runs and how they go, fail-fast, quarantine, reuse, new tests, budget).
+"""Following a suite to each test's verdict, in the library: a `SuiteRun` takes the session
+(`SuiteRun.for_project` starts the suite, `SuiteRun(session, run_ids)` follows runs already
+started) and gives its typed events, then its report, as a `SuitePolicy` says.
 
     policy = SuitePolicy(retry_failed=2, retry_strategy="hedge", max_failures=3)
-    suite = session.run_suite("p_checkout", build_id="ab_1", policy=policy)
+    suite = SuiteRun.for_project(session, "p_checkout", build_id="ab_1", policy=policy)
     async for event in suite:
         print(event.event, event.fields())
     report = await suite.result()
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from asyncclient.reruns import RETRY_STRATEGIES, RetryStrategy, SuitePolicy, runs_for
     from asyncclient.suite._events import (
         BudgetReached,
         CopiesStopped,
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
         SuiteEvent,
     )
     from asyncclient.suite._loop import SuiteRun
-    from asyncclient.suite._policy import RETRY_STRATEGIES, RetryStrategy, SuitePolicy, runs_for
     from asyncclient.suite._wait import wait_with_retries
 
 __all__ = [
@@ -63,10 +63,10 @@ __all__ = [
 
 _HOMES = {
     "SuiteRun": "asyncclient.suite._loop",
-    "SuitePolicy": "asyncclient.suite._policy",
-    "RetryStrategy": "asyncclient.suite._policy",
-    "RETRY_STRATEGIES": "asyncclient.suite._policy",
-    "runs_for": "asyncclient.suite._policy",
+    "SuitePolicy": "asyncclient.reruns",
+    "RetryStrategy": "asyncclient.reruns",
+    "RETRY_STRATEGIES": "asyncclient.reruns",
+    "runs_for": "asyncclient.reruns",
     "wait_with_retries": "asyncclient.suite._wait",
 }
 

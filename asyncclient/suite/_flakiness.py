@@ -8,15 +8,17 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from asyncclient.errors import AsyncClientError
+from asyncclient.reruns import runs_for
 from asyncclient.suite._events import Notice, SuiteEvent
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
-    from asyncclient.reruns import SuiteResult
+    from asyncclient.reruns import Reruns, SuitePolicy, SuiteResult
+    from asyncclient.spend.reuse import Started
 
-__all__ = ["analyse", "of_failures"]
+__all__ = ["analyse", "copies_due", "of_failures"]
 
 
 async def analyse(
@@ -88,3 +90,37 @@ async def of_failures(
             return found or None
         found.update({t: report.of(t) for t in rest})
     return found
+
+
+async def copies_due(
+    session: AsyncSession,
+    history: dict[str, list[Run]],
+    emit: Callable[[SuiteEvent], None],
+    policy: SuitePolicy,
+    reruns: Reruns,
+    starts: Sequence[Started],
+    queued: Callable[[str, str | None, str | None, str | None], Run],
+) -> list[tuple[Run, int]]:
+    """The first round's copies of each known-flaky test: its first run (recorded in
+    `reruns`) and how many copies give enough runs in all for a pass with the chance
+    hedge_target, at its pass rate on its recent builds (at most 1 + retry_failed runs)."""
+    candidates = [
+        item
+        for item in starts
+        if item.test_id not in policy.quarantined
+        and item.test_id not in reruns.new_tests
+        and item.run_id not in reruns.reused
+    ]
+    flakiness = await analyse(session, history, [item.test_id for item in candidates], emit)
+    due: list[tuple[Run, int]] = []
+    for item in candidates:
+        found = flakiness.get(item.test_id)
+        if found is None or found.state != "flaky" or not found.runs:
+            continue
+        runs = runs_for(1.0 - found.failure_rate, policy.hedge_target, 1 + policy.retry_failed)
+        if runs <= 1:
+            continue
+        first = queued(item.run_id, item.test_id, item.build_id, item.mode)
+        reruns.record([first])
+        due.append((first, runs - 1))
+    return due

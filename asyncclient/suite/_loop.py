@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import TYPE_CHECKING, Any, Final
 
 from asyncclient._client import _telemetry
+from asyncclient._core import _checks as checks
 from asyncclient._core import _defaults as defaults
 from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
-from asyncclient.reruns import Reruns, remaining
+from asyncclient.reruns import Reruns, SuitePolicy, remaining
 from asyncclient.suite._baseline import BaselineRuns
 from asyncclient.suite._events import (
     BaselineJudged,
@@ -39,7 +40,7 @@ from asyncclient.suite._events import (
     Reused as ReusedEvent,
 )
 from asyncclient.suite._known import KnownFailures
-from asyncclient.suite._policy import SuitePolicy, runs_for
+from asyncclient.suite._start import ProjectStart
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -64,16 +65,17 @@ class SuiteRun:
     """One suite followed to its verdicts: `async for event in suite_run` gives what happens
     (typed events, asyncclient.suite), `await suite_run.result()` the report.
 
-    Made by `AsyncSession.run_suite` (starts the suite) or `AsyncSession.follow_suite` (runs
-    already started). The loop starts at the first `result()`, iteration or `async with`;
-    iterating several times replays every event from the first. Leaving `async with` before
-    the end cancels the loop (and stops the runs still going when `stop_on_cancel`).
+    Made by `SuiteRun.for_project(session, project_id, ...)` (starts the suite) or
+    `SuiteRun(session, run_ids, ...)` (runs already started). The loop starts at the first
+    `result()`, iteration or `async with`; iterating several times replays every event from
+    the first. Leaving `async with` before the end cancels the loop (and stops the runs still
+    going when `stop_on_cancel`).
 
     Args:
         session: The session the loop calls the service with.
         run_ids: The suite's first runs, when already started.
         policy: How the suite is followed (default: no re-runs).
-        start: What starts the suite (run_suite's run_project call), instead of run_ids.
+        start: What starts the suite (for_project's run_project call), instead of run_ids.
         tests: Each run's test id, when known from the start.
         mode: The mode the first runs were started in (re-runs and copies use it).
         build_id: Their build (default: each run's own).
@@ -109,6 +111,7 @@ class SuiteRun:
     ) -> None:
         self.policy = policy or SuitePolicy()
         self._session = session
+        run_ids = checks.check_id_list("run", run_ids, "run_ids", unique=False)
         self._start = start
         self.run_ids: tuple[str, ...] = tuple(run_ids)
         self.tests: dict[str, str] = dict(tests or {})
@@ -123,24 +126,10 @@ class SuiteRun:
         self._watch_options = dict(watch_options or {})
         self._clock = clock
         p = self.policy
-        self.reruns = Reruns(
-            p.retry_failed,
-            mode=mode,
-            build_id=build_id,
-            idempotency_key=idempotency_key,
-            fail_on_flaky=p.fail_on_flaky,
-            quarantined=p.quarantined,
-            fail_on_quarantined=p.fail_on_quarantined,
-            new_test_runs=p.new_test_runs,
-            new_test_budget=p.new_test_budget,
-            new_test_warn=p.new_test_warn,
-            at_once=p.at_once,
-            budget_seconds=p.budget_seconds,
-            categories=p.categories,
-        )
+        self.reruns = Reruns(p, mode=mode, build_id=build_id, idempotency_key=idempotency_key)
         self.reruns.overage.update(overage)
         self.started: ProjectRunStart | None = None
-        """The service's answer to the suite's start (run_suite)."""
+        """The service's answer to the suite's start (for_project)."""
         self.report: SuiteReport | None = None
         """The report, once built (at the end, or what was known when the loop was cancelled)."""
         self.outcome: SuiteResult | None = None
@@ -181,6 +170,55 @@ class SuiteRun:
         """The job's OpenTelemetry trace id (32 hex digits), when traced."""
 
     # --- what a caller uses ---------------------------------------------------------------------
+
+    @classmethod
+    def for_project(
+        cls,
+        session: AsyncSession,
+        project_id: str,
+        *,
+        build_id: str | None = None,
+        build_ids: Sequence[str] | None = None,
+        mode: str | None = None,
+        policy: SuitePolicy | None = None,
+        idempotency_key: str | None = None,
+    ) -> SuiteRun:
+        """Start every test of a project and follow them to their verdicts, as `policy` says
+        (re-runs, at once or in rounds, copies of known-flaky tests, fail-fast, quarantine,
+        reuse, a device-time budget).
+
+        Nothing is sent until the suite is awaited or iterated: `await suite.result()` gives
+        the report (`SuiteReport`), `async for event in suite` what happens as it happens.
+
+        Args:
+            session: The session the loop calls the service with.
+            project_id: The project (`p_...`).
+            build_id: The build every app test runs (`ab_...`).
+            build_ids: Builds each app test picks its own app's from.
+            mode: `"auto"`, `"cold"` or `"warm"`; default: the service's.
+            policy: How the suite is followed (default: no re-runs).
+            idempotency_key: The start's key; each re-run's and copy's is derived from it.
+
+        Raises:
+            ValidationError: A bad id or option, before any request.
+
+        Examples:
+            ```python
+            policy = SuitePolicy(retry_failed=2, retry_strategy="hedge")
+            suite = SuiteRun.for_project(session, "p_checkout", build_id="ab_1", policy=policy)
+            report = await suite.result()
+            ```
+        """
+        start = ProjectStart(session, project_id, build_id, build_ids, mode, idempotency_key)
+        return cls(
+            session,
+            policy=policy,
+            start=start,
+            mode=start.mode,
+            build_id=start.build_id,
+            idempotency_key=start.key,
+            name=start.project_id,
+        )
 
     def observe(self, observer: Observer) -> None:
         """Call `observer(event)` with each event as it happens (before iterators see it).
@@ -570,7 +608,7 @@ class SuiteRun:
                 continue
             self._refused.add(test_id)
             if self.reruns.budget_refused(test_id):
-                budget = self.reruns.budget_seconds or 0.0
+                budget = self.policy.budget_seconds or 0.0
                 self._emit(BudgetReached(test_id, budget, self.reruns.budget_used()))
             self._emit(StartRefused(test_id, reason))
 
@@ -635,31 +673,20 @@ class SuiteRun:
                 self._emit(NewTests(tuple(sorted(new)), policy.new_test_runs))
 
     async def _hedge(self) -> list[str]:
-        """The first round's copies of each known-flaky test: enough runs in all for a pass
-        with the chance hedge_target, at its pass rate on its recent builds (at most
-        1 + retry_failed runs). Returns the copies' run ids."""
-        policy, reruns = self.policy, self.reruns
-        candidates = [
-            item
-            for item in self.starts
-            if item.test_id not in policy.quarantined
-            and item.test_id not in reruns.new_tests
-            and item.run_id not in reruns.reused
-        ]
-        flakiness = await self._analyse([item.test_id for item in candidates])
-        due: list[tuple[Run, int]] = []
-        for item in candidates:
-            found = flakiness.get(item.test_id)
-            if found is None or found.state != "flaky" or not found.runs:
-                continue
-            pass_rate = 1.0 - found.failure_rate
-            runs = runs_for(pass_rate, policy.hedge_target, 1 + policy.retry_failed)
-            if runs <= 1:
-                continue
-            first = _queued(item.run_id, item.test_id, item.build_id, item.mode)
-            reruns.record([first])
-            due.append((first, runs - 1))
+        """The first round's copies of each known-flaky test (asyncclient.suite._flakiness
+        says how many). Returns the copies' run ids."""
+        from asyncclient.suite._flakiness import copies_due
+
         copies: list[tuple[str, str, int]] = []
+        due = await copies_due(
+            self._session,
+            self.history,
+            self._emit,
+            self.policy,
+            self.reruns,
+            self.starts,
+            _queued,
+        )
         for first, count in due:
             copies += await self._start_runs([first], "copy", count=count)
         return [run_id for _, run_id, _ in copies]
@@ -693,7 +720,7 @@ class SuiteRun:
         if self._baseline is not None:
             verdicts = self._baseline.verdicts()
             tests = tuple(attrs.evolve(t, baseline=verdicts.get(t.test_id)) for t in result.tests)
-            result = attrs.evolve(result, tests=tests, pre_existing=self.policy.pre_existing)
+            result = attrs.evolve(result, tests=tests)
         self.outcome = result
         self.report = suite_report(
             result,
@@ -749,8 +776,3 @@ def _queued(
     from asyncclient.models import Run, RunStatus
 
     return Run(id=run_id, status=RunStatus.QUEUED, test_id=test_id, build_id=build_id, mode=mode)
-
-
-def describe(event: SuiteEvent) -> dict[str, Any]:
-    """An event as its `--events` line's fields, with its name (`event`)."""
-    return {"event": getattr(event, "event", event.name), **event.fields()}

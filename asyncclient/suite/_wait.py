@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from asyncclient._core import _checks as checks
-from asyncclient.suite._policy import RetryStrategy, SuitePolicy
+from asyncclient.reruns import RetryStrategy, SuitePolicy
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -36,7 +36,7 @@ async def wait_with_retries(
 ) -> SuiteResult:
     """Wait for the runs, re-running each test that did not pass up to `retry_failed` times
     (asyncclient.reruns says how); returns every test with every attempt. The suite loop
-    (`AsyncSession.follow_suite`) with re-runs only: no history read, no fail-fast.
+    (`SuiteRun`) with re-runs only: no history read, no fail-fast.
     With raise_on_timeout=False a timeout or unknown ids return the result so far
     (`complete` False, `unknown` the ids).
 

@@ -14,7 +14,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from asyncclient import AsyncClientError, AsyncSession, SuitePolicy, ValidationError
+from asyncclient import (
+    AsyncClientError,
+    AsyncSession,
+    SuitePolicy,
+    SuiteRun,
+    ValidationError,
+)
 
 SESSION = web.AppKey("asyncclient", AsyncSession)
 
@@ -43,7 +49,8 @@ def line(value: dict[str, object]) -> bytes:
 async def run_suite(request: web.Request) -> web.StreamResponse:
     session = request.app[SESSION]
     try:
-        suite = session.run_suite(
+        suite = SuiteRun.for_project(
+            session,
             request.match_info["project_id"],
             build_ids=request.query.getall("build", []) or None,
             policy=POLICY,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from asyncclient import AsyncSession, wait_with_retries
 from asyncclient._core._checks import KEY_LENGTH, derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Reruns
+from asyncclient.reruns import Reruns, SuitePolicy
 from asyncclient.spend.verify import verify_fix
 from asyncclient.testing import FakeService
 
@@ -115,7 +115,7 @@ async def test_a_rerun_answered_with_a_run_the_job_has_is_not_a_second_verdict()
 
 
 def test_a_rerun_that_is_another_tests_run_is_dropped_with_the_reason() -> None:
-    reruns = Reruns(1, idempotency_key="k")
+    reruns = Reruns(SuitePolicy(retry_failed=1), idempotency_key="k")
     reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
     # As if the re-run's start had been answered j_9, then seen to be t_b's run.
     reruns._entry_of["j_9"] = "j_1"
@@ -162,7 +162,7 @@ def test_the_one_reader_of_counts(sent: object, read: int | None) -> None:
 def test_another_tests_id_in_the_reason_is_one_safe_line(other: str) -> None:
     """The id a hostile service gives for the other test reaches the report as one line with no
     control character, however it was written."""
-    reruns = Reruns(1, idempotency_key="k")
+    reruns = Reruns(SuitePolicy(retry_failed=1), idempotency_key="k")
     reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
     reruns._entry_of["j_9"] = "j_1"
     reruns._entries["j_1"].append(Run(id="j_9", status=RunStatus.QUEUED, test_id="t_a"))
@@ -182,7 +182,7 @@ def test_a_rerun_created_before_the_jobs_runs_is_not_this_jobs() -> None:
     from datetime import UTC, datetime, timedelta
 
     now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-    reruns = Reruns(1, idempotency_key="k", build_id="ab_1")
+    reruns = Reruns(SuitePolicy(retry_failed=1), idempotency_key="k", build_id="ab_1")
     first = Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True, created_at=now,
                 build_id="ab_1")  # fmt: skip
     reruns.record([first])
@@ -208,7 +208,7 @@ def test_a_rerun_created_before_the_jobs_runs_is_not_this_jobs() -> None:
 @given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
 @settings(max_examples=100)
 def test_a_foreign_runs_reason_is_one_safe_line(run_id: str, build: str) -> None:
-    reruns = Reruns(1, idempotency_key="k", build_id="ab_1")
+    reruns = Reruns(SuitePolicy(retry_failed=1), idempotency_key="k", build_id="ab_1")
     reruns.record([Run(id="j_1", status=RunStatus.FAILED, test_id="t_a", final=True)])
     reruns._entry_of[run_id] = "j_1"
     reruns._kind[run_id] = "rerun"

@@ -63,16 +63,9 @@ def _resolve(importer: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
         yield candidate if candidate in MODULES else base
 
 
-# The one arrow that runs up, on purpose: AsyncSession.run_suite and follow_suite hand the
-# session to the suite loop (ARCHITECTURE.md, "The suite loop"), which sits above the session
-# because it uses the re-runs and the report model. Nothing else may (the suite as the entry
-# point, taking the session, ends this one too: issue "one house, one vocabulary").
-UPWARD = {("asyncclient._client._session", "asyncclient.suite")}
-
-
 def edges(*, types: bool = False) -> dict[str, set[str]]:
-    """Who imports whom (the UPWARD arrow left out); with `types`, imports made only for type
-    checkers too."""
+    """Who imports whom, lazy imports inside functions included; with `types`, imports made
+    only for type checkers too. No arrow is left out."""
     graph: dict[str, set[str]] = {}
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
@@ -81,7 +74,7 @@ def edges(*, types: bool = False) -> dict[str, set[str]]:
             for target in _resolve(name, node):
                 while target and target not in MODULES:
                     target = target.rpartition(".")[0]
-                if target and target != name and (name, target) not in UPWARD:
+                if target and target != name:
                     targets.add(target)
         graph[name] = targets
     return graph

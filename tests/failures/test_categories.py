@@ -26,7 +26,7 @@ from asyncclient.failures import (
 )
 from asyncclient.failures._agreement import adjusted_rand_index, purity
 from asyncclient.models import Run
-from asyncclient.suite import RerunSkipped, SuitePolicy
+from asyncclient.suite import RerunSkipped, SuitePolicy, SuiteRun
 from asyncclient.testing import FakeService
 from asyncclient.testing._demo_seed import DEMO
 
@@ -376,7 +376,7 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
         interval=0.05,
     )
     async with FakeService(outage_seed(), speed=1000) as svc, AsyncSession("k", svc.url) as session:
-        suite = session.run_suite("p_out", build_id="ab_out_1", policy=policy)
+        suite = SuiteRun.for_project(session, "p_out", build_id="ab_out_1", policy=policy)
         events: list[Any] = []
         suite.observe(events.append)
         report = await suite.result()
@@ -432,7 +432,9 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
 async def test_rerun_known_re_runs_the_known_failure_too() -> None:
     policy = SuitePolicy(retry_failed=1, rerun_known=True, interval=0.05)
     async with FakeService(outage_seed(), speed=1000) as svc, AsyncSession("k", svc.url) as session:
-        report = await session.run_suite("p_out", build_id="ab_out_1", policy=policy).result()
+        report = await SuiteRun.for_project(
+            session, "p_out", build_id="ab_out_1", policy=policy
+        ).result()
     known = next(t for t in report.tests if t.test_id == "t_app_0")
     assert (len(known.attempts), known.not_rerun) == (2, None)
 

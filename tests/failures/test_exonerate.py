@@ -116,7 +116,8 @@ async def test_labels_the_service_dropped_give_no_baseline_never_a_wrong_one() -
 
 
 async def _suite(session: AsyncSession, build: str, **policy: Any) -> SuiteRun:
-    suite = session.run_suite(
+    suite = SuiteRun.for_project(
+        session,
         "p_shop",
         build_ids=[build],
         policy=SuitePolicy(retry_failed=1, retry_strategy="at-once", interval=0.02, **policy),
@@ -223,11 +224,11 @@ async def test_a_baseline_start_answered_with_the_jobs_own_run_is_refused() -> N
     build: it is the job's, not the baseline's, and says so; nothing is followed."""
     from asyncclient.failures import DEFAULT_CATEGORIES
     from asyncclient.models import RunStart
-    from asyncclient.reruns import Reruns
+    from asyncclient.reruns import Reruns, SuitePolicy
     from asyncclient.suite._baseline import BaselineRuns
 
     failed = _run("j_fail01", "failed", "The orders list never loads.")
-    reruns = Reruns(0)
+    reruns = Reruns(SuitePolicy())
     reruns.record([failed])
 
     class Answering:

@@ -19,7 +19,7 @@ from report_support import run as timed_run
 from asyncclient._reports import allure as _allure
 from asyncclient._reports import model as _model
 from asyncclient.models import Run
-from asyncclient.reruns import Attempts, SuiteResult
+from asyncclient.reruns import Attempts, SuitePolicy, SuiteResult
 from asyncclient.spend import Reuse
 
 SHA = "a" * 64
@@ -55,7 +55,7 @@ def job(at: float = 0) -> SuiteResult:
             Attempts("t_quarantined", (run("j_6", "t_quarantined", "error", at=at),)),
             Attempts("t_reused", (run("j_r", "t_reused", "cancelled", at=at),), reused=reuse),
         ),
-        quarantined={"t_quarantined": "crashes on the old emulator"},
+        SuitePolicy(quarantined={"t_quarantined": "crashes on the old emulator"}),
     )
 
 

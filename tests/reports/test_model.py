@@ -21,7 +21,7 @@ from asyncclient._reports import text as _text
 from asyncclient._reports.html import html_report
 from asyncclient.ci import tally
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, SuiteResult
+from asyncclient.reruns import Attempts, SuitePolicy, SuiteResult
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "ctrf-schema-0.0.json").read_text())
 
@@ -87,7 +87,7 @@ def test_ctrf_of_plain_flaky_rerun_quarantined_and_not_started_tests_is_valid() 
     result = job()
     result = SuiteResult(
         (*result.tests, Attempts("t_q", (run("j_7", "t_q", "error"),))),
-        quarantined={"t_q": "crashes on the old emulator"},
+        SuitePolicy(quarantined={"t_q": "crashes on the old emulator"}),
         overage=result.overage,
     )
     report = _model.suite_report(result, name="p_shop", skipped=[("t_app", "no ready build")])
@@ -197,7 +197,9 @@ def test_the_ctrf_packages_own_validator_accepts_every_kind_of_report(tmp_path: 
         "plain": _model.runs_report([passed]),
         "flaky": _model.suite_report(SuiteResult((flaky,))),
         "rerun": _model.suite_report(SuiteResult((reran,))),
-        "quarantined": _model.suite_report(SuiteResult((reran,), quarantined={"t_b": "old OS"})),
+        "quarantined": _model.suite_report(
+            SuiteResult((reran,), SuitePolicy(quarantined={"t_b": "old OS"}))
+        ),
         "not-started": _model.runs_report([passed], skipped=[("t_app", "no ready build")]),
     }
     files = [str(_ctrf.write_ctrf(tmp_path / f"{name}.json", r)) for name, r in reports.items()]

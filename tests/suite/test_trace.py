@@ -25,7 +25,7 @@ from asyncclient._core._ci_run import ci_run, pipeline_attributes
 from asyncclient._core._untrusted import _SHOWN
 from asyncclient.cli._output import Output
 from asyncclient.models import Run
-from asyncclient.suite import SuitePolicy
+from asyncclient.suite import SuitePolicy, SuiteRun
 from asyncclient.suite._events import RunFinished, RunStarted
 from asyncclient.suite._trace import VALUE_LIMIT, JobTrace
 from asyncclient.testing import FakeService
@@ -54,7 +54,7 @@ async def test_a_service_running_a_suite_gets_the_jobs_trace_without_the_command
         FakeService(SEED, speed=100.0) as svc,
         AsyncSession(base_url=svc.url, api_key="lib-run") as session,
     ):
-        report = await session.run_suite("p_lib", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_lib", policy=policy).result()
     spans = otel.finished()
     (job,) = _named(spans, "asyncclient.job")
     assert job.parent is None
@@ -80,7 +80,9 @@ async def test_without_an_sdk_no_trace_is_made_and_the_report_has_no_trace_id() 
         FakeService(SEED, speed=100.0) as svc,
         AsyncSession(base_url=svc.url, api_key="lib-run") as session,
     ):
-        report = await session.run_suite("p_lib", policy=SuitePolicy(interval=0.02)).result()
+        report = await SuiteRun.for_project(
+            session, "p_lib", policy=SuitePolicy(interval=0.02)
+        ).result()
     assert report.trace_id is None
     assert JobTrace.open("p_lib") is None
 
@@ -304,7 +306,7 @@ async def test_a_trace_that_fails_never_fails_the_suite(
         AsyncSession(base_url=svc.url, api_key="lib-run") as session,
     ):
         policy = SuitePolicy(retry_failed=1, interval=0.02)
-        report = await session.run_suite("p_lib", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_lib", policy=policy).result()
     assert report.passed
     assert {test.test_id: test.outcome for test in report.tests} == {
         "t_ok": "passed",
@@ -396,7 +398,7 @@ async def test_each_run_span_has_its_queue_seconds_from_the_runs_own_times(
         started = await session.run_project("p_lib")
         svc.advance(3.5)  # running now, never seen queued
         policy = SuitePolicy(interval=0.01)
-        suite = session.follow_suite([run.run_id for run in started.started], policy=policy)
+        suite = SuiteRun(session, [run.run_id for run in started.started], policy=policy)
         running = asyncio.ensure_future(suite.result())
         await asyncio.sleep(0.1)
         svc.advance(60)
@@ -415,7 +417,9 @@ async def test_a_pre_existing_failure_is_on_its_tests_span(otel: Telemetry) -> N
         FakeService(baseline_seed(), speed=6000.0) as svc,
         AsyncSession(base_url=svc.url, api_key="shop-run-key") as session,
     ):
-        await session.run_suite("p_shop", build_ids=["ab_shop_change"], policy=policy).result()
+        await SuiteRun.for_project(
+            session, "p_shop", build_ids=["ab_shop_change"], policy=policy
+        ).result()
     tests = {
         span.attributes["test.case.name"]: span.attributes
         for span in _named(otel.finished(), "asyncclient.test")

@@ -1,4 +1,5 @@
-"""Every decision the suite loop makes, in one frozen record, checked when it is made."""
+"""Every decision the suite loop makes, in one frozen record (`SuitePolicy`), checked when it is
+made: the one record the re-runs, the result, the loop and the command read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from asyncclient._core._checks import check_id
 from asyncclient.errors import ValidationError
 from asyncclient.failures import DEFAULT_CATEGORIES, Categories
 from asyncclient.failures.exonerate import PRE_EXISTING_MODES, PreExistingMode, is_branch
-from asyncclient.reruns import MAX_RETRY_FAILED
 
 __all__ = [
     "DEFAULT_HEDGE_TARGET",
@@ -26,6 +26,8 @@ __all__ = [
 RetryStrategy = Literal["rounds", "at-once", "hedge"]
 RETRY_STRATEGIES: Final = ("rounds", "at-once", "hedge")
 DEFAULT_HEDGE_TARGET: Final = 0.95
+MAX_RETRY_FAILED: Final = 10
+"""The most re-runs a test may get (--retry-failed)."""
 
 
 def _whole(name: str, value: object, low: int, high: int) -> int:

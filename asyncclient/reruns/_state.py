@@ -1,355 +1,31 @@
-"""Re-running the tests that did not pass: one policy for the CLI, the MCP server and users' code.
-
-A test whose final run did not pass (failed, error, inconclusive, blocked, or any other final
-status but passed) is run again, unless the run was stopped (cancelled: the API says a stopped
-run is not counted). A re-run is `run_test(test_id, mode=<the first run's mode>,
-build_id=<the build that run used>)` with an idempotency key derived from the suite's, so a
-retried request never starts a test twice. The re-runs of one round go out together and are
-followed by one batched watcher (ids in batches of 50). A test is re-run until it passes or
-its attempts are used up; one that failed and then passed is *flaky*, and counts as passed
-unless the caller asks otherwise (Maven Surefire's `rerunFailingTestsCount`, saucectl's
-`retries` with `smartRetry.failedOnly`). A failure the infrastructure caused (a failure
-category of that kind: built in, `error` and `inconclusive`) is re-run too, but never makes a
-test flaky; an app failure that fails the same way as the test's newest runs on the same build
-is not re-run (`keep`), unless the caller asks (`rerun_known`).
-
-    result = await wait_with_retries(session, run_ids, retry_failed=2)
-    result.passed, result.flaky, result.failed   # tests, each with every attempt
-"""
+"""The re-run policy's state for one suite (`Reruns`): each round's final runs recorded, the
+tests due another attempt, their starts (under keys derived from the suite's), the budget."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
-
-import attrs
+from typing import TYPE_CHECKING
 
 from asyncclient._core import _checks as checks
 from asyncclient._core import _untrusted
 from asyncclient._values import _bounds as bounds
-from asyncclient.errors import AsyncClientError, ValidationError
-from asyncclient.failures import DEFAULT_CATEGORIES, Categories
+from asyncclient.errors import AsyncClientError
+from asyncclient.reruns._policy import SuitePolicy
+from asyncclient.reruns._result import Attempts, SuiteResult, needs_rerun
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
-    from asyncclient.failures.exonerate import BaselineVerdict
-    from asyncclient.flakiness import TestFlakiness
     from asyncclient.models import Run
     from asyncclient.spend.reuse import Reuse
 
-__all__ = ["MAX_RETRY_FAILED", "Attempts", "Reruns", "SuiteResult", "needs_rerun"]
+__all__ = ["Reruns", "remaining"]
 
-MAX_RETRY_FAILED = 10
-"""The most re-runs a test may get (--retry-failed)."""
-_MODES = ("auto", "cold", "warm")
 _START_CONCURRENCY = 8
 _CLOCK_TICK = timedelta(seconds=1)  # times the service rounds apart
-
-TestOutcome = Literal[
-    "passed", "flaky", "failed", "cancelled", "not_final", "reused", "flaky_on_arrival"
-]
-
-
-def needs_rerun(run: Run) -> bool:
-    """Whether a final run calls for another attempt: it did not pass and was not stopped."""
-    return run.is_final and not run.passed and run.status_kind != "cancelled"
-
-
-@attrs.frozen
-class Attempts:
-    """One test of a suite and every run of it, in order: the last one is its verdict.
-
-    start_error: why a re-run could not be started (the service refused it), if one was not.
-    A new test's repeats (--new-test-runs) follow its first run: all of its runs together are
-    its verdict. A reused test's one run was stopped: an earlier pass on an identical build
-    stands for it (--reuse-passed).
-
-    Attributes:
-        test_id: The test.
-        runs: Every run of it, in order; the last one is its verdict.
-        start_error: Why a re-run could not be started, if one could not.
-        repeats: How many of the runs after the first repeat a new test (not re-runs).
-        reused: The earlier pass that stands for its stopped run, when it was reused.
-        kinds: Each run's kind, in `runs`' order: run, rerun, repeat or copy (empty: the
-            first run, then re-runs).
-        at_once: Its runs may overlap (re-runs at once, copies): the verdict is that of all
-            of them, and `runs` ends with the run that decides it.
-        stopped: Its runs the suite stopped because another run of it passed (not counted).
-        decided_on: With runs at once, the attempt (in the order they started) whose run
-            decides its verdict; 0: the last.
-        infrastructure: Its runs that failed for the infrastructure (a failure category of
-            that kind): re-run, and never what makes it flaky.
-        not_rerun: Why it was not re-run though it had re-runs left: it failed the same way
-            as its newest runs on the same build (see SuitePolicy.rerun_known).
-        baseline: What its runs on the baseline build said of its failure (SuitePolicy.
-            baseline), when it failed and ran there.
-    """
-
-    test_id: str
-    runs: tuple[Run, ...]
-    start_error: str | None = None
-    repeats: int = 0
-    reused: Reuse | None = None
-    kinds: tuple[str, ...] = ()
-    at_once: bool = False
-    stopped: frozenset[str] = frozenset()
-    decided_on: int = 0
-    infrastructure: frozenset[str] = frozenset()
-    not_rerun: str | None = None
-    baseline: BaselineVerdict | None = None
-
-    @property
-    def pre_existing(self) -> bool:
-        """It failed in the end, and on the baseline build too, the same way."""
-        return self.baseline is not None and self.baseline.pre_existing and not self.passed
-
-    @property
-    def passed_on(self) -> int:
-        """The attempt a test that passed in the end passed on (1 for the first run)."""
-        return self.decided_on or len(self.runs)
-
-    @property
-    def passed_as(self) -> str:
-        """What the run it passed on was: `attempt N`, or `copy N` (a known-flaky test's copy,
-        no attempt of its own)."""
-        number = self.passed_on
-        if self.kinds and self.kinds[-1] == "copy":  # the deciding run goes last
-            # The runs before it in the order they started come first, in that order.
-            return f"copy {self.kinds[: number - 1].count('copy') + 1}"
-        return f"attempt {number}"
-
-    @property
-    def final(self) -> Run:
-        """The last attempt: the test's verdict."""
-        return self.runs[-1]
-
-    @property
-    def attempts(self) -> int:
-        """How many times the test ran."""
-        return len(self.runs)
-
-    @property
-    def passed(self) -> bool:
-        """Passed in the end (flaky and reused included; a new test only when every run of
-        it passed)."""
-        return self.outcome in ("passed", "flaky", "reused")
-
-    @property
-    def flaky(self) -> bool:
-        """Failed at least once, then passed."""
-        return self.outcome == "flaky"
-
-    @property
-    def outcome(self) -> TestOutcome:
-        """passed, flaky (failed, then passed), failed, cancelled (its last run was stopped),
-        not_final (the wait ended first), reused (its run stopped for an earlier pass on an
-        identical build) or flaky_on_arrival (a new test whose runs disagree)."""
-        final = self.final
-        if self.repeats:
-            return self._arrival()
-        if self.at_once and self.reused is None:
-            return self._together()
-        if self.reused is not None and final.status_kind == "cancelled":
-            return "reused"
-        if not final.is_final:
-            return "not_final"
-        if final.passed:
-            return "flaky" if self._app_failure(self.runs[:-1]) else "passed"
-        if final.status_kind == "cancelled":
-            return "cancelled"
-        return "failed"
-
-    def _together(self) -> TestOutcome:
-        """The verdict of runs that may overlap: passed when a counted run passed (flaky when
-        another counted run did not), else not final while one goes on, else failed (or
-        cancelled when no run counted)."""
-        counted = [run for run in self.runs if run.is_final and run.status_kind != "cancelled"]
-        if any(run.passed for run in counted):
-            return "flaky" if self._app_failure(counted) else "passed"
-        if any(not run.is_final for run in self.runs):
-            return "not_final"
-        return "failed" if counted else "cancelled"
-
-    def _arrival(self) -> TestOutcome:
-        """A new test's verdict from all of its runs (stopped ones do not count)."""
-        if any(not run.is_final for run in self.runs):
-            return "not_final"
-        counted = [
-            run
-            for run in self.runs
-            if run.status_kind != "cancelled" and run.id not in self.infrastructure
-        ]
-        passed = sum(1 for run in counted if run.passed)
-        if not counted:
-            return "failed" if self.infrastructure else "cancelled"
-        if passed == len(counted):
-            return "passed"
-        return "flaky_on_arrival" if passed else "failed"
-
-    def _app_failure(self, runs: Iterable[Run]) -> bool:
-        """Whether one of `runs` did not pass for a reason other than the infrastructure (a
-        failure only the infrastructure caused never makes a test flaky)."""
-        return any(
-            run.is_final
-            and not run.passed
-            and run.status_kind != "cancelled"
-            and run.id not in self.infrastructure
-            for run in runs
-        )
-
-    @property
-    def recovered(self) -> bool:
-        """Passed in the end after failures the infrastructure caused only (not flaky)."""
-        return self.outcome == "passed" and any(r.id in self.infrastructure for r in self.runs)
-
-    @property
-    def arrival_counts(self) -> tuple[int, int]:
-        """(passed, counted) of a new test's runs (stopped ones not counted)."""
-        counted = [
-            run
-            for run in self.runs
-            if run.is_final and run.status_kind != "cancelled" and run.id not in self.infrastructure
-        ]
-        return sum(1 for run in counted if run.passed), len(counted)
-
-    @property
-    def failed_attempts(self) -> tuple[Run, ...]:
-        """The runs of this test that did not pass (a flaky test's earlier attempts too)."""
-        return tuple(run for run in self.runs if run.is_final and not run.passed)
-
-
-@attrs.frozen
-class SuiteResult:
-    """Every test of a suite with its attempts, in the order the tests were first seen.
-
-    Attributes:
-        tests: Every test of the suite with its attempts, in the order first seen.
-        fail_on_flaky: Whether a flaky test counts as failed.
-        complete: Whether every run ended (False after a timeout).
-        unknown: Run ids the service did not know.
-        quarantined: The quarantined tests (test id -> reason): one that did not pass does
-            not fail the suite, unless fail_on_quarantined.
-        fail_on_quarantined: Whether a quarantined test that did not pass fails the suite.
-        flakiness: Per test that did not pass, its flakiness before this suite (what
-            `AsyncSession.flakiness` reads; None for a test with no earlier run), or None
-            when it was not read.
-        overage: The runs whose start said they are beyond the plan's included runs.
-        fail_fast: The runs stopped because enough tests had not passed (--max-failures).
-        new_test_warn: Whether a test flaky on arrival only warns (else it fails the suite).
-        categories: The failure categories in force (every report names each failure's).
-        pre_existing: What a pre-existing failure does to the suite: `fail` (it fails it, as
-            any), `pass` or `warn` (it does not; `warn` has the command say so).
-    """
-
-    tests: tuple[Attempts, ...]
-    fail_on_flaky: bool = False
-    complete: bool = True
-    """False when the wait ended (its timeout) before every run was final."""
-    unknown: tuple[str, ...] = ()
-    """Run ids the service did not know (their tests are left out)."""
-    quarantined: Mapping[str, str] = attrs.field(factory=dict)
-    fail_on_quarantined: bool = False
-    flakiness: Mapping[str, TestFlakiness | None] | None = None
-    overage: frozenset[str] = frozenset()
-    fail_fast: frozenset[str] = frozenset()
-    new_test_warn: bool = False
-    categories: Categories = DEFAULT_CATEGORIES
-    pre_existing: str = "fail"
-
-    def excused(self, test: Attempts) -> bool:
-        """Whether the test did not pass but is quarantined (and that does not fail it).
-
-        Args:
-            test: One test of this suite.
-        """
-        return not test.passed and test.test_id in self.quarantined and not self.fail_on_quarantined
-
-    @property
-    def passed(self) -> bool:
-        """Every test passed in the end (a flaky one counts unless fail_on_flaky; a quarantined
-        one that did not pass is excused unless fail_on_quarantined)."""
-        return all(
-            (t.passed and not (self.fail_on_flaky and t.flaky))
-            or self.excused(t)
-            or (self.new_test_warn and t.outcome == "flaky_on_arrival")
-            or (t.pre_existing and self.pre_existing != "fail")
-            for t in self.tests
-        )
-
-    @property
-    def pre_existing_failures(self) -> tuple[Attempts, ...]:
-        """The tests that failed on the baseline build too, the same way."""
-        return tuple(t for t in self.tests if t.pre_existing)
-
-    @property
-    def quarantined_failures(self) -> tuple[Attempts, ...]:
-        """The quarantined tests that did not pass in the end."""
-        return tuple(t for t in self.tests if not t.passed and t.test_id in self.quarantined)
-
-    @property
-    def flaky(self) -> tuple[Attempts, ...]:
-        """The tests that failed, then passed on a re-run."""
-        return tuple(t for t in self.tests if t.flaky)
-
-    @property
-    def failed(self) -> tuple[Attempts, ...]:
-        """The tests that did not pass in the end."""
-        return tuple(t for t in self.tests if not t.passed)
-
-    @property
-    def runs(self) -> tuple[Run, ...]:
-        """Every attempt of every test."""
-        return tuple(run for test in self.tests for run in test.runs)
-
-    @property
-    def final_runs(self) -> tuple[Run, ...]:
-        """The last attempt of each test."""
-        return tuple(test.final for test in self.tests)
-
-    def summary(self) -> str:
-        """`4 tests: 2 passed, 1 flaky (passed on attempt 2), 1 failed after 3 attempts`."""
-        counts: dict[str, list[Attempts]] = {}
-        for test in self.tests:
-            counts.setdefault(test.outcome, []).append(test)
-        parts = []
-        for outcome in (
-            "passed", "reused", "flaky", "flaky_on_arrival", "failed", "cancelled", "not_final"
-        ):  # fmt: skip
-            tests = counts.get(outcome)
-            if not tests:
-                continue
-            attempts = sorted({t.attempts for t in tests})
-            shown = "/".join(str(a) for a in attempts)
-            if outcome == "flaky":
-                on = "/".join(sorted({t.passed_as for t in tests}, key=lambda w: (len(w), w)))
-                parts.append(f"{len(tests)} flaky (passed on {on})")
-            elif outcome == "flaky_on_arrival":
-                parts.append(f"{len(tests)} flaky on arrival")
-            elif outcome == "passed" and any(t.recovered for t in tests):
-                recovered = sum(1 for t in tests if t.recovered)
-                parts.append(
-                    f"{len(tests)} passed ({recovered} on a re-run after an infrastructure "
-                    "failure: not flaky)"
-                )
-            elif outcome == "reused":
-                parts.append(f"{len(tests)} reused (passed before on an identical build)")
-            elif outcome == "failed":
-                after = "" if attempts == [1] else f" after {shown} attempts"
-                before = sum(1 for t in tests if t.pre_existing)
-                they = "it fails" if before == 1 else "they fail"
-                said = f" ({before} pre-existing: {they} on the baseline too)" if before else ""
-                parts.append(f"{len(tests)} failed{after}{said}")
-            elif outcome == "not_final":
-                parts.append(f"{len(tests)} not final")
-            else:
-                parts.append(f"{len(tests)} {outcome}")
-        total = len(self.tests)
-        noun = "test" if total == 1 else "tests"
-        return f"{total} {noun}: {', '.join(parts)}" if parts else f"{total} {noun}"
 
 
 class Reruns:
@@ -358,41 +34,23 @@ class Reruns:
 
     def __init__(
         self,
-        retry_failed: int,
+        policy: SuitePolicy | None = None,
         *,
         mode: str | None = None,
         build_id: str | None = None,
         idempotency_key: str | None = None,
-        fail_on_flaky: bool = False,
-        quarantined: Mapping[str, str] | None = None,
-        fail_on_quarantined: bool = False,
-        new_test_runs: int = 0,
-        new_test_budget: float | None = None,
-        new_test_warn: bool = False,
-        at_once: bool = False,
-        budget_seconds: float | None = None,
-        categories: Categories = DEFAULT_CATEGORIES,
     ) -> None:
-        from asyncclient.spend.arrival import BUDGET_SECONDS, check_new_test_runs
+        from asyncclient.spend.arrival import BUDGET_SECONDS
 
-        if isinstance(retry_failed, bool) or not isinstance(retry_failed, int):
-            raise ValidationError(f"retry_failed must be a whole number; got {retry_failed!r}")
-        if not 0 <= retry_failed <= MAX_RETRY_FAILED:
-            raise ValidationError(
-                f"retry_failed {retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
-            )
-        if mode is not None and mode not in _MODES:
-            raise ValidationError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        if mode is not None:
+            checks.check_choice("mode", mode, checks.MODES)
         if build_id is not None:
             build_id = checks.check_id("build", build_id)
-        self.retry_failed = retry_failed
-        self.fail_on_flaky = fail_on_flaky
-        self.quarantined = dict(quarantined or {})
-        self.fail_on_quarantined = fail_on_quarantined
-        # Flaky on arrival: new tests' repeats and their device time.
-        self.new_test_runs = check_new_test_runs(new_test_runs)
-        self.new_test_budget = BUDGET_SECONDS if new_test_budget is None else new_test_budget
-        self.new_test_warn = new_test_warn
+        self.policy = policy = policy or SuitePolicy()
+        # Flaky on arrival: the device time of new tests' repeats.
+        self._new_test_budget = (
+            BUDGET_SECONDS if policy.new_test_budget is None else policy.new_test_budget
+        )
         self.new_tests: set[str] = set()
         self._repeated: dict[str, int] = {}  # entry -> repeats started
         # Runs stopped for a pass on an identical build.
@@ -411,16 +69,13 @@ class Reruns:
         self._errors: dict[str, str] = {}  # entry -> why its re-run was refused
         self._rank: dict[str, int] = {}  # first run id -> its place in the result (order())
         # at-once, hedge: runs overlap; the first pass stops others.
-        self.at_once = at_once
         self._kind: dict[str, str] = {}  # run id -> rerun, repeat or copy (first runs: none)
         self.stopped: set[str] = set()  # runs stopped because another run of the test passed
         # Device time re-runs may take, reckoned as they go.
-        self.budget_seconds = budget_seconds
         self.usual_seconds: dict[str, float] = {}  # test id -> its runs' usual duration
         self._reckoned: dict[str, float] = {}  # run id of a re-run or copy -> seconds
         self._budget_spent: set[str] = set()  # entries refused a run by the budget
-        # Failure categories, and tests not re-run (failed so before).
-        self.categories = categories
+        # Tests not re-run (failed so before).
         self._kept: dict[str, str] = {}
         self._asked: dict[str, str | None] = {}  # run id started here -> the build asked for
         self.foreign: dict[str, str] = {}  # runs answered for a start, not this job's: why
@@ -537,7 +192,7 @@ class Reruns:
 
     def _arriving(self, entry: str) -> bool:
         """Whether the entry is a new test that gets repeats instead of re-runs."""
-        return bool(self.new_test_runs) and self._entries[entry][0].test_id in self.new_tests
+        return bool(self.policy.new_test_runs) and self._entries[entry][0].test_id in self.new_tests
 
     def due(self) -> list[Run]:
         """The last attempt of each test to run again: it did not pass, was not stopped, has
@@ -548,7 +203,7 @@ class Reruns:
             for entry, attempts in self._entries.items()
             if attempts[0].test_id
             and needs_rerun(attempts[-1])
-            and len(attempts) <= self.retry_failed
+            and len(attempts) <= self.policy.retry_failed
             and entry not in self._errors
             and entry not in self._kept
             and not self._arriving(entry)
@@ -557,14 +212,14 @@ class Reruns:
     def runs_left(self, run: Run) -> int:
         """How many more runs `run`'s test may get (1 + retry_failed in all)."""
         entry = self._entry_of.get(run.id, run.id)
-        return max(0, 1 + self.retry_failed - len(self._entries.get(entry, ())))
+        return max(0, 1 + self.policy.retry_failed - len(self._entries.get(entry, ())))
 
     def due_at_once(self, run: Run) -> tuple[Run, int] | None:
         """With re-runs at once: `run` just ended without passing; its test's remaining runs
         are due now, unless a run of it passed, it was stopped, it is a new test given
         repeats, its re-runs were refused or it has none left."""
         entry = self._entry_of.get(run.id)
-        if entry is None or not self.at_once or not needs_rerun(run):
+        if entry is None or not self.policy.at_once or not needs_rerun(run):
             return None
         attempts = self._entries[entry]
         if not attempts[0].test_id or entry in self._errors or self._arriving(entry):
@@ -624,29 +279,30 @@ class Reruns:
 
     def fits(self, test_id: str, runs: int) -> bool:
         """Whether `runs` more runs of the test fit the budget (no budget: always)."""
-        if self.budget_seconds is None:
+        if self.policy.budget_seconds is None:
             return True
         from asyncclient.eta import DEFAULT_RUN_SECONDS
 
         need = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS) * runs
-        return self.budget_used() + need <= self.budget_seconds
+        return self.budget_used() + need <= self.policy.budget_seconds
 
     def _fits(self, entry: str, test_id: str) -> bool:
         """Whether one more re-run or copy of the test fits the budget; one that does not is
         the test's start error (it keeps its verdict so far)."""
-        if self.budget_seconds is None:
+        budget = self.policy.budget_seconds
+        if budget is None:
             return True
         from asyncclient.eta import DEFAULT_RUN_SECONDS
 
         need = self.usual_seconds.get(test_id, DEFAULT_RUN_SECONDS)
         used = self.budget_used()
-        if used + need <= self.budget_seconds:
+        if used + need <= budget:
             return True
         self._budget_spent.add(entry)
         self._errors.setdefault(
             entry,
-            f"the re-run budget of {self.budget_seconds / 60:.1f} min is spent ({used / 60:.1f} "
-            f"min used, about {need / 60:.1f} min needed)",
+            f"the re-run budget of {budget / 60:.1f} min is spent ({used / 60:.1f} min used, "
+            f"about {need / 60:.1f} min needed)",
         )
         return False
 
@@ -666,7 +322,9 @@ class Reruns:
                 continue
             if not first.is_final or first.status_kind == "cancelled":
                 continue
-            count = repeats_for(first.duration_seconds, self.new_test_runs, self.new_test_budget)
+            count = repeats_for(
+                first.duration_seconds, self.policy.new_test_runs, self._new_test_budget
+            )
             due.append((first, count))
         return due
 
@@ -746,12 +404,12 @@ class Reruns:
         """Whether `run` is its test's verdict and the test did not pass: final, not passed,
         and no re-run will follow (it was stopped, the test has no attempt left, or its re-run
         was refused). A quarantined test never counts (fail-fast: --max-failures)."""
-        if not run.is_final or run.passed or (run.test_id or "") in self.quarantined:
+        if not run.is_final or run.passed or (run.test_id or "") in self.policy.quarantined:
             return False
         if run.id in self.reused and run.status_kind == "cancelled":
             return False
         entry = self._entry_of.get(run.id, run.id)
-        if self.at_once and entry in self._entries and not self._arriving(entry):
+        if self.policy.at_once and entry in self._entries and not self._arriving(entry):
             attempts = self._entries[entry]
             if any(not seen.is_final for seen in attempts):
                 return False  # another run of it may still pass
@@ -759,17 +417,21 @@ class Reruns:
                 return False
             if not any(needs_rerun(seen) for seen in attempts):
                 return not any(seen.id in self.reused for seen in attempts)
-            return len(attempts) > self.retry_failed or entry in self._errors or entry in self._kept
+            return (
+                len(attempts) > self.policy.retry_failed
+                or entry in self._errors
+                or entry in self._kept
+            )
         if entry in self._entries and self._arriving(entry):
             if entry not in self._repeated and run.status_kind != "cancelled":
                 return False  # its repeats are still to come
             test = self._attempts(entry)
             return test.outcome == "failed" or (
-                test.outcome == "flaky_on_arrival" and not self.new_test_warn
+                test.outcome == "flaky_on_arrival" and not self.policy.new_test_warn
             )
         return (
             not needs_rerun(run)
-            or self.attempt_of(run.id) > self.retry_failed
+            or self.attempt_of(run.id) > self.policy.retry_failed
             or entry in self._errors
             or entry in self._kept
         )
@@ -783,7 +445,7 @@ class Reruns:
         """mode and build_id of a re-run of `run`'s test: those of the test's first run (the
         job's build when its view named none, unless it is a web test)."""
         first = self._entries[self._entry_of[run.id]][0]
-        mode = self._mode or (first.mode if first.mode in _MODES else None)
+        mode = self._mode or (first.mode if first.mode in checks.MODES else None)
         build = first.used_build_id or (None if first.platform == "web" else self._build_id)
         return {"mode": mode, "build_id": build}
 
@@ -807,7 +469,7 @@ class Reruns:
             for n in range(count):
                 key = f"rerun/{attempts[0].test_id}/{len(attempts) + 1 + n}"
                 jobs.append(self._start_one(session, limit, run, key, kind))
-        if self.budget_seconds is None:
+        if self.policy.budget_seconds is None:
             done = await asyncio.gather(*jobs)
         else:  # one by one: each start is reckoned against the budget
             done = [await job for job in jobs]
@@ -817,7 +479,7 @@ class Reruns:
         runs = list(self._entries[entry])
         repeats = self._repeated.get(entry, 0) and len(runs) - 1
         reused = self.reused.get(runs[-1].id) if len(runs) == 1 else None
-        together = self.at_once and not repeats and len(runs) > 1
+        together = self.policy.at_once and not repeats and len(runs) > 1
         decided_on = 0
         if together:
             # The deciding run goes last, where every report reads it.
@@ -837,7 +499,9 @@ class Reruns:
             at_once=together,
             stopped=frozenset(r.id for r in runs if r.id in self.stopped),
             decided_on=decided_on,
-            infrastructure=frozenset(r.id for r in runs if self.categories.infrastructure(r)),
+            infrastructure=frozenset(
+                r.id for r in runs if self.policy.categories.infrastructure(r)
+            ),
             not_rerun=self._kept.get(entry),
         )
 
@@ -846,15 +510,11 @@ class Reruns:
         entries = sorted(self._entries, key=lambda entry: rank.get(entry, last))
         return SuiteResult(
             tuple(self._attempts(entry) for entry in entries),
-            self.fail_on_flaky,
+            self.policy,
             complete,
             tuple(unknown),
-            self.quarantined,
-            self.fail_on_quarantined,
             overage=frozenset(self.overage),
             fail_fast=frozenset(self.fail_fast),
-            new_test_warn=self.new_test_warn,
-            categories=self.categories,
         )
 
 
