@@ -13,13 +13,12 @@ import asyncio
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Protocol
 
 import attrs
 
 from asyncclient._values import _bounds as bounds
 from asyncclient.errors import AsyncClientError
-from asyncclient.flakiness import RunLister
 from asyncclient.models import Run
 
 __all__ = [
@@ -47,6 +46,19 @@ HISTORY_RUNS: Final = 50
 MAX_TESTS: Final = 200
 """The most tests whose history one job reads (the ETA, reuse and new tests share the read)."""
 _MIN_SAME_MODE: Final = 3  # fewer finished runs in the mode asked: all modes count
+
+
+class RunLister(Protocol):
+    """What the history needs of the service: AsyncSession.list_runs."""
+
+    async def list_runs(
+        self,
+        ids: Iterable[str] | None = None,
+        test_id: str | None = None,
+        project_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[Run]: ...
 
 
 @attrs.frozen

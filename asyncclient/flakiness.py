@@ -38,12 +38,13 @@ import asyncio
 import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 import attrs
 
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import TITLE_LIMIT, clip
+from asyncclient.eta import RunLister
 from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories
 from asyncclient.failures._signature import failure_record
 from asyncclient.models import Run
@@ -391,19 +392,6 @@ def _one(test_id: str, runs: list[Run], truncated: bool, left_out: list[Run]) ->
 
 
 # --- reading the history ------------------------------------------------------------------------
-
-
-class RunLister(Protocol):
-    """What the history needs of the service: AsyncSession.list_runs."""
-
-    async def list_runs(
-        self,
-        ids: Iterable[str] | None = None,
-        test_id: str | None = None,
-        project_id: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[Run]: ...
 
 
 async def fetch_flakiness(

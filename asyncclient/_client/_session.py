@@ -11,6 +11,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar, Unpack
@@ -842,13 +843,30 @@ class AsyncSession:
                 print(cause.count, cause.category.kind, cause.signature)
             ```
         """
-        from asyncclient.failures import fetch_failures
+        from asyncclient.failures import failure_report
+        from asyncclient.flakiness import fetch_flakiness
 
         checks.check_id("project", project_id)
         named = None if tests is None else checks.check_id_list("test", tests, "tests")
         window = checks.check_days(days)
-        return await fetch_failures(
-            self, project_id, days=window, tests=named, categories=categories
+        now = datetime.now(UTC)
+        read = await fetch_flakiness(
+            self,
+            project_id,
+            days=window,
+            tests=named,
+            now=now,
+            categories=categories,
+            keep_runs=True,
+        )
+        return await failure_report(
+            project_id,
+            read.failed_runs,
+            days=window,
+            since=read.since,
+            now=now,
+            requests=read.requests,
+            categories=categories,
         )
 
     async def get_run(self, run_id: str) -> Run:

@@ -1,7 +1,6 @@
 """What the devices can run: an app's minimum OS, architectures and ABIs against a device
 profile, as problems (it cannot run) and warnings (it runs only in part)."""
 
-from asyncclient._values._bounds import digits
 from asyncclient.apps._values import ANDROID, IOS, AppInfo, Compatibility, DeviceProfile, Problem
 
 
@@ -48,7 +47,7 @@ def _check_android(info: AppInfo, devices: DeviceProfile) -> tuple[list[Problem]
             )
     if info.min_os is not None:
         max_api = devices.android_max_api
-        if not digits(info.min_os):
+        if not _digits(info.min_os):
             problems.append(
                 Problem(
                     "min_os",
@@ -135,9 +134,14 @@ def _check_ios(info: AppInfo, devices: DeviceProfile) -> tuple[list[Problem], li
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:
     parts = text.strip().split(".")
-    if not all(digits(part) for part in parts):
+    if not all(_digits(part) for part in parts):
         return None
     numbers = [int(part) for part in parts]
     while len(numbers) > 1 and numbers[-1] == 0:
         numbers.pop()  # "18.0" == "18"
     return tuple(numbers)
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (str.isdigit() takes `²`, which int() refuses)."""
+    return text.isascii() and text.isdigit()

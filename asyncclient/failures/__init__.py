@@ -20,7 +20,7 @@ from asyncclient.failures._categories import (
     load_categories,
     regex_problem,
 )
-from asyncclient.failures._history import MAX_CLUSTERS, FailureReport, fetch_failures
+from asyncclient.failures._history import MAX_CLUSTERS, FailureReport, failure_report
 from asyncclient.failures._signature import (
     MAX_PART,
     SIGNATURE_LIMIT,
@@ -44,8 +44,8 @@ __all__ = [
     "FailureReport",
     "cluster",
     "failure_record",
+    "failure_report",
     "failure_text",
-    "fetch_failures",
     "find_categories",
     "general",
     "load_categories",

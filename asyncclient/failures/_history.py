@@ -17,9 +17,9 @@ from asyncclient.failures._categories import DEFAULT_CATEGORIES, Categories
 from asyncclient.failures._signature import Cluster, cluster
 
 if TYPE_CHECKING:
-    from asyncclient.flakiness import RunLister
+    from asyncclient.models import Run
 
-__all__ = ["MAX_CLUSTERS", "NEW_WITHIN", "FailureReport", "fetch_failures", "rank"]
+__all__ = ["MAX_CLUSTERS", "NEW_WITHIN", "FailureReport", "failure_report", "rank"]
 
 MAX_CLUSTERS: Final = 50
 """The most clusters a failure report keeps (the others are counted in `more`)."""
@@ -112,32 +112,21 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-async def fetch_failures(
-    session: RunLister,
+async def failure_report(
     project_id: str,
+    failed_runs: Sequence[Run],
     *,
-    days: float = 14,
-    tests: Sequence[str] | None = None,
+    days: float,
+    since: datetime,
+    now: datetime,
+    requests: int,
     categories: Categories | None = None,
-    now: datetime | None = None,
 ) -> FailureReport:
-    """Read the project's failed runs (the flakiness report's listings: no other request) and
-    group them by cause (see AsyncSession.failure_clusters)."""
-    from asyncclient.flakiness import fetch_flakiness
-
-    now = now or datetime.now(UTC)
-    read = await fetch_flakiness(
-        session,
-        project_id,
-        days=days,
-        tests=tests,
-        now=now,
-        categories=categories,
-        keep_runs=True,
-    )
+    """The project's failed runs (the flakiness report's listings, read by
+    AsyncSession.failure_clusters) grouped by cause and ranked."""
     # The example is the newest run, opened first.
     newest_first = sorted(
-        read.failed_runs,
+        failed_runs,
         key=lambda run: run.created_at.timestamp() if run.created_at else 0.0,
         reverse=True,
     )
@@ -148,10 +137,10 @@ async def fetch_failures(
     return FailureReport(
         project_id=project_id,
         days=days,
-        since=read.since,
+        since=since,
         now=now,
         clusters=tuple(found[:MAX_CLUSTERS]),
         more=max(0, len(found) - MAX_CLUSTERS),
         failures=sum(item.count for item in found),
-        requests=read.requests,
+        requests=requests,
     )

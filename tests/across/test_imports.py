@@ -305,6 +305,32 @@ def test_no_circles_of_type_only_imports() -> None:
     assert cycle is None, "import circle (type-only imports included): " + " -> ".join(cycle or [])
 
 
+def room_of(module: str) -> str:
+    """The room a module stands in: its package below asyncclient (a folder), else itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def room_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for importer, targets in graph.items():
+        for target in targets:
+            if room_of(importer) != room_of(target):
+                rooms.setdefault(room_of(importer), set()).add(room_of(target))
+    return rooms
+
+
+def test_no_two_rooms_import_each_other() -> None:
+    """No circle of folders and top-level modules either (what farm-studio draws as an arrow
+    that runs back up): a package does not straddle another, type-only imports included."""
+    cycle = find_cycle(room_edges(edges(types=True)))
+    assert cycle is None, "rooms in a circle: " + " -> ".join(cycle or [])
+
+
+def test_the_room_check_sees_two_packages_through_their_modules() -> None:
+    graph = {"asyncclient.a._x": {"asyncclient.b._y"}, "asyncclient.b._z": {"asyncclient.a._w"}}
+    assert find_cycle(room_edges(graph)) == ["asyncclient.a", "asyncclient.b", "asyncclient.a"]
+
+
 def code_lines(path: Path) -> int:
     """Lines that hold code: not blank, not only a comment, not inside a docstring."""
     source = path.read_text()
