@@ -63,13 +63,13 @@ RUNNING = make_run("j_go", "running", final=False)
 def test_outcome_maps_each_status() -> None:
     assert [_reports.run_result(r) for r in (PASSED, FAILED, ERRORED, CANCELLED, RUNNING)] == [
         "passed",
-        "failure",
+        "failed",
         "error",
-        "skipped",
+        "cancelled",
         "not_final",
     ]
-    assert _reports.run_result(make_run("j_b", "blocked")) == "failure"
-    assert _reports.run_result(make_run("j_n", "exploded", final=True)) == "failure"
+    assert _reports.run_result(make_run("j_b", "blocked")) == "failed"
+    assert _reports.run_result(make_run("j_n", "exploded", final=True)) == "failed"
     assert _reports.run_result(make_run("j_n", "exploded")) == "not_final"
 
 

@@ -283,3 +283,25 @@ async def test_a_web_tests_rerun_in_a_job_given_a_build_goes_without_it(rerun_se
     assert {t.test_id: t.attempts for t in result.tests} == {"t_pass": 1, "t_0000": 2}
     assert [run.build for run in web] == [None, None]
     assert refused == []
+
+
+def test_the_policy_is_one_record_that_the_others_read() -> None:
+    """Every decision of a suite lives in SuitePolicy, checked once: the re-runs' state takes
+    it whole, and a suite's result reads its fields through it, copying none."""
+    import inspect
+
+    import attrs
+
+    decisions = {field.name for field in attrs.fields(SuitePolicy)}
+    assert decisions.isdisjoint(field.name for field in attrs.fields(SuiteResult))
+    assert list(inspect.signature(Reruns).parameters) == [
+        "policy",
+        "mode",
+        "build_id",
+        "idempotency_key",
+    ]
+    policy = SuitePolicy(retry_failed=1, quarantined={"t_q": "old OS"}, fail_on_quarantined=True)
+    reruns = Reruns(policy)
+    assert reruns.policy is policy
+    assert reruns.result().policy is policy
+    assert reruns.result().quarantined == {"t_q": "old OS"}

@@ -105,7 +105,7 @@ def test_verdicts_of_reused_and_repeated_tests() -> None:
     assert Attempts("t_a", failing, repeats=1).outcome == "failed"
     flaky = Attempts("t_a", disagree, repeats=2)
     assert not SuiteResult((flaky,)).passed
-    assert SuiteResult((flaky,), SuitePolicy(new_test_warn=True)).passed
+    assert SuiteResult((flaky,), SuitePolicy(new_test_runs=2, new_test_warn=True)).passed
     assert "1 flaky on arrival" in SuiteResult((flaky,)).summary()
 
 

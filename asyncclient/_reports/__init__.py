@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 from asyncclient._values import _lenient
+from asyncclient._values._outcomes import RunOutcome
 from asyncclient.models import Requirement, Run
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from asyncclient.reruns import SuiteResult
 
 __all__ = [
-    "RunResult",
+    "RunOutcome",
     "arrival_notes",
     "baseline_notes",
     "counts_line",
@@ -32,7 +33,6 @@ __all__ = [
     "suite_notes",
 ]
 
-RunResult = Literal["passed", "failure", "error", "skipped", "not_final"]
 
 # Count order; later statuses follow, sorted.
 _STATUS_ORDER: Final = (
@@ -51,10 +51,10 @@ def status_of(run: Run) -> str:
     return str(run.status) or "unknown"
 
 
-def run_result(run: Run) -> RunResult:
-    """How a run counts in a report: passed, a failure (failed/blocked/inconclusive or another
-    final status), an error, skipped (cancelled, by whatever word), or not final (the watch
-    ended first). The status word is read leniently (`canceled`, `stopped` are cancelled)."""
+def run_result(run: Run) -> RunOutcome:
+    """How a run counts in a report: passed, failed (failed/blocked/inconclusive or another
+    final status), error, cancelled (by whatever word), or not final (the watch ended first).
+    The status word is read leniently (`canceled`, `stopped` are cancelled)."""
     if not run.is_final:
         return "not_final"
     kind = run.status_kind
@@ -63,8 +63,8 @@ def run_result(run: Run) -> RunResult:
     if kind == "error":
         return "error"
     if kind == "cancelled":
-        return "skipped"
-    return "failure"
+        return "cancelled"
+    return "failed"
 
 
 def duration_seconds(run: Run) -> float | None:
@@ -103,7 +103,7 @@ def failed_requirements(run: Run) -> tuple[Requirement, ...]:
     read (their raw text), so what the service said is never dropped."""
     checks = run.requirement_results
     failed = tuple(req for req in checks if req.outcome == "failed")
-    if failed or run_result(run) not in ("failure", "error"):
+    if failed or run_result(run) not in ("failed", "error"):
         return failed
     return tuple(req for req in checks if req.outcome == "unknown")
 

@@ -31,9 +31,9 @@ are cut, ending in an ellipsis."""
 # The report model's outcome of a run, in Allure's words.
 _STATUS: Final = {
     "passed": "passed",
-    "failure": "failed",
+    "failed": "failed",
     "error": "broken",
-    "skipped": "skipped",
+    "cancelled": "skipped",
     "not_final": "unknown",
 }
 # Allure's defaults, after ours.

@@ -28,9 +28,9 @@ SPEC_VERSION: Final = "0.0.0"
 # The report model's outcome of a run, in CTRF's five words.
 _STATUS: Final = {
     "passed": "passed",
-    "failure": "failed",
+    "failed": "failed",
     "error": "failed",
-    "skipped": "skipped",
+    "cancelled": "skipped",
     "not_final": "pending",
 }
 
@@ -104,7 +104,7 @@ def _test(
     test: TestReport, suite: str, evidence: Mapping[str, Sequence[str]], base: Path | None
 ) -> dict[str, Any]:
     final = test.final
-    excused = test.excused and final.outcome in ("failure", "error", "not_final")
+    excused = test.excused and final.outcome in ("failed", "error", "not_final")
     status = "skipped" if excused else _STATUS.get(final.outcome, "other")
     entry: dict[str, Any] = {
         "name": test.title or test.test_id,

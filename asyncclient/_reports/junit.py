@@ -68,8 +68,8 @@ def junit_xml(report: SuiteReport) -> bytes:
             "time": _seconds(total_time),
             "tests": str(len(tests) + len(skipped)),
             "errors": str(tally["error"] + tally["not_final"]),
-            "skipped": str(tally["skipped"] + tally["quarantined"] + len(skipped)),
-            "failures": str(tally["failure"]),
+            "skipped": str(tally["cancelled"] + tally["quarantined"] + len(skipped)),
+            "failures": str(tally["failed"]),
         },
     )
     props = ET.SubElement(suite, "properties")
@@ -115,9 +115,10 @@ def _property(props: ET.Element, name: str, value: str) -> None:
 
 def _kind(test: TestReport) -> str:
     """The test's outcome in the report: its last run's, or "quarantined" (reported as
-    skipped) for an excused test whose last run failed, erred or did not end."""
+    skipped) for an excused test whose last run failed, erred or did not end. JUnit's own
+    words (<failure>, <skipped>) are said only where the elements are written."""
     kind = test.final.outcome
-    if kind in ("failure", "error", "not_final") and test.excused:
+    if kind in ("failed", "error", "not_final") and test.excused:
         return "quarantined"
     return kind
 
@@ -142,7 +143,7 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
         children["skipped"].append(
             ET.Element("skipped", {"message": _clean(f"quarantined: {test.quarantine}")})
         )
-    elif kind == "failure":
+    elif kind == "failed":
         element = ET.Element(
             "failure", {"message": _clean(headline or status), "type": _clean(status)}
         )
@@ -156,7 +157,7 @@ def _testcase(suite: ET.Element, test: TestReport, *, quarantined: bool) -> None
         )
         element.text = _clean("\n".join([headline, *requirement_lines]).strip())
         children["error"].append(element)
-    elif kind == "skipped":
+    elif kind == "cancelled":
         said = headline or "cancelled"
         if test.fail_fast:
             said = "stopped by fail-fast (--max-failures)" + (f": {headline}" if headline else "")
@@ -229,7 +230,7 @@ def _attempt_element(attempt: Attempt, *, flaky: bool) -> ET.Element | None:
     """One earlier attempt of a re-run test, as Surefire writes it (None: a stopped attempt,
     which is not re-run and counts for nothing)."""
     kind = attempt.outcome
-    if kind not in ("failure", "error"):
+    if kind not in ("failed", "error"):
         return None
     tag = ("flaky" if flaky else "rerun") + ("Error" if kind == "error" else "Failure")
     status = attempt.status

@@ -88,7 +88,7 @@ def step_summary_markdown(report: SuiteReport) -> str:
                 f"| {icon} {_cell(status)} | {named} | {_run_link(run)} "
                 f"| {run.duration} | {_cell(run.headline)} |"
             )
-        details = [t for t in report.tests if t.final.outcome not in ("passed", "skipped")]
+        details = [t for t in report.tests if t.final.outcome not in ("passed", "cancelled")]
         if details:
             lines += ["", "<details><summary>Runs that did not pass</summary>", ""]
             for test in details:

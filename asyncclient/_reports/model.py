@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from asyncclient._reports import (
-    RunResult,
     counts_line,
     duration_seconds,
     failed_requirements,
@@ -25,6 +24,7 @@ from asyncclient._reports import (
     suite_notes,
     title,
 )
+from asyncclient._values._outcomes import RunOutcome
 from asyncclient.models import Run
 from asyncclient.reruns import Attempts, SuitePolicy, SuiteResult, TestOutcome
 
@@ -89,7 +89,7 @@ class Attempt:
     run: Run
     number: int
     status: str
-    outcome: RunResult
+    outcome: RunOutcome
     final: bool
     title: str
     headline: str
@@ -482,7 +482,7 @@ class TestReport:
         """(took, usual) seconds when its last run took more than its usual time by over a
         fifth and over 5 s (SLOWER_SHARE, SLOWER_SECONDS); else None."""
         took, usual = self.final.seconds, self.usual_seconds
-        if took is None or usual is None or self.final.outcome == "skipped":
+        if took is None or usual is None or self.final.outcome == "cancelled":
             return None
         if took > usual * (1 + SLOWER_SHARE) and took - usual > SLOWER_SECONDS:
             return took, usual
@@ -627,7 +627,7 @@ def _verdict_last(attempts: tuple[Attempt, ...], outcome: str, warn: bool) -> tu
     if outcome != "flaky_on_arrival":
         return attempts
     failing = [
-        attempt for attempt in attempts if attempt.final and attempt.outcome in ("failure", "error")
+        attempt for attempt in attempts if attempt.final and attempt.outcome in ("failed", "error")
     ]
     passing = [attempt for attempt in attempts if attempt.passed]
     rest = [attempt for attempt in attempts if attempt not in failing and attempt not in passing]

@@ -10,14 +10,14 @@ import html
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import attrs
 
+from asyncclient._values._outcomes import CheckOutcome
 from asyncclient.apps import Problem
 
 __all__ = [
-    "CheckResult",
     "ErrorBody",
     "Requirement",
     "build_id_of",
@@ -39,7 +39,6 @@ __all__ = [
     "warning_text",
 ]
 
-CheckResult = Literal["passed", "failed", "skipped", "unknown"]
 
 #: Longest text kept from an unreadable value.
 _RAW_LIMIT: Final = 300
@@ -159,7 +158,7 @@ def _word(value: str) -> str:
     return "_".join(value.strip().lower().replace("-", " ").split())
 
 
-def check_result(value: Any, key: str | None = None) -> CheckResult:
+def check_result(value: Any, key: str | None = None) -> CheckOutcome:
     """passed, failed, skipped or unknown, from a result sent as a boolean, a word or a number.
     `key` is where it was found: `failed: true` means the opposite of `passed: true`."""
     if isinstance(value, Mapping):
@@ -174,7 +173,7 @@ def check_result(value: Any, key: str | None = None) -> CheckResult:
         return "passed" if value == 1 else "failed" if value == 0 else "unknown"
     if isinstance(value, str):
         word = _word(value)
-        outcome: CheckResult = (
+        outcome: CheckOutcome = (
             "passed" if word in _PASSED
             else "failed" if word in _FAILED
             else "skipped" if word in _SKIPPED
@@ -213,7 +212,7 @@ class Requirement:
 
     name: str = ""
     title: str = ""
-    outcome: CheckResult = "unknown"
+    outcome: CheckOutcome = "unknown"
     result: str = ""
     reason: str = ""
 
@@ -237,7 +236,7 @@ def _requirement(item: Any, fallback: str) -> Requirement:
         result_key, result = _first(item, _RESULT_KEYS)
         _reason_key, reason = _first(item, _REASON_KEYS)
         # `result: null`: no result (a stopped run), so skipped.
-        outcome: CheckResult = (
+        outcome: CheckOutcome = (
             check_result(result, result_key)
             if result_key is not None or not any(k in item for k in _RESULT_KEYS)
             else "skipped"

@@ -67,7 +67,7 @@ async def follow(
     suite = SuiteRun(
         session,
         run_ids,
-        policy=options.policy(),
+        policy=options.suite_policy or options.make_policy(),
         tests=tests,
         mode=mode,
         build_id=build_id,

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from asyncclient._core._config_keys import COMMAND_KEYS
 from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
 from asyncclient.cli._options import Follow, Globals, read
+from asyncclient.errors import ValidationError
 from asyncclient.reruns import DEFAULT_HEDGE_TARGET, MAX_RETRY_FAILED, RETRY_STRATEGIES
 
 if TYPE_CHECKING:
@@ -222,11 +224,6 @@ def add_spending_options(parser: argparse.ArgumentParser) -> None:
 # --- checks before any request -------------------------------------------------------------------
 
 
-def _seconds(flag: str, value: float | None) -> None:
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise CommandError(f"{flag} {value:g} must be a number of seconds above 0")
-
-
 def _checked_baseline(options: Follow) -> Follow:
     """--baseline as a build id or auto (its branch from the CI's variables when not given);
     --baseline-ref and --pre-existing only with it."""
@@ -301,27 +298,8 @@ def check_follow_options(
                 "have started"
             )
         return options
-    _seconds("--timeout", options.timeout)
-    _seconds("--interval", options.interval)
-    if options.stop_on_timeout and options.timeout is None:
-        raise CommandError("--stop-on-timeout needs --timeout S")
-    if not 0 <= options.retry_failed <= MAX_RETRY_FAILED:
-        raise CommandError(
-            f"--retry-failed {options.retry_failed} is out of range: give 0 to {MAX_RETRY_FAILED}"
-        )
-    _check_retries(options)
-    if options.max_failures is not None and options.max_failures < 1:
-        raise CommandError(
-            f"--max-failures {options.max_failures} is out of range: give 1 or more (the tests "
-            "that may not pass before the rest are stopped)"
-        )
-    _check_spending(options)
-    if options.fail_on_flaky and not options.retry_failed:
-        raise CommandError(
-            "--fail-on-flaky needs --retry-failed N: without re-runs no test is flaky"
-        )
-    if options.rerun_known and not options.retry_failed:
-        raise CommandError("--rerun-known needs --retry-failed N: it says which failures re-run")
+    if options.hedge_target is not None and options.retry_strategy != "hedge":
+        raise CommandError("--hedge-target needs --retry-strategy hedge")
     options = _checked_baseline(options)
     from asyncclient.failures import find_categories
 
@@ -362,56 +340,21 @@ def check_follow_options(
                     f"({options.quarantine}): it is not honoured; extend its until or remove it"
                 )
         options = attrs.evolve(options, quarantined=quarantine)
-    return options
+    # The policy checks its own rules, once; its words are the flags' here.
+    try:
+        return attrs.evolve(options, suite_policy=options.make_policy())
+    except ValidationError as exc:
+        raise CommandError(_in_flags(str(exc))) from None
 
 
-def _check_retries(options: Follow) -> None:
-    if options.retry_strategy != "rounds" and not options.retry_failed:
-        raise CommandError(
-            f"--retry-strategy {options.retry_strategy} needs --retry-failed N: the re-runs "
-            "(and copies) it starts are counted against N"
-        )
-    target = options.hedge_target
-    if target is not None:
-        if options.retry_strategy != "hedge":
-            raise CommandError("--hedge-target needs --retry-strategy hedge")
-        if not (math.isfinite(target) and 0.5 <= target <= 0.999):
-            raise CommandError(
-                f"--hedge-target {target:g} is out of range: give the chance of a pass, "
-                "from 0.5 to 0.999 (0.95 by default)"
-            )
-    budget = options.retry_budget
-    if budget is not None:
-        if not (math.isfinite(budget) and budget > 0):
-            raise CommandError(
-                f"--retry-budget {budget:g} is out of range: give the minutes of device time "
-                "re-runs and copies may take, above 0"
-            )
-        if not options.retry_failed:
-            raise CommandError("--retry-budget needs --retry-failed N: it caps their device time")
-
-
-def _check_spending(options: Follow) -> None:
-    from asyncclient.spend.arrival import MAX_NEW_TEST_RUNS
-    from asyncclient.spend.reuse import MAX_DAYS
-
-    days = options.reuse_passed
-    if days is not None and not (math.isfinite(days) and 0 < days <= MAX_DAYS):
-        raise CommandError(
-            f"--reuse-passed {days:g} is out of range: give the days (above 0, at most "
-            f"{MAX_DAYS:g}) an earlier pass may be reused from"
-        )
-    if not 0 <= options.new_test_runs <= MAX_NEW_TEST_RUNS:
-        raise CommandError(
-            f"--new-test-runs {options.new_test_runs} is out of range: give 0 to "
-            f"{MAX_NEW_TEST_RUNS} (the repeats of a test seen for the first time)"
-        )
-    _seconds("--new-test-budget", options.new_test_budget)
-    if (options.new_test_warn or options.new_test_budget is not None) and not options.new_test_runs:
-        raise CommandError(
-            "--new-test-warn and --new-test-budget need --new-test-runs N: without repeats no "
-            "test is flaky on arrival"
-        )
+def _in_flags(message: str) -> str:
+    """A policy's message with each field it names written as the flag that sets it."""
+    keys = {**COMMAND_KEYS["watch"], **COMMAND_KEYS["run"]}
+    for name in sorted(keys, key=len, reverse=True):
+        flag = keys[name].flag
+        if flag is not None:
+            message = re.sub(rf"(?<![\w-]){name}\b", flag, message)
+    return message
 
 
 def _check_report_path(flag: str, value: str) -> None:

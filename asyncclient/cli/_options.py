@@ -107,9 +107,11 @@ class Follow:
     pre_existing: str = "fail"
     quarantined: Quarantine | None = None
     categorised: Categories | None = None  # the categories in force, read before any request
+    suite_policy: SuitePolicy | None = None  # made and checked once, before any request
 
-    def policy(self) -> SuitePolicy:
-        """The suite loop's policy these options make (checked by check_follow_options)."""
+    def make_policy(self) -> SuitePolicy:
+        """The suite loop's policy these options make (check_follow_options keeps it in
+        suite_policy)."""
         from asyncclient.failures import DEFAULT_CATEGORIES
         from asyncclient.reruns import DEFAULT_HEDGE_TARGET
         from asyncclient.suite import SuitePolicy

@@ -114,37 +114,60 @@ class SuitePolicy:
         from asyncclient.spend.arrival import MAX_NEW_TEST_RUNS
         from asyncclient.spend.reuse import check_days
 
-        _whole("retry_failed", self.retry_failed, 0, MAX_RETRY_FAILED)
+        retries = _whole("retry_failed", self.retry_failed, 0, MAX_RETRY_FAILED)
         if self.retry_strategy not in RETRY_STRATEGIES:
             raise ValidationError(
                 f"retry_strategy {self.retry_strategy!r} is not one of "
                 f"{', '.join(RETRY_STRATEGIES)}"
+            )
+        if self.retry_strategy != "rounds" and not retries:
+            raise ValidationError(
+                f"retry_strategy {self.retry_strategy} needs retry_failed N: the re-runs (and "
+                "copies) it starts are counted against N"
             )
         target = _number("hedge_target", self.hedge_target)
         if not 0.5 <= target <= 0.999:
             raise ValidationError(
                 f"hedge_target {target:g} is out of range: give a chance from 0.5 to 0.999"
             )
-        if self.retry_budget is not None and not _number("retry_budget", self.retry_budget) > 0:
+        if self.retry_budget is not None:
+            if not _number("retry_budget", self.retry_budget) > 0:
+                raise ValidationError(
+                    f"retry_budget {self.retry_budget:g} is out of range: give the minutes of "
+                    "device time re-runs and copies may take, above 0"
+                )
+            if not retries:
+                raise ValidationError(
+                    "retry_budget needs retry_failed N: it caps their device time"
+                )
+        failures = self.max_failures
+        if failures is not None and (
+            isinstance(failures, bool) or not isinstance(failures, int) or failures < 1
+        ):
             raise ValidationError(
-                f"retry_budget {self.retry_budget:g} is out of range: give the minutes of "
-                "device time re-runs and copies may take, above 0"
+                f"max_failures {failures} is out of range: give 1 or more (the tests that may not "
+                "pass before the rest are stopped)"
             )
-        if self.max_failures is not None:
-            _whole("max_failures", self.max_failures, 1, 2**31)
         if self.reuse_passed is not None:
             check_days(self.reuse_passed)
         _whole("new_test_runs", self.new_test_runs, 0, MAX_NEW_TEST_RUNS)
         for name in ("new_test_budget", "timeout", "interval"):
             value = getattr(self, name)
             if value is not None and not _number(name, value) > 0:
-                raise ValidationError(f"{name} {value:g} is out of range: give seconds above 0")
-        if self.fail_on_flaky and not self.retry_failed:
+                raise ValidationError(f"{name} {value:g} must be a number of seconds above 0")
+        if (self.new_test_warn or self.new_test_budget is not None) and not self.new_test_runs:
             raise ValidationError(
-                "fail_on_flaky needs retry_failed: without re-runs no test is flaky"
+                "new_test_warn and new_test_budget need new_test_runs N: without repeats no "
+                "test is flaky on arrival"
             )
+        if self.fail_on_flaky and not retries:
+            raise ValidationError(
+                "fail_on_flaky needs retry_failed N: without re-runs no test is flaky"
+            )
+        if self.rerun_known and not retries:
+            raise ValidationError("rerun_known needs retry_failed N: it says which failures re-run")
         if self.stop_on_timeout and self.timeout is None:
-            raise ValidationError("stop_on_timeout needs a timeout")
+            raise ValidationError("stop_on_timeout needs timeout S")
         if self.baseline is not None and self.baseline != "auto":
             check_id("build", self.baseline, "baseline")
         ref = self.baseline_ref

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import attrs
 
+from asyncclient._values._outcomes import TestOutcome
 from asyncclient.failures import Categories
 from asyncclient.reruns._policy import SuitePolicy
 
@@ -18,10 +19,6 @@ if TYPE_CHECKING:
     from asyncclient.spend.reuse import Reuse
 
 __all__ = ["Attempts", "SuiteResult", "TestOutcome", "needs_rerun"]
-
-TestOutcome = Literal[
-    "passed", "flaky", "failed", "cancelled", "not_final", "reused", "flaky_on_arrival"
-]
 
 
 def needs_rerun(run: Run) -> bool:

@@ -291,7 +291,7 @@ class JobTrace:
         from opentelemetry.trace import Status, StatusCode
 
         span.set_attributes(run_attributes(read, kind, stopped_as))
-        if read.outcome in ("failure", "error") and stopped_as is None:
+        if read.outcome in ("failed", "error") and stopped_as is None:
             span.set_status(Status(StatusCode.ERROR, read.outcome))
 
     def _job_finished(self, report: SuiteReport) -> None:

@@ -261,7 +261,7 @@ async def test_runs_get_json_is_the_full_view(svc: FakeService, run_cli: RunCli)
     assert run["status"] == "failed"
     # The fields the spec leaves open as the service sent them, and read, in `summary`.
     summary = run["summary"]
-    assert summary["outcome"] == "failure"
+    assert summary["outcome"] == "failed"
     assert summary["verdict"] in ("failed", "FAIL")
     assert [r["title"] or r["name"] for r in summary["failedRequirements"]] == [
         "A voucher code reduces the total"

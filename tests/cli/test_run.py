@@ -260,7 +260,7 @@ async def test_wait_on_a_project_reports_json_junit_and_step_summary(
     ]
     # The open fields as the service sent them, and read the same in every dialect:
     assert runs[1]["summary"]["headline"] == "The cart total was wrong."
-    assert runs[1]["summary"]["outcome"] == "failure"
+    assert runs[1]["summary"]["outcome"] == "failed"
     assert runs[1]["summary"]["failedRequirements"]
     assert runs[0]["summary"]["captures"] == {"greeting": "Welcome back, Dana"}
 

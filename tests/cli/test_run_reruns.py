@@ -174,7 +174,7 @@ async def test_json_carries_the_attempts_of_each_test(
     assert sorted(runs) == ["t_broken", "t_flaky", "t_pass"]
     assert runs["t_flaky"]["flaky"] is True
     assert [a["status"] for a in runs["t_flaky"]["attempts"]] == ["failed", "passed"]
-    assert [a["outcome"] for a in runs["t_broken"]["attempts"]] == ["failure", "failure"]
+    assert [a["outcome"] for a in runs["t_broken"]["attempts"]] == ["failed", "failed"]
     assert runs["t_broken"]["attempts"][0]["failedRequirements"][0]["reason"] == "Stayed <i>42</i>."
     assert runs["t_pass"]["flaky"] is False
     assert len(runs["t_pass"]["attempts"]) == 1
