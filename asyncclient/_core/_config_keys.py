@@ -65,6 +65,9 @@ _FOLLOW: Final[Mapping[str, Key]] = {
     "no_history": Key("bool", "--no-history"),
     "categories": Key("path", "--categories"),
     "rerun_known": Key("bool", "--rerun-known"),
+    "baseline": Key("str", "--baseline"),
+    "baseline_ref": Key("str", "--baseline-ref"),
+    "pre_existing": Key("str", "--pre-existing", default="fail"),
 }
 
 COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
@@ -76,6 +79,7 @@ COMMAND_KEYS: Final[Mapping[str, Mapping[str, Key]]] = {
         "new_test_runs": Key("int", "--new-test-runs"),
         "new_test_budget": Key("float", "--new-test-budget"),
         "new_test_warn": Key("bool", "--new-test-warn"),
+        "priority": Key("str", "--priority"),
     },
     "watch": {**_FOLLOW, "stop_on_interrupt": Key("bool", "--stop-on-interrupt")},
     "upload": {

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -125,8 +125,7 @@ def add_global_options(
         "--profile",
         metavar="NAME",
         default=default(None),
-        help="the [profiles.NAME] of asyncclient.toml (or pyproject.toml, or the user's "
-        "config.toml) to use (default: $ASYNCCLIENT_PROFILE)",
+        help="use the [profiles.NAME] of the configuration files (default: $ASYNCCLIENT_PROFILE)",
     )
     group.add_argument(
         "--json",
@@ -156,27 +155,79 @@ def add_command(
     description: str | None = None,
     examples: str = "",
     uses_service: bool = True,
+    brief: Collection[str] = (),
 ) -> argparse.ArgumentParser:
     """A sub-command whose handler ("module:function") is imported only when it runs.
 
     uses_service=False (serve, demo, inspect): the command talks to no service, so instead of
     `parents` it takes the global options without --base-url and --api-key, which would mean
     nothing there and only mislead in its --help.
+
+    brief: the options (by dest) its --help shows, for a command with many: every other one
+    is in --help-all, and a configuration file's profile sets it once (BriefHelp).
     """
     if not uses_service:
         local = argparse.ArgumentParser(add_help=False)
         add_global_options(local, suppress=True, service=False)
         parents = [local]
+    epilog = ("examples:\n" + examples) if examples else None
+    formatter: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter
+    if brief:
+        formatter = type("Brief", (BriefHelp,), {"shown": frozenset({*brief, "help", "help_all"})})
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         parents=list(parents),
         help=help,
         description=description or help,
-        epilog=("examples:\n" + examples) if examples else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(epilog or "") + _MORE if brief else epilog,
+        formatter_class=formatter,
     )
+    if brief:
+        parser.add_argument(
+            "--help-all", action=_HelpAll, epilog=epilog, help="show every option and exit"
+        )
     parser.set_defaults(handler=handler)
     return parser
+
+
+_MORE = """
+More options (re-run strategy and budget, fail-fast, quarantine, categories, baseline,
+reuse, new tests, fleet, network, --json): %(prog)s --help-all. A project sets
+them once in asyncclient.toml, as [run] or [profiles.NAME.run] keys (--profile NAME).
+"""
+
+
+class BriefHelp(argparse.RawDescriptionHelpFormatter):
+    """A command's help showing only the options a person types (`shown`, by dest); the
+    parser still reads every other one."""
+
+    shown: frozenset[str] = frozenset()
+
+    def add_usage(
+        self,
+        usage: str | None,
+        actions: Iterable[argparse.Action],
+        groups: Iterable[Any],
+        prefix: str | None = None,
+    ) -> None:
+        super().add_usage(usage, [a for a in actions if a.dest in self.shown], groups, prefix)
+
+    def add_arguments(self, actions: Iterable[argparse.Action]) -> None:
+        super().add_arguments([a for a in actions if a.dest in self.shown])
+
+
+class _HelpAll(argparse.Action):
+    """--help-all: the command's whole help (every option), then exit."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, epilog: str | None, **kw: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+        self.epilog = epilog
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = self.epilog
+        parser.print_help()
+        parser.exit()
 
 
 def add_group(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["add_follow_options", "add_spending_options", "check_follow_options", "ids_from_text"]
 
 _DEFAULTS = attrs.fields(Follow)  # each option's default, written once in its record
-_ALLURE_HELP = "write Allure results into DIR (re-runs as retries, causes as categories)"
+_ALLURE_HELP = "write Allure results into DIR (re-runs as retries)"
 _FOLDERS = ("--download-failed", "--allure-results")  # options naming a folder
 
 
@@ -41,7 +41,7 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         "--timeout",
         type=float,
         metavar="S",
-        help="give up waiting after S seconds (exit 1); one request's limit is --request-timeout",
+        help="give up waiting after S seconds (exit 1)",
     )
     group.add_argument(
         "--interval",
@@ -54,8 +54,7 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
     group.add_argument(
         "--ctrf",
         metavar="PATH",
-        help="write a CTRF report (Common Test Report Format, JSON) to PATH: re-runs, flaky "
-        "tests, durations, the runs' files as attachments, the device time",
+        help="write a CTRF report (JSON: re-runs, flaky tests, files, device time) to PATH",
     )
     group.add_argument("--allure-results", metavar="DIR", help=_ALLURE_HELP)
     group.add_argument(
@@ -63,9 +62,9 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
         type=int,
         metavar="N",
         default=_DEFAULTS.retry_failed.default,
-        help="re-run each test whose run did not pass (not a stopped one) up to N more times, "
-        "with the same build and mode; a test that passes on a re-run is flaky and passes "
-        f"(0 to {MAX_RETRY_FAILED}; default {_DEFAULTS.retry_failed.default})",
+        help="re-run a test that did not pass up to N more times, same build and mode; one "
+        f"that passes on a re-run is flaky (0 to {MAX_RETRY_FAILED}; default "
+        f"{_DEFAULTS.retry_failed.default})",
     )
     group.add_argument(
         "--retry-strategy",
@@ -119,8 +118,7 @@ def add_follow_options(parser: argparse.ArgumentParser, *, wait_flag: bool) -> A
     group.add_argument(
         "--html",
         metavar="PATH",
-        help="write a self-contained HTML report to PATH (one row per test with its attempts, "
-        "and the --download-failed evidence)",
+        help="write a self-contained HTML report to PATH",
     )
     group.add_argument(
         "--stop-on-timeout",

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from asyncclient.fleet import FleetJob
     from asyncclient.models import ProjectRunStart
 
+# What a person types; the rest of the options live in --help-all and the profiles.
+_TYPED = ("wait", "timeout", "retry_failed", "junit", "ctrf", "html", "allure_results", "profile")
 _TEST_EXAMPLES = """\
   asyncclient run test t_login                         # prints the run id
   asyncclient run test t_login --build ab_42 --mode cold --wait --junit report.xml
@@ -48,10 +50,7 @@ _TEST_EXAMPLES = """\
 _PROJECT_EXAMPLES = """\
   asyncclient run project p_123                        # prints one run id per line
   asyncclient run project p_123 --build ab_android --build ab_ios --wait --junit report.xml
-  asyncclient run project p_123 --wait --timeout 1800 --stop-on-timeout --json > runs.json
-  asyncclient run project p_123 --wait --allow-skipped   # green even if some tests could not start
-  asyncclient run project p_123 --build ab_42 --mode cold --wait --retry-failed 2 \\
-      --junit r.xml --html r.html --download-failed evidence/
+  asyncclient run project p_123 --wait --retry-failed 2 --profile ci --html report.html
 """
 _WATCH_EXAMPLES = """\
   asyncclient watch j_1 j_2 j_3
@@ -78,13 +77,9 @@ link (and write the reports asked for). Ctrl-C during --wait stops the run.
 """ + _EXIT_CODES.format(ok="the run started; with --wait: it passed", not_passed=_NOT_PASSED)
 _PROJECT_DESCRIPTION = """\
 Start a run of every test of a project. Without --wait print the run ids, one per
-line (skipped tests and their reasons go to stderr); with --wait follow them until
-final, then report. Ctrl-C during --wait stops the runs still going.
-
-With --wait, a test the service skipped (did not start: no matching build, ...)
-fails the command like a failed run, so that a CI job does not go green when part
-of the suite never ran. --allow-skipped accepts skipped tests: exit 0 when every
-run that started passed. A start with no run at all exits 1 even then.
+line (skipped tests on stderr); with --wait follow them until final, then report: a
+test the service skipped (did not start) fails the command unless --allow-skipped.
+Ctrl-C during --wait stops the runs still going.
 """ + _EXIT_CODES.format(
     ok="the runs started; with --wait: every test started and every run passed",
     not_passed=_NOT_PASSED + ", or with --wait: a test was skipped (unless"
@@ -147,6 +142,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="start a run of one test",
         description=_TEST_DESCRIPTION,
         examples=_TEST_EXAMPLES,
+        brief=("test_id", "build", *_TYPED),
     )
     test.add_argument("test_id", metavar="TEST_ID", help="the test to run (t_...)")
     _add_mode(test)
@@ -166,6 +162,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="start a run of every test of a project (a suite)",
         description=_PROJECT_DESCRIPTION,
         examples=_PROJECT_EXAMPLES,
+        brief=("project_id", "build", *_TYPED),
     )
     project.add_argument("project_id", metavar="PROJECT_ID", help="the project (p_...)")
     _add_mode(project)
@@ -194,6 +191,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="follow runs until they are final and report",
         description=_WATCH_DESCRIPTION,
         examples=_WATCH_EXAMPLES,
+        brief=("run_ids", *_TYPED),
     )
     watch.add_argument(
         "run_ids",

@@ -282,3 +282,45 @@ async def test_the_library_reads_the_same_files(
     monkeypatch.delenv("XDG_CONFIG_HOME")
     with pytest.raises(ValidationError, match=r"ASYNCCLIENT_(API_KEY|BASE_URL)"):
         AsyncSession()
+
+
+async def test_every_option_the_short_help_leaves_out_is_a_key_of_a_profile(
+    home: Path, run_cli: Any
+) -> None:
+    """`run project --help` shows the few options a person types; each policy option it
+    leaves out is set once in a profile (the ones naming the job itself excepted)."""
+    import re
+
+    from asyncclient._core._config_keys import COMMAND_KEYS, GLOBAL_KEYS
+
+    short = (await run_cli("run", "project", "--help")).stdout
+    full = (await run_cli("run", "project", "--help-all")).stdout
+    assert len(short.splitlines()) < 60
+    assert "--help-all" in short
+    assert "--retry-strategy" not in short
+    assert "--pre-existing" in full
+    keys = {key.flag for key in [*COMMAND_KEYS["run"].values(), *GLOBAL_KEYS.values()]}
+    per_job = {"--ref", "--commit", "--supersede", "--no-supersede", "--idempotency-key"}
+    per_job |= {"--mode", "--json", "--quiet", "--verbose", "--version"}
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z](?=[\s,\])])", full))
+    hidden = {option for option in options if not re.search(rf"{option}(?![\w-])", short)}
+    assert hidden, "the short help hides nothing"
+    assert sorted(hidden - keys - per_job) == []
+
+
+async def test_a_profile_holds_the_policy_of_a_suite(home: Path, run_cli: Any) -> None:
+    from asyncclient.cli import build_parser
+    from asyncclient.cli._config import apply_config
+    from asyncclient.cli._follow_options import check_follow_options
+
+    (home / "asyncclient.toml").write_text(
+        '[profiles.ci.run]\nretry_failed = 2\nretry_strategy = "hedge"\nmax_failures = 3\n'
+        'baseline = "auto"\npre_existing = "warn"\nnew_test_runs = 3\n'
+    )
+    argv = ["run", "project", "p_1", "--wait", "--profile", "ci"]
+    args = build_parser().parse_args(argv)
+    apply_config(args, argv)
+    policy = check_follow_options(args, waiting=True).suite_policy
+    assert policy is not None
+    assert (policy.retry_failed, policy.retry_strategy, policy.max_failures) == (2, "hedge", 3)
+    assert (policy.baseline, policy.pre_existing, policy.new_test_runs) == ("auto", "warn", 3)

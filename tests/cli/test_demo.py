@@ -322,7 +322,11 @@ async def test_commands_without_a_service_do_not_offer_its_address_or_key(
 
 
 async def test_commands_that_talk_to_the_service_keep_its_address_and_key(run_cli: Any) -> None:
-    for argv in (["upload", "--help"], ["runs", "list", "--help"], ["run", "project", "--help"]):
+    for argv in (
+        ["upload", "--help"],
+        ["runs", "list", "--help"],
+        ["run", "project", "--help-all"],
+    ):
         result = await run_cli(*argv)
         assert "--base-url" in result.stdout
         assert "--api-key" in result.stdout
