@@ -3,6 +3,8 @@ The request core (transport, retries) is asyncclient._client._transport; downloa
 asyncclient._client._download.
 """
 
+import hashlib
+import hmac
 import os
 from collections.abc import (
     Callable,
@@ -189,6 +191,8 @@ class AsyncSession:
     ) -> None:
         names = self._option_names
         key = environment.resolve_api_key(api_key, os.environ)
+        # One-way: what key_digest() derives from, never the key itself.
+        self._key_root = hashlib.sha256(b"asyncclient key\x00" + key.encode()).digest()
         self._base_url = environment.resolve_base_url(base_url, os.environ)
         network = Network.resolve(
             self._base_url,
@@ -285,6 +289,16 @@ class AsyncSession:
     def base_url(self) -> str:
         """The service's address the session was made with (without the /api/v1 prefix)."""
         return self._base_url
+
+    def key_digest(self, purpose: str) -> bytes:
+        """A secret for `purpose` (32 bytes) that every session with the same API key derives
+        alike and that tells nothing of the key: what processes sharing a key sign what they
+        share with (the fleet's verdicts), so that a writer without the key cannot forge it.
+
+        Args:
+            purpose: What the secret is for; another purpose gives another secret.
+        """
+        return hmac.new(self._key_root, purpose.encode(), hashlib.sha256).digest()
 
     @property
     def max_retry_after(self) -> float:

@@ -1,10 +1,13 @@
 """One sweep for the fleet: the runs its jobs watch are polled by one of them (the poller, a
-lease in Redis), which publishes each view there for a few seconds; the others read them and
-ask the service only for what is missing or final, and take over when the poller is gone."""
+lease in Redis), which publishes each view there for a few seconds, a verdict signed with a
+secret of the API key; the others read them, ask the service only for what is missing or
+unsigned, and take over when the poller is gone."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -28,6 +31,7 @@ _DOWN_SECONDS: Final = 30.0
 _GOING: Final = frozenset({"queued", "running"})
 #: A view published larger than this is not shared (each job reads its own).
 _MAX_VIEW_BYTES: Final = 64 << 10
+_PURPOSE: Final = "asyncclient fleet views"
 
 
 class SharedViews:
@@ -41,6 +45,9 @@ class SharedViews:
         self, session: Any, fleet: Fleet, holder: str, *, view_seconds: float = VIEW_SECONDS
     ) -> None:
         self._session = session
+        # Verdicts are shared signed with this (None: each job reads its own).
+        digest = getattr(session, "key_digest", None)
+        self._secret: bytes | None = digest(_PURPOSE) if callable(digest) else None
         self._fleet = fleet
         self._holder = holder
         self._ttl_ms = int(view_seconds * 1000)
@@ -117,7 +124,7 @@ class SharedViews:
             await r.set(p + "poller", self._holder, xx=True, px=lease)
         found: dict[str, Mapping[str, Any]] = {}
         for run_id, raw in zip(wanted, views, strict=True):
-            view = _view(raw, run_id, now, tolerance)
+            view = _view(raw, run_id, now, tolerance, self._secret)
             if view is not None:
                 found[run_id] = view
         return found, mine
@@ -146,7 +153,10 @@ class SharedViews:
         now = int(time.time() * 1000)
         async with r.pipeline(transaction=False) as pipe:
             for run_id, view in views.items():
-                data = orjson.dumps({"at": now, "view": view})
+                shared: dict[str, Any] = {"at": now, "view": view}
+                if self._secret is not None and view.get("status") not in _GOING:
+                    shared["sig"] = _signature(self._secret, now, view)
+                data = orjson.dumps(shared)
                 if len(data) <= _MAX_VIEW_BYTES:
                     pipe.set(f"{p}view:{run_id}", data, px=self._kept_ms)
             await pipe.execute()
@@ -174,17 +184,25 @@ class SharedViews:
         stale = [
             run_id
             for run_id, raw in zip(watched, fresh, strict=True)
-            if _view(raw, run_id, now, lasts) is None
+            if _view(raw, run_id, now, lasts, self._secret) is None
         ]
         if stale:
             await self._fetch(stale, retries)
 
 
-def _view(raw: bytes | None, run_id: str, now: int, tolerance: int) -> Mapping[str, Any] | None:
-    """A published view, when it reads as the view of `run_id` still going, published at most
-    `tolerance` ms before `now`: a verdict (any other status) is never taken from the fleet,
-    but read from the service itself, so a job that writes to the ledger can delay another's
-    verdict, never forge it."""
+def _signature(secret: bytes, at: int, view: Mapping[str, Any]) -> str:
+    """The HMAC of a shared verdict and its time, under the key's secret."""
+    body = orjson.dumps({"at": at, "view": view}, option=orjson.OPT_SORT_KEYS)
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def _view(
+    raw: bytes | None, run_id: str, now: int, tolerance: int, secret: bytes | None
+) -> Mapping[str, Any] | None:
+    """A published view of `run_id`, published at most `tolerance` ms before `now`: one still
+    going, or a verdict (any other status) signed with `secret`, the API key's. An unsigned or
+    wrongly signed verdict is read from the service itself, so a writer to the ledger who lacks
+    the key can delay a job's verdict, never forge it."""
     if raw is None or len(raw) > _MAX_VIEW_BYTES:
         return None
     try:
@@ -198,4 +216,9 @@ def _view(raw: bytes | None, run_id: str, now: int, tolerance: int) -> Mapping[s
         return None
     if not (isinstance(view, dict) and view.get("id") == run_id):
         return None
-    return view if view.get("status") in _GOING else None
+    if view.get("status") in _GOING:
+        return view
+    sig = found.get("sig")
+    if secret is None or not isinstance(sig, str):
+        return None
+    return view if hmac.compare_digest(sig, _signature(secret, at, view)) else None

@@ -1044,3 +1044,16 @@ def test_part_body_arguments(args: tuple[int, ...], match: str) -> None:
     offset, length, *rest = args
     with pytest.raises(ValidationError, match=match):
         PartBody("f.apk", offset, length, chunk_size=rest[0] if rest else 1 << 20)
+
+
+def test_a_key_digest_is_the_keys_alone_and_tells_nothing_of_it() -> None:
+    """Sessions with one key derive one secret per purpose (what a fleet's jobs sign what they
+    share with); another key or purpose gives another, and the key is in none of them."""
+    key = "a-secret-key-0f9e8d7c"
+    first = AsyncSession(key, "http://127.0.0.1:9").key_digest("fleet")
+    assert AsyncSession(key, "http://127.0.0.1:8").key_digest("fleet") == first
+    assert AsyncSession(key + "x", "http://127.0.0.1:9").key_digest("fleet") != first
+    assert AsyncSession(key, "http://127.0.0.1:9").key_digest("other") != first
+    assert len(first) == 32
+    assert key.encode() not in first
+    assert key not in repr(vars(AsyncSession(key, "http://127.0.0.1:9")))

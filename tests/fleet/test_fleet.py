@@ -406,25 +406,39 @@ async def test_a_second_job_reads_the_runs_the_first_polled_without_asking_the_s
             assert (second.requests, second.shared) == (0, 2)
 
 
-async def test_a_verdict_is_never_taken_from_the_fleet(
+async def test_a_verdict_is_taken_from_the_fleet_only_signed_with_the_keys_secret(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
-    """A job that can write to the ledger could publish 'passed' for a failing run: a final
-    view is always read from the service."""
-    from asyncclient.fleet._views import SharedViews
+    """A writer to the ledger could publish 'passed' for a failing run: a verdict is taken
+    from the fleet only when signed with the secret the API key gives (key_digest), so one
+    unsigned or signed with another key is read from the service; one a job of the same key
+    published is read from the fleet, with no request."""
+    from asyncclient.fleet._views import SharedViews, _signature
 
     with service.hold("t_search", state="running"):
         (run,) = await _started(session, "t_search")
         async with Fleet(redis.url) as fleet:
-            forged = {
-                "at": int(time.time() * 1000),  # fresh: only its verdict is refused
-                "view": {"id": run, "status": "passed", "testId": "t_search"},
-            }
-            await fleet._redis.set(f"{fleet.prefix}view:{run}", json.dumps(forged), px=60_000)
-            service.reset_requests()
-            (view,) = await SharedViews(session, fleet, "job-1").list_run_views([run])
-            assert view["status"] in ("queued", "running")  # as the service has it
-            assert len(service.requests_for("list_runs")) == 1
+            now = int(time.time() * 1000)  # fresh: only the verdict's signature is judged
+            verdict = {"id": run, "status": "passed", "testId": "t_search"}
+            other_key = AsyncSession("another-key-0f9e8d7c", service.url).key_digest("x")
+            for sig in (None, _signature(other_key, now, verdict), "0" * 64):
+                forged = {"at": now, "view": verdict, **({"sig": sig} if sig else {})}
+                key = f"{fleet.prefix}view:{run}"
+                await fleet._redis.set(key, json.dumps(forged), px=60_000)
+                service.reset_requests()
+                (view,) = await SharedViews(session, fleet, "job-1").list_run_views([run])
+                assert view["status"] in ("queued", "running")  # as the service has it
+                assert len(service.requests_for("list_runs")) == 1
+    (run,) = await _started(session, "t_onboarding")
+    service.advance(3600)
+    async with Fleet(redis.url) as fleet:
+        first = SharedViews(session, fleet, "job-1", view_seconds=120)
+        second = SharedViews(session, fleet, "job-2", view_seconds=120)
+        (final,) = await first.list_run_views([run])
+        assert final["status"] not in ("queued", "running")
+        service.reset_requests()
+        assert await second.list_run_views([run]) == [final]
+        assert service.requests_for("list_runs") == []
 
 
 async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_is_gone(
