@@ -545,3 +545,35 @@ def test_a_guide_reads_on_the_repository_page_as_on_the_site(page: Path) -> None
     assert "--8<--" not in text
     for source in _COPIED.get(page.stem, ()):
         assert (DOCS.parent / source).read_text().rstrip("\n") in text, source
+
+
+PUBLIC_MODULES = (
+    "asyncclient", "asyncclient.testing", "asyncclient.errors", "asyncclient.models",
+    "asyncclient.suite", "asyncclient.reruns", "asyncclient.failures", "asyncclient.flakiness",
+    "asyncclient.eta", "asyncclient.watch", "asyncclient.upload", "asyncclient.spend",
+    "asyncclient.fleet", "asyncclient.quarantine", "asyncclient.config", "asyncclient.ci",
+    "asyncclient.apps", "asyncclient.mcp_server", "asyncclient.testing.dialects",
+    "asyncclient.failures.bisect", "asyncclient.failures.exonerate", "asyncclient.spend.reuse",
+    "asyncclient.spend.verify", "asyncclient.spend.arrival",
+)  # fmt: skip
+
+
+def test_the_architecture_counts_the_public_names_as_they_are() -> None:
+    import importlib
+
+    import asyncclient.errors
+
+    front = len(asyncclient.__all__)
+    names = set()
+    for module in PUBLIC_MODULES:
+        names.update(importlib.import_module(module).__all__)
+    errors = [
+        n
+        for n in asyncclient.errors.__all__
+        if isinstance(getattr(asyncclient.errors, n), type)
+        and issubclass(getattr(asyncclient.errors, n), BaseException)
+    ]
+    text = " ".join((DOCS.parent / "ARCHITECTURE.md").read_text().split())
+    assert f"has **{front} names**" in text
+    assert f"**{len(names)} distinct names**" in text
+    assert f"**{len(errors)} exception classes**" in text
