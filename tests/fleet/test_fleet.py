@@ -940,3 +940,37 @@ def test_a_start_the_ledger_holds_is_taken_only_as_the_session_would_send_it(
     assert _checks.check_idempotency_key(start.key) == start.key
     # Written back, it reads the same: nothing was read loosely.
     assert Start.from_ledger(start.key, start.to_json()) == start
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    raw=st.binary(max_size=300)
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "at": st.integers(-(2**40), 2**64) | _JSONISH,
+            "view": st.fixed_dictionaries(
+                {},
+                optional={
+                    "id": st.sampled_from(["j_1", "j_2"]) | _JSONISH,
+                    "status": st.sampled_from(["passed", "failed", "running", "queued"]) | _JSONISH,
+                },
+            )
+            | _JSONISH,
+            "sig": st.text(max_size=70) | _JSONISH,
+        },
+    )
+    .map(json.dumps)
+    .map(str.encode),
+)
+def test_a_shared_view_is_taken_only_still_going_or_signed(raw: bytes) -> None:
+    """Whatever the ledger holds under a run's view: no crash, and a verdict is taken only
+    with the HMAC of the key's secret over its time and view (here, never: the examples
+    cannot know the secret)."""
+    from asyncclient.fleet._views import _view
+
+    now = int(time.time() * 1000)
+    view = _view(raw, "j_1", now, 60_000, b"s" * 32)
+    if view is not None:
+        assert view["id"] == "j_1"
+        assert view["status"] in ("queued", "running")
