@@ -208,7 +208,7 @@ async def side(
     with Emulator(seed=seed_data(run_seconds), speed=speed, device_slots=devices) as emu:
         env = _env(emu, fleet_url, devices, lease)
         async with AsyncSession(KEY, emu.url) as session:
-            # The service's clock against ours: a run's createdAt is the service's now.
+            # The service's times against ours: a run's createdAt is its wall-clock now.
             probe = await session.run_test(TESTS[0])
             wall_at_probe = time.time()
             await session.stop_run(probe.run_id)
@@ -242,9 +242,10 @@ async def side(
             requests = sum(by_op.values())
 
     def wall(at: datetime | None) -> float | None:
+        # The emulator shows a run's times on the wall (its durations in device time).
         if at is None:
             return None
-        return wall_at_probe + (at - created).total_seconds() / speed
+        return wall_at_probe + (at - created).total_seconds()
 
     gone_minutes = 0.0
     stopped_after_lapse: list[float] = []
