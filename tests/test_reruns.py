@@ -304,4 +304,5 @@ def test_the_policy_is_one_record_that_the_others_read() -> None:
     reruns = Reruns(policy)
     assert reruns.policy is policy
     assert reruns.result().policy is policy
-    assert reruns.result().quarantined == {"t_q": "old OS"}
+    assert reruns.result().policy.quarantined == {"t_q": "old OS"}
+    assert not hasattr(reruns.result(), "quarantined")  # read once, through the policy

@@ -190,7 +190,7 @@ def arrival_notes(result: SuiteResult) -> list[str]:
         if outcome == "flaky_on_arrival":
             verdict = (
                 "it does not fail the job (--new-test-warn)"
-                if result.new_test_warn
+                if result.policy.new_test_warn
                 else "it fails the job: fix it before it fails other jobs"
             )
             lines.append(
@@ -209,7 +209,7 @@ def baseline_notes(result: SuiteResult) -> list[str]:
         "fail": "it fails the job (--pre-existing fail)",
         "pass": "it does not fail the job (--pre-existing pass)",
         "warn": "it does not fail the job (--pre-existing warn)",
-    }[result.pre_existing]
+    }[result.policy.pre_existing]
     lines = []
     for test in result.tests:
         verdict = test.baseline
@@ -228,7 +228,7 @@ def suite_notes(result: SuiteResult) -> list[str]:
     that did not pass whether it is a new failure, a known flake or a known breakage."""
     lines: list[str] = []
     for test in result.tests:
-        reason = result.quarantined.get(test.test_id)
+        reason = result.policy.quarantined.get(test.test_id)
         if reason is None:
             continue
         if test.flaky:
@@ -241,7 +241,7 @@ def suite_notes(result: SuiteResult) -> list[str]:
                 f"quarantined {test.test_id} passed ({reason}): prove the fix before lifting "
                 f"its quarantine: asyncclient quarantine verify {test.test_id} --lift FILE"
             )
-        elif result.fail_on_quarantined:
+        elif result.policy.fail_on_quarantined:
             lines.append(
                 f"quarantined {test.test_id} did not pass ({reason}): it fails the job "
                 "(--fail-on-quarantined)"

@@ -422,7 +422,7 @@ def causes(result: SuiteResult) -> tuple[Cause, ...]:
     failed attempts too) grouped by cause, the largest first, at most MAX_CAUSES."""
     from asyncclient.failures import cluster
 
-    found = cluster(result.runs, result.categories)
+    found = cluster(result.runs, result.policy.categories)
     failures = sum(item.count for item in found)
     return tuple(
         Cause(
@@ -582,13 +582,13 @@ def _test(
     if test.outcome == "reused" and test.reused is not None:
         attempts = (reused_attempt(attempts[-1], test.reused),)
     elif test.repeats:
-        attempts = _verdict_last(attempts, test.outcome, result.new_test_warn)
+        attempts = _verdict_last(attempts, test.outcome, result.policy.new_test_warn)
     return TestReport(
         test_id=test.test_id,
         outcome=test.outcome,
         attempts=attempts,
         cost=_cost(attempts, result.overage) + _baseline_cost(test),
-        quarantine=result.quarantined.get(test.test_id),
+        quarantine=result.policy.quarantined.get(test.test_id),
         excused=result.excused(test),
         flakiness_read=test.test_id in flakiness,
         flakiness=flakiness.get(test.test_id),
@@ -674,8 +674,8 @@ def suite_report(
         summary=summary,
         notes=(*suite_notes(result), *slower),
         passed=result.passed,
-        quarantine_given=bool(result.quarantined),
-        fail_on_quarantined=result.fail_on_quarantined,
+        quarantine_given=bool(result.policy.quarantined),
+        fail_on_quarantined=result.policy.fail_on_quarantined,
         causes=grouped,
     )
 

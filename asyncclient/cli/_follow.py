@@ -310,7 +310,7 @@ def _verdict(suite: SuiteRun, out: Output) -> int:
         return EXIT_NOT_PASSED
     if suite.stopped_fast:
         return EXIT_NOT_PASSED
-    if result.pre_existing == "warn":
+    if result.policy.pre_existing == "warn":
         for test in result.pre_existing_failures:
             out.warning(
                 f"{test.test_id} failed, and fails on the baseline too: pre-existing, not "

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from asyncclient._values._outcomes import TestOutcome
-from asyncclient.failures import Categories
 from asyncclient.reruns._policy import SuitePolicy
 
 if TYPE_CHECKING:
@@ -196,7 +195,7 @@ class SuiteResult:
     Attributes:
         tests: Every test of the suite with its attempts, in the order first seen.
         policy: The suite's policy (quarantined tests, whether a flaky one or a pre-existing
-            failure fails it, the failure categories): its fields read here too.
+            failure fails it, the failure categories), read through `result.policy`.
         complete: Whether every run ended (False after a timeout).
         unknown: Run ids the service did not know.
         flakiness: Per test that did not pass, its flakiness before this suite (what
@@ -216,53 +215,27 @@ class SuiteResult:
     overage: frozenset[str] = frozenset()
     fail_fast: frozenset[str] = frozenset()
 
-    @property
-    def fail_on_flaky(self) -> bool:
-        """Whether a flaky test counts as failed (the policy's)."""
-        return self.policy.fail_on_flaky
-
-    @property
-    def quarantined(self) -> Mapping[str, str]:
-        """The quarantined tests (test id -> reason), the policy's."""
-        return self.policy.quarantined
-
-    @property
-    def fail_on_quarantined(self) -> bool:
-        """Whether a quarantined test that did not pass fails the suite."""
-        return self.policy.fail_on_quarantined
-
-    @property
-    def new_test_warn(self) -> bool:
-        """Whether a test flaky on arrival only warns (else it fails the suite)."""
-        return self.policy.new_test_warn
-
-    @property
-    def categories(self) -> Categories:
-        """The failure categories in force (every report names each failure's)."""
-        return self.policy.categories
-
-    @property
-    def pre_existing(self) -> str:
-        """What a pre-existing failure does to the suite: `fail`, `pass` or `warn`."""
-        return self.policy.pre_existing
-
     def excused(self, test: Attempts) -> bool:
         """Whether the test did not pass but is quarantined (and that does not fail it).
 
         Args:
             test: One test of this suite.
         """
-        return not test.passed and test.test_id in self.quarantined and not self.fail_on_quarantined
+        return (
+            not test.passed
+            and test.test_id in self.policy.quarantined
+            and not self.policy.fail_on_quarantined
+        )
 
     @property
     def passed(self) -> bool:
         """Every test passed in the end (a flaky one counts unless fail_on_flaky; a quarantined
         one that did not pass is excused unless fail_on_quarantined)."""
         return all(
-            (t.passed and not (self.fail_on_flaky and t.flaky))
+            (t.passed and not (self.policy.fail_on_flaky and t.flaky))
             or self.excused(t)
-            or (self.new_test_warn and t.outcome == "flaky_on_arrival")
-            or (t.pre_existing and self.pre_existing != "fail")
+            or (self.policy.new_test_warn and t.outcome == "flaky_on_arrival")
+            or (t.pre_existing and self.policy.pre_existing != "fail")
             for t in self.tests
         )
 
@@ -274,7 +247,7 @@ class SuiteResult:
     @property
     def quarantined_failures(self) -> tuple[Attempts, ...]:
         """The quarantined tests that did not pass in the end."""
-        return tuple(t for t in self.tests if not t.passed and t.test_id in self.quarantined)
+        return tuple(t for t in self.tests if not t.passed and t.test_id in self.policy.quarantined)
 
     @property
     def flaky(self) -> tuple[Attempts, ...]:
