@@ -26,12 +26,14 @@ def env(shop: FakeService) -> dict[str, str]:
 
 
 ARGS = ("bisect", "p_shop", "t_checkout", "--good", "ab_shop_000", "--bad", "ab_shop_015")
+# The emulator draws flakes from the key: one key, one search.
+KEYED = ("--idempotency-key", "cli-bisect")
 
 
 async def test_the_first_bad_build_is_printed_with_its_confidence(
     run_cli: RunCli, env: dict[str, str]
 ) -> None:
-    result = await run_cli(*ARGS, "--interval", "0.02", env=env)
+    result = await run_cli(*ARGS, *KEYED, "--interval", "0.02", env=env)
     assert result.code == 0, result.stderr
     assert result.stdout == "ab_shop_005\n"
     assert "first bad build: ab_shop_005 (last good ab_shop_004)" in result.stderr
@@ -42,7 +44,7 @@ async def test_the_first_bad_build_is_printed_with_its_confidence(
 
 
 async def test_json_holds_the_answer_and_every_step(run_cli: RunCli, env: dict[str, str]) -> None:
-    result = await run_cli("--json", *ARGS, "--interval", "0.02", env=env)
+    result = await run_cli("--json", *ARGS, *KEYED, "--interval", "0.02", env=env)
     assert result.code == 0, result.stderr
     data = result.json()
     assert (data["firstBad"], data["lastGood"]) == ("ab_shop_005", "ab_shop_004")

@@ -5,9 +5,11 @@ that the service ran on another build than the one asked."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,7 +53,7 @@ async def test_the_first_bad_build_is_found_within_log2_steps_of_the_rules_repea
     steps: list[Any] = []
     result = await bisect(
         session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
-        interval=0.02, on_step=steps.append,
+        interval=0.02, idempotency_key="step-1", on_step=steps.append,
     )  # fmt: skip
     assert (result.first_bad, result.last_good) == ("ab_shop_009", "ab_shop_008")
     assert result.stopped is None
@@ -105,7 +107,7 @@ async def test_a_run_the_service_ran_on_another_build_is_not_counted(shop: FakeS
     async with rewriting_front(shop, elsewhere) as url, AsyncSession(KEY, url) as session:
         result = await bisect(
             session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
-            interval=0.02,
+            interval=0.02, idempotency_key="step-2",
         )  # fmt: skip
     assert result.first_bad is None
     assert result.stopped is not None
@@ -119,8 +121,9 @@ async def test_a_build_that_is_not_ready_is_left_out_and_never_run(
 ) -> None:
     shop.backend.build_store.builds["ab_shop_007"].status = "rejected"
     result = await bisect(
-        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015", interval=0.02
-    )
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+        interval=0.02, idempotency_key="step-3",
+    )  # fmt: skip
     assert result.left_out == {"ab_shop_007": "it is rejected, not ready"}
     assert "ab_shop_007" not in result.builds
     assert result.first_bad == "ab_shop_009"
@@ -134,7 +137,7 @@ async def test_the_budget_stops_the_search_with_what_it_spent(
 ) -> None:
     result = await bisect(
         session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
-        budget_minutes=1, interval=0.02,
+        budget_minutes=1, interval=0.02, idempotency_key="step-4",
     )  # fmt: skip
     assert result.first_bad is None
     assert result.stopped == "the budget of 1 device minutes is spent"
@@ -146,10 +149,40 @@ async def test_without_history_the_assumed_rate_is_said(shop: FakeService) -> No
     async with FakeService(seed, speed=6000) as bare, AsyncSession(KEY, bare.url) as session:
         result = await bisect(
             session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_007",
-            interval=0.02,
+            interval=0.02, idempotency_key="step-5",
         )  # fmt: skip
     assert (result.flake_rate, result.flake_source) == (ASSUMED_FLAKE_RATE, "assumed")
     assert result.first_bad == "ab_shop_003"
+
+
+async def test_one_key_draws_one_search_on_a_fresh_service() -> None:
+    """The emulator draws each run's flake from its start's key: a search with a fixed key is
+    the same search on every service, so what these tests assert cannot change from run to
+    run (a search's key is a new uuid otherwise, and 1 in 20 of them may name a wrong build:
+    the rule's 95 %)."""
+    seed = regression_seed(builds=8, broken_at=3, history_runs=0)
+    found = []
+    for _ in range(2):
+        async with FakeService(seed, speed=6000) as bare, AsyncSession(KEY, bare.url) as s:
+            result = await bisect(
+                s, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_007",
+                interval=0.02, idempotency_key="one-key",
+            )  # fmt: skip
+        found.append([(step.build_id, step.passed, step.failed) for step in result.steps])
+    assert found[0] == found[1]
+
+
+def test_every_search_these_tests_start_has_a_fixed_key() -> None:
+    tree = ast.parse(Path(__file__).read_text())
+    searches = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "bisect"
+        and any(k.arg == "interval" for k in node.keywords)
+    ]
+    assert len(searches) >= 9
+    assert all(any(k.arg == "idempotency_key" for k in c.keywords) for c in searches)
 
 
 async def test_bad_input_is_refused_before_any_run(
@@ -201,8 +234,9 @@ async def test_a_break_next_to_a_build_that_cannot_run_names_no_build(
     and the search says so instead of naming one."""
     shop.backend.build_store.builds["ab_shop_008"].status = "rejected"
     result = await bisect(
-        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015", interval=0.02
-    )
+        session, "p_shop", "t_checkout", good="ab_shop_000", bad="ab_shop_015",
+        interval=0.02, idempotency_key="step-6",
+    )  # fmt: skip
     assert result.first_bad is None
     assert result.stopped == (
         "the test broke after ab_shop_007 and by ab_shop_009, but ab_shop_008 between them "
