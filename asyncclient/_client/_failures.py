@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 import aiohttp
 import attrs
 
+from asyncclient._client._network.link import BrokenAnswer, Dropped, LinkFailure, NotConnected
 from asyncclient._core._retry import Verdict
 from asyncclient.errors import KINDS, TransportError
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILURES", "Reading", "read_failure", "verdict_of"]
 
+
 # Rows: failures, then verdicts when resending is safe, and not.
 # First match wins; none: permanent. Outages retry until the deadline.
 FAILURES: Final[tuple[tuple[tuple[type[BaseException], ...], Verdict, Verdict], ...]] = (
@@ -27,15 +29,20 @@ FAILURES: Final[tuple[tuple[tuple[type[BaseException], ...], Verdict, Verdict], 
     ((aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch), "permanent", "permanent"),
     ((aiohttp.ClientConnectorDNSError, socket.gaierror), "permanent", "permanent"),
     # Nothing listening, or no connection in time: nothing went out.
-    ((aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError), "outage", "outage"),
+    (
+        (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, NotConnected),
+        "outage",
+        "outage",
+    ),
     # Dropped: down or restarting, but the request may have arrived.
-    ((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError), "outage", "permanent"),
+    ((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, Dropped), "outage", "permanent"),
     # A transfer that broke or timed out midway.
     (
         (
             aiohttp.ClientConnectionError,
             aiohttp.ClientPayloadError,
             aiohttp.UploadAbortedError,
+            BrokenAnswer,
             TimeoutError,
         ),
         "retry",
@@ -85,7 +92,7 @@ def _words(
     phase: str | None,
 ) -> str:
     """An ordinary failure in a clause: what happened, with the setting that bounded it."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+    if isinstance(exc, (aiohttp.ConnectionTimeoutError, NotConnected)):
         return f"could not connect within {connect_timeout:g} s (connect_timeout)"
     if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
         exc, aiohttp.ClientSSLError
@@ -103,6 +110,8 @@ def _words(
         where = f", {phase}" if phase else ""
         return f"no complete answer within {timeout:g} s (timeout{where})"
     detail = str(exc)
+    if isinstance(exc, LinkFailure):
+        return detail
     name = type(exc).__name__
     return f"{name}: {detail}" if detail else name
 

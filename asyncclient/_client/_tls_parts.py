@@ -6,6 +6,7 @@ says why."""
 
 import asyncio
 import contextlib
+import functools
 import http.client
 import io
 import os
@@ -18,20 +19,24 @@ import time
 import zlib
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-import aiohttp
+import aiohappyeyeballs
 
 from asyncclient._client._network import Network
-from asyncclient._local._bodies import PartBody, send_buffer
+from asyncclient._client._network.bounded import Kept, Over
+from asyncclient._client._network.link import BrokenAnswer, Dropped, NotConnected
+from asyncclient._local._bodies import PartBody
 from asyncclient.errors import ValidationError
 
-__all__ = ["Answer", "PartSender", "TooLarge", "Unconnected"]
+__all__ = ["Answer", "PartLink", "PartSender", "TooLarge", "Unconnected"]
 
 #: Each read of the file and write into TLS (256 KiB: see docs/performance.md).
 SLICE: Final = 256 << 10
 # An idle connection older than this is closed, not reused (aiohttp's own keep-alive).
 KEEP_ALIVE: Final = 15.0
+# aiohttp's own delay between the addresses' connection attempts.
+HAPPY_EYEBALLS_DELAY: Final = 0.25
 # Answers are read in steps of this size.
 _STEP: Final = 64 << 10
 # Progress reaches the loop at most this often (a fifth of the upload tuner's tick).
@@ -68,6 +73,19 @@ class Answer:
         self.body = body
 
 
+class PartLink(Protocol):
+    """What sends a session's file parts, chosen once per session (httpx's `handle_request` is
+    the model): one attempt in, its Answer out, its failures raised as the failure table's
+    own (`_network.link`), never as another library's. PartSender is the one over TLS from
+    threads; a session without it sends parts on aiohttp with every other request."""
+
+    async def send(
+        self, part: PartBody, method: str, target: str, headers: Mapping[str, str]
+    ) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
 class _Job:
     """One attempt, shared by the loop and the thread sending it."""
 
@@ -92,8 +110,7 @@ class _Job:
             if self.aborted:
                 raise _Aborted
             self.sock = sock
-        self.part._socket = sock
-        self.part.send_buffer = send_buffer(sock)
+        self.part.attach(sock)
 
     def abort(self) -> bool:
         """Stop the thread: shut its socket down under its blocking call. False when it had
@@ -145,7 +162,7 @@ class _Progress:
             count, self._pending, self._scheduled = self._pending, 0, False
         self._last = self._loop.time()
         if count:
-            self._part._advance(count)
+            self._part.advance(count)
 
 
 class PartSender:
@@ -164,7 +181,7 @@ class PartSender:
     ) -> None:
         self._host = network.host
         self._port = network.port
-        self._context = network.ssl_context or ssl.create_default_context()
+        self._context = network.ssl_context  # None: the process's default, made once
         self._connect_timeout = connect_timeout
         self._idle = idle
         self._limit = limit
@@ -213,18 +230,26 @@ class PartSender:
         """Whether `data` is a body this sends: a file part."""
         return type(data) is PartBody
 
-    async def send(self, part: Any, method: str, target: str, headers: Mapping[str, str]) -> Answer:
+    async def send(
+        self, part: PartBody, method: str, target: str, headers: Mapping[str, str]
+    ) -> Answer:
         """One attempt: `method` `target` (path and query) with `headers` and the part as
-        its body. Raises aiohttp's errors for what aiohttp would raise, TimeoutError when
-        nothing moved for `idle` seconds, Unconnected, TooLarge."""
+        its body. Raises the failure table's own (NotConnected, Dropped, BrokenAnswer),
+        TimeoutError when nothing moved for `idle` seconds, Unconnected, TooLarge."""
         loop = asyncio.get_running_loop()
-        part._rewind()
+        part.rewind()
         job = _Job(part, _Progress(loop, part) if part.progress is not None else None)
         done: asyncio.Future[Answer] = loop.create_future()
+        reused = self._reused()
+        timeout = self._connect_timeout if self._connect_timeout is not None else self._idle
+        deadline = time.monotonic() + timeout
+        connected = reused if reused is not None else await self._open(loop, deadline)
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self._limit, thread_name_prefix="asyncclient-part")
-        future = self._executor.submit(self._exchange, job, method, target, headers)
-        future.add_done_callback(lambda _: _settle(loop, done, future))
+        future = self._executor.submit(
+            self._exchange, job, connected, deadline, method, target, headers
+        )
+        future.add_done_callback(lambda _: _settle(loop, done, future, connected))
         self._sending += 1
         try:
             try:
@@ -239,17 +264,42 @@ class PartSender:
                 raise
         finally:
             self._sending -= 1
-            part._socket = None
+            part.detach()
             if job.progress is not None:
                 job.progress.flush()
             if self._reaper is None and not self._closed:
                 self._reaper = loop.call_later(KEEP_ALIVE, self._reap, loop)
 
+    async def _open(self, loop: asyncio.AbstractEventLoop, deadline: float) -> socket.socket:
+        """A new TCP connection to the service, made on the loop as aiohttp makes its own:
+        every address the name has, tried by happy eyeballs (RFC 8305), so an address family
+        that does not answer costs a quarter of a second, not the connect timeout."""
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                addresses = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+                raw = await aiohappyeyeballs.start_connection(
+                    addresses, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY, loop=loop
+                )
+        except TimeoutError:
+            raise self._connect_timed_out() from None
+        except OSError as exc:
+            raise Unconnected(exc) from None
+        raw.setblocking(True)
+        return raw
+
     # --- in the thread ------------------------------------------------------------------------
 
-    def _exchange(self, job: _Job, method: str, target: str, headers: Mapping[str, str]) -> Answer:
-        reused = self._reused()
-        connection = reused or self._connect(job)
+    def _exchange(
+        self,
+        job: _Job,
+        connected: "_Connection | socket.socket",
+        deadline: float,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+    ) -> Answer:
+        reused = connected if isinstance(connected, _Connection) else None
+        connection = reused or self._connect(job, connected, deadline)
         try:
             with _Source(job.part) as read:
                 sock = connection.sock
@@ -268,11 +318,11 @@ class PartSender:
                     if early is None:
                         response = _response(connection)
                     elif (response := _early(sock, early, method)) is None:
-                        raise aiohttp.ServerDisconnectedError()
+                        raise _closed()
                 answer = self._answer(response)
                 if early is not None:
                     connection.close()  # the body was cut short: the connection is done
-        except aiohttp.ClientError:
+        except (Dropped, BrokenAnswer):
             connection.close()
             raise
         except OSError as exc:
@@ -316,19 +366,11 @@ class PartSender:
                 return
         connection.close()
 
-    def _connect(self, job: _Job) -> "_Connection":
-        timeout = self._connect_timeout if self._connect_timeout is not None else self._idle
-        deadline = time.monotonic() + timeout
-        address = (self._host, self._port)
-        try:
-            raw = socket.create_connection(address, timeout=timeout)
-        except TimeoutError:
-            raise self._connect_timed_out() from None
-        except OSError as exc:
-            raise Unconnected(exc) from None
+    def _connect(self, job: _Job, raw: Any, deadline: float) -> "_Connection":
+        """TLS on the new connection `raw`, its handshake done by `deadline`."""
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = self._context.wrap_socket(
+            sock = (self._context or _default_context()).wrap_socket(
                 raw, server_hostname=self._host, do_handshake_on_connect=False
             )
         except (OSError, ValueError) as exc:
@@ -356,7 +398,7 @@ class PartSender:
     def _connect_timed_out(self) -> BaseException:
         if self._connect_timeout is None:
             return TimeoutError()
-        return aiohttp.ConnectionTimeoutError(f"Connection timeout to host {self._host}")
+        return NotConnected(f"no connection to {self._host} in time")
 
     def _body(self, job: _Job, sock: ssl.SSLSocket, read: Any) -> bytes | None:
         """Send the part; None once it is out, or the first bytes of an answer that came
@@ -395,7 +437,7 @@ class PartSender:
         finally:
             sock.settimeout(self._idle)
         if not data:
-            raise aiohttp.ServerDisconnectedError()
+            raise _closed()
         return data
 
     def _buffer(self) -> bytearray:
@@ -411,7 +453,7 @@ class PartSender:
         keep = None if 200 <= status < 300 else self._keep
         try:
             body = _read_bounded(response, self._max, keep)
-        except _Over as over:
+        except Over as over:
             raise TooLarge(str(over), status, headers) from None
         finally:
             response.close()  # else its reader keeps the socket open
@@ -476,9 +518,9 @@ def _response(connection: http.client.HTTPConnection) -> http.client.HTTPRespons
     try:
         return connection.getresponse()
     except http.client.RemoteDisconnected:
-        raise aiohttp.ServerDisconnectedError() from None
+        raise _closed() from None
     except http.client.HTTPException as exc:
-        raise aiohttp.ClientPayloadError(f"the answer could not be read ({exc!r:.200})") from None
+        raise BrokenAnswer(f"the answer could not be read ({exc!r:.200})") from None
 
 
 def _early(sock: ssl.SSLSocket, start: bytes, method: str) -> http.client.HTTPResponse | None:
@@ -521,50 +563,41 @@ def _refused_tls(exc: OSError) -> bool:
     return isinstance(exc, ssl.SSLError) and not isinstance(exc, ended)
 
 
-def _dropped(exc: OSError) -> aiohttp.ClientError:
-    """The error aiohttp gives for a connection that broke as `exc` says: a service that
-    closed or reset it is one that disconnected (the transport then looks closer once)."""
+def _closed() -> Dropped:
+    return Dropped("the service closed the connection", closed=True)
+
+
+def _dropped(exc: OSError) -> Dropped:
+    """A connection that broke as `exc` says: a service that closed or reset it is one that
+    disconnected (the transport then looks closer once)."""
     closed = (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
     if isinstance(exc, closed):
-        return aiohttp.ServerDisconnectedError()
+        return _closed()
     if isinstance(exc, ssl.SSLError):
-        return aiohttp.ClientOSError(exc.errno or 0, f"TLS: {exc.reason or exc}")
-    return aiohttp.ClientOSError(exc.errno or 0, exc.strerror or type(exc).__name__)
-
-
-class _Over(Exception):
-    pass
+        return Dropped(f"the connection broke (TLS: {exc.reason or exc})", closed=False)
+    return Dropped(f"the connection broke ({exc.strerror or type(exc).__name__})", closed=False)
 
 
 def _read_bounded(response: http.client.HTTPResponse, limit: int, keep: int | None) -> bytes:
-    """As bounded.read_bounded: at most `limit` bytes after inflating, the first `keep` kept."""
+    """The answer within the limits, as bounded.read_bounded reads aiohttp's (one Kept), but
+    inflated here: http.client does not."""
     encoding = (response.getheader("Content-Encoding") or "").strip().lower()
     wbits = _INFLATE.get(encoding)
-    declared = response.length
-    if declared is not None and not encoding and declared > limit:
-        raise _Over(f"Content-Length {declared:,} bytes")
+    kept = Kept(limit, keep)
+    if not encoding:
+        kept.declared(response.length)
     inflater = zlib.decompressobj(wbits) if wbits is not None else None
-    chunks: list[bytes] = []
-    kept = total = 0
     try:
         while raw := response.read1(_STEP):
-            data = raw if inflater is None else inflater.decompress(raw, limit - total + 1)
-            total += len(data)
-            if total > limit:
-                raise _Over(f"more than {limit:,} bytes arrived")
-            if keep is None:
-                chunks.append(data)
-            elif kept < keep:
-                chunks.append(data[: keep - kept])
-                kept += len(chunks[-1])
+            kept.add(raw if inflater is None else inflater.decompress(raw, kept.room()))
     except http.client.IncompleteRead:
-        raise aiohttp.ClientPayloadError("the answer ended before its length") from None
+        raise BrokenAnswer("the answer ended before its length") from None
     except zlib.error:
-        raise aiohttp.ClientPayloadError(f"the answer's {encoding} could not be read") from None
+        raise BrokenAnswer(f"the answer's {encoding} could not be read") from None
     if response.length:  # http.client's read1 ends quietly at a cut
-        raise aiohttp.ClientPayloadError("the answer ended before its length")
+        raise BrokenAnswer("the answer ended before its length")
     response.close()  # read whole: its connection can carry the next request
-    return b"".join(chunks)
+    return kept.body()
 
 
 def _handshake(sock: ssl.SSLSocket, deadline: float) -> None:
@@ -642,15 +675,30 @@ class _Source:
             self._own.close()
 
 
+@functools.cache
+def _default_context() -> ssl.SSLContext:
+    """The verifying context every session without one of its own shares, made in the first
+    part's thread (loading the CA file blocks): aiohttp's default, as aiohttp makes it."""
+    context = ssl.create_default_context()
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 def _retrieved(done: "asyncio.Future[Answer]") -> None:
     if not done.cancelled():
         done.exception()
 
 
 def _settle(
-    loop: asyncio.AbstractEventLoop, done: "asyncio.Future[Answer]", future: Future[Any]
+    loop: asyncio.AbstractEventLoop,
+    done: "asyncio.Future[Answer]",
+    future: Future[Any],
+    connected: "_Connection | socket.socket",
 ) -> None:
-    """The thread's outcome, onto `done` on the loop."""
+    """The thread's outcome, onto `done` on the loop; a connection no thread took (the
+    sender closed first) is closed."""
+    if future.cancelled():
+        connected.close()
 
     def settle() -> None:
         if done.done():

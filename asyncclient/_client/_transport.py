@@ -20,10 +20,11 @@ from asyncclient._client._call import Call, Exchange
 from asyncclient._client._failures import read_failure
 from asyncclient._client._network import Network
 from asyncclient._client._network.bounded import ERROR_BODY_LIMIT, read_bounded
+from asyncclient._client._network.link import LinkFailure, closed_by_service
 from asyncclient._client._outage import DEFAULT_OUTAGE_THRESHOLD, Outages
 from asyncclient._client._retrying import retrying
 from asyncclient._client._slots import Slots
-from asyncclient._client._tls_parts import PartSender, TooLarge, Unconnected
+from asyncclient._client._tls_parts import PartLink, PartSender, TooLarge, Unconnected
 from asyncclient._core import _environment as environment
 from asyncclient._core import _wire as wire
 from asyncclient._core._operations import Operation
@@ -143,8 +144,12 @@ class Transport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
         self._slots: Slots | None = None
-        # File parts over TLS, sent from threads (made on the first).
-        self._parts: PartSender | None = None
+        # File parts over TLS go out from threads, directly on our own session (a borrowed
+        # one keeps every request); chosen here, made on the first part (per loop).
+        self._parts_on_threads: Final = (
+            network.https and network.proxy is None and client_session is None
+        )
+        self._parts: PartLink | None = None
         self._max_retries = max_retries
         self._retry = retry
         self._closed = False
@@ -501,8 +506,8 @@ class Transport:
         data: Any = call.data
         if not call.transfer:
             return await self._exchange(call, http, data, headers, self._request_options)
-        parts = self._part_sender()
-        if parts is not None and parts.takes(data):
+        parts = self._part_link(data)
+        if parts is not None:
             try:
                 return await self._send_part(parts, call, data, headers)
             except Unconnected:
@@ -558,16 +563,15 @@ class Transport:
             return await self._transport_failure(exc, call)
         return self._refused(call, status, resp_headers, body, url)
 
-    def _part_sender(self) -> PartSender | None:
-        """What sends file parts from threads: over TLS, directly, on our own aiohttp session
-        (a borrowed one keeps every request); None elsewhere."""
+    def _part_link(self, data: object) -> PartLink | None:
+        """What sends `data` if it is a file part and the session sends parts from threads;
+        None: aiohttp sends it, as every other request."""
+        if not (self._parts_on_threads and PartSender.takes(data)):
+            return None
         if self._parts is not None:
             return self._parts
-        network = self._network
-        if not (network.https and network.proxy is None and self._owns_http):
-            return None
         self._parts = PartSender(
-            network,
+            self._network,
             limit=self._connection_limit,
             connect_timeout=self._connect_timeout_s,
             idle=self._timeout_s,
@@ -577,9 +581,10 @@ class Transport:
         return self._parts
 
     async def _send_part(
-        self, parts: PartSender, call: Call, part: Body, headers: Mapping[str, str]
+        self, parts: PartLink, call: Call, part: Any, headers: Mapping[str, str]
     ) -> Any:
-        """One attempt at a file part by PartSender, its answer mapped as aiohttp's is."""
+        """One attempt at a file part by the session's PartLink, its answer and failures
+        read as aiohttp's are (the same table, _failures.FAILURES)."""
         url = call.url
         target = urlsplit(url).path
         if call.params:
@@ -589,7 +594,7 @@ class Transport:
         except TooLarge as over:
             call.last.status, call.last.headers = over.status, over.headers
             raise self._too_large(call, over.seen) from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (LinkFailure, TimeoutError) as exc:
             call.last.failure = exc
             return await self._transport_failure(exc, call)
         status = call.last.status = answer.status
@@ -631,11 +636,7 @@ class Transport:
         failure = network.classify(exc)
         if failure is not None and failure.kind == "name_mismatch":
             failure = await network.diagnose(exc, failure) or failure
-        elif (
-            failure is None
-            and isinstance(exc, aiohttp.ServerDisconnectedError)
-            and not self._probed
-        ):
+        elif failure is None and closed_by_service(exc) and not self._probed:
             self._probed = True
             failure = await network.diagnose(exc, None)
         reading = read_failure(

@@ -111,18 +111,38 @@ class PartBody:
     def __repr__(self) -> str:
         return f"PartBody(path={self.path!r}, offset={self.offset}, length={self.length})"
 
-    def _rewind(self) -> None:
+    # --- what a transport sending the part calls -----------------------------------------------
+
+    def rewind(self) -> None:
         """A new attempt: wind progress back over what the last one had sent."""
         if self._sent:
             if self.progress is not None:
                 self.progress(-self._sent)
             self._sent = 0
 
-    def _advance(self, count: int) -> None:
-        """`count` more bytes were handed to the connection."""
+    def advance(self, count: int) -> None:
+        """More bytes were handed to the connection.
+
+        Args:
+            count: How many.
+        """
         self._sent += count
         if self.progress is not None:
             self.progress(count)
+
+    def attach(self, sock: Any) -> None:
+        """The attempt goes out on a socket: its send buffer is read now, its send queue while
+        it sends (in_transit).
+
+        Args:
+            sock: The attempt's connected socket.
+        """
+        self.send_buffer = send_buffer(sock)
+        self._socket = sock
+
+    def detach(self) -> None:
+        """The attempt is over: its connection is not this part's any more."""
+        self._socket = None
 
     def in_transit(self) -> int | None:
         """Bytes handed to the connection that its peer has not yet acknowledged (the
@@ -185,7 +205,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
             self._writer = None
 
     async def release(self) -> None:
-        self._part._socket = None  # the attempt is over: its connection is not this part's
+        self._part.detach()
         task = self._writer
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
@@ -208,12 +228,11 @@ class PartBodyPayload(aiohttp.payload.Payload):
 
     async def _send(self, writer: Any) -> None:
         part = self._part
-        part._rewind()
+        part.rewind()
         loop = asyncio.get_running_loop()
         transport: asyncio.WriteTransport | None = getattr(writer, "transport", None)
         sock = None if transport is None else transport.get_extra_info("socket")
-        part.send_buffer = send_buffer(sock)
-        part._socket = sock
+        part.attach(sock)
         await self._send_from(writer, part, transport, loop)
 
     async def _send_from(
@@ -276,7 +295,7 @@ class PartBodyPayload(aiohttp.payload.Payload):
                 )
             offset += sent
             remaining -= sent
-            part._advance(sent)
+            part.advance(sent)
         _reschedule(self._timer, None)
 
     async def _read(self, offset: int, size: int) -> tuple[bytearray | bytes, int]:

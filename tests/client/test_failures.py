@@ -18,7 +18,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from asyncclient._client._failures import FAILURES, read_failure, verdict_of
-from asyncclient._client._network import Failure
+from asyncclient._client._network import Failure, link
 from asyncclient.errors import (
     KINDS,
     CertificateError,
@@ -98,6 +98,14 @@ CASES: list[tuple[str, BaseException, str, str]] = [
     ("NonHttpUrlRedirectClientError", aiohttp.NonHttpUrlRedirectClientError("ftp://x"),
      "permanent", "permanent"),
     ("ClientError", aiohttp.ClientError("other"), "permanent", "permanent"),
+    # A transport of our own names its failures in the table's rows (_network.link).
+    ("NotConnected", link.NotConnected("no connection in time"), "outage", "outage"),
+    ("Dropped", link.Dropped("the service closed the connection", closed=True), "outage",
+     "permanent"),
+    ("Dropped, broken", link.Dropped("the connection broke (TLS: bad record mac)", closed=False),
+     "outage", "permanent"),
+    ("BrokenAnswer", link.BrokenAnswer("the answer ended before its length"), "retry",
+     "permanent"),
     # The OS's own, as a transport may raise them unwrapped.
     ("TimeoutError", TimeoutError(), "retry", "permanent"),
     ("ConnectionRefusedError", ConnectionRefusedError(), "permanent", "permanent"),
@@ -116,6 +124,27 @@ def test_every_failure_aiohttp_names_is_read_here() -> None:
         and issubclass(getattr(client_exceptions, name), BaseException)
     }
     assert named <= {case[0] for case in CASES}
+
+
+def test_each_failure_our_own_transport_names_is_a_row_of_the_table() -> None:
+    """A class added to _network.link fails this until a row of FAILURES reads it (else it
+    would fall through as permanent), and its words are said as they are."""
+    for name in link.__all__:
+        kind = getattr(link, name)
+        if not (isinstance(kind, type) and issubclass(kind, link.LinkFailure)):
+            continue
+        if kind is not link.LinkFailure:
+            assert any(issubclass(kind, kinds) for kinds, _, _ in FAILURES), name
+    said = read_failure(
+        link.Dropped("the connection broke (reset)", closed=False),
+        None, idempotent=True, timeout=30.0, connect_timeout=10.0,
+    )  # fmt: skip
+    assert said.reason == "the connection broke (reset)"
+    late = read_failure(
+        link.NotConnected("no connection"), None, idempotent=True, timeout=30.0,
+        connect_timeout=10.0,
+    )  # fmt: skip
+    assert late.reason == "could not connect within 10 s (connect_timeout)"
 
 
 @pytest.mark.parametrize(("name", "failure", "again", "once"), CASES, ids=[c[0] for c in CASES])

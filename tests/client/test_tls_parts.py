@@ -3,6 +3,7 @@ of our own that behave as the emulator never does: they stall, refuse early, clo
 connections, compress or garble their answers. The suites marked `networks` send every
 upload's parts this way over TLS; this module is about the edges."""
 
+import ast
 import asyncio
 import contextlib
 import gzip
@@ -33,6 +34,7 @@ from asyncclient import (
     UploadedPart,
 )
 from asyncclient._client import _tls_parts
+from asyncclient._client._network import link
 from asyncclient.errors import AsyncClientError, ResponseTooLargeError
 from asyncclient.testing import FakeService
 
@@ -302,6 +304,109 @@ async def test_a_dropped_attempt_is_wound_back_and_sent_again(
     assert len(retries) == 1
     assert min(progress) < 0  # wound back, then sent whole
     assert sum(progress) == length
+
+
+async def test_a_part_connects_past_an_address_that_never_answers(
+    tls_server: Callable[[Handler], Awaitable[Server]],
+    app: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Happy eyeballs (RFC 8305), as aiohttp connects: the service's name gives first an
+    address that never answers (a listener whose queue is full drops each SYN), then the
+    service's. The part goes out on the second at once, in its one attempt; tried in turn,
+    the first would hold it for the whole connect timeout and fail it."""
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+    port = int(server.url.rsplit(":", 1)[1])
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    filler = socket.create_connection(silent.getsockname())  # the queue is full now
+    real_getaddrinfo = socket.getaddrinfo
+    asked: list[object] = []
+
+    def addresses(host: Any, service: Any, *args: Any, **kwargs: Any) -> Any:
+        found = real_getaddrinfo(host, service, *args, **kwargs)
+        if (host, service) != ("127.0.0.1", port):
+            return found
+        asked.append(host)
+        family, kind, proto, name, _ = found[0]
+        return [(family, kind, proto, name, silent.getsockname()), *found]
+
+    monkeypatch.setattr(socket, "getaddrinfo", addresses)
+    try:
+        async with server.session(max_retries=0, connect_timeout=5) as session:
+            uploaded = await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    finally:
+        filler.close()
+        silent.close()
+    assert uploaded.etag == hashlib.sha256(app.read_bytes()[: 1 << 20]).hexdigest()
+    assert asked  # the part's own connection asked for the addresses
+    assert len(received) == 1
+
+
+def test_the_part_sender_builds_no_other_librarys_exceptions() -> None:
+    """_tls_parts names its failures in the table's own words (_network.link): it imports no
+    aiohttp, so it cannot build aiohttp's exceptions to be understood."""
+    tree = ast.parse(Path(_tls_parts.__file__).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert "aiohttp" not in imported
+
+
+async def test_a_sessions_part_link_is_the_seam_its_failures_read_by_the_one_table(
+    tls_server: Callable[[Handler], Awaitable[Server]], app: Path
+) -> None:
+    """The session sends its parts through one PartLink, chosen once: a link of another make
+    put in its place is asked for each attempt, and its failures (the table's own words) are
+    retried and said as any transport's."""
+    received: list[bytes] = []
+    server = await tls_server(await taking_parts(received))
+
+    class Link:
+        """Drops the first attempt, breaks the answer of the second and of every one from
+        the fifth, and answers the third and fourth."""
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def send(
+            self, part: PartBody, method: str, target: str, headers: Any
+        ) -> _tls_parts.Answer:
+            self.asked.append(f"{method} {target}")
+            if len(self.asked) == 1:
+                raise link.Dropped("the connection broke (reset)", closed=False)
+            if len(self.asked) == 2 or len(self.asked) >= 5:
+                raise link.BrokenAnswer("the answer ended before its length")
+            body = json.dumps({"partNumber": 1, "etag": "e"}).encode()
+            return _tls_parts.Answer(200, {"Content-Type": "application/json"}, body)
+
+        def close(self) -> None:
+            pass
+
+    other = Link()
+    async with server.session(backoff_base=0.01, max_retries=2) as session:
+        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))  # the real one
+        real = session._t._parts
+        assert real is not None  # chosen: parts from threads
+        real.close()
+        session._t._parts = other
+        uploaded = await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+        await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))  # the fourth answers
+        with pytest.raises(TransportError, match="the answer ended before its length") as e:
+            await session.upload_part("ab_1", 1, PartBody(app, 0, 1 << 20))
+    assert uploaded.etag == "e"
+    assert other.asked == ["PUT /api/v1/builds/ab_1/parts/1"] * 7  # 3, 1, and 3 that failed
+    assert len(received) == 1  # only the first part went over the wire
+    assert "3 attempts" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -716,7 +821,7 @@ async def test_progress_wakes_the_loop_at_most_once_a_tick() -> None:
     loop.time = lambda: now[0]  # type: ignore[method-assign]
     try:
         advanced: list[int] = []
-        part: Any = type("Part", (), {"_advance": staticmethod(advanced.append)})()
+        part: Any = type("Part", (), {"advance": staticmethod(advanced.append)})()
         progress = _tls_parts._Progress(loop, part)
 
         async def turns() -> None:

@@ -334,7 +334,7 @@ class Network:
         request for a client certificate, a plain-HTTP address of a TLS service. One short
         connection of its own (through the proxy, if any), in a thread; None when it learns
         nothing."""
-        import aiohttp
+        from asyncclient._client._network.link import closed_by_service
 
         try:
             if failure is not None and failure.kind == "name_mismatch":
@@ -347,7 +347,7 @@ class Network:
                     fix="use a base URL with one of those names, e.g. "
                     f"https://{_host_for_url(names[0])}:{self.port}",
                 )
-            if failure is None and isinstance(exc, aiohttp.ServerDisconnectedError):
+            if failure is None and closed_by_service(exc):
                 if self.https:
                     words = await asyncio.to_thread(_probe.alert_after_handshake, self)
                     return self._client_cert_failure(words) if words else None
