@@ -35,10 +35,10 @@ async def job(seed: int, baseline: bool, speed: float = 300.0) -> dict[str, Any]
             baseline="auto" if baseline else None,
         )
         suite = SuiteRun.for_project(session, "p_shop", build_ids=["ab_shop_change"], policy=policy)
-        report = await suite.result()
-        assert suite.outcome is not None
-        ids = [r.id for r in suite.outcome.runs]
-        ids += [i for t in suite.outcome.tests if t.baseline for i in t.baseline.runs]
+        report = await suite.wait()
+        assert suite.result is not None
+        ids = [r.id for r in suite.result.runs]
+        ids += [i for t in suite.result.tests if t.baseline for i in t.baseline.runs]
         views = [
             v
             for at in range(0, len(ids), 50)

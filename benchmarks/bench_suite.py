@@ -105,7 +105,7 @@ async def jobs(
             suite = SuiteRun.for_project(
                 session, PROJECT, policy=policy, idempotency_key=f"bench-job-{j}"
             )
-            report = await suite.result()
+            report = await suite.wait()
             took = time.monotonic() - started
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -73,7 +73,7 @@ async def test_at_once_starts_every_re_run_of_a_test_together(
             order.append(("finished", event.kind, event.read.number))
 
     suite.observe(seen)
-    report = await suite.result()
+    report = await suite.wait()
 
     broken = next(t for t in report.tests if t.test_id == "t_broken")
     assert broken.outcome == "failed"
@@ -109,7 +109,7 @@ async def test_the_first_pass_stops_the_other_re_runs_which_are_not_counted(
     suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     suite.observe(seen)
     try:
-        report = await suite.result()
+        report = await suite.wait()
     finally:
         hold[0].release()
 
@@ -163,7 +163,7 @@ async def test_hedge_starts_copies_of_a_known_flaky_test_and_stops_them_once_it_
     suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
     suite.observe(seen)
     try:
-        report = await suite.result()
+        report = await suite.wait()
     finally:
         hold.release()
 
@@ -218,9 +218,7 @@ async def test_a_broken_or_quarantined_test_gets_no_copies(
         policy = SuitePolicy(
             retry_failed=2, retry_strategy="hedge", quarantined={"t_flaky": "known"}, **FAST
         )
-        report = await SuiteRun.for_project(
-            session, "p_ci", build_id="ab_b1", policy=policy
-        ).result()
+        report = await SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy).wait()
     kinds = {t.test_id: [a.kind for a in t.attempts] for t in report.tests}
     assert "copy" not in kinds["t_broken"]
     assert "copy" not in kinds["t_flaky"]
@@ -234,7 +232,7 @@ async def test_the_budget_caps_the_device_time_of_re_runs(
     # report says why.
     policy = SuitePolicy(retry_failed=2, retry_strategy="at-once", retry_budget=1.0, **FAST)
     suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=policy)
-    report = await suite.result()
+    report = await suite.wait()
     broken = next(t for t in report.tests if t.test_id == "t_broken")
     assert len(broken.attempts) == 1
     assert broken.start_error is not None
@@ -255,7 +253,7 @@ async def test_events_are_replayed_to_each_iterator_and_end_with_the_job(
     suite = SuiteRun.for_project(session, "p_ci", build_id="ab_b1", policy=SuitePolicy(**FAST))
     names = [event.event async for event in suite]
     again = [event.event async for event in suite]
-    report = await suite.result()
+    report = await suite.wait()
     assert names == again
     assert names[:3] == ["run_started"] * 3
     assert names[-1] == "job_finished"
@@ -293,8 +291,8 @@ async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
 ) -> None:
     suite = SuiteRun(session, ["j_000000000001"], policy=SuitePolicy(**FAST))
     # An unknown run: the loop ends (the watcher gives it up), the report says so.
-    report = await suite.result()
-    assert await suite.result() is report
+    report = await suite.wait()
+    assert await suite.wait() is report
     assert suite.unknown == ("j_000000000001",)
     assert [event.event async for event in suite][-1] == "job_finished"
 
@@ -303,9 +301,9 @@ async def test_result_again_returns_the_same_report_and_an_error_ends_iteration(
         failing = SuiteRun(broken, ["j_000000000002"], policy=SuitePolicy(**FAST))
         seen = [event.event async for event in failing]  # ends with the loop, however it ends
         with pytest.raises(UnauthenticatedError):
-            await failing.result()
+            await failing.wait()
         with pytest.raises(UnauthenticatedError):
-            await failing.result()
+            await failing.wait()
     assert "job_finished" not in seen
 
 
@@ -364,7 +362,7 @@ async def test_a_rerun_of_unknown_length_counts_as_its_usual_time_against_the_bu
         FakeService(seed, speed=1000, dialect=HistoryTimed) as svc,
         AsyncSession("u-run", svc.url) as session,
     ):
-        report = await SuiteRun.for_project(session, "p_u", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_u", policy=policy).wait()
         runs = [run for run in svc.backend.runs.values() if run.outcome is None]
     (broken,) = report.tests
     assert len(broken.attempts) == 2, [a.kind for a in broken.attempts]

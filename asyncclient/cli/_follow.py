@@ -94,17 +94,17 @@ async def follow(
                 if watcher is not None:
                     _tell_stopped(watcher.stopped, watcher.stop_errors, out)
                 # A cancelled job still reports the runs as they now are.
-                if suite.report is not None and suite.outcome is not None:
+                if suite.report is not None and suite.result is not None:
                     with contextlib.suppress(CommandError, OSError):  # the interrupt matters
-                        await report(session, suite.outcome, suite.report, options, out)
+                        await report(session, suite.result, suite.report, options, out)
                 events.interrupted()
                 if fleet is not None and fleet.ended.is_set():
                     from asyncclient.cli._fleet import fleet_ended
 
                     return fleet_ended(fleet, out)
                 raise
-        assert suite.outcome is not None
-        await report(session, suite.outcome, job_report, options, out)
+        assert suite.result is not None
+        await report(session, suite.result, job_report, options, out)
         try:
             code = _verdict(suite, out)
         except UnknownRunsError as exc:
@@ -156,8 +156,8 @@ async def _until_fleet_ends(suite: SuiteRun, fleet: FleetJob | None) -> Any:
     """The suite's report; cancelled (as by Ctrl-C: its runs stopped) when the fleet ends the
     job first."""
     if fleet is None:
-        return await suite.result()
-    following = asyncio.ensure_future(suite.result())
+        return await suite.wait()
+    following = asyncio.ensure_future(suite.wait())
     ended = asyncio.ensure_future(fleet.ended.wait())
     try:
         await asyncio.wait({following, ended}, return_when=asyncio.FIRST_COMPLETED)
@@ -297,8 +297,8 @@ def _verdict(suite: SuiteRun, out: Output) -> int:
     """The exit code of a followed suite (its reports written)."""
     from asyncclient.errors import UnknownRunsError
 
-    assert suite.outcome is not None
-    result = suite.outcome
+    assert suite.result is not None
+    result = suite.result
     watcher = suite.watcher
     if watcher is None:  # no run to follow (none started)
         return EXIT_OK if result.passed else EXIT_NOT_PASSED

@@ -6,7 +6,7 @@ started) and gives its typed events, then its report, as a `SuitePolicy` says.
     suite = SuiteRun.for_project(session, "p_checkout", build_id="ab_1", policy=policy)
     async for event in suite:
         print(event.event, event.fields())
-    report = await suite.result()
+    report = await suite.wait()
 """
 
 from __future__ import annotations

@@ -63,11 +63,11 @@ _STOP_CONCURRENCY: Final = 8
 
 class SuiteRun:
     """One suite followed to its verdicts: `async for event in suite_run` gives what happens
-    (typed events, asyncclient.suite), `await suite_run.result()` the report.
+    (typed events, asyncclient.suite), `await suite_run.wait()` the report.
 
     Made by `SuiteRun.for_project(session, project_id, ...)` (starts the suite) or
     `SuiteRun(session, run_ids, ...)` (runs already started). The loop starts at the first
-    `result()`, iteration or `async with`; iterating several times replays every event from
+    `wait()`, iteration or `async with`; iterating several times replays every event from
     the first. Leaving `async with` before the end cancels the loop (and stops the runs still
     going when `stop_on_cancel`).
 
@@ -132,7 +132,7 @@ class SuiteRun:
         """The service's answer to the suite's start (for_project)."""
         self.report: SuiteReport | None = None
         """The report, once built (at the end, or what was known when the loop was cancelled)."""
-        self.outcome: SuiteResult | None = None
+        self.result: SuiteResult | None = None
         """Every test with every run, once the loop ended."""
         self.timed_out: WatchTimeoutError | None = None
         self.stopped_fast = False
@@ -187,7 +187,7 @@ class SuiteRun:
         (re-runs, at once or in rounds, copies of known-flaky tests, fail-fast, quarantine,
         reuse, a device-time budget).
 
-        Nothing is sent until the suite is awaited or iterated: `await suite.result()` gives
+        Nothing is sent until the suite is awaited or iterated: `await suite.wait()` gives
         the report (`SuiteReport`), `async for event in suite` what happens as it happens.
 
         Args:
@@ -206,7 +206,7 @@ class SuiteRun:
             ```python
             policy = SuitePolicy(retry_failed=2, retry_strategy="hedge")
             suite = SuiteRun.for_project(session, "p_checkout", build_id="ab_1", policy=policy)
-            report = await suite.result()
+            report = await suite.wait()
             ```
         """
         start = ProjectStart(session, project_id, build_id, build_ids, mode, idempotency_key)
@@ -238,7 +238,7 @@ class SuiteRun:
         """The runs that may still be going: what a process that must exit now leaves."""
         return self.watcher.still_going if self.watcher is not None else ()
 
-    async def result(self) -> SuiteReport:
+    async def wait(self) -> SuiteReport:
         """Follow the suite to its end (unless iteration already does) and return its report.
 
         Raises:
@@ -249,7 +249,7 @@ class SuiteRun:
             return await self._guarded()
         if self._task is None:
             if not self._ended:
-                raise RuntimeError("result() is already being awaited in another task")
+                raise RuntimeError("wait() is already being awaited in another task")
             if self._error is not None:
                 raise self._error
             assert self.report is not None
@@ -721,7 +721,7 @@ class SuiteRun:
             verdicts = self._baseline.verdicts()
             tests = tuple(attrs.evolve(t, baseline=verdicts.get(t.test_id)) for t in result.tests)
             result = attrs.evolve(result, tests=tests)
-        self.outcome = result
+        self.result = result
         self.report = suite_report(
             result,
             name=self.name,

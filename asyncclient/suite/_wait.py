@@ -100,11 +100,11 @@ async def wait_with_retries(
             on_rerun(list(event.started))
 
     suite.observe(observe)
-    await suite.result()
-    assert suite.outcome is not None
+    await suite.wait()
+    assert suite.result is not None
     if raise_on_timeout and suite.timed_out is not None:
         raise suite.timed_out
     if raise_on_timeout and suite.unknown:
-        known = tuple(run for run in suite.outcome.runs if run.id not in suite.unknown)
+        known = tuple(run for run in suite.result.runs if run.id not in suite.unknown)
         raise UnknownRunsError(suite.unknown, known)
-    return suite.outcome
+    return suite.result

@@ -65,7 +65,7 @@ async def run_suite(request: web.Request) -> web.StreamResponse:
             async for event in suite:
                 if event.streamed:
                     await response.write(line({"event": event.event, **event.fields()}))
-            report = await suite.result()
+            report = await suite.wait()
         except AsyncClientError as exc:  # the service refused or could not be reached
             await response.write(line({"event": "error", "error": str(exc)}))
             await response.write_eof()

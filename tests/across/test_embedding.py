@@ -273,7 +273,7 @@ async def test_an_outage_past_the_deadline_fails_saying_how_long_it_tried() -> N
     assert "; retried for 3" in message
     assert message.endswith(" s (retry deadline)")
     assert info.value.attempts > 5  # more than max_retries: the deadline decided
-    assert sum(waits) == pytest.approx(30.0, abs=0.5)
+    assert 25.0 <= sum(waits) <= 30.0 + 1e-9  # the deadline less the attempts' own time
 
 
 async def test_without_a_deadline_an_outage_counts_against_the_retries() -> None:

@@ -32,7 +32,10 @@ async def test_the_cli_says_once_that_it_waits_for_the_service(run_cli: Any) -> 
         lines[0],
     ), lines[0]
     assert lines[1].startswith("error: cannot connect to")
-    assert "retried for 12.0 s (retry deadline)" in lines[1]
+    # The waits reach the deadline; the attempts' own time (longer on a busy machine) adds.
+    retried = re.search(r"retried for (\d+\.\d) s \(retry deadline\)", lines[1])
+    assert retried is not None, lines[1]
+    assert 12.0 <= float(retried.group(1)) < 60.0
     assert len(lines) == 2
 
 

@@ -379,7 +379,7 @@ async def test_an_outage_is_one_cause_rerun_as_infrastructure_and_flakes_nothing
         suite = SuiteRun.for_project(session, "p_out", build_id="ab_out_1", policy=policy)
         events: list[Any] = []
         suite.observe(events.append)
-        report = await suite.result()
+        report = await suite.wait()
     by_test = {t.test_id: t for t in report.tests}
     # One cluster first: the nine tests that lost their device.
     first = report.causes[0]
@@ -434,7 +434,7 @@ async def test_rerun_known_re_runs_the_known_failure_too() -> None:
     async with FakeService(outage_seed(), speed=1000) as svc, AsyncSession("k", svc.url) as session:
         report = await SuiteRun.for_project(
             session, "p_out", build_id="ab_out_1", policy=policy
-        ).result()
+        ).wait()
     known = next(t for t in report.tests if t.test_id == "t_app_0")
     assert (len(known.attempts), known.not_rerun) == (2, None)
 

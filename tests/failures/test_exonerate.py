@@ -122,7 +122,7 @@ async def _suite(session: AsyncSession, build: str, **policy: Any) -> SuiteRun:
         build_ids=[build],
         policy=SuitePolicy(retry_failed=1, retry_strategy="at-once", interval=0.02, **policy),
     )
-    await suite.result()
+    await suite.wait()
     return suite
 
 
@@ -130,7 +130,7 @@ async def test_three_of_five_failures_are_pre_existing_and_fail_the_job_unless_a
     shop: FakeService, session: AsyncSession
 ) -> None:
     suite = await _suite(session, "ab_shop_change", baseline="auto")
-    result = suite.outcome
+    result = suite.result
     assert result is not None
     assert {t.test_id for t in result.failed} == BEFORE | NEW
     assert {t.test_id for t in result.pre_existing_failures} == BEFORE
@@ -157,21 +157,21 @@ async def test_a_job_whose_every_failure_is_pre_existing_passes_with_pass_or_war
     """Main's own build against the change's: its 3 failures fail there too, the same way."""
     for mode in ("fail", "pass", "warn"):
         suite = await _suite(session, "ab_shop_main", baseline="ab_shop_change", pre_existing=mode)
-        assert suite.outcome is not None
-        assert {t.test_id for t in suite.outcome.pre_existing_failures} == BEFORE
-        assert suite.outcome.passed is (mode != "fail"), mode
+        assert suite.result is not None
+        assert {t.test_id for t in suite.result.pre_existing_failures} == BEFORE
+        assert suite.result.passed is (mode != "fail"), mode
 
 
 async def test_baseline_runs_that_do_not_fit_the_budget_are_not_started(
     shop: FakeService, session: AsyncSession
 ) -> None:
     suite = await _suite(session, "ab_shop_change", baseline="auto", retry_budget=0.5)
-    assert suite.outcome is not None
-    judged = [t.baseline for t in suite.outcome.tests if t.baseline is not None]
+    assert suite.result is not None
+    judged = [t.baseline for t in suite.result.tests if t.baseline is not None]
     assert judged
     assert all(v.state == "undecided" for v in judged)
     assert any("budget" in v.why for v in judged)
-    assert not suite.outcome.pre_existing_failures
+    assert not suite.result.pre_existing_failures
 
 
 async def test_exonerate_runs_a_failed_run_on_the_baseline_by_itself(
@@ -210,13 +210,13 @@ async def test_a_baseline_start_answered_with_a_run_not_this_jobs_is_not_counted
         AsyncSession(KEY, url) as fronted,
     ):
         judged = await _suite(fronted, "ab_shop_change", baseline="auto")
-    assert judged.outcome is not None
-    verdicts = {t.test_id: t.baseline for t in judged.outcome.tests if t.baseline is not None}
+    assert judged.result is not None
+    verdicts = {t.test_id: t.baseline for t in judged.result.tests if t.baseline is not None}
     orders = verdicts["t_orders"]
     assert orders is not None
     assert orders.state == "undecided"
     assert "not counted: the service answered run" in orders.why
-    assert {t.test_id for t in judged.outcome.pre_existing_failures} == BEFORE - {"t_orders"}
+    assert {t.test_id for t in judged.result.pre_existing_failures} == BEFORE - {"t_orders"}
 
 
 async def test_a_baseline_start_answered_with_the_jobs_own_run_is_refused() -> None:

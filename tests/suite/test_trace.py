@@ -54,7 +54,7 @@ async def test_a_service_running_a_suite_gets_the_jobs_trace_without_the_command
         FakeService(SEED, speed=100.0) as svc,
         AsyncSession(base_url=svc.url, api_key="lib-run") as session,
     ):
-        report = await SuiteRun.for_project(session, "p_lib", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_lib", policy=policy).wait()
     spans = otel.finished()
     (job,) = _named(spans, "asyncclient.job")
     assert job.parent is None
@@ -82,7 +82,7 @@ async def test_without_an_sdk_no_trace_is_made_and_the_report_has_no_trace_id() 
     ):
         report = await SuiteRun.for_project(
             session, "p_lib", policy=SuitePolicy(interval=0.02)
-        ).result()
+        ).wait()
     assert report.trace_id is None
     assert JobTrace.open("p_lib") is None
 
@@ -306,7 +306,7 @@ async def test_a_trace_that_fails_never_fails_the_suite(
         AsyncSession(base_url=svc.url, api_key="lib-run") as session,
     ):
         policy = SuitePolicy(retry_failed=1, interval=0.02)
-        report = await SuiteRun.for_project(session, "p_lib", policy=policy).result()
+        report = await SuiteRun.for_project(session, "p_lib", policy=policy).wait()
     assert report.passed
     assert {test.test_id: test.outcome for test in report.tests} == {
         "t_ok": "passed",
@@ -399,7 +399,7 @@ async def test_each_run_span_has_its_queue_seconds_from_the_runs_own_times(
         svc.advance(3.5)  # running now, never seen queued
         policy = SuitePolicy(interval=0.01)
         suite = SuiteRun(session, [run.run_id for run in started.started], policy=policy)
-        running = asyncio.ensure_future(suite.result())
+        running = asyncio.ensure_future(suite.wait())
         await asyncio.sleep(0.1)
         svc.advance(60)
         await running
@@ -419,7 +419,7 @@ async def test_a_pre_existing_failure_is_on_its_tests_span(otel: Telemetry) -> N
     ):
         await SuiteRun.for_project(
             session, "p_shop", build_ids=["ab_shop_change"], policy=policy
-        ).result()
+        ).wait()
     tests = {
         span.attributes["test.case.name"]: span.attributes
         for span in _named(otel.finished(), "asyncclient.test")
