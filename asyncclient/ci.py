@@ -1,39 +1,7 @@
-"""The whole CI loop as one step, for the GitHub Action (`action.yml`) and the GitLab CI
-template (`.gitlab/ci/asyncclient.gitlab-ci.yml`): upload the app files, run the project on the
-builds, wait, re-run what failed, download the evidence, write the reports, then hand the
-numbers to the next steps; the exit code is the `asyncclient run` command's own.
-
-    python -m asyncclient.ci github    # settings from the action's inputs (INPUT_*)
-    python -m asyncclient.ci gitlab    # settings from the template's ASYNCCLIENT_* variables
-
-Both run the `asyncclient` command itself (`upload`, then `run project --wait --json`), its
-progress and its reports on stderr as in any job (on GitHub it writes the step summary, as it
-does whenever GITHUB_STEP_SUMMARY is set). The outputs: `build-ids`, `run-ids`, `outcome`
-(`passed` or `failed`), `passed`, `failed`, `flaky`, `quarantined` (counts of tests: each test
-is one of the four), `reused` (of the passed, those reused from an earlier pass on an identical
-build), `device-minutes` (every run of the job, re-runs included, to 0.1 min),
-`junit`, `ctrf`, `html` (the paths written). On GitHub they go to GITHUB_OUTPUT;
-on GitLab to `asyncclient.env` (`ASYNCCLIENT_OUTCOME=...`, a dotenv report for later jobs;
-the report paths are the template's own variables there).
-
-The idempotency key of the run start (64 characters at most, a digest of the whole first, then
-the start of the CI part) names the CI run and its attempt (GitHub: GITHUB_RUN_ID,
-GITHUB_RUN_ATTEMPT, the job and the matrix leg given as `job-index`; GitLab: CI_PIPELINE_ID and
-CI_JOB_ID, which differs for every leg of a `parallel: matrix`) and everything that decides what
-is started (a digest of the project, the build ids, the mode, the re-run count, the fail-fast
-limit, the quarantine file's path and bytes, the failure categories file's bytes and
-whether known failures are re-run, the timeout, the profile, the flaky rule, reuse and
-the new tests' repeats): the
-same step run again in the same attempt starts nothing new; matrix legs that differ in any of
-these, or in their `job-index`, never share a key; a re-run of the job (a new attempt, a new job
-id) starts afresh.
-An `idempotency-key` input (ASYNCCLIENT_IDEMPOTENCY_KEY) replaces the CI part of the key.
-
-What the step hands on is written so that nothing in it can forge more: GitHub outputs in the
-`name<<DELIMITER` form with a random delimiter, the GitLab dotenv report one checked line per
-value (ids and counts only; a list that would pass GitLab's 5,120-byte limit goes to a file
-beside it, `asyncclient-outputs.json`, which the dotenv names).
-"""
+"""The whole CI loop as one step, for the GitHub Action (`action.yml`) and the GitLab CI template:
+upload, run the project, wait, re-run what failed, download the evidence, write the reports and
+hand the numbers on (`python -m asyncclient.ci github|gitlab`); the exit code is `asyncclient
+run`'s own. Its outputs, idempotency key and what it hands on: docs/guides/ci/."""
 
 from __future__ import annotations
 

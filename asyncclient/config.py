@@ -1,22 +1,6 @@
-"""Settings in files, with profiles, read the way CI tools and Python projects expect.
-
-Where: `asyncclient.toml` in the folder given (default the current one) or the nearest parent,
-stopping at a repository root (a folder holding `.git`) or the file system's root; else the
-`[tool.asyncclient]` table of the nearest `pyproject.toml` that has one; and the user's file,
-`$XDG_CONFIG_HOME/asyncclient/config.toml` (default `~/.config/asyncclient/config.toml`).
-
-Order, highest first: a flag > an environment variable > the project file (its chosen profile,
-then its top level) > the user file (likewise) > the default. A profile is a `[profiles.NAME]`
-table with the same keys, chosen by `--profile NAME` or `ASYNCCLIENT_PROFILE`.
-
-Every mistake is one line naming the file (and line, key, the closest valid key or the type
-expected), raised as ValidationError before any request. An `api_key` is refused in a project
-file (committed, shared) and accepted in the user file only when nobody else can read it.
-`AsyncSession()` never reads files: `AsyncSession.from_config()` and the CLI do.
-
-A project file may only name the paths a command writes (reports, evidence, downloads) inside
-its repository: a pull request can change it (ALLOW_OUTSIDE_ENV lifts the rule for a job).
-"""
+"""Settings in files, with profiles, read the way CI tools and Python projects expect:
+`asyncclient.toml`, `[tool.asyncclient]` in `pyproject.toml`, the user's file; a flag beats an
+environment variable, which beats a file, which beats the default."""
 
 from __future__ import annotations
 

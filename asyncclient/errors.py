@@ -1,45 +1,6 @@
-"""The exceptions asyncclient raises: one root, one class per condition (the tree below).
-It imports nothing of the package but, for its annotations, the types of asyncclient.apps
-and asyncclient.models; asyncclient._core._responses maps error answers onto it.
-
-    AsyncClientError
-     +-- ValidationError          (also ValueError) input refused locally, before any request
-     +-- MissingExtraError        (also ImportError) a feature whose extra is not installed:
-     |                            the message names the `pip install 'asyncclient[...]'` to run
-     +-- EventLoopError           one session used from two live event loops at once
-     +-- TransportError           connection failed, dropped or timed out (after retries);
-     |    |                       a failure with a fix of its own is one of these (.kind):
-     |    +-- CertificateError            the certificate is not trusted ("untrusted")
-     |    |    +-- CertificateNameMismatchError   not valid for the host ("name_mismatch")
-     |    |    +-- CertificateExpiredError        out of its validity ("cert_expired")
-     |    +-- TLSError                    the TLS handshake failed ("tls")
-     |    |    +-- NotTLSError                    the address speaks plain HTTP ("not_tls")
-     |    |    +-- SpeaksTLSError                 http:// to a TLS service ("speaks_tls")
-     |    |    +-- ClientCertificateError         no or a refused client cert ("client_cert")
-     |    +-- ProxyError                  the proxy refused the tunnel ("proxy_refused")
-     |    |    +-- ProxyAuthError                 407: credentials ("proxy_auth")
-     |    |    +-- ProxyUnreachableError          no connection to it ("proxy_unreachable")
-     |    +-- PoolTimeoutError            no free connection in time ("pool_timeout")
-     |    +-- ResponseTooLargeError       an answer over max_response_bytes ("too_large")
-     |                            (KINDS maps each kind to its class)
-     +-- ApiError                 the service answered with an error (after retries)
-     |    +-- RedirectError           3xx, never followed   .location, .suggested_base_url
-     |    +-- BadRequestError         400
-     |    +-- UnauthenticatedError    401
-     |    +-- PaymentRequiredError    402
-     |    +-- PermissionDeniedError   403
-     |    +-- NotFoundError           404
-     |    +-- ConflictError           409
-     |    +-- BuildRejectedError      422 build_rejected   .problems, .build
-     |    +-- NotStartedError         402 not_started, 400 empty   .started, .skipped
-     |    +-- RateLimitedError        429   .retry_after
-     |    +-- ServerError             5xx
-     +-- ChecksumMismatchError    an uploaded build's sha256 differs from the local file's
-     +-- LocalFileError           (also OSError) a local file could not be written or read:
-     |                            disk full, permission denied, read-only, a folder in the way
-     +-- WatchTimeoutError        runs not final when the watch gave up   .runs
-     +-- UnknownRunsError         watched run ids the service never returned   .run_ids, .runs
-"""
+"""The exceptions asyncclient raises: one root, `AsyncClientError`, and one class per condition
+(the tree is on the reference page, docs/reference/errors.md). It imports nothing of the
+package but, for its annotations, the types of asyncclient.apps and asyncclient.models."""
 
 import errno
 from collections.abc import Mapping, Sequence

@@ -1,11 +1,5 @@
 """How long runs still have to go, from each test's history: its finished runs' queue waits and
-durations (p50 and p90 of the recent ones in the same mode), made smaller as a run goes.
-
-`read_expected()` reads the history, one listing per test (the API's list view carries
-`createdAt`, `finishedAt`, `durationMs` and `mode`); `expected_of()` and `remaining()` are pure.
-A job's ETA is that of its slowest run still going: the runs go on in parallel, each on a
-device of its own.
-"""
+durations (p50 and p90 of the recent ones in the same mode), made smaller as a run goes."""
 
 from __future__ import annotations
 

@@ -1,36 +1,6 @@
-"""Flaky tests across jobs, read from the service's run history.
-
-The definitions are those of Google's TAP, LUCI Analysis, Develocity, Datadog and Trunk:
-
-- A test's **counted runs** are its final runs created in the window, except stopped ones
-  (`cancelled`: the spec does not count a stopped run). A run **did not pass** when its status
-  is anything but `passed`, the rule `--retry-failed` uses.
-- A **flaky build** is a build on which the test has both a passed and a not-passed counted
-  run. Builds, not runs, are counted, so that one build retried ten times weighs once. Runs of
-  a web test (no build) count as one build.
-- **broken**: its runs on each of its last 3 builds (all of its builds, when it has fewer) all
-  did not pass: a regression, never to be quarantined. Else **flaky** when it has a flaky build.
-  Else **stable**.
-
-A run that failed for the infrastructure (a failure category of kind `infrastructure`:
-built in, a run that ended in `error` or `inconclusive`; see asyncclient.failures) is not the
-test's doing: it is left out of the counted runs (it never makes a test flaky or broken), and
-each test says how many were (`infrastructure`).
-
-`analyse()` is a pure function of the runs (tested without a service); `fetch_flakiness()`
-reads the runs with a bounded number of requests: one listing of the project's newest runs to
-find its tests (unless they are named), then per test one listing (at most 200 runs, the API's
-limit) and, for the runs whose listing did not say their build (and, when the categories
-read a failure's text, the runs that did not pass), the full views, one `ids=` read per 50.
-
-Bounded whatever the service answers: every listing is cut to the 200 asked; at most 200 tests
-are read (those of the first listing, or the first 200 named); a test's listing counts only
-that test's runs; titles are cut to 500 characters; each test is analysed as soon as its runs
-are read, so no more than 8 listings are held at once. At most 1 + 200 x 5 requests.
-
-Slower builds come from the same runs: a test is slower when its runs on its newest build take
-more than a fifth and 5 s longer (the medians) than on its earlier builds, in one mode.
-"""
+"""Flaky tests across jobs, read from the service's run history, by the definitions of Google's
+TAP, LUCI Analysis, Develocity, Datadog and Trunk: flaky builds, not flaky runs, and broken
+tests never quarantined (the rules and the bounds: docs/reference/uploads-and-runs.md)."""
 
 from __future__ import annotations
 

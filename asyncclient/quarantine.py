@@ -1,23 +1,6 @@
-"""The quarantine file: tests whose failures do not fail a job, each for a while and for a reason.
-
-Kept in the repository and reviewed like code, as TOML, one table per test:
-
-```toml
-# Tests that flake; their failures do not fail the job until the date.
-[[quarantine]]
-test = "t_onboarding"
-reason = "flaky on 2 of 3 builds in 14 days"
-until = 2026-12-26          # a TOML date: past it the entry is not honoured
-issue = "https://tracker.example/MOB-123"   # optional
-owner = "mobile"                            # optional
-```
-
-A quarantined test still runs and is still re-run; only the verdict of a job changes (and every
-report says so). An entry past its `until` is a holding pen left open: it is not honoured, and
-the command warns naming it. `write_quarantine` adds entries with tomlkit, so the comments and
-layout a person gave the file stay as they were; `lift_quarantine` removes the entries of tests
-proven fixed (`asyncclient quarantine verify --lift`) the same way.
-"""
+"""The quarantine file: tests whose failures do not fail a job, each for a while and for a
+reason, kept in the repository as TOML and reviewed like code (the format:
+docs/reference/uploads-and-runs.md)."""
 
 from __future__ import annotations
 

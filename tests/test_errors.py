@@ -3,6 +3,8 @@ Pure: answers are given as (status, headers, body) with no server."""
 
 import json
 import pickle
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,11 +62,23 @@ def test_tree() -> None:
         ServerError,
     ):
         assert issubclass(api_cls, ApiError)
-    # Every public name of the module is in the tree drawn in its docstring.
-    assert errors.__doc__ is not None
-    for name in errors.__all__:
-        if name != "reason_phrase":
-            assert name in errors.__doc__
+    # The tree on the reference page is the classes' own: each under its parent, all there.
+    page = (Path(__file__).resolve().parents[1] / "docs/reference/errors.md").read_text()
+    tree = page.split("```text\n", 1)[1].split("```", 1)[0]
+    parents: list[tuple[int, str]] = [(-1, "AsyncClientError")]
+    drawn = {"AsyncClientError"}
+    for line in tree.splitlines():
+        found = re.search(r"\+-- (\w+)", line)
+        if found is None:
+            continue
+        depth, name = found.start(), found.group(1)
+        while parents[-1][0] >= depth:
+            parents.pop()
+        assert issubclass(getattr(errors, name), getattr(errors, parents[-1][1])), name
+        parents.append((depth, name))
+        drawn.add(name)
+    classes = {n for n in errors.__all__ if isinstance(getattr(errors, n), type)}
+    assert classes == drawn
 
 
 @pytest.mark.parametrize(

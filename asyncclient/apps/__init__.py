@@ -1,10 +1,6 @@
-"""Read app files (an Android .apk, a zipped iOS Simulator .app) and check what devices can run.
-
-Used by the client's pre-flight check before an upload and by the emulator when an upload completes.
-Two binary formats are read without an SDK: Android's compiled XML in an .apk (`android`, with
-`_axml`) and Info.plist and Mach-O headers in an .app.zip (`ios`); `devices` checks what a
-device profile can run; `_values` holds what they share.
-"""
+"""Read app files (an Android .apk, a zipped iOS Simulator .app) and check what devices can run:
+the client's pre-flight check before an upload, and the emulator's when an upload completes.
+Both binary formats are read without an SDK (`android`, `ios`); `devices` checks a profile."""
 
 import os
 import struct

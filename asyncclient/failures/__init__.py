@@ -1,13 +1,6 @@
 """Why runs failed, grouped by cause: `signature(run)` makes a failure general (ids, numbers,
 times, quoted values and URLs become placeholders), `cluster(runs)` groups the runs that failed
-the same way, the largest group first.
-
-    from asyncclient.failures import cluster
-    for found in cluster(runs):
-        print(found.count, found.tests, found.signature)
-
-`asyncclient.failures.bisect` finds the build a test broke at.
-"""
+the same way, the largest group first."""
 
 from asyncclient.failures._categories import (
     BUILT_IN,

@@ -1,28 +1,6 @@
-"""Find the build that broke a test: a binary search over a project's builds that a flaky
-test cannot fool.
-
-Between a build where the test passes (`good`) and one where it fails (`bad`), the builds of
-the same app are put in order (by the commit order their labels give, `seq=N`, else by when
-they were made) and the middle one is run. A pass proves a build good: a build the test broke
-at fails every run. A failure proves nothing alone when the test flakes, so a build is called
-bad only after `repeats` failures in a row, the least number for which every step's chance of
-calling a good build bad, added up over the steps, stays within 1 - `confidence`:
-
-    steps * flake_rate ** repeats <= 1 - confidence
-
-(at a 20 % flake rate, 95 % over the 6 steps of 64 builds: 3 failures in a row). The first
-run of a step goes alone (most good builds pass it); after a failure the other repeats run at
-once, in parallel, and the first pass stops the rest. The flake rate comes from the test's
-history (the upper 95 % bound of its failures on builds up to `good`, from at least 10
-runs), or is given; with neither, 20 % is assumed.
-
-    result = await bisect(session, "p_demo", "t_checkout", good="ab_100", bad="ab_164")
-    print(result.first_bad, f"{result.confidence:.1%}", result.runs, result.device_minutes)
-
-Fail closed: a build that cannot be read or is not ready is left out (and said); a run the
-service answered for another build than the one asked is not counted; a step none of whose
-runs could be counted ends the search with the range it had.
-"""
+"""Find the build that broke a test: a binary search over a project's builds that a flaky test
+cannot fool, calling a build bad only after enough failures in a row for the confidence asked
+(the rule and its bounds: docs/reference/uploads-and-runs.md, "Finding the build")."""
 
 from __future__ import annotations
 

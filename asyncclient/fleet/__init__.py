@@ -1,22 +1,6 @@
-"""The fleet's run ledger on Redis: jobs sharing one device plan see each other's runs.
-
-Every job that follows its runs (`run ... --wait`, `watch`) records them with its ref, its
-commit and a lease it renews while it lives. A job that ends in any way (passed, failed,
-Ctrl-C, SIGTERM) releases them; one that stops renewing is dead, and any job of the fleet (or
-`asyncclient fleet reap`) stops the runs it left, exactly once. A job for a ref at a newer
-commit marks the jobs of that ref at older commits: each stops its runs at its next beat
-(within a second) and ends "superseded by COMMIT"; a job started for an older commit after a
-newer one is superseded before it starts anything.
-
-    async with Fleet("redis://ci-redis:6379/0") as fleet:
-        async with fleet.job(session, ref="mr/42", commit=sha, supersede=True) as job:
-            job.hold(run_ids)               # the runs this job started
-            ...                             # job.superseded_by / job.ended tell the end
-
-Redis (or Valkey) through `redis.asyncio` (the `fleet` extra); each read-then-write step is
-one Lua script, atomic across machines (asyncclient.fleet._scripts). What the ledger holds is
-checked before it is acted on: only well-formed run ids are ever stopped.
-"""
+"""The fleet's run ledger on Redis: jobs sharing one device plan see each other's runs. Runs of
+dead jobs are reaped once, older commits of a ref superseded, starts queued by priority, runs
+polled and builds uploaded once per fleet (docs/guides/one-fleet.md)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """The Model Context Protocol server behind `asyncclient mcp`: the service's tools for agents,
-plus upload_build, wait_for_runs and download_run_file, all on one AsyncSession.
-
-Needs the `mcp` extra (`pip install 'asyncclient[mcp]'`); asyncclient.cli imports only
-`_launch` (the server's options and how it starts, no SDK), so the base install never loads
-the SDK. It imports nothing from `asyncclient.cli`, `__main__` included: the wording both share
-is in `asyncclient._core._wording`.
-
-One module per toolset (`_builds`, `_runs`, `_endpoints`, `_files`), each with its tools'
-schemas and descriptions; `_base` holds what they share (argument types, the bounded and
-scrubbed answer, progress), `_budget` the size rules every result keeps, `_wait` the shape of
-wait_for_runs, `_server` the choice of tools and the transports, `_launch` the options and
-the start (shared with `asyncclient mcp`).
-"""
+plus upload_build, wait_for_runs and download_run_file, all on one AsyncSession. Needs the `mcp`
+extra; it imports nothing of `asyncclient.cli` (ARCHITECTURE.md maps its modules)."""
 
 import importlib
 from typing import TYPE_CHECKING, Any

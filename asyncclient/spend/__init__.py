@@ -1,11 +1,6 @@
-"""Device time spent where it tells something: reuse a pass on an identical build
-(`reuse`), catch a new test that is flaky on arrival (`arrival`), and prove a quarantined
-test fixed before lifting it (`verify`).
-
-The CI loop's policies, beside asyncclient.reruns: the command (`run --reuse-passed`,
-`--new-test-runs`, `quarantine verify`), the tool server (`verify_fix`) and users' code share
-them.
-"""
+"""Device time spent where it tells something: reuse a pass on an identical build (`reuse`),
+catch a new test that is flaky on arrival (`arrival`), and prove a quarantined test fixed
+before lifting it (`verify`); the command, the tool server and users' code share them."""
 
 from asyncclient.spend.arrival import (
     BUDGET_SECONDS,

@@ -1,17 +1,6 @@
 """Flaky on arrival (`run ... --new-test-runs N`): a test with no finished run in the project's
-history is new; it runs N more times on the same build and mode, and if its runs disagree it is
-*flaky on arrival*, caught before it fails other people's jobs (Datadog's Early Flake Detection,
-as a command's option).
-
-The repeats are bounded by device time, as Datadog bounds them by duration: a new test's
-repeats take at most BUDGET_SECONDS (`--new-test-budget`) of device time, reckoned from its
-first run's duration, and at least one repeat runs. With the default 300 s and N = 10: a 5 s
-test runs 10 more times, a 20 s test 10, a 45 s test 6, a 2 min test 2, a 10 min test 1.
-
-    new = await read_new_tests(session, ["t_login", "t_pay"], exclude=job_run_ids)
-    new = new_tests(history, ["t_login", "t_pay"])   # from a history the job already read
-    repeats_for(first_run_seconds=45.0, wanted=10)   # 6
-"""
+history runs N more times on the same build and mode, within a device-time budget, and if its
+runs disagree it is *flaky on arrival* (Datadog's Early Flake Detection, as an option)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Reusing a pass on an identical build (`run ... --reuse-passed DAYS`).
-
-A suite is started as always, so that no test is missed; then each started run whose test
-already passed, within DAYS, on a build with the same sha256 (any build id: the same file
-uploaded again counts) in the mode asked, is found here and stopped at once. A stopped run is
-not counted (the API's rule), so its device time is saved; the report shows the test as passed,
-reused from the earlier run. Never for a test that did not pass: the newest verdict on those
-bytes decides, so a test whose latest run on them failed (a flake, a breakage) runs again.
-
-Bounded as the flakiness analysis is: at most MAX_TESTS tests, one listing of at most
-HISTORY_RUNS runs per test (cut to that whatever the service answers; the command passes the
-history the job's ETA already read, so reuse reads no listing of its own), one read of the
-full views of this job's own runs (50 a request: the service dated them as it started them,
-and DAYS counts back on its clock, which may run ahead of ours), one of the candidates whose
-list view names no build, and one `get_build` per distinct build whose sha256 the run's view
-does not carry (at most MAX_BUILDS in all, each read once).
-
-    found = await find_reusable(session, started, days=7)
-    stopped = await stop_reused(session, found)
-"""
+"""Reusing a pass on an identical build (`run ... --reuse-passed DAYS`): each started run whose
+test passed within DAYS on a build with the same sha256, in the mode asked, is stopped at once
+and the earlier pass reused; the newest verdict on those bytes decides."""
 
 from __future__ import annotations
 

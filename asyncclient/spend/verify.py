@@ -1,15 +1,6 @@
 """Proving a fix (`asyncclient quarantine verify`, the `verify_fix` tool): run a test N times and
-say what the runs support. A quarantined test is lifted on evidence, not on a pull request's
-word.
-
-Zero failures in n runs bound the failure rate below 1 - 0.05^(1/n) at 95 % confidence (the
-exact binomial bound; the rule of three, 3/n, is its approximation): 20 of 20 passed: below
-14 %; 50 of 50: below 6 %. With k failures the bound is the exact (Clopper-Pearson) one-sided
-upper limit. A stopped run, or one still going when the wait ended, is not counted.
-
-    checks = await verify_fix(session, ["t_login"], runs=20)
-    checks[0].sentence()   # '20 of 20 passed: its failure rate is below 14 % at 95 % confidence'
-"""
+say what the runs support, an upper bound of its failure rate at 95 % confidence; a quarantined
+test is lifted on evidence, not on a pull request's word."""
 
 from __future__ import annotations
 

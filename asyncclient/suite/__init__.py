@@ -1,13 +1,6 @@
 """Following a suite to each test's verdict, in the library: a `SuiteRun` takes the session
 (`SuiteRun.for_project` starts the suite, `SuiteRun(session, run_ids)` follows runs already
-started) and gives its typed events, then its report, as a `SuitePolicy` says.
-
-    policy = SuitePolicy(retry_failed=2, retry_strategy="hedge", max_failures=3)
-    suite = SuiteRun.for_project(session, "p_checkout", build_id="ab_1", policy=policy)
-    async for event in suite:
-        print(event.event, event.fields())
-    report = await suite.wait()
-"""
+started) and gives its typed events, then its report, as a `SuitePolicy` says."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """pytest fixtures for tests against the embedded service: `fake_service`, `fake_tls_service`,
-`fake_service_factory`.
-
-Registered through the `pytest11` entry point, so every pytest run of a project that installs
-asyncclient imports this module: it stays cheap, and the emulator loads when a fixture is used
-(`testing.FakeService` is one of the package's lazy names).
-The async fixtures need pytest-asyncio.
-"""
+`fake_service_factory` (the async ones need pytest-asyncio). Registered by the `pytest11`
+entry point, so it stays cheap: the emulator loads when a fixture is used."""
 
 from __future__ import annotations
 

@@ -408,14 +408,13 @@ def test_the_walker_sees_a_circle() -> None:
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_each_module_says_its_concern(name: str) -> None:
-    """In a few words: a private module's docstring says what it is for in at most 5 lines
-    (the public modules' are the API pages users read); a file is as long as its concern
-    needs, with no paragraph defending its length, and measurements live in the docs."""
+    """In a few words: every module's docstring, public or private, says what it is for in
+    at most 5 lines (the rules, examples and bounds a user reads are on the reference pages
+    and guides); a file is as long as its concern needs, with no paragraph defending its
+    length, and measurements live in the docs."""
     doc = ast.get_docstring(ast.parse(MODULES[name].read_text()))
     assert doc, f"{name} has no docstring"
-    private = any(part.startswith("_") for part in name.split(".")[1:])
-    if private:
-        assert len(doc.splitlines()) <= 5, f"{name}: {len(doc.splitlines())} lines of docstring"
+    assert len(doc.splitlines()) <= 5, f"{name}: {len(doc.splitlines())} lines of docstring"
     assert "over 400 lines" not in doc.lower(), name
 
 

@@ -1,13 +1,6 @@
-"""Dialects: the ways a Test-Run Service may fill what the API spec leaves open.
-
-The emulator's state and rules are the same in every dialect; a dialect only decides how they
-are written on the wire (error bodies, statuses of the silent cases, shapes of a run's results,
-timestamps, build statuses, ...). Built in: `asyncclient` (the default), `flat` and `enveloped`.
-
-A dialect of your own is one small module: subclass `Dialect`, override the hooks that differ,
-and pass the class or an instance to `FakeService(dialect=...)`, or name it as
-`package.module:ClassName` to `asyncclient serve --dialect` or in a seed file's "dialect" key.
-"""
+"""Dialects: the ways a Test-Run Service may fill what the API spec leaves open, on the same
+state and rules. Built in: `asyncclient` (the default), `flat` and `enveloped`; one of your own
+subclasses `Dialect` (docs/guides/emulator.md)."""
 
 from __future__ import annotations
 

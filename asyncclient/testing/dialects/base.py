@@ -1,10 +1,6 @@
 """The emulator's wire layer: how the service's state is written on the wire (a "dialect").
-
-`Dialect` itself is the `asyncclient` dialect, the default: every choice the API spec leaves
-open made as the README lists them. Another dialect subclasses it and overrides only the hooks
-for the points it answers differently (see `flat.py` and `enveloped.py`); the handlers
-(`testing._builds_http`, `_runs_http`, ...) never build a JSON body themselves.
-"""
+`Dialect` itself is the `asyncclient` dialect, the default; another overrides only the hooks
+for the points it answers differently, and no handler builds a JSON body itself."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""The `enveloped` dialect: a service that wraps things in objects and shouts its build statuses.
-
-Errors as `{"errors": [{code, title, detail, meta}]}` (build_rejected's problems under
-`meta.cannotRun` as `{type, actual, expected, reason}`; not_started's lists beside `errors`),
-a bad key as `{"error": "text"}`; 400 for a malformed id, 422 for deleting a pinned build and
-for invalid bodies; 503 as plain text and 500 with an empty body; an HTML page for unknown
-paths. ISO 8601 with an offset and no fractions; versionCode a number; upper-case build
-statuses; `canceled` for a stopped run; requirements wrapped as `{"checks": [{name, status:
-pass/fail/skip, message}]}`; captures as `{name: {value}}`; the verdict a word, the headline
-an object; files as objects with absolute URLs; the build as an object without buildId.
-"""
+"""The `enveloped` dialect: a service that wraps things in objects and shouts its build statuses
+(its every choice, beside the other dialects': docs/spec-silences.md)."""
 
 from __future__ import annotations
 

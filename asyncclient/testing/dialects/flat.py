@@ -1,14 +1,5 @@
-"""The `flat` dialect: a service that keeps everything at the top level and terse.
-
-Flat error bodies `{code, message, ...}` (build_rejected lists what the devices cannot run as
-strings under `unsupported`; not_started carries its lists beside code and message); 403 for a
-bad key and for another project's id, 400 for a malformed id and for deleting a pinned build;
-proxy pages (HTML) for 429/503/500, plain text for unknown paths. Epoch milliseconds; size as a
-string, versionCode and minOs as numbers; abis as one comma string; warnings as objects; build
-statuses processing/ready/failed; requirements as `{requirement, result: bool, details}`;
-captures as a list of `{name, value}`; verdict an object; files as relative paths; the build as
-its id; a stopped run ends `stopped`.
-"""
+"""The `flat` dialect: a service that keeps everything at the top level and terse (its every
+choice, beside the other dialects': docs/spec-silences.md)."""
 
 from __future__ import annotations
 
