@@ -244,11 +244,17 @@ class PartSender:
         timeout = self._connect_timeout if self._connect_timeout is not None else self._idle
         deadline = time.monotonic() + timeout
         connected = reused if reused is not None else await self._open(loop, deadline)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._limit, thread_name_prefix="asyncclient-part")
-        future = self._executor.submit(
-            self._exchange, job, connected, deadline, method, target, headers
-        )
+        try:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self._limit, thread_name_prefix="asyncclient-part"
+                )
+            future = self._executor.submit(
+                self._exchange, job, connected, deadline, method, target, headers
+            )
+        except BaseException:  # closed meanwhile: no thread takes the connection
+            connected.close()
+            raise
         future.add_done_callback(lambda _: _settle(loop, done, future, connected))
         self._sending += 1
         try:

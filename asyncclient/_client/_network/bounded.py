@@ -32,7 +32,7 @@ class Kept:
     def declared(self, length: int | None) -> None:
         """The answer's Content-Length of a body sent as it is (not compressed)."""
         if length is not None and length > self._limit:
-            raise Over(f"Content-Length {length:,} bytes")
+            raise Over(_declared_over(length))
 
     def room(self) -> int:
         """Bytes that may still arrive before the limit is passed, and one more."""
@@ -65,15 +65,20 @@ async def read_bounded(
     arrive, `too_large(call, what)` is raised as soon as that is known, before the rest is read.
     The bytes past `keep` are read and dropped, so that the connection can serve again."""
     declared = resp.content_length
+    if declared is not None and not resp.headers.get("Content-Encoding"):
+        if declared > limit:
+            raise too_large(call, _declared_over(declared))
+        if keep is None or declared <= keep:
+            return await resp.read()  # aiohttp reads no more than the Content-Length
     kept = Kept(limit, keep)
     try:
-        if declared is not None and not resp.headers.get("Content-Encoding"):
-            kept.declared(declared)
-            if keep is None or declared <= keep:
-                return await resp.read()  # aiohttp reads no more than the Content-Length
         # aiohttp >= 3.14.1 inflates in bounded steps.
         while chunk := await resp.content.readany():
             kept.add(chunk)
     except Over as over:
         raise too_large(call, str(over)) from None
     return kept.body()
+
+
+def _declared_over(length: int) -> str:
+    return f"Content-Length {length:,} bytes"
