@@ -1,5 +1,5 @@
 """The exceptions asyncclient raises: one root, `AsyncClientError`, and one class per condition
-(the tree is on the reference page, docs/reference/errors.md). It imports nothing of the
+(the tree is drawn on the reference's Errors page). It imports nothing of the
 package but, for its annotations, the types of asyncclient.apps and asyncclient.models."""
 
 import errno
