@@ -24,7 +24,7 @@ from asyncclient._core._checks import derived_key, is_id, switch
 from asyncclient._values._bounds import digits
 from asyncclient.failures import CATEGORIES_FILE
 
-__all__ = ["Settings", "Tally", "github_settings", "gitlab_settings", "main", "run", "tally"]
+__all__ = ["Settings", "main", "run"]
 
 EXIT_BAD_INPUT: Final = 2
 

@@ -20,15 +20,7 @@ from asyncclient._core._config_keys import COMMAND_KEYS, GLOBAL_KEYS, TYPE_WORDS
 from asyncclient._core._suggest import closest
 from asyncclient.errors import ValidationError
 
-__all__ = [
-    "COMMAND_KEYS",
-    "GLOBAL_KEYS",
-    "PROFILE_ENV",
-    "Config",
-    "Setting",
-    "config_paths",
-    "load_config",
-]
+__all__ = ["Config", "Setting", "config_paths", "load_config"]
 
 PROFILE_ENV: Final = "ASYNCCLIENT_PROFILE"
 PROJECT_FILE: Final = "asyncclient.toml"

@@ -24,9 +24,7 @@ __all__ = [
     "expected_of",
     "job_eta",
     "read_expected",
-    "read_history",
     "remaining",
-    "slim",
 ]
 
 DEFAULT_QUEUE_SECONDS: Final = 30.0

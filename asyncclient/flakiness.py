@@ -22,11 +22,8 @@ from asyncclient.models import Run
 __all__ = [
     "BROKEN_BUILDS",
     "DEFAULT_DAYS",
-    "SLOWER_SECONDS",
-    "SLOWER_SHARE",
     "FlakinessReport",
     "Slower",
-    "State",
     "TestFlakiness",
     "analyse",
     "fetch_flakiness",

@@ -33,14 +33,7 @@ from asyncclient.errors import (
 )
 from asyncclient.models import Run
 
-__all__ = [
-    "DEFAULT_CONCURRENCY",
-    "DEFAULT_INTERVAL",
-    "DEFAULT_MAX_INTERVAL",
-    "IDS_PER_REQUEST",
-    "RunWatcher",
-    "WatchOptions",
-]
+__all__ = ["RunWatcher", "WatchOptions"]
 
 log = logging.getLogger("asyncclient.watch")
 

@@ -27,8 +27,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from asyncclient.cli._mcp import INSTALL_HINT
-from asyncclient.mcp_server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, WRITE_TOOLS
 from asyncclient.mcp_server._launch import LaunchError, is_loopback, parse_http
+from asyncclient.mcp_server._server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, WRITE_TOOLS
 from asyncclient.testing import FakeService, ServiceSettings, demo_seed_data
 from asyncclient.testing.builders import build_apk
 

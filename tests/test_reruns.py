@@ -14,7 +14,8 @@ from clock_support import ManualTime
 from asyncclient import AsyncSession, ValidationError, wait_with_retries
 from asyncclient._core._checks import derived_key
 from asyncclient.models import Run, RunStatus
-from asyncclient.reruns import Attempts, Reruns, SuitePolicy, SuiteResult, needs_rerun
+from asyncclient.reruns import Attempts, Reruns, SuitePolicy, SuiteResult
+from asyncclient.reruns._result import needs_rerun
 from asyncclient.testing import FakeService
 
 BUILD = "ab_b1"  # RERUN_BUILD of conftest.py

@@ -13,6 +13,7 @@ import pytest
 from report_support import ctrf_is_valid, junit_is_valid
 
 from asyncclient import AsyncSession, SuitePolicy, UnauthenticatedError, ValidationError
+from asyncclient.reruns._policy import runs_for
 from asyncclient.suite import (
     BudgetReached,
     CopiesStopped,
@@ -22,7 +23,6 @@ from asyncclient.suite import (
     StartRefused,
     SuiteEvent,
     SuiteRun,
-    runs_for,
 )
 from asyncclient.testing import FakeService
 from asyncclient.testing.dialects import Dialect

@@ -67,12 +67,9 @@ from asyncclient.models import (
     UploadedPart,
     UploadStart,
 )
-from asyncclient.upload import (
-    Adaptive,
-    ItemLike,
-    UploadResult,
-)
+from asyncclient.upload import Adaptive, UploadResult
 from asyncclient.upload._batch import upload_many, upload_one
+from asyncclient.upload._values import ItemLike
 from asyncclient.watch import RunWatcher, WatchOptions
 
 if TYPE_CHECKING:

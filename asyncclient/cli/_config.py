@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from asyncclient._core._config_keys import COMMAND_KEYS, GLOBAL_KEYS
 from asyncclient.cli._common import EXIT_OK, add_command, add_group
 from asyncclient.cli._options import Globals, read
 from asyncclient.cli._output import Output
-from asyncclient.config import COMMAND_KEYS, GLOBAL_KEYS, Config, config_paths, load_config
+from asyncclient.config import Config, config_paths, load_config
 
 _EXAMPLES = """\
   asyncclient config show                      # each setting and where it came from

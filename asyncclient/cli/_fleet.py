@@ -133,7 +133,8 @@ async def fleet_job(
             )
         yield None
         return
-    from asyncclient.fleet import Fleet, FleetError, redact_url
+    from asyncclient.fleet import Fleet, FleetError
+    from asyncclient.fleet._common import redact_url
 
     url, lease, most = found
     built_at = None

@@ -18,7 +18,7 @@ from asyncclient.cli._common import CommandError
 from asyncclient.cli._follow import DEFAULT_INTERVAL, DEFAULT_MAX_INTERVAL
 from asyncclient.cli._options import Follow, Globals, read
 from asyncclient.errors import ValidationError
-from asyncclient.reruns import DEFAULT_HEDGE_TARGET, MAX_RETRY_FAILED, RETRY_STRATEGIES
+from asyncclient.reruns._policy import DEFAULT_HEDGE_TARGET, MAX_RETRY_FAILED, RETRY_STRATEGIES
 
 if TYPE_CHECKING:
     from asyncclient.cli._output import Output

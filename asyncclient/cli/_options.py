@@ -112,8 +112,8 @@ class Follow:
     def make_policy(self) -> SuitePolicy:
         """The suite loop's policy these options make (check_follow_options keeps it in
         suite_policy)."""
-        from asyncclient.failures import DEFAULT_CATEGORIES
-        from asyncclient.reruns import DEFAULT_HEDGE_TARGET
+        from asyncclient.failures._categories import DEFAULT_CATEGORIES
+        from asyncclient.reruns._policy import DEFAULT_HEDGE_TARGET
         from asyncclient.suite import SuitePolicy
 
         return SuitePolicy(

@@ -5,7 +5,6 @@ the same way, the largest group first."""
 from asyncclient.failures._categories import (
     BUILT_IN,
     CATEGORIES_FILE,
-    DEFAULT_CATEGORIES,
     Categories,
     Category,
     failure_text,
@@ -19,7 +18,6 @@ from asyncclient.failures._signature import (
     SIGNATURE_LIMIT,
     Cluster,
     cluster,
-    failure_record,
     general,
     signature,
 )
@@ -27,7 +25,6 @@ from asyncclient.failures._signature import (
 __all__ = [
     "BUILT_IN",
     "CATEGORIES_FILE",
-    "DEFAULT_CATEGORIES",
     "MAX_CLUSTERS",
     "MAX_PART",
     "SIGNATURE_LIMIT",
@@ -36,7 +33,6 @@ __all__ = [
     "Cluster",
     "FailureReport",
     "cluster",
-    "failure_record",
     "failure_report",
     "failure_text",
     "find_categories",

@@ -22,13 +22,7 @@ from asyncclient.errors import AsyncClientError, ValidationError
 if TYPE_CHECKING:
     from asyncclient.models import Build, Run
 
-__all__ = [
-    "ASSUMED_FLAKE_RATE",
-    "BisectResult",
-    "BisectStep",
-    "bisect",
-    "repeats_needed",
-]
+__all__ = ["BisectResult", "BisectStep", "bisect"]
 
 #: The flake rate assumed when the history cannot tell and none is given.
 ASSUMED_FLAKE_RATE: Final = 0.2

@@ -22,17 +22,11 @@ from asyncclient.failures._signature import cluster
 from asyncclient.models import Build, Run
 
 __all__ = [
-    "FALSE_EXONERATION",
-    "MOST_BASELINE_RUNS",
-    "PRE_EXISTING_MODES",
     "BaselineVerdict",
     "PreExistingMode",
-    "ci_label",
     "exonerate",
     "find_baseline",
-    "is_branch",
     "judge",
-    "read_label",
     "repeats_for",
 ]
 

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
 
 __all__ = [
-    "DEFAULT_LEASE",
     "Fleet",
     "FleetError",
     "FleetJob",
@@ -45,9 +44,6 @@ __all__ = [
     "JobInfo",
     "Reaped",
     "Start",
-    "identity_from_ci",
-    "redact_url",
-    "status_json",
 ]
 
 

@@ -281,7 +281,7 @@ async def serve(
     import importlib
 
     # Loaded now: the SDK comes with it (the checks below need none of it).
-    mcp_server: Any = importlib.import_module("asyncclient.mcp_server")
+    mcp_server: Any = importlib.import_module("asyncclient.mcp_server._server")
     http = None if opts.http is None else parse_http(opts.http)
     token = _http_token(opts, http)
     download_dir = _download_dir(opts.download_dir)

@@ -36,7 +36,7 @@ from asyncclient.mcp_server._wait import (
     wait_result,
 )
 from asyncclient.models import Run
-from asyncclient.reruns import MAX_RETRY_FAILED
+from asyncclient.reruns._policy import MAX_RETRY_FAILED
 from asyncclient.suite import wait_with_retries
 
 __all__ = ["TOOLS", "RunTools"]

@@ -11,7 +11,8 @@ import attrs
 
 from asyncclient._core._checks import check_id
 from asyncclient.errors import ValidationError
-from asyncclient.failures import DEFAULT_CATEGORIES, Categories
+from asyncclient.failures import Categories
+from asyncclient.failures._categories import DEFAULT_CATEGORIES
 from asyncclient.failures.exonerate import PRE_EXISTING_MODES, PreExistingMode, is_branch
 
 __all__ = [

@@ -5,12 +5,11 @@ before lifting it (`verify`); the command, the tool server and users' code share
 from asyncclient.spend.arrival import (
     BUDGET_SECONDS,
     MAX_NEW_TEST_RUNS,
-    check_new_test_runs,
     new_tests,
     read_new_tests,
     repeats_for,
 )
-from asyncclient.spend.reuse import Reuse, Started, check_days, find_reusable, stop_reused
+from asyncclient.spend.reuse import Reuse, Started, find_reusable, stop_reused
 from asyncclient.spend.verify import FixCheck, failure_rate_bound, verify_fix
 
 __all__ = [
@@ -19,8 +18,6 @@ __all__ = [
     "FixCheck",
     "Reuse",
     "Started",
-    "check_days",
-    "check_new_test_runs",
     "failure_rate_bound",
     "find_reusable",
     "new_tests",

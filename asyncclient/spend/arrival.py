@@ -15,14 +15,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
-__all__ = [
-    "BUDGET_SECONDS",
-    "MAX_NEW_TEST_RUNS",
-    "check_new_test_runs",
-    "new_tests",
-    "read_new_tests",
-    "repeats_for",
-]
+__all__ = ["BUDGET_SECONDS", "MAX_NEW_TEST_RUNS", "new_tests", "read_new_tests", "repeats_for"]
 
 BUDGET_SECONDS: Final = 300.0
 """The device time a new test's repeats may take, by default (--new-test-budget)."""

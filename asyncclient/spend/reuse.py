@@ -23,11 +23,9 @@ if TYPE_CHECKING:
 __all__ = [
     "HISTORY_RUNS",
     "MAX_BUILDS",
-    "MAX_DAYS",
     "MAX_TESTS",
     "Reuse",
     "Started",
-    "check_days",
     "find_reusable",
     "stop_reused",
 ]

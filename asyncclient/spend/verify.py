@@ -20,15 +20,7 @@ if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
     from asyncclient.models import Run
 
-__all__ = [
-    "CONFIDENCE",
-    "DEFAULT_RUNS",
-    "MAX_RUNS",
-    "MAX_TESTS",
-    "FixCheck",
-    "failure_rate_bound",
-    "verify_fix",
-]
+__all__ = ["DEFAULT_RUNS", "MAX_RUNS", "MAX_TESTS", "FixCheck", "failure_rate_bound", "verify_fix"]
 
 DEFAULT_RUNS: Final = 20
 MAX_RUNS: Final = 100

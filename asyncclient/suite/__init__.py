@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from asyncclient.reruns import RETRY_STRATEGIES, RetryStrategy, SuitePolicy, runs_for
+    from asyncclient.reruns import RetryStrategy, SuitePolicy
     from asyncclient.suite._events import (
         BudgetReached,
         CopiesStopped,
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from asyncclient.suite._wait import wait_with_retries
 
 __all__ = [
-    "RETRY_STRATEGIES",
     "BudgetReached",
     "CopiesStopped",
     "Eta",
@@ -50,7 +49,6 @@ __all__ = [
     "SuiteEvent",
     "SuitePolicy",
     "SuiteRun",
-    "runs_for",
     "wait_with_retries",
 ]
 
@@ -58,8 +56,6 @@ _HOMES = {
     "SuiteRun": "asyncclient.suite._loop",
     "SuitePolicy": "asyncclient.reruns",
     "RetryStrategy": "asyncclient.reruns",
-    "RETRY_STRATEGIES": "asyncclient.reruns",
-    "runs_for": "asyncclient.reruns",
     "wait_with_retries": "asyncclient.suite._wait",
 }
 

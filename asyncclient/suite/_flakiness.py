@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from asyncclient.errors import AsyncClientError
-from asyncclient.reruns import runs_for
+from asyncclient.reruns._policy import runs_for
 from asyncclient.suite._events import Notice, SuiteEvent
 
 if TYPE_CHECKING:

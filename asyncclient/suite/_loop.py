@@ -15,7 +15,8 @@ from asyncclient._client import _telemetry
 from asyncclient._core import _checks as checks
 from asyncclient._core import _defaults as defaults
 from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
-from asyncclient.reruns import Reruns, SuitePolicy, remaining
+from asyncclient.reruns import Reruns, SuitePolicy
+from asyncclient.reruns._state import remaining
 from asyncclient.suite._baseline import BaselineRuns
 from asyncclient.suite._events import (
     BaselineJudged,

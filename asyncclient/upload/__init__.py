@@ -3,13 +3,8 @@ resumable. Call it through AsyncSession.upload_build / upload_builds; this packa
 values (items, results, defaults) and inspect_build_file (how an upload goes: the reference)."""
 
 from asyncclient.upload._adaptive import Adaptive
-from asyncclient.upload._journal import JOURNAL_MAX_AGE
 from asyncclient.upload._preflight import inspect_build_file
 from asyncclient.upload._values import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_PARTS_IN_FLIGHT,
-    STATE_DIR_ENV,
-    ItemLike,
     LocalBuild,
     Progress,
     UploadItem,
@@ -18,12 +13,7 @@ from asyncclient.upload._values import (
 )
 
 __all__ = [
-    "DEFAULT_CONCURRENCY",
-    "DEFAULT_MAX_PARTS_IN_FLIGHT",
-    "JOURNAL_MAX_AGE",
-    "STATE_DIR_ENV",
     "Adaptive",
-    "ItemLike",
     "LocalBuild",
     "Progress",
     "UploadItem",

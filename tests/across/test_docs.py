@@ -288,11 +288,12 @@ def test_signature_defaults_are_the_values_the_code_uses() -> None:
     from asyncclient.cli import _upload as upload_command
     from asyncclient.mcp_server import ServerOptions
     from asyncclient.mcp_server import _launch as _mcp
+    from asyncclient.upload import _values as upload_values
 
     assert _follow.DEFAULT_INTERVAL == watch.DEFAULT_INTERVAL
     assert _follow.DEFAULT_MAX_INTERVAL == watch.DEFAULT_MAX_INTERVAL
     assert _mcp.DEFAULT_POLL_INTERVAL == ServerOptions().poll_interval == watch.DEFAULT_INTERVAL
-    assert upload_command._MAX_PARTS_IN_FLIGHT == upload.DEFAULT_MAX_PARTS_IN_FLIGHT
+    assert upload_command._MAX_PARTS_IN_FLIGHT == upload_values.DEFAULT_MAX_PARTS_IN_FLIGHT
     assert _download.DEFAULT_CONCURRENCY == 4
     assert "_flags" not in inspect.signature(session).parameters
 

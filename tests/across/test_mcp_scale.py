@@ -22,15 +22,9 @@ from mcp_support import Calls, Progress, stdio_server, text_of
 
 pytest.importorskip("mcp")
 
-from asyncclient.mcp_server import (
-    LIST_BUDGET,
-    MIN_BUDGET,
-    READ_TOOLS,
-    TOOLS,
-    TOOLSETS,
-    WAIT_BUDGET,
-)
+from asyncclient.mcp_server._budget import LIST_BUDGET, MIN_BUDGET, WAIT_BUDGET
 from asyncclient.mcp_server._launch import LIST_BUDGET_DEFAULT, MIN_RESULT_CHARS
+from asyncclient.mcp_server._server import READ_TOOLS, TOOLS, TOOLSETS
 from asyncclient.testing import FakeService, demo_seed_data
 
 RUN_KEY = "scale-run-key-51c0e7"

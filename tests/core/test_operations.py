@@ -58,8 +58,8 @@ def test_the_tool_lists_come_from_the_operation_table() -> None:
     read-only exactly when it is a GET, destructive when the row says so; the server's own
     tools are rows of the catalogue. No list is kept by hand."""
     pytest.importorskip("mcp")
-    from asyncclient.mcp_server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, TOOLSETS
     from asyncclient.mcp_server._catalogue import CATALOGUE
+    from asyncclient.mcp_server._server import DESTRUCTIVE_TOOLS, READ_TOOLS, TOOLS, TOOLSETS
 
     spec = [name for name, operation in OPERATIONS.items() if operation.tool]
     assert [name for name in TOOLS if name in spec] == spec  # in the spec's order

@@ -457,7 +457,8 @@ def test_failures_across_jobs_show_the_services_text_as_text_and_keep_it_small(
     from datetime import UTC, datetime
 
     from asyncclient.cli._failures import _table
-    from asyncclient.failures import FailureReport, cluster, failure_record
+    from asyncclient.failures import FailureReport, cluster
+    from asyncclient.failures._signature import failure_record
 
     long = (headline * repeat)[:200_000]
     runs = [

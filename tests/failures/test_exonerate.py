@@ -222,7 +222,7 @@ async def test_a_baseline_start_answered_with_a_run_not_this_jobs_is_not_counted
 async def test_a_baseline_start_answered_with_the_jobs_own_run_is_refused() -> None:
     """The service answers the baseline start with the very run that failed on the job's
     build: it is the job's, not the baseline's, and says so; nothing is followed."""
-    from asyncclient.failures import DEFAULT_CATEGORIES
+    from asyncclient.failures._categories import DEFAULT_CATEGORIES
     from asyncclient.models import RunStart
     from asyncclient.reruns import Reruns, SuitePolicy
     from asyncclient.suite._baseline import BaselineRuns

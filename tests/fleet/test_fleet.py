@@ -16,7 +16,8 @@ from redis_support import RedisServer
 from asyncclient import AsyncSession
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import line
-from asyncclient.fleet import Fleet, FleetError, Identity, identity_from_ci, redact_url
+from asyncclient.fleet import Fleet, FleetError, Identity, identity_from_ci
+from asyncclient.fleet._common import redact_url
 from asyncclient.testing import FakeService
 
 
