@@ -205,6 +205,7 @@ async def read_history(
     exclude: Iterable[str] = (),
     concurrency: int = HISTORY_CONCURRENCY,
     unread: dict[str, str] | None = None,
+    shared: bool = False,
 ) -> dict[str, list[Run]]:
     """Each test's newest runs, newest first: one listing (50, the API's default page) per
     test, `concurrency` at a time, only that test's runs kept; `exclude`: run ids left out
@@ -212,16 +213,21 @@ async def read_history(
     known: not even that it has none), as is one whose listing holds other tests' runs only
     (the service ignored `testId`); `unread` gets why, by test. An empty listing, or one of
     the job's own runs only, is a test with no history. Each run is kept as a small record
-    (`slim`), so the read holds at most HISTORY_RUNS records a test."""
+    (`slim`), so the read holds at most HISTORY_RUNS records a test. `shared`: a session
+    with a `test_history(test_id, limit)` (a fleet's SharedViews) answers each listing."""
     wanted = list(dict.fromkeys(tests))
     left_out = set(exclude)
     limit = asyncio.Semaphore(concurrency)
     why = {} if unread is None else unread
+    history_of = getattr(session, "test_history", None) if shared else None
 
     async def one(test_id: str) -> tuple[str, list[Run] | None]:
         async with limit:
             try:
-                runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
+                if history_of is not None:
+                    runs = await history_of(test_id, HISTORY_RUNS)
+                else:
+                    runs = await session.list_runs(test_id=test_id, limit=HISTORY_RUNS)
             except AsyncClientError as exc:
                 why[test_id] = str(exc)
                 return test_id, None

@@ -1,7 +1,7 @@
-"""One sweep for the fleet: the runs its jobs watch are polled by one of them (the poller, a
-lease in Redis), which publishes each view there for a few seconds, a verdict signed with a
-secret of the API key; the others read them, ask the service only for what is missing or
-unsigned, and take over when the poller is gone."""
+"""One sweep for the fleet: one job (the poller, a lease in Redis) polls the runs the jobs
+watch and publishes each view for a few seconds, a verdict signed with a secret of the API
+key; each test's history is shared signed the same way. The others read them, ask the service
+for what is missing or unsigned, and take over when the poller is gone."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from asyncclient._core._checks import IDS_PER_REQUEST, is_id
+from asyncclient._core._converter import converter, structure_list
+from asyncclient.models import Run
 
 if TYPE_CHECKING:
     from asyncclient.fleet import Fleet
@@ -32,6 +34,11 @@ _GOING: Final = frozenset({"queued", "running"})
 #: A view published larger than this is not shared (each job reads its own).
 _MAX_VIEW_BYTES: Final = 64 << 10
 _PURPOSE: Final = "asyncclient fleet views"
+#: How old a test's history shared by another job may be (the ETA, known failures and new
+#: tests read it; a job that reuses passes reads its own).
+HISTORY_SECONDS: Final = 30.0
+_MAX_HISTORY_BYTES: Final = 1 << 20
+_SIG_CHARS: Final = 64  # a published history: the body's HMAC (hex), then the body
 
 
 class SharedViews:
@@ -58,6 +65,7 @@ class SharedViews:
         self._down_until = 0.0  # the ledger failed: the service alone until then
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
+        self.shared_histories = 0  # histories read from the fleet instead
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -95,6 +103,39 @@ class SharedViews:
             with contextlib.suppress(Exception):  # others fall back to their own polls
                 await self._poll_for_others(retries)
         return [found[r] for r in wanted if r in found]
+
+    async def test_history(self, test_id: str, limit: int) -> list[Run]:
+        """A test's newest `limit` runs, as `list_runs(test_id=, limit=)` answers them: from
+        the fleet when a job of this API key read them within HISTORY_SECONDS (signed with
+        its secret, so a writer to the ledger without the key cannot plant one), else from
+        the service, published for the others."""
+        if self._secret is None or not is_id("test", test_id):
+            return list(await self._session.list_runs(test_id=test_id, limit=limit))
+        key = f"{self._fleet.prefix}history:{test_id}:{limit}"
+        now = int(time.time() * 1000)
+        if time.monotonic() >= self._down_until:
+            try:
+                found = _history(
+                    await self._fleet._redis.get(key), test_id, limit, now, self._secret
+                )
+            except Exception:  # the ledger is down: the service alone for a while
+                self._down_until = time.monotonic() + _DOWN_SECONDS
+            else:
+                if found is not None:
+                    self.shared_histories += 1
+                    return found
+        self.requests += 1
+        runs = list(await self._session.list_runs(test_id=test_id, limit=limit))
+        body = orjson.dumps(
+            {"at": now, "test": test_id, "limit": limit, "runs": converter.unstructure(runs)}
+        )
+        if len(body) <= _MAX_HISTORY_BYTES and time.monotonic() >= self._down_until:
+            signed = hmac.new(self._secret, body, hashlib.sha256).hexdigest().encode() + body
+            try:
+                await self._fleet._redis.set(key, signed, px=int(HISTORY_SECONDS * 1000))
+            except Exception:
+                self._down_until = time.monotonic() + _DOWN_SECONDS
+        return runs
 
     async def close(self) -> None:
         """Hand the poller's lease back when this job holds it, so that another job polls for
@@ -222,3 +263,28 @@ def _view(
     if secret is None or not isinstance(sig, str):
         return None
     return view if hmac.compare_digest(sig, _signature(secret, at, view)) else None
+
+
+def _history(
+    raw: bytes | None, test_id: str, limit: int, now: int, secret: bytes
+) -> list[Run] | None:
+    """A history a job of this key published for `test_id` and `limit` at most
+    HISTORY_SECONDS before `now`, read as the service's answer is; None for anything else."""
+    if raw is None or len(raw) > _SIG_CHARS + _MAX_HISTORY_BYTES:
+        return None
+    sig, body = raw[:_SIG_CHARS], raw[_SIG_CHARS:]
+    expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
+    if not hmac.compare_digest(sig, expected):
+        return None
+    try:
+        found = orjson.loads(body)
+        at, runs = found["at"], found["runs"]
+        if found["test"] != test_id or found["limit"] != limit:
+            return None
+        if not (isinstance(at, int) and 0 <= now - at <= HISTORY_SECONDS * 1000):
+            return None
+        if not isinstance(runs, list) or len(runs) > limit:
+            return None
+        return structure_list(Run, runs)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None

@@ -636,8 +636,13 @@ class SuiteRun:
         known = {run.test_id for run in self._views.values() if run.test_id}
         tests = sorted(known | set(self.tests.values()))[:MAX_TESTS]
         unread: dict[str, str] = {}
+        # A fleet's shared history may be seconds old: a job that reuses passes reads its own.
         self.history = await read_history(
-            self._session, tests, exclude=set(self.run_ids), unread=unread
+            self._session,
+            tests,
+            exclude=set(self.run_ids),
+            unread=unread,
+            shared=self.policy.reuse_passed is None,
         )
         modes = {run.test_id: run.mode for run in self._views.values() if run.test_id}
         self.expected = {

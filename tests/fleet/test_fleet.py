@@ -975,3 +975,102 @@ def test_a_shared_view_is_taken_only_still_going_or_signed(raw: bytes) -> None:
     if view is not None:
         assert view["id"] == "j_1"
         assert view["status"] in ("queued", "running")
+
+
+# --- each test's history, shared ------------------------------------------------------------------
+
+
+async def test_a_second_job_reads_a_tests_history_from_the_fleet_without_asking_the_service(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    from asyncclient.eta import HISTORY_RUNS, read_history
+    from asyncclient.fleet._views import SharedViews
+
+    await _started(session, "t_search", "t_search")
+    async with Fleet(redis.url) as fleet:
+        first = SharedViews(session, fleet, "job-1")
+        second = SharedViews(session, fleet, "job-2")
+        service.reset_requests()
+        mine = await read_history(first, ["t_search"], shared=True)
+        assert len(service.requests_for("list_runs")) == 1
+        theirs = await read_history(second, ["t_search"], shared=True)
+        assert theirs == mine
+        assert len(mine["t_search"]) == 2
+        assert len(service.requests_for("list_runs")) == 1  # nothing more was asked
+        assert (second.requests, second.shared_histories) == (0, 1)
+        # Unless asked to share (a job that reuses passes), a job reads its own.
+        service.reset_requests()
+        await read_history(second, ["t_search"])
+        (listing,) = service.requests_for("list_runs")
+        assert listing.query == {"testId": "t_search", "limit": str(HISTORY_RUNS)}
+
+
+async def test_a_history_is_taken_from_the_fleet_only_signed_with_the_keys_secret_fresh_and_whole(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A writer to the ledger could plant a history that steers a job (a test with no runs
+    is new, one that always failed is known broken): one is taken only as a job of the same
+    key published it, signed with the key's secret, for this test and limit, at most
+    HISTORY_SECONDS old and no longer than asked; anything else is read from the service."""
+    import hashlib
+    import hmac
+
+    from asyncclient.fleet._views import _PURPOSE, HISTORY_SECONDS, SharedViews
+
+    (run,) = await _started(session, "t_search")
+    secret = session.key_digest(_PURPOSE)
+    other = AsyncSession("another-key-0f9e8d7c", service.url).key_digest(_PURPOSE)
+    now = int(time.time() * 1000)
+    empty = {"at": now, "test": "t_search", "limit": 50, "runs": []}
+
+    def signed(body: dict[str, object], key: bytes = secret) -> bytes:
+        data = json.dumps(body).encode()
+        return hmac.new(key, data, hashlib.sha256).hexdigest().encode() + data
+
+    old = int((HISTORY_SECONDS + 1) * 1000)
+    runs = [{"id": f"j_{n:012x}", "status": "passed", "testId": "t_search"} for n in range(51)]
+    forged = {
+        "unsigned": json.dumps(empty).encode(),
+        "another key's": signed(empty, other),
+        "another test's": signed({**empty, "test": "t_onboarding"}),
+        "another limit's": signed({**empty, "limit": 10}),
+        "too old": signed({**empty, "at": now - old}),
+        "from the future": signed({**empty, "at": now + old}),
+        "longer than asked": signed({**empty, "runs": runs}),
+        "not a history": signed({"at": now}),  # type: ignore[dict-item]
+        "cut short": signed(empty)[:-1],
+    }
+    async with Fleet(redis.url) as fleet:
+        key = f"{fleet.prefix}history:t_search:50"
+        for why, planted in forged.items():
+            await fleet._redis.set(key, planted, px=60_000)
+            service.reset_requests()
+            views = SharedViews(session, fleet, "job-1")
+            found = await views.test_history("t_search", 50)
+            assert [r.id for r in found] == [run], why  # the service's answer
+            assert len(service.requests_for("list_runs")) == 1, why
+            assert views.shared_histories == 0, why
+        # What a job of this key published is read, with no request.
+        await fleet._redis.set(key, signed(empty), px=60_000)
+        service.reset_requests()
+        views = SharedViews(session, fleet, "job-1")
+        assert await views.test_history("t_search", 50) == []
+        assert service.requests_for("list_runs") == []
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(planted=st.binary(max_size=400))
+async def test_whatever_bytes_the_ledger_holds_for_a_history_the_service_is_asked(
+    redis: RedisServer, service: FakeService, session: AsyncSession, planted: bytes
+) -> None:
+    from asyncclient.fleet._views import SharedViews
+
+    async with Fleet(redis.url) as fleet:
+        await fleet._redis.set(f"{fleet.prefix}history:t_search:50", planted, px=60_000)
+        service.reset_requests()
+        views = SharedViews(session, fleet, "job-1")
+        await views.test_history("t_search", 50)
+        assert len(service.requests_for("list_runs")) == 1
+        assert views.shared_histories == 0

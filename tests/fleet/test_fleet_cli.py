@@ -514,3 +514,28 @@ async def test_fleet_status_says_a_limit_the_services_answers_taught(
         learned = json.loads(out)["learnedLimit"]
         assert learned["runs"] == 3
         assert 590 < learned["secondsLeft"] <= 600
+
+
+async def test_a_later_job_reads_the_tests_histories_an_earlier_one_shared(
+    redis: RedisServer, service: FakeService
+) -> None:
+    """The second job of a fleet reads each test's history from the ledger (no listing of
+    its own); a job that reuses passes (--reuse-passed) reads its own, fresh."""
+    env = _env(service, redis)
+
+    async def job(*extra: str) -> int:
+        service.reset_requests()
+        argv = ("run", "project", "p_demo", "--wait", "--interval", "0.05", *extra)
+        running = asyncio.create_task(_cli(env, *argv))
+        async with asyncio.timeout(60):
+            while not service.requests_for("run_project"):  # noqa: ASYNC110 (a child)
+                await asyncio.sleep(0.02)
+        service.advance(3600)  # its runs end
+        code, _, err = await asyncio.wait_for(running, 120)
+        assert code in (0, 1), err
+        return sum("testId" in r.query for r in service.requests_for("list_runs"))
+
+    first = await job()
+    assert first >= 2  # one listing a test of the project
+    assert await job() == 0
+    assert await job("--reuse-passed", "7") == first
