@@ -1059,7 +1059,9 @@ async def test_a_history_is_taken_from_the_fleet_only_signed_with_the_keys_secre
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(planted=st.binary(max_size=400))
 async def test_whatever_bytes_the_ledger_holds_for_a_history_the_service_is_asked(
