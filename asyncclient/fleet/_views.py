@@ -130,7 +130,7 @@ class SharedViews:
             {"at": now, "test": test_id, "limit": limit, "runs": converter.unstructure(runs)}
         )
         if len(body) <= _MAX_HISTORY_BYTES and time.monotonic() >= self._down_until:
-            signed = hmac.new(self._secret, body, hashlib.sha256).hexdigest().encode() + body
+            signed = _mac(self._secret, body).encode() + body
             try:
                 await self._fleet._redis.set(key, signed, px=int(HISTORY_SECONDS * 1000))
             except Exception:
@@ -231,10 +231,14 @@ class SharedViews:
             await self._fetch(stale, retries)
 
 
+def _mac(secret: bytes, data: bytes) -> str:
+    """What signs all the fleet shares: HMAC-SHA256 under the key's secret, in hex."""
+    return hmac.new(secret, data, hashlib.sha256).hexdigest()
+
+
 def _signature(secret: bytes, at: int, view: Mapping[str, Any]) -> str:
     """The HMAC of a shared verdict and its time, under the key's secret."""
-    body = orjson.dumps({"at": at, "view": view}, option=orjson.OPT_SORT_KEYS)
-    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return _mac(secret, orjson.dumps({"at": at, "view": view}, option=orjson.OPT_SORT_KEYS))
 
 
 def _view(
@@ -273,8 +277,7 @@ def _history(
     if raw is None or len(raw) > _SIG_CHARS + _MAX_HISTORY_BYTES:
         return None
     sig, body = raw[:_SIG_CHARS], raw[_SIG_CHARS:]
-    expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
-    if not hmac.compare_digest(sig, expected):
+    if not hmac.compare_digest(sig, _mac(secret, body).encode()):
         return None
     try:
         found = orjson.loads(body)
