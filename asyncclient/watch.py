@@ -466,6 +466,16 @@ class RunWatcher:
         """
         self._tracker.pending.pop(run_id, None)
 
+    def stopped_elsewhere(self, run_ids: Iterable[str]) -> None:
+        """Runs known elsewhere not to be going (the fleet stopped a superseded job's runs,
+        or found them ended): no longer `still_going`, and a stop by this watcher (timeout,
+        cancel) leaves them alone while still reading their views with the rest.
+
+        Args:
+            run_ids: Runs another caller stopped or saw end.
+        """
+        self._stop_answered.update(r for r in run_ids if r in self._tracker.pending)
+
     async def stop(self) -> tuple[str, ...]:
         """Stop every run still going, read them again, and end the watch (a fail-fast: the
         caller has seen enough). The stops go out `stop_concurrency` at a time within
@@ -704,14 +714,15 @@ class RunWatcher:
                 self._stop_answered.add(run_id)
                 stopped.append(run_id)
 
+        answered = set(self._stop_answered)  # stopped already: read, not stopped again
         try:
             async with asyncio.timeout(self._stop_timeout):
-                await asyncio.gather(*(stop(run_id) for run_id in ids))
+                await asyncio.gather(*(stop(run_id) for run_id in ids if run_id not in answered))
                 if refresh:
                     await self._refresh(ids)
         except TimeoutError:
             for run_id in ids:
-                if run_id not in stopped:
+                if run_id not in stopped and run_id not in answered:
                     self.stop_errors.setdefault(
                         run_id,
                         AsyncClientError(f"not stopped within {self._stop_timeout:g} s"),

@@ -633,6 +633,33 @@ async def test_cancelling_reads_the_stopped_runs_again(
     assert watcher.still_going == ()
 
 
+async def test_a_cancel_leaves_runs_stopped_elsewhere_alone_and_reads_them_again(
+    svc: FakeService, session: AsyncSession
+) -> None:
+    ids = create(svc, "t_slow", 3)
+    started = asyncio.Event()
+    watcher = session.watch_runs(ids, sleep=block_forever, stop_on_cancel=True)
+
+    async def consume() -> None:
+        async for _ in watcher:
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    await session.stop_run(ids[0])  # as the fleet stops a superseded job's runs
+    watcher.stopped_elsewhere([ids[0], "j_000000000000"])
+    assert watcher.still_going == tuple(ids[1:])
+    svc.reset_requests()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stops = sorted(r.path for r in svc.requests_for("stop_run"))
+    assert stops == sorted(f"/api/v1/runs/{i}/stop" for i in ids[1:])
+    assert watcher.stopped == tuple(ids[1:])
+    assert watcher.stop_errors == {}
+    assert [watcher.runs[i].status_kind for i in ids] == ["cancelled"] * 3
+
+
 async def test_runs_can_be_added_to_a_running_watcher(
     svc: FakeService, session: AsyncSession, manual: ManualTime
 ) -> None:

@@ -1,15 +1,20 @@
 """The batched read, written once: `fetch(batch)` for each batch, a few at a time, the results in
 the batches' order. AsyncSession.list_runs (ids in batches of 50) and the run watcher's sweeps
-both read this way. Tasks on this machine's loop; no I/O of its own (the caller's `fetch`
-does it)."""
+both read this way; `stop_runs` stops many runs so. Tasks on this machine's loop; no I/O of
+its own (the caller's `fetch`, the session's `stop_run`, does it)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
-__all__ = ["each_batch"]
+from asyncclient.errors import AsyncClientError, ConflictError, NotFoundError
+
+__all__ = ["Stops", "each_batch", "stop_runs"]
+
+#: Stops in flight at once.
+STOPS_AT_ONCE: Final = 8
 
 B = TypeVar("B")
 R = TypeVar("R")
@@ -41,3 +46,32 @@ async def each_batch(
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     return results
+
+
+class Stops(NamedTuple):
+    """What the stops of many runs came to, each in the order asked."""
+
+    stopped: tuple[str, ...]
+    ended: tuple[str, ...]  # ended (or gone) before the stop: nothing was stopped
+    errors: dict[str, AsyncClientError]
+
+
+async def stop_runs(session: Any, run_ids: Sequence[str]) -> Stops:
+    """`session.stop_run` for each of `run_ids`, STOPS_AT_ONCE at a time (the fleet, the
+    suite loop and its copies stop this way)."""
+
+    async def stop(run_id: str) -> AsyncClientError | bool:
+        try:
+            await session.stop_run(run_id)
+        except (ConflictError, NotFoundError):
+            return False
+        except AsyncClientError as exc:
+            return exc
+        return True
+
+    done = dict(zip(run_ids, await each_batch(run_ids, stop, STOPS_AT_ONCE), strict=True))
+    return Stops(
+        tuple(r for r, d in done.items() if d is True),
+        tuple(r for r, d in done.items() if d is False),
+        {r: d for r, d in done.items() if isinstance(d, AsyncClientError)},
+    )

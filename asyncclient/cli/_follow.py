@@ -120,23 +120,16 @@ async def follow(
 
 def _held_in(fleet: FleetJob) -> Callable[[SuiteEvent], None]:
     """An observer that holds each run the suite starts in the fleet's ledger, and gives its
-    device slot back when it ends."""
+    device slot back when it ends (a superseded job does not stop it then)."""
     from asyncclient.suite import _events as kinds
-
-    ended: set[str] = set()
 
     def hold(event: SuiteEvent) -> None:
         if isinstance(event, kinds.RunStarted):
             fleet.hold([event.run_id])
         elif isinstance(event, kinds.BaselineStarted):
             fleet.hold(list(event.run_ids))
-        elif (
-            isinstance(event, kinds.RunChanged | kinds.BaselineRunChanged)
-            and event.run.is_final
-            and event.run.id not in ended
-        ):
-            ended.add(event.run.id)
-            fleet.free(1)
+        elif isinstance(event, kinds.RunChanged | kinds.BaselineRunChanged) and event.run.is_final:
+            fleet.finished([event.run.id])
 
     return hold
 
@@ -163,6 +156,8 @@ async def _until_fleet_ends(suite: SuiteRun, fleet: FleetJob | None) -> Any:
         await asyncio.wait({following, ended}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         ended.cancel()
+        if fleet.ended.is_set():
+            suite.stopped_elsewhere(fleet.not_going)  # stopped once, by the fleet
         if not following.done():
             following.cancel()  # its cleanup stops the runs still going: waited for
             await asyncio.gather(following, return_exceptions=True)

@@ -433,9 +433,11 @@ class FleetJob:
     reaping of dead jobs), released on exit however the job ends.
 
     `ended` is set when the fleet ends this job: `superseded_by` (a newer commit of its ref:
-    the job stops its runs itself at once, `stopped`). A ledger that cannot be reached costs
-    one line to `warn` and the job goes on alone (ungoverned, unshared); `lost` says the fleet
-    took it for dead meanwhile (its lease lapsed: its runs may have been reaped).
+    the job stops its runs itself at once, `stopped`, those told `finished` left alone; `ended`
+    is set once the stops are answered, so a follower cancelled then need not stop them). A
+    ledger that cannot be reached costs one line to `warn` and the job goes on alone
+    (ungoverned, unshared); `lost` says the fleet took it for dead meanwhile (its lease
+    lapsed: its runs may have been reaped).
 
     `waiting(place, in_flight)` is told while a start waits its turn for a device slot (place
     -1 when it goes): the command shows it in its live table or as a line. `limit` is the
@@ -457,6 +459,7 @@ class FleetJob:
         self.stopped: tuple[str, ...] = ()
         self._pending: set[str] = set()
         self._held: set[str] = set()
+        self._finished: set[str] = set()  # held runs seen final: never stopped
         self._starts: dict[str, Start] = {}  # recorded, not yet answered
         self._answered: set[str] = set()  # answered: forgotten at the next beat
         self.waiting: Any = None  # (place, in flight) while waiting; place -1: it went
@@ -543,7 +546,7 @@ class FleetJob:
 
     async def intend(self, start: Start) -> None:
         """Record a start before it is sent (see `Start`); `answered` forgets it."""
-        if self._alone or self.ended.is_set():
+        if self._alone or self.ended.is_set() or self.superseded_by is not None:
             return
         try:
             done = await self.fleet._script(
@@ -600,7 +603,7 @@ class FleetJob:
         head_start = int(HEAD_START.get(self.identity.priority, 0) * 1000)
         shown: int | None = None
         while True:
-            if self.ended.is_set():
+            if self.ended.is_set() or self.superseded_by is not None:
                 raise JobEnded(self.superseded_by)  # superseded while it waited
             try:
                 answer = await self.fleet._script(
@@ -630,6 +633,23 @@ class FleetJob:
         if runs:
             self._freed += runs
             self._wake.set()
+
+    @property
+    def not_going(self) -> tuple[str, ...]:
+        """Held runs known not to be going: those `stopped`, those seen final (`finished`)
+        and those a stop found ended already (what a cancel after `ended` need not stop)."""
+        return (*self.stopped, *sorted(self._finished - set(self.stopped)))
+
+    def finished(self, run_ids: Iterable[str]) -> None:
+        """Held runs seen final: each one's slot given back (as `free`), and never stopped
+        when the job is superseded (a stop of an ended run is a request for nothing).
+
+        Args:
+            run_ids: Runs of this job the service showed final (others are ignored).
+        """
+        ended = {r for r in run_ids if r in self._held or r in self._pending} - self._finished
+        self._finished |= ended
+        self.free(len(ended))
 
     def hold(self, run_ids: Iterable[str]) -> None:
         """Record runs this job started (written at the next beat, at once when woken)."""
@@ -669,8 +689,9 @@ class FleetJob:
         self._pending -= set(pending)
         self._answered -= set(answered)
         if state == "superseded" and self.superseded_by is None:
+            # `ended` waits for the stops (_beat_forever): woken to make them now.
             self.superseded_by = shown(answer[1]) or "a newer commit"
-            self.ended.set()
+            self._wake.set()
 
     def _went_alone(self, exc: FleetError) -> None:
         """The ledger is out of reach: said once; the job goes on alone."""
@@ -702,13 +723,22 @@ class FleetJob:
                     self._alone = False
                     log.info("the fleet's ledger is reached again")
                 if self.superseded_by is not None:
-                    # A newer commit of our ref: our runs stop now, by us (we hold them).
-                    self.stopped, _, errors = await stop_runs(self._session, sorted(self.held))
-                    for run_id, error in errors.items():
-                        log.warning("could not stop superseded run %s: %s", run_id, error)
+                    await self._stop_superseded()
                     return
                 if time.monotonic() >= next_reap:
                     next_reap = time.monotonic() + self.fleet.lease
                     self.reaped.extend(await self.fleet.reap(self._session))
             except FleetError as exc:
                 self._went_alone(exc)
+
+    async def _stop_superseded(self) -> None:
+        """A newer commit of our ref: our runs not seen final stop now, by us (we hold
+        them), once; then `ended` says so."""
+        try:
+            going = sorted(self.held - self._finished)
+            self.stopped, ended, errors = await stop_runs(self._session, going)
+            self._finished |= set(ended)
+            for run_id, error in errors.items():
+                log.warning("could not stop superseded run %s: %s", run_id, error)
+        finally:
+            self.ended.set()

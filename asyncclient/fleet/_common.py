@@ -3,7 +3,6 @@ text as it may be shown, the run ids it may act on, and stopping runs."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -11,13 +10,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import clip, line
-from asyncclient.errors import (
-    ApiError,
-    AsyncClientError,
-    ConflictError,
-    NotFoundError,
-    TransportError,
-)
+from asyncclient._local import _batches
+from asyncclient.errors import AsyncClientError
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -63,19 +57,6 @@ def run_ids(values: Iterable[Any]) -> tuple[str, ...]:
 async def stop_runs(
     session: AsyncSession, run_ids: Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
-    """Stop each run (in parallel): (stopped, already ended or gone, errors by run)."""
-
-    async def one(run_id: str) -> tuple[str, str]:
-        try:
-            await session.stop_run(run_id)
-        except (ConflictError, NotFoundError):
-            return run_id, "ended"
-        except (ApiError, TransportError) as exc:
-            return run_id, f"error: {exc}"
-        return run_id, "stopped"
-
-    done = await asyncio.gather(*(one(r) for r in run_ids))
-    stopped = tuple(r for r, what in done if what == "stopped")
-    ended = tuple(r for r, what in done if what == "ended")
-    errors = {r: what[7:] for r, what in done if what.startswith("error: ")}
-    return stopped, ended, errors
+    """Stop each run (a few at once): (stopped, already ended or gone, errors by run)."""
+    done = await _batches.stop_runs(session, run_ids)
+    return done.stopped, done.ended, {r: str(exc) for r, exc in done.errors.items()}

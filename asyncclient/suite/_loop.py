@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 from asyncclient._client import _telemetry
 from asyncclient._core import _checks as checks
 from asyncclient._core import _defaults as defaults
-from asyncclient.errors import AsyncClientError, ConflictError, WatchTimeoutError
+from asyncclient._local._batches import stop_runs
+from asyncclient.errors import AsyncClientError, WatchTimeoutError
 from asyncclient.reruns import Reruns, SuitePolicy
 from asyncclient.reruns._state import remaining
 from asyncclient.suite._baseline import BaselineRuns
@@ -59,7 +60,6 @@ __all__ = ["SuiteRun"]
 Observer = Callable[[SuiteEvent], object]
 _ETA_EVERY: Final = 1.0  # seconds between two ETA computations
 _ETA_MOVED: Final = 0.1  # a new ETA is told when it moved by more than this share
-_STOP_CONCURRENCY: Final = 8
 
 
 class SuiteRun:
@@ -124,6 +124,7 @@ class SuiteRun:
         self.skipped: tuple[tuple[str, str], ...] = tuple(skipped)
         self.name = name
         self._stop_on_cancel = stop_on_cancel
+        self._stopped_elsewhere: set[str] = set()
         self._watch_options = dict(watch_options or {})
         self._clock = clock
         p = self.policy
@@ -238,6 +239,18 @@ class SuiteRun:
     def still_going(self) -> tuple[str, ...]:
         """The runs that may still be going: what a process that must exit now leaves."""
         return self.watcher.still_going if self.watcher is not None else ()
+
+    def stopped_elsewhere(self, run_ids: Iterable[str]) -> None:
+        """Runs of the suite another caller stopped or saw end (the fleet, for a superseded
+        job): a cancel then does not stop them again (see RunWatcher.stopped_elsewhere).
+
+        Args:
+            run_ids: Runs another caller stopped or saw end.
+        """
+        ids = set(run_ids)
+        self._stopped_elsewhere |= ids
+        if self.watcher is not None:
+            self.watcher.stopped_elsewhere(ids)
 
     async def wait(self) -> SuiteReport:
         """Follow the suite to its end (unless iteration already does) and return its report.
@@ -356,19 +369,10 @@ class SuiteRun:
     async def _stop_started(self) -> None:
         """Stop every run the suite has (cancelled before a watcher could), a few at once,
         within 30 s; a run that ended meanwhile is fine."""
-        limit = asyncio.Semaphore(_STOP_CONCURRENCY)
-
-        async def stop(run_id: str) -> None:
-            async with limit:
-                try:
-                    await self._session.stop_run(run_id)
-                except AsyncClientError:
-                    return  # ended meanwhile, or gone: nothing more to do here
-
-        ids = list(dict.fromkeys(self._views))
+        ids = [r for r in dict.fromkeys(self._views) if r not in self._stopped_elsewhere]
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(30.0):
-                await asyncio.gather(*(stop(run_id) for run_id in ids))
+                await stop_runs(self._session, ids)
 
     async def _follow(self) -> SuiteReport:
         policy, reruns = self.policy, self.reruns
@@ -559,27 +563,11 @@ class SuiteRun:
             others = [r for r in others if r not in self.reruns.unverified(others)]
         if not others:
             return
-        limit = asyncio.Semaphore(_STOP_CONCURRENCY)
-        errors: dict[str, str] = {}
-
-        ended: set[str] = set()
-
-        async def stop(run_id: str) -> None:
-            async with limit:
-                try:
-                    await self._session.stop_run(run_id)
-                except ConflictError:
-                    ended.add(run_id)  # it ended meanwhile: its verdict counts as it is
-                    return
-                except AsyncClientError as exc:
-                    errors[run_id] = str(exc)
-                    return
-            self.reruns.stopped.add(run_id)
-
-        await asyncio.gather(*(stop(run_id) for run_id in others))
-        stopped = tuple(run_id for run_id in others if run_id not in errors and run_id not in ended)
-        if stopped or errors:
-            self._emit(CopiesStopped(run.test_id or run.id, run.id, stopped, errors))
+        done = await stop_runs(self._session, others)
+        self.reruns.stopped.update(done.stopped)
+        errors = {r: str(exc) for r, exc in done.errors.items()}
+        if done.stopped or errors:  # one that ended meanwhile: its verdict counts as it is
+            self._emit(CopiesStopped(run.test_id or run.id, run.id, done.stopped, errors))
 
     async def _start_runs(
         self, due: Sequence[Run], kind: str, *, count: int = 1

@@ -144,15 +144,35 @@ async def test_a_newer_commit_of_the_ref_supersedes_the_older_jobs_runs(
                     new.hold(new_runs)
                     await asyncio.wait_for(old.ended.wait(), 30)
                     assert old.superseded_by == "bbbb2222"
-                    # The old job stops its own runs at once; the new one runs on.
-                    for _ in range(300):
-                        if old.stopped:
-                            break
-                        await asyncio.sleep(0.01)
+                    # The old job stops its own runs at once, before `ended` says so; the
+                    # new one runs on.
                     assert old.stopped == tuple(old_runs)
                     assert _stopped(service, old_runs[0])
                     assert not _stopped(service, new_runs[0])
                     assert not new.ended.is_set()
+
+
+async def test_a_superseded_job_stops_each_run_it_holds_once_and_none_it_saw_end(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    with service.hold("t_search", "t_onboarding", state="running"):
+        async with Fleet(redis.url) as fleet:
+            ended, unseen, *going = await _started(
+                session, "t_search", "t_onboarding", "t_search", "t_onboarding"
+            )
+            async with fleet.job(session, _job("old", commit="aaaa1111")) as old:
+                old.hold([ended, unseen, *going])
+                old.finished([ended, "j_000000000000"])  # a run it does not hold: ignored
+                await old.flush()
+                await session.stop_run(unseen)  # it ends unseen by the job
+                service.reset_requests()
+                async with fleet.job(session, _job("new", commit="bbbb2222")):
+                    await asyncio.wait_for(old.ended.wait(), 30)
+    assert old.stopped == tuple(sorted(going))
+    assert sorted(old.not_going) == sorted([ended, unseen, *going])
+    stops = [r.path for r in service.requests_for("stop_run")]
+    assert sorted(stops) == sorted(f"/api/v1/runs/{r}/stop" for r in [unseen, *going])
+    assert not _stopped(service, ended)
 
 
 async def test_a_job_for_an_older_commit_is_superseded_before_it_starts(

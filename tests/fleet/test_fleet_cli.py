@@ -85,6 +85,7 @@ async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
         )  # fmt: skip
         old_job = await _job_holding(ledger, 2)
         (old,) = await ledger.status()
+        service.reset_requests()
         newer = Identity(job_id="newer", ref="mr/7", commit="bbbb2222", supersede=True)
         async with ledger.job(session, newer) as new:
             assert new.marked == (old_job,)
@@ -92,6 +93,9 @@ async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
     assert code == 130, err
     assert "superseded by bbbb2222" in err
     assert all(_stopped(service, r) for r in old.runs)
+    # Each run stopped once: by the fleet, not again by the job's own cancel.
+    stops = sorted(r.path for r in service.requests_for("stop_run"))
+    assert stops == sorted(f"/api/v1/runs/{r}/stop" for r in old.runs)
     # Released on its way out: nothing of it is left to reap.
     assert await ledger.status() == []
 
