@@ -5,6 +5,7 @@ for what is missing or unsigned, and take over when the poller is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -39,14 +40,18 @@ _PURPOSE: Final = "asyncclient fleet views"
 HISTORY_SECONDS: Final = 30.0
 _MAX_HISTORY_BYTES: Final = 1 << 20
 _SIG_CHARS: Final = 64  # a published history: the body's HMAC (hex), then the body
+#: How often a first look waiting for the poller's next poll reads the ledger.
+_FIRST_LOOK_STEP: Final = 0.2
 
 
 class SharedViews:
     """`session` for a run watcher (its RunSource), with `list_run_views` shared across the
     fleet: answered from views a job published within `view_seconds`, the rest from the
     service (published in turn). The job holding the poller's lease also polls, once per
-    `view_seconds / 2`, the runs other jobs want that have no fresh view. Anything the ledger
-    cannot give is asked of the service, as without a fleet."""
+    `view_seconds / 2` on its own clock, the runs other jobs want that have no fresh view;
+    runs no job has asked for yet (just started) wait for that poll, so many jobs' first
+    looks are one request. Anything the ledger cannot give is asked of the service, as
+    without a fleet; `close()` ends the polling."""
 
     def __init__(
         self, session: Any, fleet: Fleet, holder: str, *, view_seconds: float = VIEW_SECONDS
@@ -62,6 +67,9 @@ class SharedViews:
         self._others_every = view_seconds / 2
         self._swept_at: float | None = None
         self._others_at = 0.0
+        # The poller's own clock: it polls for the others between its job's sweeps too.
+        self._timer: asyncio.Task[None] | None = None
+        self._closed = False
         self._down_until = 0.0  # the ledger failed: the service alone until then
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
@@ -69,6 +77,12 @@ class SharedViews:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+    async def __aenter__(self) -> SharedViews:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     def watch_runs(self, run_ids: Any, **options: Any) -> Any:
         """A RunWatcher whose sweeps go through this source."""
@@ -88,20 +102,26 @@ class SharedViews:
     ) -> list[Mapping[str, Any]]:
         wanted = list(run_ids)
         found: dict[str, Mapping[str, Any]] = {}
-        poller = False
+        poller: bool | None = None
+        unseen: list[str] = []
         if time.monotonic() >= self._down_until:
             try:
-                found, poller = await self._read(wanted)
+                found, poller, unseen = await self._read(wanted)
             except Exception:  # the ledger is down: the service alone for a while
                 self._down_until = time.monotonic() + _DOWN_SECONDS
+        if unseen and poller is False:
+            # Runs no job has asked for yet (just started): the poller's next poll brings
+            # them with the others' runs, one request for many jobs' first looks.
+            with contextlib.suppress(Exception):
+                found.update(await self._await_views(unseen))
         missing = [r for r in wanted if r not in found]
         self.shared += len(wanted) - len(missing)
         if missing:
             found.update(await self._fetch(missing, retries))
-        if poller and time.monotonic() - self._others_at >= self._others_every:
-            self._others_at = time.monotonic()
-            with contextlib.suppress(Exception):  # others fall back to their own polls
-                await self._poll_for_others(retries)
+        if poller:
+            await self._poll_when_due(retries)
+        if self._timer is None and not self._closed:
+            self._timer = asyncio.create_task(self._poll_on_time(), name="asyncclient-poller")
         return [found[r] for r in wanted if r in found]
 
     async def test_history(self, test_id: str, limit: int) -> list[Run]:
@@ -138,15 +158,87 @@ class SharedViews:
         return runs
 
     async def close(self) -> None:
-        """Hand the poller's lease back when this job holds it, so that another job polls for
-        the fleet at its next sweep rather than after the lease lapses."""
+        """Stop polling for the others and hand the poller's lease back when this job holds
+        it, so that another job polls for the fleet at its next sweep rather than after the
+        lease lapses."""
+        self._closed = True
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
         with contextlib.suppress(Exception):  # unreachable: the lease lapses by itself
             await self._fleet._script("LET_GO", "poller", self._holder)
 
-    async def _read(self, wanted: list[str]) -> tuple[dict[str, Mapping[str, Any]], bool]:
-        """The fresh views of `wanted`, and whether this job is (now) the poller. Fresh: at
-        most `view_seconds` old, or as old as the time since this job's last sweep (a job
-        that polls every 30 s takes a view 20 s old, as its own poll would have been)."""
+    async def _poll_when_due(self, retries: int | None) -> None:
+        """As the poller: the others' runs polled, at most once per `view_seconds / 2`."""
+        if time.monotonic() - self._others_at >= self._others_every:
+            self._others_at = time.monotonic()
+            with contextlib.suppress(Exception):  # others fall back to their own polls
+                await self._poll_for_others(retries)
+
+    async def _poll_on_time(self) -> None:
+        """While this source lives: as the poller, the others' runs polled every
+        `view_seconds / 2` also when this job's own sweeps are further apart (its runs
+        quiet, its watcher backed off); not the poller, the lease taken when it is free."""
+        while not self._closed:
+            await asyncio.sleep(max(0.0, self._others_at + self._others_every - time.monotonic()))
+            if time.monotonic() < self._down_until:
+                self._others_at = time.monotonic()
+                continue
+            try:
+                mine = await self._hold_lease()
+            except Exception:  # the ledger is down: the service alone for a while
+                self._down_until = time.monotonic() + _DOWN_SECONDS
+                continue
+            if mine:
+                await self._poll_when_due(None)
+            else:
+                self._others_at = time.monotonic()
+
+    async def _hold_lease(self) -> bool:
+        """Whether this job is (now) the poller: the lease taken when free, renewed when ours."""
+        r, p = self._fleet._redis, self._fleet.prefix
+        lease = int(self._fleet.lease * 1000)
+        async with r.pipeline(transaction=False) as pipe:
+            pipe.set(p + "poller", self._holder, nx=True, px=lease)
+            pipe.get(p + "poller")
+            _, poller = await pipe.execute()
+        mine = poller is not None and poller.decode("utf-8", "replace") == self._holder
+        if mine:
+            await r.set(p + "poller", self._holder, xx=True, px=lease)
+        return mine
+
+    async def _await_views(self, run_ids: list[str]) -> dict[str, Mapping[str, Any]]:
+        """The views of `run_ids` as the poller publishes them at its next poll, waited for
+        while another job holds the poller's lease, at most one lease (a poller that has not
+        polled by then is as good as dead); those not published: left out, for the caller."""
+        r, p = self._fleet._redis, self._fleet.prefix
+        keys = [f"{p}view:{run_id}" for run_id in run_ids]
+        found: dict[str, Mapping[str, Any]] = {}
+        until = time.monotonic() + self._fleet.lease
+        while time.monotonic() < until and len(found) < len(run_ids):
+            await asyncio.sleep(_FIRST_LOOK_STEP)
+            now = int(time.time() * 1000)
+            async with r.pipeline(transaction=False) as pipe:
+                pipe.zadd(p + "watching", dict.fromkeys(run_ids, now))  # still wanted
+                pipe.get(p + "poller")
+                pipe.mget(keys)
+                _, poller, views = await pipe.execute()
+            for run_id, raw in zip(run_ids, views, strict=True):
+                view = _view(raw, run_id, now, self._ttl_ms, self._secret)
+                if view is not None:
+                    found[run_id] = view
+            if poller is None or poller.decode("utf-8", "replace") == self._holder:
+                break  # no other poller now: the caller asks for the rest itself
+        return found
+
+    async def _read(
+        self, wanted: list[str]
+    ) -> tuple[dict[str, Mapping[str, Any]], bool, list[str]]:
+        """The fresh views of `wanted`, whether this job is (now) the poller, and the runs of
+        `wanted` the ledger holds no view of at all. Fresh: at most `view_seconds` old, or as
+        old as the time since this job's last sweep (a job that polls every 30 s takes a view
+        20 s old, as its own poll would have been)."""
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
         since, self._swept_at = self._swept_at, time.monotonic()
@@ -164,11 +256,14 @@ class SharedViews:
         if mine:
             await r.set(p + "poller", self._holder, xx=True, px=lease)
         found: dict[str, Mapping[str, Any]] = {}
+        unseen: list[str] = []
         for run_id, raw in zip(wanted, views, strict=True):
             view = _view(raw, run_id, now, tolerance, self._secret)
             if view is not None:
                 found[run_id] = view
-        return found, mine
+            elif raw is None:
+                unseen.append(run_id)
+        return found, mine, unseen if poller is not None else []
 
     async def _fetch(self, run_ids: list[str], retries: int | None) -> dict[str, Mapping[str, Any]]:
         """The service's views of `run_ids` (50 a request), published for the fleet."""

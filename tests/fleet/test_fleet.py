@@ -414,9 +414,11 @@ async def test_a_second_job_reads_the_runs_the_first_polled_without_asking_the_s
 
     with service.hold("t_search", "t_onboarding", state="running"):
         runs = await _started(session, "t_search", "t_onboarding")
-        async with Fleet(redis.url) as fleet:
-            first = SharedViews(session, fleet, "job-1", view_seconds=120)
-            second = SharedViews(session, fleet, "job-2", view_seconds=120)
+        async with (
+            Fleet(redis.url) as fleet,
+            SharedViews(session, fleet, "job-1", view_seconds=120) as first,
+            SharedViews(session, fleet, "job-2", view_seconds=120) as second,
+        ):
             service.reset_requests()
             views = await first.list_run_views(runs)
             assert [v["id"] for v in views] == runs
@@ -447,14 +449,17 @@ async def test_a_verdict_is_taken_from_the_fleet_only_signed_with_the_keys_secre
                 key = f"{fleet.prefix}view:{run}"
                 await fleet._redis.set(key, json.dumps(forged), px=60_000)
                 service.reset_requests()
-                (view,) = await SharedViews(session, fleet, "job-1").list_run_views([run])
+                async with SharedViews(session, fleet, "job-1") as views:
+                    (view,) = await views.list_run_views([run])
                 assert view["status"] in ("queued", "running")  # as the service has it
                 assert len(service.requests_for("list_runs")) == 1
     (run,) = await _started(session, "t_onboarding")
     service.advance(3600)
-    async with Fleet(redis.url) as fleet:
-        first = SharedViews(session, fleet, "job-1", view_seconds=120)
-        second = SharedViews(session, fleet, "job-2", view_seconds=120)
+    async with (
+        Fleet(redis.url) as fleet,
+        SharedViews(session, fleet, "job-1", view_seconds=120) as first,
+        SharedViews(session, fleet, "job-2", view_seconds=120) as second,
+    ):
         (final,) = await first.list_run_views([run])
         assert final["status"] not in ("queued", "running")
         service.reset_requests()
@@ -492,6 +497,69 @@ async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_
             assert await fleet._redis.get(f"{fleet.prefix}poller") is None
 
 
+async def test_the_poller_polls_for_the_others_on_its_own_clock_between_its_sweeps(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A poller whose own runs are quiet (its watcher backed off to 30 s between sweeps)
+    still polls the others' runs every `view_seconds / 2`: their views stay fresh and their
+    jobs ask the service nothing."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, theirs = await _started(session, "t_search", "t_onboarding")
+        async with (
+            Fleet(redis.url) as fleet,
+            SharedViews(session, fleet, "job-1", view_seconds=1) as poller,
+            SharedViews(session, fleet, "job-2", view_seconds=1) as other,
+        ):
+            await poller.list_run_views([mine])  # its one sweep: it holds the lease
+            assert await fleet._redis.get(f"{fleet.prefix}poller") == b"job-1"
+            (first,) = await other.list_run_views([theirs])  # from the poller's next poll
+            assert (other.requests, other.shared) == (0, 1)
+            key = f"{fleet.prefix}view:{theirs}"
+            at = json.loads(await fleet._redis.get(key))["at"]
+            polls = poller.requests
+            async with asyncio.timeout(60):
+                while json.loads(await fleet._redis.get(key))["at"] == at:
+                    # What job-2's sweeps record: it still watches the run.
+                    now = int(time.time() * 1000)
+                    await fleet._redis.zadd(f"{fleet.prefix}watching", {theirs: now})
+                    await asyncio.sleep(0.05)
+            assert poller.requests > polls  # polled again with no sweep of its own
+            assert other.requests == 0
+            assert first["id"] == theirs
+
+
+async def test_a_first_look_at_new_runs_waits_for_the_pollers_poll_not_the_service(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """Jobs that start runs each looked at them once themselves; they wait for the poller's
+    next poll, which asks for all of them at once. With no other poller, or once the lease
+    is free, a job asks itself."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, a, b = await _started(session, "t_search", "t_onboarding", "t_search")
+        async with (
+            Fleet(redis.url) as fleet,
+            SharedViews(session, fleet, "job-1", view_seconds=1) as poller,
+            SharedViews(session, fleet, "job-2", view_seconds=1) as second,
+            SharedViews(session, fleet, "job-3", view_seconds=1) as third,
+        ):
+            await poller.list_run_views([mine])
+            service.reset_requests()
+            got = await asyncio.gather(second.list_run_views([a]), third.list_run_views([b]))
+            assert [[v["id"] for v in views] for views in got] == [[a], [b]]
+            assert (second.requests, third.requests) == (0, 0)
+            asked = {r.query["ids"] for r in service.requests_for("list_runs")}
+            assert {a, b} <= {i for ids in asked for i in ids.split(",")}
+    # No other poller: the first look is the job's own, at once.
+    async with Fleet(redis.url) as fleet, SharedViews(session, fleet, "alone") as alone:
+        (late,) = await _started(session, "t_onboarding")
+        await alone.list_run_views([late])
+        assert (alone.requests, alone.shared) == (1, 0)
+
+
 async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
@@ -502,9 +570,11 @@ async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll
 
     with service.hold("t_search", "t_onboarding", state="running"):
         mine, theirs = await _started(session, "t_search", "t_onboarding")
-        async with Fleet(redis.url) as fleet:
-            poller = SharedViews(session, fleet, "job-1", view_seconds=5)
-            other = SharedViews(session, fleet, "job-2", view_seconds=5)
+        async with (
+            Fleet(redis.url) as fleet,
+            SharedViews(session, fleet, "job-1", view_seconds=5) as poller,
+            SharedViews(session, fleet, "job-2", view_seconds=5) as other,
+        ):
             await other.list_run_views([theirs])  # job-2 watches its run
             key = f"{fleet.prefix}view:{theirs}"
             aged = json.loads(await fleet._redis.get(key))
@@ -528,9 +598,11 @@ async def test_the_shared_sweep_follows_a_suite_to_its_end(
 
     runs = await _started(session, "t_search", "t_onboarding")
     async with Fleet(redis.url) as fleet:
-        source = SharedViews(session, fleet, "job-1")
         service.advance(3600)
-        async with source.watch_runs(runs, interval=0.01) as watcher:
+        async with (
+            SharedViews(session, fleet, "job-1") as source,
+            source.watch_runs(runs, interval=0.01) as watcher,
+        ):
             seen = {run.id: run async for run in watcher}
     assert set(seen) == set(runs)
     assert all(run.is_final for run in seen.values())
@@ -898,17 +970,19 @@ async def test_a_view_serves_a_job_that_sweeps_less_often_for_longer(
             view = {"id": run, "status": "running", "testId": "t_search"}
             aged = {"at": int(time.time() * 1000) - 12_000, "view": view}
             key = f"{fleet.prefix}view:{run}"
-            quick = SharedViews(session, fleet, "quick")
-            slow = SharedViews(session, fleet, "slow")
-            slow._swept_at = time.monotonic() - 20  # its last sweep, 20 s ago
-            await fleet._redis.set(f"{fleet.prefix}poller", "another-job")  # neither polls
-            await fleet._redis.set(key, json.dumps(aged), px=60_000)
-            service.reset_requests()
-            await slow.list_run_views([run])
-            assert (slow.shared, slow.requests) == (1, 0)
-            await fleet._redis.set(key, json.dumps(aged), px=60_000)
-            await quick.list_run_views([run])
-            assert (quick.shared, quick.requests) == (0, 1)
+            async with (
+                SharedViews(session, fleet, "quick") as quick,
+                SharedViews(session, fleet, "slow") as slow,
+            ):
+                slow._swept_at = time.monotonic() - 20  # its last sweep, 20 s ago
+                await fleet._redis.set(f"{fleet.prefix}poller", "another-job")  # neither polls
+                await fleet._redis.set(key, json.dumps(aged), px=60_000)
+                service.reset_requests()
+                await slow.list_run_views([run])
+                assert (slow.shared, slow.requests) == (1, 0)
+                await fleet._redis.set(key, json.dumps(aged), px=60_000)
+                await quick.list_run_views([run])
+                assert (quick.shared, quick.requests) == (0, 1)
 
 
 _JSONISH = st.recursive(
