@@ -191,7 +191,7 @@ class SharedViews:
                 self._down_until = time.monotonic() + _DOWN_SECONDS
                 continue
             if mine:
-                await self._poll_when_due(None)
+                await self._poll_when_due(0)  # failed: the others ask themselves
             else:
                 self._others_at = time.monotonic()
 
@@ -203,9 +203,16 @@ class SharedViews:
             pipe.set(p + "poller", self._holder, nx=True, px=lease)
             pipe.get(p + "poller")
             _, poller = await pipe.execute()
+        return await self._renewed(poller)
+
+    async def _renewed(self, poller: bytes | None) -> bool:
+        """Whether `poller` (the lease's holder as read) is this job: then its lease renewed."""
         mine = poller is not None and poller.decode("utf-8", "replace") == self._holder
         if mine:
-            await r.set(p + "poller", self._holder, xx=True, px=lease)
+            lease = int(self._fleet.lease * 1000)
+            await self._fleet._redis.set(
+                self._fleet.prefix + "poller", self._holder, xx=True, px=lease
+            )
         return mine
 
     async def _await_views(self, run_ids: list[str]) -> dict[str, Mapping[str, Any]]:
@@ -252,9 +259,7 @@ class SharedViews:
             pipe.get(p + "poller")
             pipe.mget([f"{p}view:{run_id}" for run_id in wanted])
             _, _, _, poller, views = await pipe.execute()
-        mine = poller is not None and poller.decode("utf-8", "replace") == self._holder
-        if mine:
-            await r.set(p + "poller", self._holder, xx=True, px=lease)
+        mine = await self._renewed(poller)
         found: dict[str, Mapping[str, Any]] = {}
         unseen: list[str] = []
         for run_id, raw in zip(wanted, views, strict=True):
