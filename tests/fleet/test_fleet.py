@@ -560,6 +560,24 @@ async def test_a_first_look_at_new_runs_waits_for_the_pollers_poll_not_the_servi
         assert (alone.requests, alone.shared) == (1, 0)
 
 
+async def test_a_planted_poller_that_never_polls_delays_a_first_look_one_lease_at_most(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A writer to the ledger names a poller that does not exist and renews its lease: a
+    job's first look waits one lease for its poll, then asks the service itself."""
+    from asyncclient.fleet._views import SharedViews
+
+    (run,) = await _started(session, "t_search")
+    async with Fleet(redis.url, lease=2) as fleet:
+        await fleet._redis.set(f"{fleet.prefix}poller", "\x1b[31mghost\n", px=600_000)
+        async with SharedViews(session, fleet, "job-1") as views:
+            service.reset_requests()
+            (view,) = await asyncio.wait_for(views.list_run_views([run]), 60)
+    assert view["id"] == run
+    assert (views.requests, views.shared) == (1, 0)
+    assert len(service.requests_for("list_runs")) == 1
+
+
 async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
