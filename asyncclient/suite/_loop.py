@@ -409,6 +409,7 @@ class SuiteRun:
             watcher = self._session.watch_runs(
                 ids, timeout=left, stop_on_timeout=policy.stop_on_timeout, **options
             )
+            watcher.stopped_elsewhere(self._stopped_elsewhere)
             self.watcher = watcher
             try:
                 async with watcher:
