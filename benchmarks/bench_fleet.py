@@ -290,9 +290,7 @@ async def uploads(fleet_url: str | None, jobs: int, apk: Path) -> dict[str, Any]
     """`jobs` processes uploading the same file at once, each with a state folder of its own
     (as on runners of their own: no lock on one machine joins them)."""
     with Emulator(speed=1.0, part_bytes=8 << 20) as emu:
-        # One upload takes 4 s on this link, longer than the processes take to start: they
-        # upload at once (on loopback the first was done before the last looked, and the
-        # others reused its build without a ledger too).
+        # 4 s an upload, longer than the processes take to start: they upload at once.
         emu.set_conditions(link_bandwidth=16 << 20)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCCLIENT_", "GITHUB_"))}
         env.update(ASYNCCLIENT_BASE_URL=emu.url, ASYNCCLIENT_API_KEY=emu.run_key)

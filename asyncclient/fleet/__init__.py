@@ -689,7 +689,7 @@ class FleetJob:
         self._pending -= set(pending)
         self._answered -= set(answered)
         if state == "superseded" and self.superseded_by is None:
-            # `ended` waits for the stops (_beat_forever): woken to make them now.
+            # `ended` follows the stops (_beat_forever).
             self.superseded_by = shown(answer[1]) or "a newer commit"
             self._wake.set()
 

@@ -67,7 +67,7 @@ class SharedViews:
         self._others_every = view_seconds / 2
         self._swept_at: float | None = None
         self._others_at = 0.0
-        # The poller's own clock: it polls for the others between its job's sweeps too.
+        # The poller's clock, beside its job's sweeps.
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._down_until = 0.0  # the ledger failed: the service alone until then
@@ -110,8 +110,7 @@ class SharedViews:
             except Exception:  # the ledger is down: the service alone for a while
                 self._down_until = time.monotonic() + _DOWN_SECONDS
         if unseen and poller is False:
-            # Runs no job has asked for yet (just started): the poller's next poll brings
-            # them with the others' runs, one request for many jobs' first looks.
+            # Just started, no view yet: the poller's next poll brings them.
             with contextlib.suppress(Exception):
                 found.update(await self._await_views(unseen))
         missing = [r for r in wanted if r not in found]
@@ -236,7 +235,7 @@ class SharedViews:
                 if view is not None:
                     found[run_id] = view
             if poller is None or poller.decode("utf-8", "replace") == self._holder:
-                break  # no other poller now: the caller asks for the rest itself
+                break  # no other poller: the caller asks itself
         return found
 
     async def _read(

@@ -567,7 +567,7 @@ class SuiteRun:
         done = await stop_runs(self._session, others)
         self.reruns.stopped.update(done.stopped)
         errors = {r: str(exc) for r, exc in done.errors.items()}
-        if done.stopped or errors:  # one that ended meanwhile: its verdict counts as it is
+        if done.stopped or errors:  # an ended one's verdict counts as it is
             self._emit(CopiesStopped(run.test_id or run.id, run.id, done.stopped, errors))
 
     async def _start_runs(
