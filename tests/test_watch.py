@@ -609,12 +609,9 @@ async def test_cancelling_can_stop_the_runs_still_going(
     assert [emulator_status(svc, i) for i in ids] == ["cancelled"] * 3
 
 
-async def test_cancelling_reads_the_stopped_runs_again(
-    svc: FakeService, session: AsyncSession
-) -> None:
-    ids = create(svc, "t_slow", 3)
+async def _iterating(watcher: RunWatcher) -> asyncio.Task[None]:
+    """A task iterating `watcher`, once it has handed out its first run."""
     started = asyncio.Event()
-    watcher = session.watch_runs(ids, sleep=block_forever, stop_on_cancel=True)
 
     async def consume() -> None:
         async for _ in watcher:
@@ -622,42 +619,33 @@ async def test_cancelling_reads_the_stopped_runs_again(
 
     task = asyncio.create_task(consume())
     await started.wait()
-    assert watcher.still_going == tuple(ids)
+    return task
+
+
+@pytest.mark.parametrize("elsewhere", [0, 1], ids=["all-by-it", "one-stopped-elsewhere"])
+async def test_cancelling_reads_the_stopped_runs_again(
+    svc: FakeService, session: AsyncSession, elsewhere: int
+) -> None:
+    """A cancel stops the runs still going and reads them again; one another caller stopped
+    (the fleet, for a superseded job) is read and not stopped again."""
+    ids = create(svc, "t_slow", 3)
+    watcher = session.watch_runs(ids, sleep=block_forever, stop_on_cancel=True)
+    task = await _iterating(watcher)
+    if elsewhere:
+        await session.stop_run(ids[0])
+        watcher.stopped_elsewhere([ids[0], "j_000000000000"])
+    assert watcher.still_going == tuple(ids[elsewhere:])
+    svc.reset_requests()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     # What the service now says, not what the last sweep before the interrupt saw.
     assert [watcher.runs[i].status_kind for i in ids] == ["cancelled"] * 3
     assert all(watcher.runs[i].is_final for i in ids)
-    assert watcher.stopped == tuple(ids)
-    assert watcher.still_going == ()
-
-
-async def test_a_cancel_leaves_runs_stopped_elsewhere_alone_and_reads_them_again(
-    svc: FakeService, session: AsyncSession
-) -> None:
-    ids = create(svc, "t_slow", 3)
-    started = asyncio.Event()
-    watcher = session.watch_runs(ids, sleep=block_forever, stop_on_cancel=True)
-
-    async def consume() -> None:
-        async for _ in watcher:
-            started.set()
-
-    task = asyncio.create_task(consume())
-    await started.wait()
-    await session.stop_run(ids[0])  # as the fleet stops a superseded job's runs
-    watcher.stopped_elsewhere([ids[0], "j_000000000000"])
-    assert watcher.still_going == tuple(ids[1:])
-    svc.reset_requests()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
     stops = sorted(r.path for r in svc.requests_for("stop_run"))
-    assert stops == sorted(f"/api/v1/runs/{i}/stop" for i in ids[1:])
-    assert watcher.stopped == tuple(ids[1:])
-    assert watcher.stop_errors == {}
-    assert [watcher.runs[i].status_kind for i in ids] == ["cancelled"] * 3
+    assert stops == sorted(f"/api/v1/runs/{i}/stop" for i in ids[elsewhere:])
+    assert watcher.stopped == tuple(ids[elsewhere:])
+    assert (watcher.stop_errors, watcher.still_going) == ({}, ())
 
 
 async def test_runs_can_be_added_to_a_running_watcher(

@@ -3,9 +3,12 @@ jobs hold their runs, release them however they end, dead jobs are reaped exactl
 older commits of a ref are superseded, and nothing the ledger holds is acted on unchecked."""
 
 import asyncio
+import contextlib
 import json
 import time
 import unicodedata
+from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import pytest
@@ -497,21 +500,31 @@ async def test_the_poller_polls_for_the_others_and_a_new_one_takes_over_when_it_
             assert await fleet._redis.get(f"{fleet.prefix}poller") is None
 
 
+@contextlib.asynccontextmanager
+async def _poller_and_other(
+    redis: RedisServer, session: AsyncSession, *, view_seconds: float
+) -> AsyncIterator[tuple[Fleet, Any, Any]]:
+    """A ledger and two jobs' shared views of it: job-1's and job-2's."""
+    from asyncclient.fleet._views import SharedViews
+
+    async with (
+        Fleet(redis.url) as fleet,
+        SharedViews(session, fleet, "job-1", view_seconds=view_seconds) as first,
+        SharedViews(session, fleet, "job-2", view_seconds=view_seconds) as second,
+    ):
+        yield fleet, first, second
+
+
 async def test_the_poller_polls_for_the_others_on_its_own_clock_between_its_sweeps(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
     """A poller whose own runs are quiet (its watcher backed off to 30 s between sweeps)
     still polls the others' runs every `view_seconds / 2`: their views stay fresh and their
     jobs ask the service nothing."""
-    from asyncclient.fleet._views import SharedViews
 
     with service.hold("t_search", "t_onboarding", state="running"):
         mine, theirs = await _started(session, "t_search", "t_onboarding")
-        async with (
-            Fleet(redis.url) as fleet,
-            SharedViews(session, fleet, "job-1", view_seconds=1) as poller,
-            SharedViews(session, fleet, "job-2", view_seconds=1) as other,
-        ):
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
             await poller.list_run_views([mine])  # its one sweep: it holds the lease
             assert await fleet._redis.get(f"{fleet.prefix}poller") == b"job-1"
             (first,) = await other.list_run_views([theirs])  # from the poller's next poll
@@ -584,15 +597,10 @@ async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll
     """A view 3 s old, fresh for 2 s more (5 s): the poller, polling the others every 2.5 s,
     refreshes it now. Left to lapse, every watcher would ask the service itself until the
     poll after (found in bench_fleet.py)."""
-    from asyncclient.fleet._views import SharedViews
 
     with service.hold("t_search", "t_onboarding", state="running"):
         mine, theirs = await _started(session, "t_search", "t_onboarding")
-        async with (
-            Fleet(redis.url) as fleet,
-            SharedViews(session, fleet, "job-1", view_seconds=5) as poller,
-            SharedViews(session, fleet, "job-2", view_seconds=5) as other,
-        ):
+        async with _poller_and_other(redis, session, view_seconds=5) as (fleet, poller, other):
             await other.list_run_views([theirs])  # job-2 watches its run
             key = f"{fleet.prefix}view:{theirs}"
             aged = json.loads(await fleet._redis.get(key))
