@@ -689,9 +689,11 @@ class FleetJob:
         self._pending -= set(pending)
         self._answered -= set(answered)
         if state == "superseded" and self.superseded_by is None:
-            # `ended` follows the stops (_beat_forever).
+            # `ended` follows the stops (_beat_forever); with no beat, the follower's cancel.
             self.superseded_by = shown(answer[1]) or "a newer commit"
             self._wake.set()
+            if self._task is None or self._task.done():
+                self.ended.set()
 
     def _went_alone(self, exc: FleetError) -> None:
         """The ledger is out of reach: said once; the job goes on alone."""

@@ -178,6 +178,27 @@ async def test_a_superseded_job_stops_each_run_it_holds_once_and_none_it_saw_end
     assert not _stopped(service, ended)
 
 
+async def test_a_job_whose_beat_has_ended_is_still_told_it_was_superseded(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    """With no beat to stop its runs, `ended` is set at once: the follower's own cancel
+    stops them (nothing is left running because nobody stops it)."""
+    async with (
+        Fleet(redis.url) as fleet,
+        fleet.job(session, _job("old", commit="aaaa1111")) as old,
+    ):
+        assert old._task is not None
+        old._task.cancel()
+        await asyncio.gather(old._task, return_exceptions=True)
+        old.hold(["j_aaaaaaaaaaaa"])
+        async with fleet.job(session, _job("new", commit="bbbb2222")):
+            assert await old.flush()
+            assert old.superseded_by == "bbbb2222"
+            assert old.ended.is_set()
+            assert old.stopped == ()
+            assert old.not_going == ()
+
+
 async def test_a_job_for_an_older_commit_is_superseded_before_it_starts(
     redis: RedisServer, session: AsyncSession
 ) -> None:
