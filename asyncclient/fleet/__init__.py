@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 import attrs
 
 from asyncclient._core._checks import is_id
+from asyncclient._local._batches import stop_runs
 from asyncclient.fleet import _scripts
 from asyncclient.fleet._common import (
     FleetError,
@@ -26,7 +27,6 @@ from asyncclient.fleet._common import (
     redact_url,
     run_ids,
     shown,
-    stop_runs,
     text,
 )
 from asyncclient.fleet._starts import STARTS_KEPT, GovernedSession, Start, starts_in
@@ -310,7 +310,8 @@ class Fleet:
             # Unrecorded starts: asked again, same key.
             for found in await asyncio.gather(*(s.ask_again(session) for s in starts)):
                 runs.extend(r for r in found if r not in runs)
-            stopped, ended, errors = await stop_runs(session, runs)
+            stopped, ended, failed = await stop_runs(session, runs)
+            errors = {r: str(exc) for r, exc in failed.items()}
             reaped.append(Reaped(job, ref or None, commit or None, stopped, ended, errors))
             log.warning(
                 "reaped job %s (its lease expired): stopped %d run(s) %s",

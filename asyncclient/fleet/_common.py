@@ -1,22 +1,18 @@
 """What every part of the fleet shares: its error, the URL without its password, the ledger's
-text as it may be shown, the run ids it may act on, and stopping runs."""
+text as it may be shown, and the run ids it may act on."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable
+from typing import Any, Final
 
 from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import clip, line
-from asyncclient._local import _batches
 from asyncclient.errors import AsyncClientError
 
-if TYPE_CHECKING:
-    from asyncclient._client._session import AsyncSession
-
-__all__ = ["FleetError", "JobEnded", "log", "redact_url", "run_ids", "shown", "stop_runs", "text"]
+__all__ = ["FleetError", "JobEnded", "log", "redact_url", "run_ids", "shown", "text"]
 
 log: Final = logging.getLogger("asyncclient.fleet")
 
@@ -52,11 +48,3 @@ def shown(value: Any) -> str:
 def run_ids(values: Iterable[Any]) -> tuple[str, ...]:
     """The run ids among what the ledger gave: anything else is never acted on."""
     return tuple(sorted({t for t in map(text, values) if is_id("run", t)}))
-
-
-async def stop_runs(
-    session: AsyncSession, run_ids: Sequence[str]
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
-    """Stop each run (a few at once): (stopped, already ended or gone, errors by run)."""
-    done = await _batches.stop_runs(session, run_ids)
-    return done.stopped, done.ended, {r: str(exc) for r, exc in done.errors.items()}

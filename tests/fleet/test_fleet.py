@@ -612,6 +612,34 @@ async def test_a_planted_poller_that_never_polls_delays_a_first_look_one_lease_a
     assert len(service.requests_for("list_runs")) == 1
 
 
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(planted=st.binary(max_size=300), poller=st.binary(min_size=1, max_size=40))
+async def test_whatever_the_ledger_holds_for_a_view_and_its_poller_a_sweep_ends_with_the_truth(
+    redis: RedisServer, service: FakeService, session: AsyncSession, planted: bytes, poller: bytes
+) -> None:
+    """Any bytes as a run's view and as the poller's name (not this job): the sweep neither
+    waits for that poller (a view is there, if unreadable) nor takes a verdict it cannot
+    check; it answers the run as the service has it."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet:
+            await fleet._redis.set(f"{fleet.prefix}view:{run}", planted, px=60_000)
+            await fleet._redis.set(f"{fleet.prefix}poller", poller, px=60_000)
+            async with SharedViews(session, fleet, "job-1") as views:
+                service.reset_requests()
+                found = await asyncio.wait_for(views.list_run_views([run]), 30)
+                await fleet._redis.delete(f"{fleet.prefix}poller")
+    assert [v["id"] for v in found] == [run]
+    assert found[0]["status"] in ("queued", "running")
+    assert len(service.requests_for("list_runs")) == views.requests
+
+
 async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:

@@ -35,9 +35,16 @@ def _env(service: FakeService, redis: RedisServer, **extra: str) -> dict[str, st
     return {**env, **extra}
 
 
-async def _cli(env: dict[str, str], *argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
+#: The command under Windows' rules (no fcntl, no POSIX-only os functions, open files kept).
+_WINDOWS_RULES = (str(Path(__file__).resolve().parent.parent / "foreign_os.py"), "asyncclient")
+
+
+async def _cli(
+    env: dict[str, str], *argv: str, cwd: Path | None = None, windows: bool = False
+) -> tuple[int, str, str]:
+    command = _WINDOWS_RULES if windows else ("-m", "asyncclient")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "asyncclient", *argv, env=env, cwd=cwd,
+        sys.executable, *command, *argv, env=env, cwd=cwd,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -72,15 +79,16 @@ def _stopped(service: FakeService, run_id: str) -> bool:
     return run is not None and run.stopped_at is not None
 
 
+@pytest.mark.parametrize("windows", [False, True], ids=["posix", "windows-rules"])
 async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
-    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession
+    redis: RedisServer, ledger: Fleet, service: FakeService, session: AsyncSession, windows: bool
 ) -> None:
     env = _env(service, redis)
     with service.hold("t_search", "t_onboarding", state="running"):
         job = asyncio.create_task(
             _cli(
                 env, "run", "project", "p_demo", "--wait", "--interval", "0.05",
-                "--ref", "mr/7", "--commit", "aaaa1111", "--supersede",
+                "--ref", "mr/7", "--commit", "aaaa1111", "--supersede", windows=windows,
             )
         )  # fmt: skip
         old_job = await _job_holding(ledger, 2)
