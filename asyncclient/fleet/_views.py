@@ -42,13 +42,15 @@ _MAX_HISTORY_BYTES: Final = 1 << 20
 _SIG_CHARS: Final = 64  # a published history: the body's HMAC (hex), then the body
 #: How often a first look waiting for the poller's next poll reads the ledger.
 _FIRST_LOOK_STEP: Final = 0.2
+#: The least room between the poller's polls and a view's age limit: for the poll itself.
+_POLL_ROOM: Final = 1.0
 
 
 class SharedViews:
     """`session` for a run watcher (its RunSource), with `list_run_views` shared across the
     fleet: answered from views a job published within `view_seconds`, the rest from the
-    service (published in turn). The job holding the poller's lease also polls, once per
-    `view_seconds / 2` on its own clock, the runs other jobs want that have no fresh view;
+    service (published in turn). The job holding the poller's lease also polls, on its own
+    clock and as seldom as `view_seconds` allows, the runs other jobs want;
     runs no job has asked for yet (just started) wait for that poll, so many jobs' first
     looks are one request. Anything the ledger cannot give is asked of the service, as
     without a fleet; `close()` ends the polling."""
@@ -62,9 +64,10 @@ class SharedViews:
         self._secret: bytes | None = digest(_PURPOSE) if callable(digest) else None
         self._fleet = fleet
         self._holder = holder
+        self._view_seconds = view_seconds
         self._ttl_ms = int(view_seconds * 1000)
         self._kept_ms = int(max(view_seconds, _KEPT_SECONDS) * 1000)
-        self._others_every = view_seconds / 2
+        self._poll_took = 0.0  # the poller's last poll of the service, in seconds
         self._swept_at: float | None = None
         self._others_at = 0.0
         # The poller's clock, beside its job's sweeps.
@@ -89,6 +92,18 @@ class SharedViews:
         from asyncclient.watch import RunWatcher
 
         return RunWatcher(self, run_ids, **options)
+
+    @property
+    def _room(self) -> float:
+        """Seconds kept between the poller's polls and `view_seconds`: three of its last
+        poll (its next may be as slow, and late), one at least."""
+        return max(_POLL_ROOM, 3 * self._poll_took)
+
+    @property
+    def _others_every(self) -> float:
+        """Seconds between the poller's polls for the others: as far apart as views stay
+        within `view_seconds` (one poll's room left), never closer than half of it."""
+        return max(self._view_seconds / 2, self._view_seconds - self._room)
 
     @property
     def max_retry_after(self) -> float:
@@ -169,7 +184,7 @@ class SharedViews:
             await self._fleet._script("LET_GO", "poller", self._holder)
 
     async def _poll_when_due(self, retries: int | None) -> None:
-        """As the poller: the others' runs polled, at most once per `view_seconds / 2`."""
+        """As the poller: the others' runs polled, at most once per `_others_every`."""
         if time.monotonic() - self._others_at >= self._others_every:
             self._others_at = time.monotonic()
             with contextlib.suppress(Exception):  # others fall back to their own polls
@@ -177,7 +192,7 @@ class SharedViews:
 
     async def _poll_on_time(self) -> None:
         """While this source lives: as the poller, the others' runs polled every
-        `view_seconds / 2` also when this job's own sweeps are further apart (its runs
+        `_others_every` also when this job's own sweeps are further apart (its runs
         quiet, its watcher backed off); not the poller, the lease taken when it is free."""
         while not self._closed:
             await asyncio.sleep(max(0.0, self._others_at + self._others_every - time.monotonic()))
@@ -226,7 +241,7 @@ class SharedViews:
             await asyncio.sleep(_FIRST_LOOK_STEP)
             now = int(time.time() * 1000)
             async with r.pipeline(transaction=False) as pipe:
-                pipe.zadd(p + "watching", dict.fromkeys(run_ids, now))  # still wanted
+                pipe.zadd(p + "wanted", dict.fromkeys(run_ids, now + self._ttl_ms), gt=True)
                 pipe.get(p + "poller")
                 pipe.mget(keys)
                 _, poller, views = await pipe.execute()
@@ -248,16 +263,19 @@ class SharedViews:
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
         since, self._swept_at = self._swept_at, time.monotonic()
-        between = 0 if since is None else int((self._swept_at - since) * 900)  # 90 %
-        tolerance = max(self._ttl_ms, min(self._kept_ms, between))
+        gap = 0 if since is None else int((self._swept_at - since) * 1000)
+        tolerance = max(self._ttl_ms, min(self._kept_ms, gap * 9 // 10))
+        # Wanted until about this job's next sweep: its pace grows 1.5x a quiet sweep.
+        until = now + max(self._ttl_ms, min(self._kept_ms, 2 * gap))
         lease = int(self._fleet.lease * 1000)
         async with r.pipeline(transaction=False) as pipe:
-            pipe.zadd(p + "watching", dict.fromkeys(wanted, now))
-            pipe.zremrangebyscore(p + "watching", 0, now - lease)
+            pipe.zadd(p + "wanted", dict.fromkeys(wanted, until), gt=True)
+            pipe.zremrangebyscore(p + "wanted", 0, now - lease)
+            pipe.zremrangebyscore(p + "wanted", f"({now + self._kept_ms + lease}", "+inf")
             pipe.set(p + "poller", self._holder, nx=True, px=lease)
             pipe.get(p + "poller")
             pipe.mget([f"{p}view:{run_id}" for run_id in wanted])
-            _, _, _, poller, views = await pipe.execute()
+            *_, poller, views = await pipe.execute()
         mine = await self._renewed(poller)
         found: dict[str, Mapping[str, Any]] = {}
         unseen: list[str] = []
@@ -302,32 +320,30 @@ class SharedViews:
             await pipe.execute()
 
     async def _poll_for_others(self, retries: int | None) -> None:
-        """As the poller: the runs others watch that have no fresh view, polled and published."""
+        """As the poller: the runs jobs still want that are going and have no fresh view,
+        polled and published. Wanted: until about each job's next sweep (as its `_read` put
+        it), so a job that sweeps seldom finds its runs' views fresh too."""
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
-        watched = [
-            t
-            for t in (
-                v.decode("utf-8", "replace")
-                for v in await r.zrangebyscore(
-                    p + "watching", now - self._ttl_ms, "+inf", start=0, num=10_000
-                )
-            )
-            if is_id("run", t)
-        ]
+        wanted = await r.zrangebyscore(p + "wanted", now, now + self._kept_ms, start=0, num=10_000)
+        watched = [t for t in (v.decode("utf-8", "replace") for v in wanted) if is_id("run", t)]
         if not watched:
             return
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
-        # Those that would be too old before this job's next poll for the others: a view left
-        # to lapse had each watcher ask the service itself until the poll after.
-        lasts = max(0, self._ttl_ms - int(self._others_every * 1000))
+        # Those that would be too old before this job's next poll is published (a view left to
+        # lapse had each watcher ask the service itself); a quarter of the room: just published.
+        room = self._room
+        lasts = int(max(self._view_seconds - self._others_every - room, room / 4) * 1000)
         stale = [
             run_id
             for run_id, raw in zip(watched, fresh, strict=True)
             if _view(raw, run_id, now, lasts, self._secret) is None
+            and not _final(_view(raw, run_id, now, self._kept_ms, self._secret))
         ]
         if stale:
+            began = time.monotonic()
             await self._fetch(stale, retries)
+            self._poll_took = max(time.monotonic() - began, self._poll_took / 2)
 
 
 def _mac(secret: bytes, data: bytes) -> str:
@@ -366,6 +382,12 @@ def _view(
     if secret is None or not isinstance(sig, str):
         return None
     return view if hmac.compare_digest(sig, _signature(secret, at, view)) else None
+
+
+def _final(view: Mapping[str, Any] | None) -> bool:
+    """Whether `view` (as `_view` read it) is a signed verdict of a final run: it will not
+    change, so the poller need not ask for it again."""
+    return view is not None and view.get("final") is True and view.get("status") not in _GOING
 
 
 def _history(

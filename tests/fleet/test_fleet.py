@@ -555,9 +555,9 @@ async def test_the_poller_polls_for_the_others_on_its_own_clock_between_its_swee
             polls = poller.requests
             async with asyncio.timeout(60):
                 while json.loads(await fleet._redis.get(key))["at"] == at:
-                    # What job-2's sweeps record: it still watches the run.
+                    # What job-2's sweeps record: it still wants the run.
                     now = int(time.time() * 1000)
-                    await fleet._redis.zadd(f"{fleet.prefix}watching", {theirs: now})
+                    await fleet._redis.zadd(f"{fleet.prefix}wanted", {theirs: now + 5000})
                     await asyncio.sleep(0.05)
             assert poller.requests > polls  # polled again with no sweep of its own
             assert other.requests == 0

@@ -410,7 +410,7 @@ async def test_watch_sweeps_through_the_fleets_shared_views(
             async with asyncio.timeout(60):
                 while await ledger._redis.get(f"{ledger.prefix}view:{run}") is None:  # noqa: ASYNC110 (Redis)
                     await asyncio.sleep(0.02)
-            assert await ledger._redis.zscore(f"{ledger.prefix}watching", run) is not None
+            assert await ledger._redis.zscore(f"{ledger.prefix}wanted", run) is not None
             assert await ledger._redis.get(f"{ledger.prefix}poller") is not None
             hold.release()
             service.advance(3600)
