@@ -30,6 +30,7 @@ from asyncclient.fleet._common import (
     text,
 )
 from asyncclient.fleet._starts import STARTS_KEPT, GovernedSession, Start, starts_in
+from asyncclient.fleet._views import mark_stopped
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession
@@ -311,6 +312,7 @@ class Fleet:
             for found in await asyncio.gather(*(s.ask_again(session) for s in starts)):
                 runs.extend(r for r in found if r not in runs)
             stopped, ended, failed = await stop_runs(session, runs)
+            await mark_stopped(self, stopped + ended)
             errors = {r: str(exc) for r, exc in failed.items()}
             reaped.append(Reaped(job, ref or None, commit or None, stopped, ended, errors))
             log.warning(
@@ -740,6 +742,7 @@ class FleetJob:
         try:
             going = sorted(self.held - self._finished)
             self.stopped, ended, errors = await stop_runs(self._session, going)
+            await mark_stopped(self.fleet, self.stopped + ended)
             self._finished |= set(ended)
             for run_id, error in errors.items():
                 log.warning("could not stop superseded run %s: %s", run_id, error)

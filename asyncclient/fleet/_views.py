@@ -22,7 +22,7 @@ from asyncclient.models import Run
 if TYPE_CHECKING:
     from asyncclient.fleet import Fleet
 
-__all__ = ["VIEW_SECONDS", "SharedViews"]
+__all__ = ["VIEW_SECONDS", "SharedViews", "mark_stopped"]
 
 #: How old a published view may be for any watcher (one that sweeps less often takes older
 #: views: as old as its own time between sweeps, up to _KEPT_SECONDS).
@@ -74,6 +74,10 @@ class SharedViews:
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._down_until = 0.0  # the ledger failed: the service alone until then
+        # Runs stopped (by this job; by another, as the ledger says): a view of one still
+        # going may predate the stop, so only a verdict is taken from the fleet.
+        self._stopped_here: set[str] = set()
+        self._stopped_elsewhere: set[str] = set()
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
         self.shared_histories = 0  # histories read from the fleet instead
@@ -110,7 +114,13 @@ class SharedViews:
         return float(self._session.max_retry_after)
 
     async def stop_run(self, run_id: str) -> str:
-        return str(await self._session.stop_run(run_id))
+        """Stop a run (as the session does) and tell the fleet: its view is read again."""
+        self._stopped_here.add(run_id)
+        try:
+            return str(await self._session.stop_run(run_id))
+        finally:
+            if time.monotonic() >= self._down_until:
+                await mark_stopped(self._fleet, [run_id])
 
     async def list_run_views(
         self, run_ids: Sequence[str], *, retries: int | None = None
@@ -246,12 +256,17 @@ class SharedViews:
                 pipe.mget(keys)
                 _, poller, views = await pipe.execute()
             for run_id, raw in zip(run_ids, views, strict=True):
-                view = _view(raw, run_id, now, self._ttl_ms, self._secret)
+                view = self._taken(_view(raw, run_id, now, self._ttl_ms, self._secret), run_id)
                 if view is not None:
                     found[run_id] = view
             if poller is None or poller.decode("utf-8", "replace") == self._holder:
                 break  # no other poller: the caller asks itself
         return found
+
+    def _taken(self, view: Mapping[str, Any] | None, run_id: str) -> Mapping[str, Any] | None:
+        """`view` as this job may take it: of a run stopped, only a verdict."""
+        stopped = run_id in self._stopped_here or run_id in self._stopped_elsewhere
+        return None if view is None or (stopped and view.get("status") in _GOING) else view
 
     async def _read(
         self, wanted: list[str]
@@ -275,16 +290,18 @@ class SharedViews:
             pipe.set(p + "poller", self._holder, nx=True, px=lease)
             pipe.get(p + "poller")
             pipe.mget([f"{p}view:{run_id}" for run_id in wanted])
-            *_, poller, views = await pipe.execute()
+            pipe.mget([f"{p}stopped:{run_id}" for run_id in wanted])
+            *_, poller, views, stops = await pipe.execute()
         mine = await self._renewed(poller)
+        self._stopped_elsewhere.update(r for r, s in zip(wanted, stops, strict=True) if s)
         found: dict[str, Mapping[str, Any]] = {}
         unseen: list[str] = []
         for run_id, raw in zip(wanted, views, strict=True):
-            view = _view(raw, run_id, now, tolerance, self._secret)
+            view = self._taken(_view(raw, run_id, now, tolerance, self._secret), run_id)
             if view is not None:
                 found[run_id] = view
-            elif raw is None:
-                unseen.append(run_id)
+            elif raw is None or run_id in self._stopped_elsewhere - self._stopped_here:
+                unseen.append(run_id)  # the poller's next poll brings it (its verdict)
         return found, mine, unseen if poller is not None else []
 
     async def _fetch(self, run_ids: list[str], retries: int | None) -> dict[str, Mapping[str, Any]]:
@@ -344,6 +361,19 @@ class SharedViews:
             began = time.monotonic()
             await self._fetch(stale, retries)
             self._poll_took = max(time.monotonic() - began, self._poll_took / 2)
+
+
+async def mark_stopped(fleet: Fleet, run_ids: Sequence[str]) -> None:
+    """Tell the fleet's jobs that `run_ids` were stopped: a published view of one still going
+    may predate the stop (a poll answered before it), so they take only its verdict. The
+    ledger unreachable: nothing (a job then reads the stale view until the next poll)."""
+    if not run_ids or fleet._redis is None:
+        return
+    with contextlib.suppress(Exception):
+        async with fleet._redis.pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.set(f"{fleet.prefix}stopped:{run_id}", b"1", px=int(_KEPT_SECONDS * 1000))
+            await pipe.execute()
 
 
 def _mac(secret: bytes, data: bytes) -> str:

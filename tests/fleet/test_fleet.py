@@ -21,7 +21,7 @@ from asyncclient._core._checks import is_id
 from asyncclient._core._untrusted import line
 from asyncclient.fleet import Fleet, FleetError, Identity, identity_from_ci
 from asyncclient.fleet._common import redact_url
-from asyncclient.testing import FakeService
+from asyncclient.testing import FakeService, NetworkConditions
 
 
 def _job(name: str, ref: str = "mr/1", commit: str = "aaaa1111", **kw: object) -> Identity:
@@ -540,7 +540,7 @@ async def test_the_poller_polls_for_the_others_on_its_own_clock_between_its_swee
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
     """A poller whose own runs are quiet (its watcher backed off to 30 s between sweeps)
-    still polls the others' runs every `view_seconds / 2`: their views stay fresh and their
+    still polls the others' runs on its own clock: their views stay fresh and their
     jobs ask the service nothing."""
 
     with service.hold("t_search", "t_onboarding", state="running"):
@@ -643,7 +643,7 @@ async def test_whatever_the_ledger_holds_for_a_view_and_its_poller_a_sweep_ends_
 async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll(
     redis: RedisServer, service: FakeService, session: AsyncSession
 ) -> None:
-    """A view 3 s old, fresh for 2 s more (5 s): the poller, polling the others every 2.5 s,
+    """A view 3 s old, fresh for 2 s more (5 s): the poller, polling the others every 4 s,
     refreshes it now. Left to lapse, every watcher would ask the service itself until the
     poll after (found in bench_fleet.py)."""
 
@@ -662,6 +662,131 @@ async def test_the_poller_refreshes_a_view_that_would_lapse_before_its_next_poll
             refreshed = json.loads(await fleet._redis.get(key))
     assert any(theirs in ids for ids in polled)
     assert refreshed["at"] > aged["at"] + 2000
+
+
+async def test_a_job_that_sweeps_seldom_has_its_runs_polled_until_its_next_sweep(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A job 20 s between sweeps wants its run's view fresh at its next one: the poller
+    keeps polling the run past `view_seconds` after the job's sweep (before, it stopped
+    then, and the job's next sweep found the view too old and asked the service itself)."""
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, theirs = await _started(session, "t_search", "t_onboarding")
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+            await poller.list_run_views([mine])  # it holds the lease
+            other._swept_at = time.monotonic() - 20  # its last sweep, 20 s ago
+            await other.list_run_views([theirs])  # a first look: from the poller's poll
+            swept = int(time.time() * 1000)
+            wanted = await fleet._redis.zscore(f"{fleet.prefix}wanted", theirs)
+            assert wanted is not None and wanted >= swept + 20_000
+            key = f"{fleet.prefix}view:{theirs}"
+            async with asyncio.timeout(60):
+                while json.loads(await fleet._redis.get(key))["at"] <= swept + 2000:
+                    await asyncio.sleep(0.05)
+            assert other.requests == 0
+
+
+async def test_the_poller_leaves_out_a_run_whose_signed_verdict_it_published(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A verdict does not change: a final run still wanted is not asked for again, while a
+    run still going beside it is polled at each poll."""
+
+    with service.hold("t_search", state="running"):
+        going, done = await _started(session, "t_search", "t_onboarding")
+        service.advance(3600)  # t_onboarding's run ends; t_search's is held
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+            poller._swept_at = other._swept_at = time.monotonic() - 20  # wanted for 30 s
+            await poller.list_run_views([going])
+            (verdict,) = await other.list_run_views([done])
+            assert verdict["final"] is True
+            service.reset_requests()
+            async with asyncio.timeout(60):
+                while len(service.requests_for("list_runs")) < 3:
+                    await asyncio.sleep(0.05)
+            asked = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
+    assert all(going in ids for ids in asked)
+    assert not any(done in ids for ids in asked)
+
+
+async def test_the_pollers_polls_come_sooner_when_the_service_answers_slowly(
+    redis: RedisServer, session: AsyncSession
+) -> None:
+    """Every 4 s of a view's 5 (1 s left for the poll itself); a poll that took 0.6 s leaves
+    three of it; never under half of the 5."""
+    from asyncclient.fleet._views import SharedViews
+
+    conditions = NetworkConditions(latency_ms=600, ops=["list_runs"])
+    async with (
+        FakeService(conditions=conditions) as slow,
+        AsyncSession(slow.run_key, slow.url) as on_slow,
+        Fleet(redis.url) as fleet,
+        SharedViews(on_slow, fleet, "job-1") as poller,
+    ):
+        assert poller._others_every == 4.0
+        (run,) = await _started(on_slow, "t_search")
+        await poller.list_run_views([run])  # the lease, and the run wanted for 5 s
+        await fleet._redis.delete(f"{fleet.prefix}view:{run}")
+        await poller._poll_for_others(0)  # 0.6 s at least
+        assert poller._poll_took >= 0.6
+        assert 2.5 <= poller._others_every <= 5 - 3 * 0.6
+
+
+async def test_a_run_this_job_stopped_is_read_again_from_the_service_not_the_fleet(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """The fleet's view of a run says it is running; the job stops it (a cancel, a timeout):
+    its read after the stop is the service's, the run as it ended, not that view."""
+    from asyncclient.fleet._views import SharedViews
+
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet, SharedViews(session, fleet, "job-1") as views:
+            watcher = views.watch_runs([run], interval=0.05)
+            await views.list_run_views([run])  # published: running
+            assert await watcher.stop() == (run,)
+            assert await fleet._redis.get(f"{fleet.prefix}stopped:{run}") == b"1"
+    assert watcher.runs[run].is_final  # cancelled, as each dialect names it
+    assert views.requests == 2
+
+
+async def test_a_run_the_fleet_stopped_is_taken_from_the_pollers_poll_as_its_verdict(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """The fleet stopped job-2's run (a newer commit superseded it) after the poller had
+    published it running: job-2 does not take that view; it takes the run's verdict from the
+    poller's next poll, asking the service nothing."""
+    from asyncclient.fleet._views import mark_stopped
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, theirs = await _started(session, "t_search", "t_onboarding")
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+            await poller.list_run_views([mine])
+            (seen,) = await other.list_run_views([theirs])
+            assert (seen["status"] in ("queued", "running"), other.requests) == (True, 0)
+            await session.stop_run(theirs)
+            await mark_stopped(fleet, [theirs])
+            (ended,) = await other.list_run_views([theirs])
+    assert ended["final"] is True and ended["status"] not in ("queued", "running")
+    assert other.requests == 0
+
+
+async def test_a_planted_far_future_want_is_neither_polled_nor_kept(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """A writer to the ledger wants a run polled until the year 33,000: the next sweep drops
+    it and no poll asks for it."""
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        mine, planted = await _started(session, "t_search", "t_onboarding")
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+            await fleet._redis.zadd(f"{fleet.prefix}wanted", {planted: 10**15})
+            service.reset_requests()
+            await poller.list_run_views([mine])
+            assert await fleet._redis.zscore(f"{fleet.prefix}wanted", planted) is None
+            asked = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
+    assert asked and not any(planted in ids for ids in asked)
 
 
 async def test_the_shared_sweep_follows_a_suite_to_its_end(
