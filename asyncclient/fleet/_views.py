@@ -140,7 +140,14 @@ class SharedViews:
                 found.update(await self._await_views(unseen))
         missing = [r for r in wanted if r not in found]
         self.shared += len(wanted) - len(missing)
-        if missing:
+        if missing and poller:
+            # The poller's own request polls for the others too: its next poll comes later.
+            others = await self._due_for_others()
+            self._others_at = time.monotonic()
+            found.update(
+                await self._fetch(missing + [r for r in others if r not in missing], retries)
+            )
+        elif missing:
             found.update(await self._fetch(missing, retries))
         if poller:
             await self._poll_when_due(retries)
@@ -337,30 +344,40 @@ class SharedViews:
             await pipe.execute()
 
     async def _poll_for_others(self, retries: int | None) -> None:
-        """As the poller: the runs jobs still want that are going and have no fresh view,
-        polled and published. Wanted: until about each job's next sweep (as its `_read` put
-        it), so a job that sweeps seldom finds its runs' views fresh too."""
+        """As the poller: the runs due (`_due_for_others`) polled and published."""
+        stale = await self._due_for_others()
+        if stale:
+            began = time.monotonic()
+            await self._fetch(stale, retries)
+            self._poll_took = max(time.monotonic() - began, self._poll_took / 2)
+
+    async def _due_for_others(self) -> list[str]:
+        """The runs jobs still want that are going and whose views would be too old before
+        this job's next poll; none when the ledger cannot say. Wanted: until about each job's
+        next sweep (as its `_read` put it), so a job that sweeps seldom finds them fresh."""
+        try:
+            return await self._due()
+        except Exception:  # the ledger failed: the next sweep finds it out
+            return []
+
+    async def _due(self) -> list[str]:
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
         wanted = await r.zrangebyscore(p + "wanted", now, now + self._kept_ms, start=0, num=10_000)
         watched = [t for t in (v.decode("utf-8", "replace") for v in wanted) if is_id("run", t)]
         if not watched:
-            return
+            return []
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
         # Those that would be too old before this job's next poll is published (a view left to
         # lapse had each watcher ask the service itself); a quarter of the room: just published.
         room = self._room
         lasts = int(max(self._view_seconds - self._others_every - room, room / 4) * 1000)
-        stale = [
+        return [
             run_id
             for run_id, raw in zip(watched, fresh, strict=True)
             if _view(raw, run_id, now, lasts, self._secret) is None
             and not _final(_view(raw, run_id, now, self._kept_ms, self._secret))
         ]
-        if stale:
-            began = time.monotonic()
-            await self._fetch(stale, retries)
-            self._poll_took = max(time.monotonic() - began, self._poll_took / 2)
 
 
 async def mark_stopped(fleet: Fleet, run_ids: Sequence[str]) -> None:

@@ -679,10 +679,11 @@ async def test_a_job_that_sweeps_seldom_has_its_runs_polled_until_its_next_sweep
             await other.list_run_views([theirs])  # a first look: from the poller's poll
             swept = int(time.time() * 1000)
             wanted = await fleet._redis.zscore(f"{fleet.prefix}wanted", theirs)
-            assert wanted is not None and wanted >= swept + 20_000
+            assert wanted is not None
+            assert wanted >= swept + 20_000
             key = f"{fleet.prefix}view:{theirs}"
             async with asyncio.timeout(60):
-                while json.loads(await fleet._redis.get(key))["at"] <= swept + 2000:
+                while json.loads(await fleet._redis.get(key))["at"] <= swept + 2000:  # noqa: ASYNC110 (Redis)
                     await asyncio.sleep(0.05)
             assert other.requests == 0
 
@@ -696,14 +697,14 @@ async def test_the_poller_leaves_out_a_run_whose_signed_verdict_it_published(
     with service.hold("t_search", state="running"):
         going, done = await _started(session, "t_search", "t_onboarding")
         service.advance(3600)  # t_onboarding's run ends; t_search's is held
-        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+        async with _poller_and_other(redis, session, view_seconds=1) as (_, poller, other):
             poller._swept_at = other._swept_at = time.monotonic() - 20  # wanted for 30 s
             await poller.list_run_views([going])
             (verdict,) = await other.list_run_views([done])
             assert verdict["final"] is True
             service.reset_requests()
             async with asyncio.timeout(60):
-                while len(service.requests_for("list_runs")) < 3:
+                while len(service.requests_for("list_runs")) < 3:  # noqa: ASYNC110 (the service's count)
                     await asyncio.sleep(0.05)
             asked = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
     assert all(going in ids for ids in asked)
@@ -731,6 +732,31 @@ async def test_the_pollers_polls_come_sooner_when_the_service_answers_slowly(
         await poller._poll_for_others(0)  # 0.6 s at least
         assert poller._poll_took >= 0.6
         assert 2.5 <= poller._others_every <= 5 - 3 * 0.6
+
+
+async def test_the_pollers_own_request_polls_for_the_others_too(
+    redis: RedisServer, service: FakeService, session: AsyncSession
+) -> None:
+    """The poller looks at a run it has just started: the one request also asks for job-2's
+    run, whose view is 3 s old, and the poller's next poll for the others comes later."""
+
+    with service.hold("t_search", "t_onboarding", state="running"):
+        (theirs,) = await _started(session, "t_onboarding")
+        async with _poller_and_other(redis, session, view_seconds=5) as (fleet, poller, other):
+            await other.list_run_views([theirs])  # no poller yet: its own request
+            await fleet._redis.set(f"{fleet.prefix}poller", "job-1", px=60_000)
+            key = f"{fleet.prefix}view:{theirs}"
+            aged = json.loads(await fleet._redis.get(key))
+            aged["at"] -= 3000
+            await fleet._redis.set(key, json.dumps(aged), px=30_000)
+            (mine,) = await _started(session, "t_search")
+            poller._others_at = time.monotonic()  # polled for the others a moment ago
+            service.reset_requests()
+            await poller.list_run_views([mine])
+            asked = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
+            refreshed = json.loads(await fleet._redis.get(key))
+    assert [sorted(ids.split(",")) for ids in asked] == [sorted([mine, theirs])]
+    assert refreshed["at"] > aged["at"] + 2000
 
 
 async def test_a_run_this_job_stopped_is_read_again_from_the_service_not_the_fleet(
@@ -768,7 +794,8 @@ async def test_a_run_the_fleet_stopped_is_taken_from_the_pollers_poll_as_its_ver
             await session.stop_run(theirs)
             await mark_stopped(fleet, [theirs])
             (ended,) = await other.list_run_views([theirs])
-    assert ended["final"] is True and ended["status"] not in ("queued", "running")
+    assert ended["final"] is True
+    assert ended["status"] not in ("queued", "running")
     assert other.requests == 0
 
 
@@ -780,13 +807,14 @@ async def test_a_planted_far_future_want_is_neither_polled_nor_kept(
 
     with service.hold("t_search", "t_onboarding", state="running"):
         mine, planted = await _started(session, "t_search", "t_onboarding")
-        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, other):
+        async with _poller_and_other(redis, session, view_seconds=1) as (fleet, poller, _):
             await fleet._redis.zadd(f"{fleet.prefix}wanted", {planted: 10**15})
             service.reset_requests()
             await poller.list_run_views([mine])
             assert await fleet._redis.zscore(f"{fleet.prefix}wanted", planted) is None
             asked = [r.query.get("ids", "") for r in service.requests_for("list_runs")]
-    assert asked and not any(planted in ids for ids in asked)
+    assert asked
+    assert not any(planted in ids for ids in asked)
 
 
 async def test_the_shared_sweep_follows_a_suite_to_its_end(

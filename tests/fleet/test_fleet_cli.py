@@ -88,7 +88,8 @@ async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
         job = asyncio.create_task(
             _cli(
                 env, "run", "project", "p_demo", "--wait", "--interval", "0.05",
-                "--ref", "mr/7", "--commit", "aaaa1111", "--supersede", windows=windows,
+                "--ref", "mr/7", "--commit", "aaaa1111", "--supersede", "--json",
+                windows=windows,
             )
         )  # fmt: skip
         old_job = await _job_holding(ledger, 2)
@@ -97,9 +98,13 @@ async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
         newer = Identity(job_id="newer", ref="mr/7", commit="bbbb2222", supersede=True)
         async with ledger.job(session, newer) as new:
             assert new.marked == (old_job,)
-            code, _, err = await asyncio.wait_for(job, 60)
+            code, out, err = await asyncio.wait_for(job, 60)
     assert code == 130, err
     assert "superseded by bbbb2222" in err
+    # Its report: the runs as they ended, not as the fleet had last published them.
+    assert sorted((r["id"], r["final"]) for r in json.loads(out)) == [
+        (r, True) for r in sorted(old.runs)
+    ]
     assert all(_stopped(service, r) for r in old.runs)
     # Each run stopped once: by the fleet, not again by the job's own cancel.
     stops = sorted(r.path for r in service.requests_for("stop_run"))
