@@ -78,6 +78,7 @@ class SharedViews:
         # going may predate the stop, so only a verdict is taken from the fleet.
         self._stopped_here: set[str] = set()
         self._stopped_elsewhere: set[str] = set()
+        self._awaited: set[str] = set()  # stopped elsewhere, waited for once already
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
         self.shared_histories = 0  # histories read from the fleet instead
@@ -135,9 +136,14 @@ class SharedViews:
             except Exception:  # the ledger is down: the service alone for a while
                 self._down_until = time.monotonic() + _DOWN_SECONDS
         if unseen and poller is False:
-            # Just started, no view yet: the poller's next poll brings them.
+            # Just started, no view yet, or stopped: the poller's next poll brings them. A
+            # stopped run is waited for once, one view's time (the service may be slow to
+            # end it, or the mark planted).
+            stopped = self._stopped_elsewhere.intersection(unseen)
+            self._awaited |= stopped
+            seconds = self._view_seconds if stopped else self._fleet.lease
             with contextlib.suppress(Exception):
-                found.update(await self._await_views(unseen))
+                found.update(await self._await_views(unseen, seconds))
         missing = [r for r in wanted if r not in found]
         self.shared += len(wanted) - len(missing)
         if missing and poller:
@@ -246,14 +252,16 @@ class SharedViews:
             )
         return mine
 
-    async def _await_views(self, run_ids: list[str]) -> dict[str, Mapping[str, Any]]:
+    async def _await_views(
+        self, run_ids: list[str], seconds: float
+    ) -> dict[str, Mapping[str, Any]]:
         """The views of `run_ids` as the poller publishes them at its next poll, waited for
-        while another job holds the poller's lease, at most one lease (a poller that has not
-        polled by then is as good as dead); those not published: left out, for the caller."""
+        while another job holds the poller's lease, at most `seconds` (one lease: a poller
+        that has not polled by then is as good as dead); those not published: left out."""
         r, p = self._fleet._redis, self._fleet.prefix
         keys = [f"{p}view:{run_id}" for run_id in run_ids]
         found: dict[str, Mapping[str, Any]] = {}
-        until = time.monotonic() + self._fleet.lease
+        until = time.monotonic() + seconds
         while time.monotonic() < until and len(found) < len(run_ids):
             await asyncio.sleep(_FIRST_LOOK_STEP)
             now = int(time.time() * 1000)
@@ -307,7 +315,10 @@ class SharedViews:
             view = self._taken(_view(raw, run_id, now, tolerance, self._secret), run_id)
             if view is not None:
                 found[run_id] = view
-            elif raw is None or run_id in self._stopped_elsewhere - self._stopped_here:
+            elif (
+                raw is None
+                or run_id in self._stopped_elsewhere - self._stopped_here - self._awaited
+            ):
                 unseen.append(run_id)  # the poller's next poll brings it (its verdict)
         return found, mine, unseen if poller is not None else []
 

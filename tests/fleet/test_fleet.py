@@ -617,13 +617,25 @@ async def test_a_planted_poller_that_never_polls_delays_a_first_look_one_lease_a
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(planted=st.binary(max_size=300), poller=st.binary(min_size=1, max_size=40))
+@given(
+    planted=st.binary(max_size=300),
+    poller=st.binary(min_size=1, max_size=40),
+    mark=st.none() | st.binary(min_size=1, max_size=40),
+    wanted=st.floats(allow_nan=False),
+)
 async def test_whatever_the_ledger_holds_for_a_view_and_its_poller_a_sweep_ends_with_the_truth(
-    redis: RedisServer, service: FakeService, session: AsyncSession, planted: bytes, poller: bytes
+    redis: RedisServer,
+    service: FakeService,
+    session: AsyncSession,
+    planted: bytes,
+    poller: bytes,
+    mark: bytes | None,
+    wanted: float,
 ) -> None:
-    """Any bytes as a run's view and as the poller's name (not this job): the sweep neither
-    waits for that poller (a view is there, if unreadable) nor takes a verdict it cannot
-    check; it answers the run as the service has it."""
+    """Any bytes as a run's view, as the poller's name (not this job) and as a stop mark, and
+    any time the run is wanted until: the sweep neither waits for that poller (a view is
+    there, if unreadable) nor takes a verdict it cannot check; it answers the run as the
+    service has it."""
     from asyncclient.fleet._views import SharedViews
 
     with service.hold("t_search", state="running"):
@@ -631,12 +643,16 @@ async def test_whatever_the_ledger_holds_for_a_view_and_its_poller_a_sweep_ends_
         async with Fleet(redis.url) as fleet:
             await fleet._redis.set(f"{fleet.prefix}view:{run}", planted, px=60_000)
             await fleet._redis.set(f"{fleet.prefix}poller", poller, px=60_000)
-            async with SharedViews(session, fleet, "job-1") as views:
+            await fleet._redis.zadd(f"{fleet.prefix}wanted", {run: wanted})
+            if mark is not None:
+                await fleet._redis.set(f"{fleet.prefix}stopped:{run}", mark, px=60_000)
+            async with SharedViews(session, fleet, "job-1", view_seconds=1) as views:
                 service.reset_requests()
                 found = await asyncio.wait_for(views.list_run_views([run]), 30)
+                found += await asyncio.wait_for(views.list_run_views([run]), 30)
                 await fleet._redis.delete(f"{fleet.prefix}poller")
-    assert [v["id"] for v in found] == [run]
-    assert found[0]["status"] in ("queued", "running")
+    assert [v["id"] for v in found] == [run, run]
+    assert all(v["status"] in ("queued", "running") for v in found)
     assert len(service.requests_for("list_runs")) == views.requests
 
 
@@ -797,6 +813,37 @@ async def test_a_run_the_fleet_stopped_is_taken_from_the_pollers_poll_as_its_ver
     assert ended["final"] is True
     assert ended["status"] not in ("queued", "running")
     assert other.requests == 0
+
+
+async def test_a_planted_stop_mark_costs_one_wait_of_one_views_time_then_the_service(
+    redis: RedisServer, service: FakeService, session: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer to the ledger marks a run still going as stopped and names a poller that never
+    polls: the job waits once, at most one view's time, for a verdict that does not come, then
+    reads the run from the service; its next sweeps do not wait again."""
+    from asyncclient.fleet._views import SharedViews
+
+    waits: list[float] = []
+    real_wait = SharedViews._await_views
+
+    async def counted(self: Any, run_ids: list[str], seconds: float) -> Any:
+        waits.append(seconds)
+        return await real_wait(self, run_ids, seconds)
+
+    monkeypatch.setattr(SharedViews, "_await_views", counted)
+    with service.hold("t_search", state="running"):
+        (run,) = await _started(session, "t_search")
+        async with Fleet(redis.url) as fleet, SharedViews(session, fleet, "job-1") as first:
+            await first.list_run_views([run])  # a going view, published
+            await first.close()
+            await fleet._redis.set(f"{fleet.prefix}poller", "ghost", px=600_000)
+            await fleet._redis.set(f"{fleet.prefix}stopped:{run}", b"1", px=600_000)
+            async with SharedViews(session, fleet, "job-2", view_seconds=1) as views:
+                service.reset_requests()
+                seen = [await views.list_run_views([run]) for _ in range(3)]
+    assert waits == [1]
+    assert [v["status"] in ("queued", "running") for (v,) in seen] == [True] * 3
+    assert views.requests == len(service.requests_for("list_runs")) == 3
 
 
 async def test_a_planted_far_future_want_is_neither_polled_nor_kept(
