@@ -24,13 +24,13 @@ from asyncclient.fleet._common import (
     FleetError,
     JobEnded,
     log,
+    mark_stopped,
     redact_url,
     run_ids,
     shown,
     text,
 )
 from asyncclient.fleet._starts import STARTS_KEPT, GovernedSession, Start, starts_in
-from asyncclient.fleet._views import mark_stopped
 
 if TYPE_CHECKING:
     from asyncclient._client._session import AsyncSession

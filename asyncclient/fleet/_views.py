@@ -17,12 +17,13 @@ import orjson
 
 from asyncclient._core._checks import IDS_PER_REQUEST, is_id
 from asyncclient._core._converter import converter, structure_list
+from asyncclient.fleet._common import mark_stopped
 from asyncclient.models import Run
 
 if TYPE_CHECKING:
     from asyncclient.fleet import Fleet
 
-__all__ = ["VIEW_SECONDS", "SharedViews", "mark_stopped"]
+__all__ = ["VIEW_SECONDS", "SharedViews"]
 
 #: How old a published view may be for any watcher (one that sweeps less often takes older
 #: views: as old as its own time between sweeps, up to _KEPT_SECONDS).
@@ -67,18 +68,17 @@ class SharedViews:
         self._view_seconds = view_seconds
         self._ttl_ms = int(view_seconds * 1000)
         self._kept_ms = int(max(view_seconds, _KEPT_SECONDS) * 1000)
-        self._poll_took = 0.0  # the poller's last poll of the service, in seconds
+        self._poll_took = 0.0  # seconds: its last poll
         self._swept_at: float | None = None
         self._others_at = 0.0
         # The poller's clock, beside its job's sweeps.
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._down_until = 0.0  # the ledger failed: the service alone until then
-        # Runs stopped (by this job; by another, as the ledger says): a view of one still
-        # going may predate the stop, so only a verdict is taken from the fleet.
+        # Stopped runs: only their verdicts are taken from the fleet.
         self._stopped_here: set[str] = set()
         self._stopped_elsewhere: set[str] = set()
-        self._awaited: set[str] = set()  # stopped elsewhere, waited for once already
+        self._awaited: set[str] = set()  # stopped elsewhere, waited for
         self.requests = 0  # to the service, by this source
         self.shared = 0  # views read from the fleet instead
         self.shared_histories = 0  # histories read from the fleet instead
@@ -136,9 +136,7 @@ class SharedViews:
             except Exception:  # the ledger is down: the service alone for a while
                 self._down_until = time.monotonic() + _DOWN_SECONDS
         if unseen and poller is False:
-            # Just started, no view yet, or stopped: the poller's next poll brings them. A
-            # stopped run is waited for once, one view's time (the service may be slow to
-            # end it, or the mark planted).
+            # New or stopped: the poller's next poll brings them.
             stopped = self._stopped_elsewhere.intersection(unseen)
             self._awaited |= stopped
             seconds = self._view_seconds if stopped else self._fleet.lease
@@ -147,7 +145,7 @@ class SharedViews:
         missing = [r for r in wanted if r not in found]
         self.shared += len(wanted) - len(missing)
         if missing and poller:
-            # The poller's own request polls for the others too: its next poll comes later.
+            # One request: the poller's own runs and the others' due ones.
             others = await self._due_for_others()
             self._others_at = time.monotonic()
             found.update(
@@ -287,15 +285,16 @@ class SharedViews:
         self, wanted: list[str]
     ) -> tuple[dict[str, Mapping[str, Any]], bool, list[str]]:
         """The fresh views of `wanted`, whether this job is (now) the poller, and the runs of
-        `wanted` the ledger holds no view of at all. Fresh: at most `view_seconds` old, or as
-        old as the time since this job's last sweep (a job that polls every 30 s takes a view
-        20 s old, as its own poll would have been)."""
+        `wanted` to wait for the poller's poll for: those the ledger holds no view of at all,
+        and (once) those another job stopped, until their verdict. Fresh: at most
+        `view_seconds` old, or as old as the time since this job's last sweep (a job that
+        polls every 30 s takes a view 20 s old, as its own poll would have been)."""
         r, p = self._fleet._redis, self._fleet.prefix
         now = int(time.time() * 1000)
         since, self._swept_at = self._swept_at, time.monotonic()
         gap = 0 if since is None else int((self._swept_at - since) * 1000)
         tolerance = max(self._ttl_ms, min(self._kept_ms, gap * 9 // 10))
-        # Wanted until about this job's next sweep: its pace grows 1.5x a quiet sweep.
+        # Wanted until about its next sweep (1.5x a quiet one).
         until = now + max(self._ttl_ms, min(self._kept_ms, 2 * gap))
         lease = int(self._fleet.lease * 1000)
         async with r.pipeline(transaction=False) as pipe:
@@ -319,7 +318,7 @@ class SharedViews:
                 raw is None
                 or run_id in self._stopped_elsewhere - self._stopped_here - self._awaited
             ):
-                unseen.append(run_id)  # the poller's next poll brings it (its verdict)
+                unseen.append(run_id)
         return found, mine, unseen if poller is not None else []
 
     async def _fetch(self, run_ids: list[str], retries: int | None) -> dict[str, Mapping[str, Any]]:
@@ -379,8 +378,7 @@ class SharedViews:
         if not watched:
             return []
         fresh = await r.mget([f"{p}view:{run_id}" for run_id in watched])
-        # Those that would be too old before this job's next poll is published (a view left to
-        # lapse had each watcher ask the service itself); a quarter of the room: just published.
+        # Too old by our next poll (a quarter room: just published).
         room = self._room
         lasts = int(max(self._view_seconds - self._others_every - room, room / 4) * 1000)
         return [
@@ -389,19 +387,6 @@ class SharedViews:
             if _view(raw, run_id, now, lasts, self._secret) is None
             and not _final(_view(raw, run_id, now, self._kept_ms, self._secret))
         ]
-
-
-async def mark_stopped(fleet: Fleet, run_ids: Sequence[str]) -> None:
-    """Tell the fleet's jobs that `run_ids` were stopped: a published view of one still going
-    may predate the stop (a poll answered before it), so they take only its verdict. The
-    ledger unreachable: nothing (a job then reads the stale view until the next poll)."""
-    if not run_ids or fleet._redis is None:
-        return
-    with contextlib.suppress(Exception):
-        async with fleet._redis.pipeline(transaction=False) as pipe:
-            for run_id in run_ids:
-                pipe.set(f"{fleet.prefix}stopped:{run_id}", b"1", px=int(_KEPT_SECONDS * 1000))
-            await pipe.execute()
 
 
 def _mac(secret: bytes, data: bytes) -> str:

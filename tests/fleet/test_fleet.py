@@ -799,7 +799,7 @@ async def test_a_run_the_fleet_stopped_is_taken_from_the_pollers_poll_as_its_ver
     """The fleet stopped job-2's run (a newer commit superseded it) after the poller had
     published it running: job-2 does not take that view; it takes the run's verdict from the
     poller's next poll, asking the service nothing."""
-    from asyncclient.fleet._views import mark_stopped
+    from asyncclient.fleet._common import mark_stopped
 
     with service.hold("t_search", "t_onboarding", state="running"):
         mine, theirs = await _started(session, "t_search", "t_onboarding")
