@@ -77,9 +77,13 @@ class _Parser(argparse.ArgumentParser):
             message = prefix + shown
             known = self._option_strings()
             # A flag's name is no secret: a looser match is fine.
-            meant = [m for f in flags if (m := closest(f, known, cutoff=0.6)) is not None]
+            meant = [m for f in flags if f not in known and (m := closest(f, known, cutoff=0.6))]
             if meant:
                 message += f" (did you mean {' '.join(meant)}?)"
+            for flag in (f for f in flags if f in known):
+                takers = ", ".join(repr(c) for c in self._commands_taking(flag)[:3])
+                where = f"is an option of {takers}, not this one" if takers else "goes first"
+                message += f" ({flag} {where})"
         choice = _INVALID_CHOICE.match(message)
         if choice:
             # May be a secret: named only when near a choice.
@@ -91,6 +95,18 @@ class _Parser(argparse.ArgumentParser):
                 else f"{choice['head']}invalid choice (choose from {choice['choices']})"
             )
         self.exit(2, f"error: {message}; see '{self.prog} --help'\n")
+
+    def _commands_taking(self, flag: str) -> list[str]:
+        """The commands (as typed) among this parser's sub-commands that take `flag`."""
+        found: list[str] = []
+        for action in self._actions:
+            choices = action.choices if isinstance(action.choices, dict) else {}
+            for parser in dict.fromkeys(choices.values()):
+                if isinstance(parser, _Parser):
+                    if flag in parser._option_string_actions:
+                        found.append(parser.prog)
+                    found += parser._commands_taking(flag)
+        return list(dict.fromkeys(found))
 
     def _option_strings(self) -> set[str]:
         """Every option of this parser and of its sub-commands, for suggestions."""

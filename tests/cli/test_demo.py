@@ -341,6 +341,11 @@ async def test_commands_that_talk_to_the_service_keep_its_address_and_key(run_cl
             " (did you mean --limit?); see 'asyncclient --help'",
         ),
         (
+            ["run", "project", "p_demo", "--wait", "--stop-on-interrupt"],
+            "error: unrecognized arguments: --stop-on-interrupt (--stop-on-interrupt is an"
+            " option of 'asyncclient watch', not this one); see 'asyncclient --help'",
+        ),
+        (
             ["runs", "lst"],
             "error: argument COMMAND: invalid choice 'lst' (did you mean list?);"
             " see 'asyncclient runs --help'",
