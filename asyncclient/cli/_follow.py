@@ -93,6 +93,8 @@ async def follow(
                 watcher = suite.watcher
                 if watcher is not None:
                     _tell_stopped(watcher.stopped, watcher.stop_errors, out)
+                    for run in watcher.runs.values():
+                        progress.update(run)  # its last frame: the runs as they ended
                 # A cancelled job still reports the runs as they now are.
                 if suite.report is not None and suite.result is not None:
                     with contextlib.suppress(CommandError, OSError):  # the interrupt matters

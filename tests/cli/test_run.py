@@ -476,6 +476,32 @@ async def test_a_terminal_gets_a_live_table(svc: FakeService) -> None:
     assert stdout.getvalue().splitlines()[-1] == "3 runs: 2 passed, 1 failed"
 
 
+async def test_an_interrupted_jobs_live_table_ends_on_the_runs_as_stopped(
+    svc: FakeService,
+) -> None:
+    """Ctrl-C with --stop-on-interrupt: the table left on the terminal says the run was
+    stopped, not what it said before (running, its time left)."""
+    from asyncclient.cli import build_parser
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._run import watch
+
+    (run_id,) = [run.id for run in svc.backend.run_store.create_runs("t_slow", 1)]
+    argv = ["--base-url", svc.url, "--api-key", KEY, "watch", run_id, *FAST]
+    stderr = Terminal()
+    args = build_parser().parse_args([*argv, "--stop-on-interrupt"])
+    job = asyncio.ensure_future(watch(args, Output(stdout=io.StringIO(), stderr=stderr)))
+    async with asyncio.timeout(30):
+        while "1 run: 1 running" not in stderr.getvalue():  # noqa: ASYNC110 (a stream)
+            await asyncio.sleep(0.01)
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    screen = stderr.getvalue()
+    last = screen[screen.rindex(f"stopped 1 run(s): {run_id}") :]
+    assert "running" not in last
+    assert any(f"1 run: 1 {s}" in last for s in ("cancelled", "canceled", "stopped"))
+
+
 async def test_a_skipped_test_fails_the_wait_and_is_in_the_reports(
     run_cli: RunCli, env: dict[str, str], tmp_path: Path
 ) -> None:
