@@ -301,6 +301,7 @@ class SharedViews:
             pipe.zadd(p + "wanted", dict.fromkeys(wanted, until), gt=True)
             pipe.zremrangebyscore(p + "wanted", 0, now - lease)
             pipe.zremrangebyscore(p + "wanted", f"({now + self._kept_ms + lease}", "+inf")
+            pipe.pexpire(p + "wanted", self._kept_ms + lease)  # gone once the fleet is idle
             pipe.set(p + "poller", self._holder, nx=True, px=lease)
             pipe.get(p + "poller")
             pipe.mget([f"{p}view:{run_id}" for run_id in wanted])

@@ -94,6 +94,9 @@ async def test_a_job_superseded_by_a_newer_commit_stops_its_runs_and_exits_130(
         )  # fmt: skip
         old_job = await _job_holding(ledger, 2)
         (old,) = await ledger.status()
+        async with asyncio.timeout(60):  # its first sweep (then a cancel reports the runs)
+            while not all(await ledger._redis.mget([f"{ledger.prefix}view:{r}" for r in old.runs])):  # noqa: ASYNC110 (Redis)
+                await asyncio.sleep(0.02)
         service.reset_requests()
         newer = Identity(job_id="newer", ref="mr/7", commit="bbbb2222", supersede=True)
         async with ledger.job(session, newer) as new:
@@ -425,6 +428,8 @@ async def test_watch_sweeps_through_the_fleets_shared_views(
                 proc.kill()
                 await proc.wait()
     assert proc.returncode in (0, 1), err  # the run's verdict
+    # What it wanted polled lapses by itself: an idle fleet's ledger empties.
+    assert 0 < await ledger._redis.pttl(f"{ledger.prefix}wanted") <= 60_000
 
 
 async def test_the_tool_server_reads_the_fleet_for_an_agent(
