@@ -364,6 +364,10 @@ class SuiteRun:
         except asyncio.CancelledError:
             if self._stop_on_cancel and self.watcher is None:
                 await self._stop_started()  # cancelled before the first sweep: no watcher did it
+            if self.report is None and self._views:
+                # Before the first sweep: the runs reported as last known.
+                self.reruns.record(self._ours(self._views.values()))
+                self._conclude(with_flakiness=None)
             raise
 
     async def _stop_started(self) -> None:

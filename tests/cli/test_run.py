@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import socket
@@ -500,6 +501,38 @@ async def test_an_interrupted_jobs_live_table_ends_on_the_runs_as_stopped(
     last = screen[screen.rindex(f"stopped 1 run(s): {run_id}") :]
     assert "running" not in last
     assert any(f"1 run: 1 {s}" in last for s in ("cancelled", "canceled", "stopped"))
+
+
+async def test_a_job_interrupted_before_its_first_sweep_still_reports_its_runs(
+    svc: FakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while it reads the tests' history (a newer commit, a Ctrl-C): its --json still
+    lists the run it started, as last known, and the run is stopped."""
+    from asyncclient.cli import build_parser
+    from asyncclient.cli._output import Output
+    from asyncclient.cli._run import run_project
+    from asyncclient.suite._loop import SuiteRun
+
+    reading = asyncio.Event()
+
+    async def held(self: SuiteRun) -> None:
+        reading.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(SuiteRun, "_read_history", held)
+    argv = ["--base-url", svc.url, "--api-key", KEY, "run", "project", "p_slow", "--wait"]
+    args = build_parser().parse_args([*argv, *FAST, "--json"])
+    stdout = io.StringIO()
+    out = Output(json_mode=True, stdout=stdout, stderr=io.StringIO())
+    job = asyncio.ensure_future(run_project(args, out))
+    async with asyncio.timeout(30):
+        await reading.wait()
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    (run,) = json.loads(stdout.getvalue())
+    assert run["testId"] == "t_slow"
+    assert status_in_emulator(svc, run["id"]) == "cancelled"
 
 
 async def test_a_skipped_test_fails_the_wait_and_is_in_the_reports(
